@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * knitk: kernel-assisted shared-memory IPC.
+ *
+ * This header is the whole contract between the knitk module and userspace.
+ *
+ * Protocol for a user of /dev/knitk:
+ *
+ *  1. open("/dev/knitk") gives an *endpoint*.
+ *  2. KNITK_IOC_API negotiates the API version and reports features.
+ *  3. KNITK_IOC_CREATE makes a new *knot* from a struct knitk_geometry and
+ *     attaches the endpoint to it; the knot's layout comes back in
+ *     struct knitk_layout.  Another endpoint (in this or any process that
+ *     holds an fd of the knot, e.g. by inheritance or SCM_RIGHTS) joins the
+ *     same knot with KNITK_IOC_ATTACH.
+ *  4. mmap() maps the knot: the control page (offset 0, read-only) and the
+ *     data region (offset layout.control_size, read-write), each exactly.
+ *  5. KNITK_IOC_JOIN gives the endpoint a role: the host or worker N.
+ *  6. KNITK_IOC_WAIT sleeps on the endpoint's own doorbell; KNITK_IOC_NOTIFY
+ *     rings a set of doorbells, delivering a wake only to a waiter that is
+ *     asleep and whose mailboxes hold pending work.
+ *  7. close() (or exit, or SIGKILL) releases the endpoint.  The release of a
+ *     joined endpoint marks its role dead in the control page and wakes the
+ *     host (or, for the host, every worker).  The knot is freed when its last
+ *     endpoint and mapping are gone.
+ *
+ * Memory of a knot, in order (every offset comes from struct knitk_layout):
+ *
+ *   control page   struct knitk_control, written by the kernel only
+ *   doorbells      KNITK_NR_DOORBELLS x struct knitk_doorbell; worker w rings
+ *                  on doorbell w, the host on KNITK_DOORBELL_HOST
+ *   abort bitmap   geometry.abort_bits bits, host sets, workers read
+ *   steal lines    (KNITK_GEOM_STEAL only) one struct knitk_steal_line per
+ *                  (submit mailbox, worker)
+ *   mailboxes      request mailboxes, then one return mailbox per worker;
+ *                  each is a struct knitk_sector, KNITK_LANES lanes of
+ *                  (KNITK_LANE_HEADER_BYTES + geometry.inline_bytes), then
+ *                  the mailbox's arena
+ *
+ * Every region starts on a KNITK_PAGE_BYTES boundary; the layout of a
+ * geometry g is, with P = KNITK_PAGE_BYTES and W = g.nr_workers,
+ * S = g.nr_submitters, steal = g.flags & KNITK_GEOM_STEAL:
+ *
+ *   control_size   = P
+ *   doorbell_off   = P, doorbell_stride = KNITK_CACHELINE,
+ *   nr_doorbells   = KNITK_NR_DOORBELLS (one page)
+ *   abort_off      = 2P, abort_size = round_up(g.abort_bits / 8, P)
+ *   steal_off      = abort_off + abort_size if steal, else 0
+ *   steal_stride   = KNITK_CACHELINE, nr_steal = steal ? S * W : 0
+ *   mailbox_off    = abort_off + abort_size + round_up(nr_steal * 64, P)
+ *   nr_request     = steal ? S : S * W, nr_mailboxes = nr_request + W
+ *   lane_off       = sizeof(struct knitk_sector)
+ *   lane_stride    = KNITK_LANE_HEADER_BYTES + g.inline_bytes
+ *   arena_off      = round_up(lane_off + KNITK_LANES * lane_stride, P)
+ *   arena_size     = g.arena_bytes
+ *   mailbox_stride = arena_off + arena_size
+ *   size           = mailbox_off + nr_mailboxes * mailbox_stride
+ *
+ * nr_mailboxes must not exceed KNITK_MAX_MAILBOXES.
+ *
+ * Request mailboxes: without KNITK_GEOM_STEAL there is one per (submitter s,
+ * worker w), index s * nr_workers + w, consumed by worker w.  With
+ * KNITK_GEOM_STEAL there is one per submitter, consumed by every worker
+ * through its steal line.  Return mailbox of worker w has index
+ * nr_request + w and is consumed by the host.
+ */
+#ifndef _UAPI_LINUX_KNITK_H
+#define _UAPI_LINUX_KNITK_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define KNITK_API			1
+#define KNITK_MAGIC			0x6b6e6974	/* "knit" */
+
+/* Features reported (and requestable) in struct knitk_api. */
+#define KNITK_FEATURE_STEAL		(1ULL << 0)
+#define KNITK_FEATURE_PEER_DEATH	(1ULL << 1)
+#define KNITK_FEATURE_STATS		(1ULL << 2)
+
+/* Fixed shape. */
+#define KNITK_LANES			64
+#define KNITK_CACHELINE			64
+#define KNITK_LANE_HEADER_BYTES		64
+#define KNITK_NR_DOORBELLS		64
+#define KNITK_DOORBELL_HOST		63
+#define KNITK_ROLE_SLOTS		64	/* workers 0..62, host 63 */
+#define KNITK_PAGE_BYTES		4096	/* unit of every region */
+
+/* Geometry limits. */
+#define KNITK_MAX_WORKERS		63
+#define KNITK_MAX_SUBMITTERS		64
+#define KNITK_MAX_INLINE_BYTES		16384
+#define KNITK_ARENA_ALIGN		4096
+#define KNITK_MAX_ARENA_BYTES		(1ULL << 32)
+#define KNITK_ABORT_ALIGN		64
+#define KNITK_MAX_ABORT_BITS		(1U << 20)
+#define KNITK_MAX_MAILBOXES		4096
+
+/* struct knitk_geometry.flags */
+#define KNITK_GEOM_STEAL		(1U << 0)
+#define KNITK_GEOM_FLAGS		(KNITK_GEOM_STEAL)
+
+/**
+ * struct knitk_geometry - what a knot is made of
+ * @flags: KNITK_GEOM_* flags; KNITK_GEOM_STEAL selects one shared request
+ *	mailbox per submitter (work stealing) instead of one per
+ *	(submitter, worker).
+ * @nr_workers: number of worker roles, 1..KNITK_MAX_WORKERS.
+ * @nr_submitters: number of producing host channels (one per submitting
+ *	thread), 1..KNITK_MAX_SUBMITTERS.
+ * @lanes: lanes per mailbox; must be KNITK_LANES.
+ * @inline_bytes: inline payload bytes per lane, a multiple of
+ *	KNITK_CACHELINE, at most KNITK_MAX_INLINE_BYTES (0 allowed).
+ * @abort_bits: size of the abort bitmap in bits, a multiple of
+ *	KNITK_ABORT_ALIGN, at most KNITK_MAX_ABORT_BITS (0 allowed).
+ * @arena_bytes: arena bytes per mailbox, a multiple of KNITK_ARENA_ALIGN,
+ *	at most KNITK_MAX_ARENA_BYTES (0 allowed).
+ * @reserved: must be zero.
+ */
+struct knitk_geometry {
+	__u32 flags;
+	__u32 nr_workers;
+	__u32 nr_submitters;
+	__u32 lanes;
+	__u32 inline_bytes;
+	__u32 abort_bits;
+	__u64 arena_bytes;
+	__u64 reserved[4];
+};
+
+/**
+ * struct knitk_layout - where everything of a knot lives
+ *
+ * All offsets are bytes from the start of the knot (the mmap file offset).
+ *
+ * @size: total bytes of the knot, a multiple of the page size.
+ * @control_size: bytes of the control page region at offset 0 (read-only).
+ * @doorbell_off: offset of the doorbell array.
+ * @doorbell_stride: bytes per doorbell.
+ * @nr_doorbells: always KNITK_NR_DOORBELLS.
+ * @abort_off: offset of the abort bitmap (64-bit words).
+ * @abort_size: bytes of the abort bitmap region.
+ * @steal_off: offset of the steal lines (0 without KNITK_GEOM_STEAL).
+ * @steal_stride: bytes per steal line.
+ * @nr_steal: number of steal lines, nr_submitters * nr_workers or 0; the
+ *	line of (submit mailbox m, worker w) has index m * nr_workers + w.
+ * @mailbox_off: offset of mailbox 0.
+ * @mailbox_stride: bytes per mailbox, a multiple of the page size.
+ * @nr_mailboxes: request plus return mailboxes.
+ * @nr_request: request mailboxes; return mailbox of worker w is
+ *	nr_request + w.
+ * @lane_off: offset of lane 0 within a mailbox (after its sector).
+ * @lane_stride: bytes per lane: header plus inline bytes.
+ * @arena_off: offset of the arena within a mailbox, page aligned.
+ * @arena_size: bytes of arena per mailbox.
+ * @reserved: zero.
+ */
+struct knitk_layout {
+	__u64 size;
+	__u64 control_size;
+	__u64 doorbell_off;
+	__u32 doorbell_stride;
+	__u32 nr_doorbells;
+	__u64 abort_off;
+	__u64 abort_size;
+	__u64 steal_off;
+	__u32 steal_stride;
+	__u32 nr_steal;
+	__u64 mailbox_off;
+	__u64 mailbox_stride;
+	__u32 nr_mailboxes;
+	__u32 nr_request;
+	__u32 lane_off;
+	__u32 lane_stride;
+	__u64 arena_off;
+	__u64 arena_size;
+	__u64 reserved[4];
+};
+
+/**
+ * struct knitk_doorbell - one sleeper's wake word, on its own cache line
+ * @seq: wake sequence.  A waiter reads it, sets @sleeping, re-checks its
+ *	mailboxes, then sleeps while @seq is unchanged.  With the module, only
+ *	the kernel advances it (KNITK_IOC_NOTIFY); without it, the waker does.
+ * @sleeping: non-zero while the owner is about to sleep or asleep; written
+ *	by the owner only, read by wakers with a full barrier in between.
+ * @pad: fills the cache line.
+ */
+struct knitk_doorbell {
+	__u32 seq;
+	__u32 sleeping;
+	__u32 pad[14];
+};
+
+/**
+ * struct knitk_sector - the shared words of one mailbox, one per cache line
+ * @pub: pub word; bit L toggled by the producer when it publishes lane L.
+ * @pad0: cache line padding.
+ * @ack: ack word; bit L toggled by the consumer when it has read lane L.
+ *	Unused on a stealing request mailbox (see struct knitk_steal_line).
+ * @pad1: cache line padding.
+ * @arena_free: arena free word; bit s toggled (single writer, or atomic
+ *	XOR) when arena slot s is freed by the consumer.
+ * @pad2: cache line padding.
+ * @producer: reserved for the producer.
+ * @pad3: cache line padding.
+ *
+ * Lane L is pending when bit L of @pub and @ack differ, free when they agree.
+ */
+struct knitk_sector {
+	__u64 pub;
+	__u64 pad0[7];
+	__u64 ack;
+	__u64 pad1[7];
+	__u64 arena_free;
+	__u64 pad2[7];
+	__u64 producer;
+	__u64 pad3[7];
+};
+
+/**
+ * struct knitk_steal_line - the words of one worker on one stealing mailbox
+ * @ack: this worker's ack word; the mailbox's effective ack word is the XOR
+ *	of every worker's @ack.
+ * @want: this worker's claim intent (Dekker handshake).
+ * @arena_free: this worker's arena free word, XOR-combined by the producer.
+ * @pad: cache line padding.
+ */
+struct knitk_steal_line {
+	__u64 ack;
+	__u64 want;
+	__u64 arena_free;
+	__u64 pad[5];
+};
+
+/**
+ * struct knitk_control - the kernel-written control page
+ * @magic: KNITK_MAGIC.
+ * @api: KNITK_API.
+ * @live: bit r set while role r is joined by a live endpoint (bit
+ *	KNITK_DOORBELL_HOST for the host).
+ * @dead: bit r set when the endpoint that held role r was released; cleared
+ *	when the role is joined again.
+ * @death_seq: incremented on every release of a joined endpoint.
+ * @reserved0: zero.
+ * @generation: per role, incremented on every join.
+ * @geometry: the geometry the knot was created from.
+ * @layout: the knot's layout.
+ */
+struct knitk_control {
+	__u32 magic;
+	__u32 api;
+	__u64 live;
+	__u64 dead;
+	__u32 death_seq;
+	__u32 reserved0;
+	__u32 generation[KNITK_ROLE_SLOTS];
+	struct knitk_geometry geometry;
+	struct knitk_layout layout;
+};
+
+/**
+ * struct knitk_api - KNITK_IOC_API, the handshake
+ * @api: in: KNITK_API.
+ * @features: in: features the caller needs (unknown bits give -EINVAL);
+ *	out: every feature supported.
+ * @ioctls: out: bit _IOC_NR(cmd) set for every supported ioctl.
+ */
+struct knitk_api {
+	__u64 api;
+	__u64 features;
+	__u64 ioctls;
+};
+
+/**
+ * struct knitk_create - KNITK_IOC_CREATE
+ * @geometry: in: the knot to make.  Invalid values and non-zero reserved
+ *	fields give -EINVAL; a knot larger than the module's max_knot_bytes
+ *	parameter gives -E2BIG.
+ * @layout: out: where everything lives.
+ */
+struct knitk_create {
+	struct knitk_geometry geometry;
+	struct knitk_layout layout;
+};
+
+/**
+ * struct knitk_attach - KNITK_IOC_ATTACH
+ * @fd: in: an fd of /dev/knitk attached to the knot to join (-EBADF if not
+ *	an open fd, -EINVAL if not a knitk fd, -ENOTCONN if not attached).
+ * @flags: in: must be zero.
+ * @layout: out: the knot's layout.
+ */
+struct knitk_attach {
+	__s32 fd;
+	__u32 flags;
+	struct knitk_layout layout;
+};
+
+#define KNITK_ROLE_HOST			1
+#define KNITK_ROLE_WORKER		2
+
+/**
+ * struct knitk_join - KNITK_IOC_JOIN
+ * @role: in: KNITK_ROLE_HOST or KNITK_ROLE_WORKER.
+ * @worker: in: worker id (< nr_workers) for KNITK_ROLE_WORKER, else zero.
+ * @flags: in: must be zero.
+ * @generation: out: the role's join generation after this join.
+ *
+ * A role held by a live endpoint gives -EBUSY; an endpoint joins once.
+ */
+struct knitk_join {
+	__u32 role;
+	__u32 worker;
+	__u32 flags;
+	__u32 generation;
+};
+
+#define KNITK_WAIT_FOREVER		(~0ULL)
+
+/**
+ * struct knitk_wait - KNITK_IOC_WAIT, sleep on the endpoint's own doorbell
+ * @expected: in: the doorbell seq the caller saw before it set its
+ *	sleeping flag and re-checked its mailboxes.
+ * @flags: in: must be zero.
+ * @deadline_ns: in: absolute CLOCK_MONOTONIC deadline, or
+ *	KNITK_WAIT_FOREVER.
+ * @reserved: must be zero.
+ *
+ * Returns 0 when woken (seq moved while asleep), -EAGAIN when seq already
+ * differs from @expected, -ETIMEDOUT at the deadline, -EINTR on a signal
+ * (restarted instead under SA_RESTART; the deadline is absolute), -EPIPE
+ * for a worker whose host has died, -ENOTCONN when not joined.
+ */
+struct knitk_wait {
+	__u32 expected;
+	__u32 flags;
+	__u64 deadline_ns;
+	__u64 reserved;
+};
+
+/**
+ * struct knitk_notify - KNITK_IOC_NOTIFY, ring several doorbells
+ * @doorbells: in: bit d rings doorbell d (worker d, or KNITK_DOORBELL_HOST);
+ *	a bit for a worker beyond nr_workers gives -EINVAL.
+ * @woken: out: the doorbells whose seq was advanced and waiter woken.
+ * @flags: in: must be zero.
+ * @reserved: must be zero.
+ *
+ * A doorbell is rung only if its sleeping flag is set and a mailbox it
+ * consumes holds a pending lane; otherwise the notify is suppressed and
+ * counted.
+ */
+struct knitk_notify {
+	__u64 doorbells;
+	__u64 woken;
+	__u32 flags;
+	__u32 reserved;
+};
+
+/**
+ * struct knitk_doorbell_stats - counters of one doorbell
+ * @waits: waits that went to sleep.
+ * @wakes: notifies delivered (seq advanced, waiter woken).
+ * @suppressed_idle: notifies dropped because no consumed mailbox had work.
+ * @suppressed_awake: notifies dropped because the owner was not sleeping.
+ * @spurious: waits woken with no pending work and no peer event.
+ * @timeouts: waits that reached their deadline.
+ * @mismatches: waits that returned -EAGAIN without sleeping.
+ * @interrupts: waits ended by a signal.
+ */
+struct knitk_doorbell_stats {
+	__u64 waits;
+	__u64 wakes;
+	__u64 suppressed_idle;
+	__u64 suppressed_awake;
+	__u64 spurious;
+	__u64 timeouts;
+	__u64 mismatches;
+	__u64 interrupts;
+};
+
+/**
+ * struct knitk_stats - KNITK_IOC_STATS
+ * @doorbell: in: doorbell index (worker id or KNITK_DOORBELL_HOST).
+ * @flags: in: must be zero.
+ * @stats: out: the doorbell's counters.
+ */
+struct knitk_stats {
+	__u32 doorbell;
+	__u32 flags;
+	struct knitk_doorbell_stats stats;
+};
+
+#define KNITK_IOC_MAGIC			0xb7
+
+#define KNITK_IOC_API		_IOWR(KNITK_IOC_MAGIC, 0x00, struct knitk_api)
+#define KNITK_IOC_CREATE	_IOWR(KNITK_IOC_MAGIC, 0x01, struct knitk_create)
+#define KNITK_IOC_ATTACH	_IOWR(KNITK_IOC_MAGIC, 0x02, struct knitk_attach)
+#define KNITK_IOC_JOIN		_IOWR(KNITK_IOC_MAGIC, 0x03, struct knitk_join)
+#define KNITK_IOC_WAIT		_IOW(KNITK_IOC_MAGIC, 0x04, struct knitk_wait)
+#define KNITK_IOC_NOTIFY	_IOWR(KNITK_IOC_MAGIC, 0x05, struct knitk_notify)
+#define KNITK_IOC_STATS		_IOWR(KNITK_IOC_MAGIC, 0x06, struct knitk_stats)
+
+#endif /* _UAPI_LINUX_KNITK_H */
