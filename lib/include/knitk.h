@@ -1,0 +1,440 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later OR MIT */
+/*
+ * libknitk: kernel-assisted shared-memory IPC, core layer.
+ *
+ * A *knot* is one shared region (see <linux/knitk.h> for its layout): a
+ * control page, KNITK_NR_DOORBELLS doorbells, an abort bitmap, optional
+ * steal lines and the mailboxes.  A struct knitk_knot is one *endpoint* of
+ * a knot: it is created from a geometry, or attached to an existing knot
+ * from an fd, then joined with a role (the host or worker N).
+ *
+ * A *mailbox* has exactly one producer and (without stealing) one
+ * consumer.  The producer claims a lane, writes the lane header and the
+ * payload (inline in the lane, or in the mailbox's arena), and publishes;
+ * the consumer scans, decodes and acknowledges whole batches with one store.
+ * A consumer that finds nothing parks on its endpoint's doorbell; a producer
+ * rings the consumer's doorbell after publishing.  Parking forever is safe:
+ * sleep and wake follow a lost-wakeup-free protocol, not a timeout.
+ *
+ * Every function returns 0 or a non-negative value on success and a
+ * negative errno value on failure; nothing here prints or touches errno
+ * as a means of reporting.  Objects are not shared between threads unless
+ * stated: one thread drives a producer, one a consumer; an endpoint's
+ * doorbell is parked on by one thread at a time, while any thread may ring.
+ *
+ * Backends: "kmod" uses /dev/knitk; "futex" uses a memfd of the same layout
+ * and shared futexes.  knitk_knot_create() picks kmod when /dev/knitk opens,
+ * unless the environment variable KNITK_BACKEND=kmod|futex or a
+ * KNITK_KNOT_* flag forces one (forcing kmod without the device gives
+ * -ENODEV).
+ */
+#ifndef KNITK_H
+#define KNITK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/knitk.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- layout */
+
+/*
+ * knitk_layout_compute - the layout of a knot made from @geom.
+ * Validates @geom exactly like KNITK_IOC_CREATE: -EINVAL for unknown flags,
+ * non-zero reserved fields, out-of-range counts or sizes, misaligned sizes,
+ * or more than KNITK_MAX_MAILBOXES mailboxes.
+ */
+int knitk_layout_compute(const struct knitk_geometry *geom,
+			 struct knitk_layout *layout);
+
+/* ------------------------------------------------------------------ knot */
+
+/* Backends, as returned by knitk_knot_backend(). */
+#define KNITK_BACKEND_KMOD		1
+#define KNITK_BACKEND_FUTEX		2
+
+/* knitk_knot_create() flags: force a backend (default: automatic). */
+#define KNITK_KNOT_KMOD			(1U << 0)
+#define KNITK_KNOT_FUTEX		(1U << 1)
+
+/* knitk_knot_attach() flags. */
+#define KNITK_ATTACH_TAKE_FD		(1U << 0)	/* close @fd on success */
+
+struct knitk_knot;
+
+/*
+ * knitk_knot_create - make a new knot from @geom and an endpoint on it.
+ * -EINVAL for a bad geometry or unknown flags, -ENODEV when the kmod
+ * backend is forced but /dev/knitk does not open, -E2BIG when the module
+ * refuses the size, -ENOMEM.
+ */
+int knitk_knot_create(const struct knitk_geometry *geom, unsigned int flags,
+		      struct knitk_knot **knot);
+
+/*
+ * knitk_knot_attach - a new endpoint on the knot that @fd belongs to (an fd
+ * from knitk_knot_fd(), inherited or received).  The backend follows the fd.
+ * With KNITK_ATTACH_TAKE_FD the fd is closed on success: a process worker
+ * passes it so that only its own endpoint keeps the knot, and its exit is
+ * seen as its death.
+ */
+int knitk_knot_attach(int fd, unsigned int flags, struct knitk_knot **knot);
+
+/*
+ * knitk_knot_join - give the endpoint a role: KNITK_ROLE_HOST (@worker 0)
+ * or KNITK_ROLE_WORKER with @worker < nr_workers.  Returns the role's join
+ * generation (>= 1).  -EBUSY when a live endpoint holds the role, -EALREADY
+ * when this endpoint has joined already.
+ */
+int knitk_knot_join(struct knitk_knot *knot, unsigned int role,
+		    unsigned int worker);
+
+/* knitk_knot_destroy - leave (a joined role is marked dead), unmap, close. */
+void knitk_knot_destroy(struct knitk_knot *knot);
+
+/* knitk_knot_fd - the fd to hand to children (O_CLOEXEC is set on it). */
+int knitk_knot_fd(const struct knitk_knot *knot);
+
+/* knitk_knot_backend - KNITK_BACKEND_KMOD or KNITK_BACKEND_FUTEX. */
+int knitk_knot_backend(const struct knitk_knot *knot);
+
+/* knitk_knot_layout - copy the knot's layout (and geometry, if non-NULL). */
+int knitk_knot_layout(const struct knitk_knot *knot,
+		      struct knitk_layout *layout,
+		      struct knitk_geometry *geom);
+
+/*
+ * knitk_knot_control - the control page (read-only; the kernel, or on the
+ * futex backend the library, writes it) and the base of the mapping.
+ */
+int knitk_knot_control(const struct knitk_knot *knot,
+		       const struct knitk_control **control);
+int knitk_knot_base(const struct knitk_knot *knot, void **base);
+
+/*
+ * knitk_knot_role_slot - the endpoint's doorbell/role slot: worker id, or
+ * KNITK_DOORBELL_HOST; -ENOTCONN before knitk_knot_join().
+ */
+int knitk_knot_role_slot(const struct knitk_knot *knot);
+
+/*
+ * knitk_knot_mark_dead - futex backend: record that role @slot (worker id
+ * or KNITK_DOORBELL_HOST) died: clear its live bit, set its dead bit, bump
+ * death_seq and wake the host (or every worker, if @slot is the host).  For
+ * the pool's process-death detection (pidfd).  On kmod the kernel does this
+ * itself: -EOPNOTSUPP.  -ENOENT if the role was not live.
+ */
+int knitk_knot_mark_dead(struct knitk_knot *knot, unsigned int slot);
+
+/* Mailbox indexes of the knot (see <linux/knitk.h>). */
+int knitk_knot_request_mailbox(const struct knitk_knot *knot,
+			       unsigned int submitter, unsigned int worker);
+int knitk_knot_return_mailbox(const struct knitk_knot *knot,
+			      unsigned int worker);
+
+/*
+ * knitk_mailbox_pending - the lanes of @mailbox published and not yet
+ * acknowledged (pub XOR effective ack, both loaded with acquire).
+ */
+int knitk_mailbox_pending(const struct knitk_knot *knot, unsigned int mailbox,
+			  uint64_t *pending);
+
+/* ------------------------------------------------------------ lane header */
+
+/* struct knitk_lane_header.kind, written by the library. */
+#define KNITK_PAYLOAD_NONE		0	/* no payload */
+#define KNITK_PAYLOAD_VALUE		1	/* @value holds a 64-bit value */
+#define KNITK_PAYLOAD_INLINE		2	/* @length bytes in the lane */
+#define KNITK_PAYLOAD_ARENA		3	/* @length bytes at arena @value */
+
+#define KNITK_ARENA_NO_SLOT		0xffffffffU
+#define KNITK_ARENA_SLOTS		64
+#define KNITK_ARENA_GRANULE		64
+
+/* struct knitk_lane_header.flags, free for the caller except: */
+#define KNITK_LANE_F_ERROR		(1U << 0)	/* a result that is an error */
+
+/**
+ * struct knitk_lane_header - the 64-byte header at the start of every lane
+ * @function_id: caller: what to run (request) or the function that ran.
+ * @flags: caller: KNITK_LANE_F_* and free bits.
+ * @task_id: caller: matches a result to its call.
+ * @kind: library: KNITK_PAYLOAD_*.
+ * @tag: caller: the payload's type tag.
+ * @arena_slot: library: allocator slot, or KNITK_ARENA_NO_SLOT.
+ * @value: KNITK_PAYLOAD_VALUE: the value; KNITK_PAYLOAD_ARENA (library):
+ *	the arena offset.
+ * @length: library: payload bytes (inline or arena).
+ * @deadline_ns: caller meta: absolute CLOCK_MONOTONIC deadline, 0 = none.
+ * @abort_id: caller meta: abort bit + 1, 0 = none.
+ * @user: free for the caller.
+ * @reserved: zero.
+ */
+struct knitk_lane_header {
+	uint32_t function_id;
+	uint32_t flags;
+	uint64_t task_id;
+	uint16_t kind;
+	uint16_t tag;
+	uint32_t arena_slot;
+	uint64_t value;
+	uint64_t length;
+	uint64_t deadline_ns;
+	uint32_t abort_id;
+	uint32_t user;
+	uint64_t reserved;
+};
+
+/* ------------------------------------------------------ producer (claim) */
+
+struct knitk_producer;
+
+/*
+ * knitk_producer_create - the producer of @mailbox over @knot's mapping.
+ * One producer per mailbox; it owns the pub word and the arena table.
+ * A stealing request mailbox takes its effective ack from the steal lines.
+ */
+int knitk_producer_create(struct knitk_knot *knot, unsigned int mailbox,
+			  struct knitk_producer **producer);
+void knitk_producer_destroy(struct knitk_producer *producer);
+
+/*
+ * knitk_lane_claim - take a free lane for writing; returns the lane index.
+ * The cached ack word is refreshed only when the cached view is full.
+ * -EAGAIN when every lane is pending or claimed (backpressure).
+ */
+int knitk_lane_claim(struct knitk_producer *producer);
+
+/* knitk_lane_header - the header of a claimed lane, to fill in. */
+int knitk_lane_header(struct knitk_producer *producer, unsigned int lane,
+		      struct knitk_lane_header **header);
+
+/*
+ * knitk_lane_reserve - room for @len payload bytes for a claimed lane:
+ * inline when @len <= geometry.inline_bytes, else in the arena.  Sets the
+ * header's kind, length, arena_slot and value; *@buf receives the bytes to
+ * fill.  -ENOSPC when the arena cannot hold it now (backpressure: nothing
+ * was written; retry after the consumer frees), -EMSGSIZE when it can
+ * never fit.
+ */
+int knitk_lane_reserve(struct knitk_producer *producer, unsigned int lane,
+		       size_t len, void **buf);
+
+/* knitk_lane_set_value - a claimed lane carries a 64-bit value. */
+int knitk_lane_set_value(struct knitk_producer *producer, unsigned int lane,
+			 uint64_t value);
+
+/*
+ * knitk_lane_release - give back a claimed, unpublished lane; an arena
+ * reservation is rolled back (a private free of the producer).
+ */
+int knitk_lane_release(struct knitk_producer *producer, unsigned int lane);
+
+/*
+ * knitk_lane_publish - hand one claimed lane to the consumer (one release
+ * store of the pub word).  knitk_lane_publish_batch publishes every lane
+ * of @lanes (all claimed) with one store.
+ */
+int knitk_lane_publish(struct knitk_producer *producer, unsigned int lane);
+int knitk_lane_publish_batch(struct knitk_producer *producer, uint64_t lanes);
+
+/*
+ * knitk_producer_send - claim, reserve, copy @len bytes of @data (or, with
+ * @data NULL and @len 0, carry @header->value), fill the caller fields of
+ * @header and publish.  Returns the lane; -EAGAIN (no lane) or -ENOSPC
+ * (arena full) are backpressure and leave nothing claimed.
+ */
+int knitk_producer_send(struct knitk_producer *producer,
+			const struct knitk_lane_header *header,
+			const void *data, size_t len);
+
+/*
+ * knitk_producer_notify - ring the doorbell(s) of the mailbox's consumer
+ * (after publishing).  Returns the number of doorbells woken.
+ */
+int knitk_producer_notify(struct knitk_producer *producer);
+
+/* ------------------------------------------------------ consumer (decode) */
+
+struct knitk_consumer;
+
+/**
+ * struct knitk_msg - one decoded lane
+ * @header: copy of the lane header.
+ * @data: payload bytes (inline area or arena), valid until the lane is
+ *	acknowledged; NULL for KNITK_PAYLOAD_NONE/VALUE.
+ * @len: payload bytes.
+ * @lane: the lane.
+ */
+struct knitk_msg {
+	struct knitk_lane_header header;
+	const void *data;
+	size_t len;
+	unsigned int lane;
+};
+
+/*
+ * knitk_consumer_create - the consumer of a non-stealing @mailbox (the
+ * request mailbox of one worker, or a return mailbox).  -EOPNOTSUPP for a
+ * stealing request mailbox.
+ */
+int knitk_consumer_create(struct knitk_knot *knot, unsigned int mailbox,
+			  struct knitk_consumer **consumer);
+void knitk_consumer_destroy(struct knitk_consumer *consumer);
+
+/*
+ * knitk_lane_scan - the pending lanes, freshly loaded (never cached);
+ * returns how many.
+ */
+int knitk_lane_scan(struct knitk_consumer *consumer, uint64_t *pending);
+
+/*
+ * knitk_lane_next - remove from *@pending and return the next lane in
+ * consume order (publish order for a single producer); -ENOENT if empty.
+ */
+int knitk_lane_next(struct knitk_consumer *consumer, uint64_t *pending);
+
+/*
+ * knitk_lane_decode - read the header of pending @lane and locate its
+ * payload.  -EBADMSG for a header that does not describe a valid payload
+ * (the lane must still be acknowledged).
+ */
+int knitk_lane_decode(struct knitk_consumer *consumer, unsigned int lane,
+		      struct knitk_msg *msg);
+
+/*
+ * knitk_lane_ack - retire every lane of @lanes (all pending): free their
+ * arena slots, then one release store of the ack word.
+ */
+int knitk_lane_ack(struct knitk_consumer *consumer, uint64_t lanes);
+
+/* --------------------------------------------------------------- arena */
+
+/*
+ * The allocator of one mailbox's arena: a table private to the producer,
+ * 64 slots, 64-byte granules.  Slot s is live while the producer's private
+ * allocation toggle and the effective free word (the XOR of every free
+ * source, plus the producer's private rollback frees) disagree.  Placement
+ * restarts at offset 0 when everything tracked is free.  It never touches
+ * the arena memory, so it can model arenas larger than any mapping.
+ */
+struct knitk_arena;
+
+int knitk_arena_create(uint64_t size, struct knitk_arena **arena);
+void knitk_arena_destroy(struct knitk_arena *arena);
+
+/*
+ * knitk_arena_add_free_word - add a shared free word to the sources whose
+ * XOR is the effective free word (up to KNITK_ARENA_MAX_FREE_WORDS).
+ */
+#define KNITK_ARENA_MAX_FREE_WORDS	(KNITK_MAX_WORKERS + 1)
+int knitk_arena_add_free_word(struct knitk_arena *arena,
+			      const uint64_t *word);
+
+/*
+ * knitk_arena_alloc - reserve @len bytes (rounded up to 64); returns the
+ * slot and the offset.  -ENOSPC when no slot or no gap is free now
+ * (backpressure), -EMSGSIZE when @len exceeds the arena.
+ */
+int knitk_arena_alloc(struct knitk_arena *arena, uint64_t len,
+		      uint64_t *offset);
+
+/* knitk_arena_free - the producer's own rollback free of a live slot. */
+int knitk_arena_free(struct knitk_arena *arena, unsigned int slot);
+
+/* knitk_arena_live - live slots as the producer sees them now. */
+int knitk_arena_live(struct knitk_arena *arena, uint64_t *slots);
+
+/* knitk_arena_slot_range - offset and reserved bytes of a live slot. */
+int knitk_arena_slot_range(const struct knitk_arena *arena, unsigned int slot,
+			   uint64_t *offset, uint64_t *size);
+
+/**
+ * struct knitk_arena_freer - one party's single-writer free word
+ * @word: the shared free word; this freer is its only writer.
+ * @toggles: private copy of @word.
+ */
+struct knitk_arena_freer {
+	uint64_t *word;
+	uint64_t toggles;
+};
+
+/* knitk_arena_freer_init - take over @word (loads its current value). */
+int knitk_arena_freer_init(struct knitk_arena_freer *freer, uint64_t *word);
+
+/* knitk_arena_freer_free - free @slot: toggle the private copy, store it. */
+int knitk_arena_freer_free(struct knitk_arena_freer *freer, unsigned int slot);
+
+/* knitk_arena_free_xor - free @slot into a word shared by many freers. */
+int knitk_arena_free_xor(uint64_t *word, unsigned int slot);
+
+/* ------------------------------------------------------------ doorbells */
+
+/*
+ * Sleep: knitk_doorbell_park() = prepare (read seq, set the sleeping flag,
+ * seq_cst), re-check every mailbox the role consumes, wait on seq.  A pool
+ * that has other reasons to stay awake calls prepare, checks them, then
+ * knitk_doorbell_wait() (which re-checks the mailboxes) or
+ * knitk_doorbell_cancel().
+ *
+ * knitk_doorbell_wait/park return 0 when there may be work (woken, or work
+ * or a peer death found by the re-check), -ETIMEDOUT at @deadline_ns
+ * (absolute CLOCK_MONOTONIC, or KNITK_WAIT_FOREVER), -EINTR on a signal,
+ * -EPIPE for a worker whose host has died, -ENOTCONN when not joined.
+ */
+int knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq);
+int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
+			uint64_t deadline_ns);
+int knitk_doorbell_cancel(struct knitk_knot *knot);
+int knitk_doorbell_park(struct knitk_knot *knot, uint64_t deadline_ns);
+
+/*
+ * knitk_doorbell_ring - after publishing, ring every doorbell of the mask
+ * @doorbells (bit d = worker d, bit KNITK_DOORBELL_HOST = host) whose owner
+ * is asleep with pending work; others are suppressed and counted.  Returns
+ * the number woken.
+ */
+int knitk_doorbell_ring(struct knitk_knot *knot, uint64_t doorbells);
+
+/**
+ * struct knitk_wake_stats - this endpoint's sleep/wake counters
+ * @waits: waits that went to sleep.
+ * @wakes: waits woken with work or a peer event.
+ * @spurious: waits woken with nothing pending and no peer event.
+ * @mismatches: waits that found seq already moved.
+ * @timeouts: waits that reached their deadline.
+ * @interrupts: waits ended by a signal.
+ * @sent: rings that woke a doorbell.
+ * @suppressed_awake: rings dropped because the owner was not sleeping.
+ * @suppressed_idle: rings dropped because the owner had nothing pending.
+ */
+struct knitk_wake_stats {
+	uint64_t waits;
+	uint64_t wakes;
+	uint64_t spurious;
+	uint64_t mismatches;
+	uint64_t timeouts;
+	uint64_t interrupts;
+	uint64_t sent;
+	uint64_t suppressed_awake;
+	uint64_t suppressed_idle;
+};
+
+int knitk_knot_wake_stats(const struct knitk_knot *knot,
+			  struct knitk_wake_stats *stats);
+
+/*
+ * knitk_knot_doorbell_stats - the module's counters of @doorbell
+ * (KNITK_IOC_STATS); -EOPNOTSUPP on the futex backend.
+ */
+int knitk_knot_doorbell_stats(struct knitk_knot *knot, unsigned int doorbell,
+			      struct knitk_doorbell_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KNITK_H */
