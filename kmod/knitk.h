@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * knitk: internal declarations shared by the files of the module.
+ *
+ * The uapi header <linux/knitk.h> is the contract with userspace; this file
+ * only declares the kernel's own objects: the knot, its doorbell state and
+ * the pure helpers that the KUnit suites exercise.
+ */
+#ifndef _KNITK_INTERNAL_H
+#define _KNITK_INTERNAL_H
+
+#include <linux/atomic.h>
+#include <linux/kref.h>
+#include <linux/mutex.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+#include <linux/knitk.h>
+
+struct dentry;
+struct file;
+struct page;
+struct vm_area_struct;
+
+/* Every doorbell a role can own: workers 0..KNITK_MAX_WORKERS-1 and host. */
+#define KNITK_SLOT_HOST		KNITK_DOORBELL_HOST
+
+/**
+ * struct knitk_bell - the kernel-side half of one doorbell
+ * @wq: sleepers of KNITK_IOC_WAIT on this doorbell.
+ * @waits..@interrupts: the counters reported by KNITK_IOC_STATS; kept in
+ *	kernel memory so userspace cannot forge them.
+ */
+struct knitk_bell {
+	wait_queue_head_t wq;
+	atomic64_t waits;
+	atomic64_t wakes;
+	atomic64_t suppressed_idle;
+	atomic64_t suppressed_awake;
+	atomic64_t spurious;
+	atomic64_t timeouts;
+	atomic64_t mismatches;
+	atomic64_t interrupts;
+};
+
+/**
+ * struct knitk_knot - one shared region and everything the kernel keeps on it
+ * @ref: one reference per attached endpoint (mappings hold their file).
+ * @lock: serialises join and release (live/dead/generation/death_seq).
+ * @id: number for debugfs, unique while the module is loaded.
+ * @geometry: the geometry the knot was created from (kernel copy).
+ * @layout: the knot's layout (kernel copy; never read back from the page).
+ * @pages: the knot's pages, charged to the creator's memcg.
+ * @nr_pages: number of @pages.
+ * @base: kernel mapping (vmap) of @pages.
+ * @control: the control page, at @base.
+ * @debugfs: the knot's debugfs file, or an error pointer.
+ * @bells: the kernel half of each doorbell.
+ */
+struct knitk_knot {
+	struct kref ref;
+	struct mutex lock; /* live/dead/generation/death_seq */
+	u64 id;
+	struct knitk_geometry geometry;
+	struct knitk_layout layout;
+	struct page **pages;
+	unsigned long nr_pages;
+	void *base;
+	struct knitk_control *control;
+	struct dentry *debugfs;
+	struct knitk_bell bells[KNITK_NR_DOORBELLS];
+};
+
+/* knitk_layout.c: geometry validation and layout math, pure. */
+int knitk_geometry_check(const struct knitk_geometry *g);
+void knitk_layout_compute(const struct knitk_geometry *g,
+			  struct knitk_layout *l);
+int knitk_layout_check_size(const struct knitk_layout *l, u64 max_bytes);
+
+/* knitk_knot.c: knot memory, mmap, reference counting. */
+struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
+				     const struct knitk_layout *l);
+void knitk_knot_get(struct knitk_knot *knot);
+void knitk_knot_put(struct knitk_knot *knot);
+int knitk_knot_mmap(struct knitk_knot *knot, struct vm_area_struct *vma);
+void knitk_knot_debugfs_init(void);
+void knitk_knot_debugfs_exit(void);
+
+/* knitk_doorbell.c: the idle filter, wait/notify and statistics. */
+enum knitk_verdict {
+	KNITK_NOTIFY_IDLE,	/* nothing pending: suppressed_idle */
+	KNITK_NOTIFY_AWAKE,	/* owner not sleeping: suppressed_awake */
+	KNITK_NOTIFY_DELIVER,	/* advance seq and wake */
+};
+
+bool knitk_doorbell_valid(const struct knitk_geometry *g, unsigned int d);
+bool knitk_doorbell_pending(const void *base, const struct knitk_geometry *g,
+			    const struct knitk_layout *l, unsigned int d);
+enum knitk_verdict knitk_notify_verdict(bool pending, u32 sleeping);
+void knitk_bell_init(struct knitk_bell *bell);
+void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d);
+int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u64 *woken);
+int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
+			u64 deadline_ns);
+void knitk_doorbell_stats(struct knitk_knot *knot, unsigned int d,
+			  struct knitk_doorbell_stats *st);
+
+/* knitk_peer.c: roles, join and death bookkeeping. */
+int knitk_peer_slot(const struct knitk_geometry *g, u32 role, u32 worker);
+int knitk_peer_join(struct knitk_control *ctl, unsigned int slot,
+		    u32 *generation);
+void knitk_peer_leave(struct knitk_control *ctl, unsigned int slot);
+bool knitk_peer_host_dead(const struct knitk_control *ctl);
+u32 knitk_peer_death_seq(const struct knitk_control *ctl);
+int knitk_knot_join(struct knitk_knot *knot, unsigned int slot,
+		    u32 *generation);
+void knitk_knot_leave(struct knitk_knot *knot, unsigned int slot);
+
+#endif /* _KNITK_INTERNAL_H */

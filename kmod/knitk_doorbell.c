@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * knitk: doorbells - the idle filter, wait/notify and their counters.
+ *
+ * A doorbell's seq and sleeping words live in the shared pages; its wait
+ * queue and counters live here.  The kernel only reads the shared words
+ * (with READ_ONCE, after a full barrier) and only ever writes seq, so
+ * whatever userspace stores there cannot harm the kernel: at worst a wake
+ * is delivered or suppressed wrongly for that knot.
+ */
+#include <linux/bits.h>
+#include <linux/errno.h>
+#include <linux/hrtimer.h>
+#include <linux/ktime.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+
+#include "knitk.h"
+
+static u64 knitk_word(const void *base, u64 off)
+{
+	return READ_ONCE(*(const u64 *)(base + off));
+}
+
+static struct knitk_doorbell *knitk_doorbell_shared(struct knitk_knot *knot,
+						    unsigned int d)
+{
+	return knot->base + knot->layout.doorbell_off +
+	       (u64)d * knot->layout.doorbell_stride;
+}
+
+/**
+ * knitk_doorbell_valid() - may doorbell @d be rung or waited on in a knot?
+ * @g: the knot's geometry
+ * @d: doorbell index
+ */
+bool knitk_doorbell_valid(const struct knitk_geometry *g, unsigned int d)
+{
+	return d < g->nr_workers || d == KNITK_DOORBELL_HOST;
+}
+
+/* Any lane of mailbox @m pending against the sector's own ack word? */
+static bool knitk_mailbox_pending(const void *base,
+				  const struct knitk_layout *l, u32 m)
+{
+	u64 sector = l->mailbox_off + (u64)m * l->mailbox_stride;
+
+	return knitk_word(base, sector + offsetof(struct knitk_sector, pub)) !=
+	       knitk_word(base, sector + offsetof(struct knitk_sector, ack));
+}
+
+/* Stealing request mailbox @m: its ack is the XOR of every steal line's. */
+static bool knitk_steal_pending(const void *base,
+				const struct knitk_geometry *g,
+				const struct knitk_layout *l, u32 m)
+{
+	u64 sector = l->mailbox_off + (u64)m * l->mailbox_stride;
+	u64 ack = 0;
+	u32 w;
+
+	for (w = 0; w < g->nr_workers; w++) {
+		u64 line = l->steal_off +
+			   (u64)(m * g->nr_workers + w) * l->steal_stride;
+
+		ack ^= knitk_word(base, line +
+				  offsetof(struct knitk_steal_line, ack));
+	}
+	return knitk_word(base, sector + offsetof(struct knitk_sector, pub)) !=
+	       ack;
+}
+
+/**
+ * knitk_doorbell_pending() - does a mailbox consumed by doorbell @d hold work?
+ * @base: start of the knot's memory
+ * @g: the knot's geometry
+ * @l: the knot's layout
+ * @d: a doorbell accepted by knitk_doorbell_valid()
+ *
+ * Worker d consumes request mailboxes s * W + d, or with KNITK_GEOM_STEAL
+ * every request mailbox through its steal line; the host consumes every
+ * return mailbox.  The caller issues the barrier that orders these loads.
+ */
+bool knitk_doorbell_pending(const void *base, const struct knitk_geometry *g,
+			    const struct knitk_layout *l, unsigned int d)
+{
+	u32 m;
+
+	if (d == KNITK_DOORBELL_HOST) {
+		for (m = 0; m < g->nr_workers; m++)
+			if (knitk_mailbox_pending(base, l, l->nr_request + m))
+				return true;
+		return false;
+	}
+	if (g->flags & KNITK_GEOM_STEAL) {
+		for (m = 0; m < l->nr_request; m++)
+			if (knitk_steal_pending(base, g, l, m))
+				return true;
+		return false;
+	}
+	for (m = 0; m < g->nr_submitters; m++)
+		if (knitk_mailbox_pending(base, l, m * g->nr_workers + d))
+			return true;
+	return false;
+}
+
+/**
+ * knitk_notify_verdict() - the idle-lane filter for one doorbell
+ * @pending: a consumed mailbox holds a pending lane
+ * @sleeping: the doorbell's sleeping word
+ */
+enum knitk_verdict knitk_notify_verdict(bool pending, u32 sleeping)
+{
+	if (!pending)
+		return KNITK_NOTIFY_IDLE;
+	if (!sleeping)
+		return KNITK_NOTIFY_AWAKE;
+	return KNITK_NOTIFY_DELIVER;
+}
+
+void knitk_bell_init(struct knitk_bell *bell)
+{
+	init_waitqueue_head(&bell->wq);
+	atomic64_set(&bell->waits, 0);
+	atomic64_set(&bell->wakes, 0);
+	atomic64_set(&bell->suppressed_idle, 0);
+	atomic64_set(&bell->suppressed_awake, 0);
+	atomic64_set(&bell->spurious, 0);
+	atomic64_set(&bell->timeouts, 0);
+	atomic64_set(&bell->mismatches, 0);
+	atomic64_set(&bell->interrupts, 0);
+}
+
+/**
+ * knitk_doorbell_kick() - advance doorbell @d's seq and wake its waiters
+ * @knot: the knot
+ * @d: a valid doorbell
+ */
+void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d)
+{
+	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
+
+	/*
+	 * Order the caller's earlier stores (a death in the control page)
+	 * before the new seq; pairs with the smp_mb() in knitk_doorbell_wait()
+	 * after the waiter sees seq move.
+	 */
+	smp_mb__before_atomic();
+	atomic_inc((atomic_t *)&db->seq);
+	wake_up_interruptible_all(&knot->bells[d].wq);
+}
+
+/**
+ * knitk_doorbell_notify() - KNITK_IOC_NOTIFY on a knot
+ * @knot: the knot
+ * @doorbells: bit d rings doorbell d
+ * @woken: out: the doorbells whose seq was advanced
+ *
+ * Return: 0, or -EINVAL (before anything is rung) for a bit that names no
+ * doorbell of the knot.
+ */
+int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u64 *woken)
+{
+	const struct knitk_geometry *g = &knot->geometry;
+	unsigned int d;
+
+	for (d = 0; d < KNITK_NR_DOORBELLS; d++)
+		if ((doorbells & BIT_ULL(d)) && !knitk_doorbell_valid(g, d))
+			return -EINVAL;
+
+	*woken = 0;
+	/*
+	 * The caller published its pub words before this call; order those
+	 * stores before the loads of sleeping and of the mailbox words.  Pairs
+	 * with the waiter's seq_cst store of sleeping before its re-check.
+	 */
+	smp_mb();
+	for (d = 0; d < KNITK_NR_DOORBELLS; d++) {
+		struct knitk_bell *bell = &knot->bells[d];
+		bool pending;
+		u32 sleeping;
+
+		if (!(doorbells & BIT_ULL(d)))
+			continue;
+		pending = knitk_doorbell_pending(knot->base, g, &knot->layout,
+						 d);
+		sleeping = READ_ONCE(knitk_doorbell_shared(knot, d)->sleeping);
+		switch (knitk_notify_verdict(pending, sleeping)) {
+		case KNITK_NOTIFY_IDLE:
+			atomic64_inc(&bell->suppressed_idle);
+			break;
+		case KNITK_NOTIFY_AWAKE:
+			atomic64_inc(&bell->suppressed_awake);
+			break;
+		case KNITK_NOTIFY_DELIVER:
+			knitk_doorbell_kick(knot, d);
+			atomic64_inc(&bell->wakes);
+			*woken |= BIT_ULL(d);
+			break;
+		}
+	}
+	return 0;
+}
+
+static bool knitk_wait_done(struct knitk_knot *knot, struct knitk_doorbell *db,
+			    u32 expected, bool worker)
+{
+	return READ_ONCE(db->seq) != expected ||
+	       (worker && knitk_peer_host_dead(knot->control));
+}
+
+/* Sleep until the wait is done, the deadline passes or a signal arrives. */
+static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
+				u32 expected, u64 deadline_ns)
+{
+	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
+	struct knitk_bell *bell = &knot->bells[d];
+	bool worker = d != KNITK_DOORBELL_HOST;
+	bool timed = deadline_ns != KNITK_WAIT_FOREVER;
+	struct hrtimer_sleeper timer;
+	DEFINE_WAIT(wait);
+	int ret;
+
+	if (timed) {
+		ktime_t at = deadline_ns > KTIME_MAX ? KTIME_MAX :
+						       ns_to_ktime(deadline_ns);
+
+		hrtimer_init_sleeper_on_stack(&timer, CLOCK_MONOTONIC,
+					      HRTIMER_MODE_ABS);
+		hrtimer_set_expires_range_ns(&timer.timer, at,
+					     current->timer_slack_ns);
+		hrtimer_sleeper_start_expires(&timer, HRTIMER_MODE_ABS);
+	}
+	for (;;) {
+		/* Sets the task state before the re-check: no lost wake. */
+		prepare_to_wait(&bell->wq, &wait, TASK_INTERRUPTIBLE);
+		if (knitk_wait_done(knot, db, expected, worker)) {
+			ret = 0;
+			break;
+		}
+		if (timed && !READ_ONCE(timer.task)) {
+			ret = -ETIMEDOUT;
+			break;
+		}
+		if (signal_pending(current)) {
+			ret = -ERESTARTSYS;
+			break;
+		}
+		schedule();
+	}
+	finish_wait(&bell->wq, &wait);
+	if (timed) {
+		hrtimer_cancel(&timer.timer);
+		destroy_hrtimer_on_stack(&timer.timer);
+	}
+	return ret;
+}
+
+/**
+ * knitk_doorbell_wait() - KNITK_IOC_WAIT on doorbell @d
+ * @knot: the knot
+ * @d: the caller's own doorbell
+ * @expected: the seq the caller saw before it set its sleeping flag
+ * @deadline_ns: absolute CLOCK_MONOTONIC deadline or KNITK_WAIT_FOREVER
+ *
+ * Return: 0 when woken, -EAGAIN if seq already moved, -ETIMEDOUT,
+ * -ERESTARTSYS on a signal, -EPIPE for a worker whose host died.
+ */
+int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
+			u64 deadline_ns)
+{
+	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
+	struct knitk_bell *bell = &knot->bells[d];
+	u32 death_seq;
+	int ret;
+
+	if (d != KNITK_DOORBELL_HOST && knitk_peer_host_dead(knot->control))
+		return -EPIPE;
+	/* Pairs with the barrier in knitk_doorbell_kick() and the notifier's. */
+	smp_mb();
+	if (READ_ONCE(db->seq) != expected) {
+		atomic64_inc(&bell->mismatches);
+		return -EAGAIN;
+	}
+	atomic64_inc(&bell->waits);
+	death_seq = knitk_peer_death_seq(knot->control);
+	ret = knitk_doorbell_sleep(knot, d, expected, deadline_ns);
+	switch (ret) {
+	case -ETIMEDOUT:
+		atomic64_inc(&bell->timeouts);
+		break;
+	case -ERESTARTSYS:
+		atomic64_inc(&bell->interrupts);
+		break;
+	default:
+		/* Seq moved: pairs with smp_mb__before_atomic() in the kick. */
+		smp_mb();
+		if (!knitk_doorbell_pending(knot->base, &knot->geometry,
+					    &knot->layout, d) &&
+		    knitk_peer_death_seq(knot->control) == death_seq)
+			atomic64_inc(&bell->spurious);
+		break;
+	}
+	return ret;
+}
+
+/**
+ * knitk_doorbell_stats() - read doorbell @d's counters
+ * @knot: the knot
+ * @d: a valid doorbell
+ * @st: out: the counters
+ */
+void knitk_doorbell_stats(struct knitk_knot *knot, unsigned int d,
+			  struct knitk_doorbell_stats *st)
+{
+	struct knitk_bell *bell = &knot->bells[d];
+
+	st->waits = atomic64_read(&bell->waits);
+	st->wakes = atomic64_read(&bell->wakes);
+	st->suppressed_idle = atomic64_read(&bell->suppressed_idle);
+	st->suppressed_awake = atomic64_read(&bell->suppressed_awake);
+	st->spurious = atomic64_read(&bell->spurious);
+	st->timeouts = atomic64_read(&bell->timeouts);
+	st->mismatches = atomic64_read(&bell->mismatches);
+	st->interrupts = atomic64_read(&bell->interrupts);
+}

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * knitk: knot memory - allocation, kernel mapping, mmap, lifetime, debugfs.
+ *
+ * A knot's pages are allocated one by one with GFP_KERNEL_ACCOUNT so they
+ * are charged to the memcg of the process that created it, and vmap'd so
+ * the kernel can read mailbox words and write doorbell seqs.  The knot
+ * holds one reference per attached endpoint; a mapping holds its file and
+ * so its endpoint, so the memory outlives every mapping of it.
+ */
+#include <linux/atomic.h>
+#include <linux/debugfs.h>
+#include <linux/err.h>
+#include <linux/gfp.h>
+#include <linux/mm.h>
+#include <linux/sched.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+
+#include "knitk.h"
+
+static struct dentry *knitk_debugfs_root;
+static atomic64_t knitk_knot_ids = ATOMIC64_INIT(0);
+
+static const char * const knitk_counter_names[] = {
+	"waits", "wakes", "suppressed_idle", "suppressed_awake",
+	"spurious", "timeouts", "mismatches", "interrupts",
+};
+
+static int knitk_knot_show(struct seq_file *m, void *unused)
+{
+	struct knitk_knot *knot = m->private;
+	struct knitk_doorbell_stats st;
+	unsigned int d, i;
+	u64 *v = (u64 *)&st;
+
+	BUILD_BUG_ON(sizeof(st) != sizeof(u64) * ARRAY_SIZE(knitk_counter_names));
+	seq_printf(m, "size %llu workers %u submitters %u steal %u\n",
+		   knot->layout.size, knot->geometry.nr_workers,
+		   knot->geometry.nr_submitters,
+		   !!(knot->geometry.flags & KNITK_GEOM_STEAL));
+	seq_printf(m, "live %#llx dead %#llx death_seq %u\n",
+		   READ_ONCE(knot->control->live),
+		   READ_ONCE(knot->control->dead),
+		   READ_ONCE(knot->control->death_seq));
+	seq_puts(m, "doorbell");
+	for (i = 0; i < ARRAY_SIZE(knitk_counter_names); i++)
+		seq_printf(m, " %s", knitk_counter_names[i]);
+	seq_putc(m, '\n');
+	for (d = 0; d < KNITK_NR_DOORBELLS; d++) {
+		if (!knitk_doorbell_valid(&knot->geometry, d))
+			continue;
+		knitk_doorbell_stats(knot, d, &st);
+		seq_printf(m, "%u", d);
+		for (i = 0; i < ARRAY_SIZE(knitk_counter_names); i++)
+			seq_printf(m, " %llu", v[i]);
+		seq_putc(m, '\n');
+	}
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(knitk_knot);
+
+void knitk_knot_debugfs_init(void)
+{
+	knitk_debugfs_root = debugfs_create_dir("knitk", NULL);
+}
+
+void knitk_knot_debugfs_exit(void)
+{
+	debugfs_remove(knitk_debugfs_root);
+}
+
+static void knitk_knot_free_pages(struct knitk_knot *knot)
+{
+	unsigned long i;
+
+	for (i = 0; i < knot->nr_pages; i++)
+		if (knot->pages[i])
+			__free_page(knot->pages[i]);
+	kvfree(knot->pages);
+}
+
+/**
+ * knitk_knot_create() - allocate a knot and fill its control page
+ * @g: a validated geometry
+ * @l: its layout
+ *
+ * Return: the knot with one reference, or an ERR_PTR.
+ */
+struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
+				     const struct knitk_layout *l)
+{
+	struct knitk_control *ctl;
+	struct knitk_knot *knot;
+	unsigned long i;
+	char name[32];
+
+	BUILD_BUG_ON(PAGE_SIZE != KNITK_PAGE_BYTES);
+	BUILD_BUG_ON(sizeof(struct knitk_control) > KNITK_PAGE_BYTES);
+	BUILD_BUG_ON(sizeof(struct knitk_doorbell) != KNITK_CACHELINE);
+	BUILD_BUG_ON(sizeof(struct knitk_steal_line) != KNITK_CACHELINE);
+
+	knot = kzalloc(sizeof(*knot), GFP_KERNEL_ACCOUNT);
+	if (!knot)
+		return ERR_PTR(-ENOMEM);
+	kref_init(&knot->ref);
+	mutex_init(&knot->lock);
+	for (i = 0; i < KNITK_NR_DOORBELLS; i++)
+		knitk_bell_init(&knot->bells[i]);
+	knot->geometry = *g;
+	knot->layout = *l;
+	knot->nr_pages = l->size >> PAGE_SHIFT;
+	knot->pages = kvcalloc(knot->nr_pages, sizeof(*knot->pages),
+			       GFP_KERNEL_ACCOUNT);
+	if (!knot->pages)
+		goto err_knot;
+	for (i = 0; i < knot->nr_pages; i++) {
+		knot->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		if (!knot->pages[i])
+			goto err_pages;
+		if (fatal_signal_pending(current))
+			goto err_pages;
+		cond_resched();
+	}
+	knot->base = vmap(knot->pages, knot->nr_pages, VM_MAP, PAGE_KERNEL);
+	if (!knot->base)
+		goto err_pages;
+
+	/* Nobody else sees the knot yet: plain stores are enough here. */
+	ctl = knot->base;
+	ctl->magic = KNITK_MAGIC;
+	ctl->api = KNITK_API;
+	ctl->geometry = *g;
+	ctl->layout = *l;
+	knot->control = ctl;
+
+	knot->id = atomic64_inc_return(&knitk_knot_ids);
+	snprintf(name, sizeof(name), "knot-%llu", knot->id);
+	knot->debugfs = debugfs_create_file(name, 0444, knitk_debugfs_root,
+					    knot, &knitk_knot_fops);
+	return knot;
+
+err_pages:
+	knitk_knot_free_pages(knot);
+err_knot:
+	kfree(knot);
+	return ERR_PTR(-ENOMEM);
+}
+
+void knitk_knot_get(struct knitk_knot *knot)
+{
+	kref_get(&knot->ref);
+}
+
+static void knitk_knot_free(struct kref *ref)
+{
+	struct knitk_knot *knot = container_of(ref, struct knitk_knot, ref);
+
+	/* Waits for any reader of the file before the knot goes away. */
+	debugfs_remove(knot->debugfs);
+	vunmap(knot->base);
+	knitk_knot_free_pages(knot);
+	mutex_destroy(&knot->lock);
+	kfree(knot);
+}
+
+void knitk_knot_put(struct knitk_knot *knot)
+{
+	kref_put(&knot->ref, knitk_knot_free);
+}
+
+/*
+ * 6.3 made vma->vm_flags read-only and added helpers to change it; Kbuild
+ * defines KNITK_HAVE_VM_FLAGS_MOD when the kernel has them.
+ */
+static void knitk_vma_set_flags(struct vm_area_struct *vma, unsigned long set,
+				unsigned long clear)
+{
+#ifdef KNITK_HAVE_VM_FLAGS_MOD
+	vm_flags_mod(vma, set, clear);
+#else
+	vma->vm_flags = (vma->vm_flags | set) & ~clear;
+#endif
+}
+
+/**
+ * knitk_knot_mmap() - map the control page or the data region of a knot
+ * @knot: the knot
+ * @vma: the new mapping
+ *
+ * Only two mappings exist: the whole control page read-only, or the whole
+ * data region read-write; both MAP_SHARED and fixed in size.
+ *
+ * Return: 0, -EINVAL for any other mapping, -EPERM for a writable control
+ * page, or the error of inserting the pages.
+ */
+int knitk_knot_mmap(struct knitk_knot *knot, struct vm_area_struct *vma)
+{
+	const struct knitk_layout *l = &knot->layout;
+	unsigned long len = vma->vm_end - vma->vm_start;
+	unsigned long first = vma->vm_pgoff;
+	unsigned long clear = 0;
+	unsigned long num;
+	int ret;
+
+	/* VM_MAYSHARE: VM_SHARED is dropped for a read-only fd. */
+	if (!(vma->vm_flags & VM_MAYSHARE))
+		return -EINVAL;
+	if (first == 0 && len == l->control_size) {
+		if (vma->vm_flags & VM_WRITE)
+			return -EPERM;
+		/* So mprotect() cannot make it writable later. */
+		clear = VM_MAYWRITE;
+	} else if (first != l->control_size >> PAGE_SHIFT ||
+		   len != l->size - l->control_size) {
+		return -EINVAL;
+	}
+	knitk_vma_set_flags(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_MIXEDMAP,
+			    clear);
+
+	num = len >> PAGE_SHIFT;
+	ret = vm_insert_pages(vma, vma->vm_start, knot->pages + first, &num);
+	return ret;
+}

@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * knitk: kernel-assisted shared-memory IPC - the /dev/knitk misc device.
+ *
+ * For a userspace programmer (the structs are in <linux/knitk.h>):
+ *
+ *   fd = open("/dev/knitk", O_RDWR)       an endpoint, attached to nothing
+ *   ioctl(fd, KNITK_IOC_API, &api)        api.api = KNITK_API; returns the
+ *                                         features and the ioctls supported
+ *   ioctl(fd, KNITK_IOC_CREATE, &c)       make a knot from c.geometry and
+ *                                         attach fd to it; c.layout says
+ *                                         where everything lives
+ *   ioctl(fd2, KNITK_IOC_ATTACH, &a)      attach another endpoint (any
+ *                                         process) to the knot of a.fd
+ *   mmap(NULL, layout.control_size, PROT_READ, MAP_SHARED, fd, 0)
+ *                                         the control page, read-only
+ *   mmap(NULL, layout.size - layout.control_size,
+ *        PROT_READ | PROT_WRITE, MAP_SHARED, fd, layout.control_size)
+ *                                         doorbells, abort bitmap, steal
+ *                                         lines and mailboxes
+ *   ioctl(fd, KNITK_IOC_JOIN, &j)         become the host or worker N
+ *   ioctl(fd, KNITK_IOC_WAIT, &w)         sleep on the own doorbell while
+ *                                         its seq equals w.expected
+ *   ioctl(fd, KNITK_IOC_NOTIFY, &n)       ring doorbells; only a sleeping
+ *                                         owner with pending work is woken
+ *   ioctl(fd, KNITK_IOC_STATS, &s)        a doorbell's counters
+ *   close(fd)                             a joined role is marked dead in
+ *                                         the control page and its peers
+ *                                         woken; the last endpoint frees
+ *                                         the knot
+ *
+ * Errors are negative errno values: -EINVAL for bad arguments, reserved
+ * fields or unknown flags, -ENOTTY for an unknown ioctl, -ENOTCONN when the
+ * endpoint is not attached (or, for WAIT, not joined), -EBUSY for a second
+ * CREATE/ATTACH/JOIN or a role already held, -E2BIG for a knot larger than
+ * the max_knot_bytes parameter.
+ */
+#include <linux/compat.h>
+#include <linux/err.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/mutex.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "knitk.h"
+
+static ushort mode = 0666;
+module_param(mode, ushort, 0444);
+MODULE_PARM_DESC(mode, "mode of the /dev/knitk node (default 0666)");
+
+static ulong max_knot_bytes = 256UL << 20;
+module_param(max_knot_bytes, ulong, 0644);
+MODULE_PARM_DESC(max_knot_bytes, "largest knot CREATE accepts, in bytes");
+
+#define KNITK_FEATURES	(KNITK_FEATURE_STEAL | KNITK_FEATURE_PEER_DEATH | \
+			 KNITK_FEATURE_STATS)
+
+#define KNITK_NO_SLOT	(-1)
+
+/**
+ * struct knitk_endpoint - one open of /dev/knitk
+ * @lock: serialises CREATE and ATTACH.
+ * @knot: the attached knot; set once, published with a release store.
+ * @slot: the joined role slot or KNITK_NO_SLOT; set once under knot->lock.
+ */
+struct knitk_endpoint {
+	struct mutex lock; /* knot is set once */
+	struct knitk_knot *knot;
+	int slot;
+};
+
+static const struct file_operations knitk_fops;
+
+static struct knitk_knot *knitk_endpoint_knot(struct knitk_endpoint *ep)
+{
+	/* Pairs with the smp_store_release() in knitk_endpoint_attach(). */
+	return smp_load_acquire(&ep->knot);
+}
+
+static void knitk_endpoint_attach(struct knitk_endpoint *ep,
+				  struct knitk_knot *knot)
+{
+	/* The knot is fully built before other threads of ep can see it. */
+	smp_store_release(&ep->knot, knot);
+}
+
+static int knitk_ioctl_api(void __user *argp)
+{
+	struct knitk_api api;
+
+	if (copy_from_user(&api, argp, sizeof(api)))
+		return -EFAULT;
+	if (api.api != KNITK_API || api.features & ~KNITK_FEATURES)
+		return -EINVAL;
+	api.features = KNITK_FEATURES;
+	api.ioctls = BIT_ULL(_IOC_NR(KNITK_IOC_API)) |
+		     BIT_ULL(_IOC_NR(KNITK_IOC_CREATE)) |
+		     BIT_ULL(_IOC_NR(KNITK_IOC_ATTACH)) |
+		     BIT_ULL(_IOC_NR(KNITK_IOC_JOIN)) |
+		     BIT_ULL(_IOC_NR(KNITK_IOC_WAIT)) |
+		     BIT_ULL(_IOC_NR(KNITK_IOC_NOTIFY)) |
+		     BIT_ULL(_IOC_NR(KNITK_IOC_STATS));
+	if (copy_to_user(argp, &api, sizeof(api)))
+		return -EFAULT;
+	return 0;
+}
+
+static int knitk_ioctl_create(struct knitk_endpoint *ep, void __user *argp)
+{
+	struct knitk_create c;
+	struct knitk_knot *knot;
+	int ret;
+
+	if (copy_from_user(&c, argp, sizeof(c)))
+		return -EFAULT;
+	ret = knitk_geometry_check(&c.geometry);
+	if (ret)
+		return ret;
+	knitk_layout_compute(&c.geometry, &c.layout);
+	ret = knitk_layout_check_size(&c.layout, READ_ONCE(max_knot_bytes));
+	if (ret)
+		return ret;
+
+	mutex_lock(&ep->lock);
+	if (ep->knot) {
+		ret = -EBUSY;
+		goto out;
+	}
+	knot = knitk_knot_create(&c.geometry, &c.layout);
+	if (IS_ERR(knot)) {
+		ret = PTR_ERR(knot);
+		goto out;
+	}
+	if (copy_to_user(argp, &c, sizeof(c))) {
+		knitk_knot_put(knot);
+		ret = -EFAULT;
+		goto out;
+	}
+	knitk_endpoint_attach(ep, knot);
+out:
+	mutex_unlock(&ep->lock);
+	return ret;
+}
+
+static int knitk_ioctl_attach(struct knitk_endpoint *ep, void __user *argp)
+{
+	struct knitk_endpoint *src;
+	struct knitk_knot *knot;
+	struct knitk_attach a;
+	struct fd f;
+	int ret = 0;
+
+	if (copy_from_user(&a, argp, sizeof(a)))
+		return -EFAULT;
+	if (a.flags)
+		return -EINVAL;
+
+	mutex_lock(&ep->lock);
+	if (ep->knot) {
+		ret = -EBUSY;
+		goto out;
+	}
+	f = fdget(a.fd);
+	if (!f.file) {
+		ret = -EBADF;
+		goto out;
+	}
+	if (f.file->f_op != &knitk_fops) {
+		ret = -EINVAL;
+		goto out_put;
+	}
+	src = f.file->private_data;
+	/* The source file is held by fdget, so its knot reference is too. */
+	knot = knitk_endpoint_knot(src);
+	if (!knot) {
+		ret = -ENOTCONN;
+		goto out_put;
+	}
+	a.layout = knot->layout;
+	if (copy_to_user(argp, &a, sizeof(a))) {
+		ret = -EFAULT;
+		goto out_put;
+	}
+	knitk_knot_get(knot);
+	knitk_endpoint_attach(ep, knot);
+out_put:
+	fdput(f);
+out:
+	mutex_unlock(&ep->lock);
+	return ret;
+}
+
+static int knitk_ioctl_join(struct knitk_endpoint *ep, struct knitk_knot *knot,
+			    void __user *argp)
+{
+	struct knitk_join j;
+	int slot, ret;
+
+	if (copy_from_user(&j, argp, sizeof(j)))
+		return -EFAULT;
+	if (j.flags)
+		return -EINVAL;
+	slot = knitk_peer_slot(&knot->geometry, j.role, j.worker);
+	if (slot < 0)
+		return slot;
+
+	/* knot->lock makes "joins once" and "role free" one decision. */
+	mutex_lock(&knot->lock);
+	if (ep->slot != KNITK_NO_SLOT) {
+		ret = -EBUSY;
+	} else {
+		ret = knitk_peer_join(knot->control, slot, &j.generation);
+		if (!ret)
+			WRITE_ONCE(ep->slot, slot);
+	}
+	mutex_unlock(&knot->lock);
+	if (ret)
+		return ret;
+	/* The join stands even if the result cannot be copied out. */
+	if (copy_to_user(argp, &j, sizeof(j)))
+		return -EFAULT;
+	return 0;
+}
+
+static int knitk_ioctl_wait(struct knitk_endpoint *ep, struct knitk_knot *knot,
+			    void __user *argp)
+{
+	struct knitk_wait w;
+	int slot = READ_ONCE(ep->slot);
+
+	if (copy_from_user(&w, argp, sizeof(w)))
+		return -EFAULT;
+	if (w.flags || w.reserved)
+		return -EINVAL;
+	if (slot == KNITK_NO_SLOT)
+		return -ENOTCONN;
+	return knitk_doorbell_wait(knot, slot, w.expected, w.deadline_ns);
+}
+
+static int knitk_ioctl_notify(struct knitk_knot *knot, void __user *argp)
+{
+	struct knitk_notify n;
+	int ret;
+
+	if (copy_from_user(&n, argp, sizeof(n)))
+		return -EFAULT;
+	if (n.flags || n.reserved)
+		return -EINVAL;
+	ret = knitk_doorbell_notify(knot, n.doorbells, &n.woken);
+	if (ret)
+		return ret;
+	if (copy_to_user(argp, &n, sizeof(n)))
+		return -EFAULT;
+	return 0;
+}
+
+static int knitk_ioctl_stats(struct knitk_knot *knot, void __user *argp)
+{
+	struct knitk_stats s;
+
+	if (copy_from_user(&s, argp, sizeof(s)))
+		return -EFAULT;
+	if (s.flags || !knitk_doorbell_valid(&knot->geometry, s.doorbell))
+		return -EINVAL;
+	knitk_doorbell_stats(knot, s.doorbell, &s.stats);
+	if (copy_to_user(argp, &s, sizeof(s)))
+		return -EFAULT;
+	return 0;
+}
+
+static long knitk_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	struct knitk_endpoint *ep = file->private_data;
+	void __user *argp = (void __user *)arg;
+	struct knitk_knot *knot;
+
+	switch (cmd) {
+	case KNITK_IOC_API:
+		return knitk_ioctl_api(argp);
+	case KNITK_IOC_CREATE:
+		return knitk_ioctl_create(ep, argp);
+	case KNITK_IOC_ATTACH:
+		return knitk_ioctl_attach(ep, argp);
+	case KNITK_IOC_JOIN:
+	case KNITK_IOC_WAIT:
+	case KNITK_IOC_NOTIFY:
+	case KNITK_IOC_STATS:
+		break;
+	default:
+		return -ENOTTY;
+	}
+
+	knot = knitk_endpoint_knot(ep);
+	if (!knot)
+		return -ENOTCONN;
+	switch (cmd) {
+	case KNITK_IOC_JOIN:
+		return knitk_ioctl_join(ep, knot, argp);
+	case KNITK_IOC_WAIT:
+		return knitk_ioctl_wait(ep, knot, argp);
+	case KNITK_IOC_NOTIFY:
+		return knitk_ioctl_notify(knot, argp);
+	default:
+		return knitk_ioctl_stats(knot, argp);
+	}
+}
+
+static int knitk_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct knitk_endpoint *ep = file->private_data;
+	struct knitk_knot *knot = knitk_endpoint_knot(ep);
+
+	if (!knot)
+		return -ENOTCONN;
+	return knitk_knot_mmap(knot, vma);
+}
+
+static int knitk_open(struct inode *inode, struct file *file)
+{
+	struct knitk_endpoint *ep;
+
+	ep = kzalloc(sizeof(*ep), GFP_KERNEL_ACCOUNT);
+	if (!ep)
+		return -ENOMEM;
+	mutex_init(&ep->lock);
+	ep->slot = KNITK_NO_SLOT;
+	file->private_data = ep;
+	return stream_open(inode, file);
+}
+
+/* Undoes JOIN, then CREATE/ATTACH, then open. */
+static int knitk_release(struct inode *inode, struct file *file)
+{
+	struct knitk_endpoint *ep = file->private_data;
+	struct knitk_knot *knot = ep->knot;
+
+	if (knot) {
+		if (ep->slot != KNITK_NO_SLOT)
+			knitk_knot_leave(knot, ep->slot);
+		knitk_knot_put(knot);
+	}
+	mutex_destroy(&ep->lock);
+	kfree(ep);
+	return 0;
+}
+
+static const struct file_operations knitk_fops = {
+	.owner		= THIS_MODULE,
+	.open		= knitk_open,
+	.release	= knitk_release,
+	.unlocked_ioctl	= knitk_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
+	.mmap		= knitk_mmap,
+	.llseek		= no_llseek,
+};
+
+static struct miscdevice knitk_misc = {
+	.minor	= MISC_DYNAMIC_MINOR,
+	.name	= "knitk",
+	.fops	= &knitk_fops,
+};
+
+static int __init knitk_init(void)
+{
+	int ret;
+
+	knitk_misc.mode = mode;
+	knitk_knot_debugfs_init();
+	ret = misc_register(&knitk_misc);
+	if (ret)
+		knitk_knot_debugfs_exit();
+	return ret;
+}
+
+static void __exit knitk_exit(void)
+{
+	misc_deregister(&knitk_misc);
+	knitk_knot_debugfs_exit();
+}
+
+module_init(knitk_init);
+module_exit(knitk_exit);
+
+MODULE_DESCRIPTION("knitk: kernel-assisted shared-memory IPC");
+MODULE_AUTHOR("knitk developers");
+MODULE_LICENSE("GPL");
