@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The "vm" step of make check: builds the module, the kselftests (static)
+# and the demo, boots Debian's 6.1 kernel once under QEMU (tools/vm.sh), and
+# turns the guest console into flat TAP lines:
+#
+#   ok - vm: modprobe knitk
+#   ok - vm: <prog>: <test>          one per KTAP result of each program
+#   ok - vm: rmmod knitk
+#   ok - vm: guest kernel log clean
+#   ok - vm: guest powered off
+#
+# QEMU or the kernel image missing is a failure, not a skip: CI installs
+# them with tools/deps.sh.
+#
+#   VM_TIMEOUT        seconds for the whole boot (default 900)
+#   VM_PROG_TIMEOUT   seconds per program inside the guest (default 300)
+#
+#   tools/vm-check.sh --parse CONSOLE PROG...   re-reads a saved console
+set -eu
+
+root_dir=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root_dir"
+
+work=$root_dir/build/vm
+timeout_s=${VM_TIMEOUT:-900}
+prog_timeout=${VM_PROG_TIMEOUT:-300}
+ksft_out=$work/selftests
+tools_out=$root_dir/build/tools
+mkdir -p "$work" "$ksft_out"
+
+failed=0
+fail() { echo "not ok - vm: $*"; failed=1; }
+
+# Runs a build quietly; on failure prints its log's tail as comments.
+build() {
+	local what=$1 log=$work/build-$1.log
+	shift
+	if "$@" >"$log" 2>&1; then
+		return 0
+	fi
+	fail "build $what"
+	tail -n 40 "$log" | sed 's/^/# /'
+	return 1
+}
+
+# Prints the TAP lines of one boot from its console: modprobe, each of
+# names (programs in run order), rmmod, the kernel log and the poweroff.
+parse_console() {
+	local console=$1 vm_rc=$2 offending bad
+	shift 2
+	local names="$*"
+
+	awk -v names="$names" '
+	function flush_prog(name, status,    r) {
+		if (status == "") {
+			print "not ok - vm: " name ": did not finish"
+			return
+		}
+		if (status == "timeout") {
+			print "not ok - vm: " name ": timed out, killed in the guest"
+			return
+		}
+		if (status != 0 && nfail == 0) {
+			if (status == 4 && nres == 0)
+				print "ok - vm: " name " # SKIP exit status 4"
+			else
+				print "not ok - vm: " name ": exit status " status
+		} else if (nres == 0) {
+			print "ok - vm: " name ": exit status 0"
+		} else if (plan != "" && nres < plan) {
+			print "not ok - vm: " name ": " nres " of " plan " results"
+		}
+	}
+	BEGIN {
+		n = split(names, order, " ")
+		next_prog = 1
+	}
+	/^knitk-vm: modprobe knitk status=/ {
+		st = substr($0, index($0, "=") + 1)
+		modprobe = 1
+		if (st == 0) print "ok - vm: modprobe knitk"
+		else print "not ok - vm: modprobe knitk: status " st
+		next
+	}
+	/^knitk-vm: begin / {
+		cur = $3; nres = 0; nfail = 0; plan = ""
+		inprog = 1
+		next
+	}
+	/^knitk-vm: end / {
+		st = $4; sub(/^status=/, "", st)
+		flush_prog(cur, st)
+		done[next_prog++] = 1
+		inprog = 0
+		next
+	}
+	/^knitk-vm: rmmod knitk status=/ {
+		st = substr($0, index($0, "=") + 1)
+		rmmod = 1
+		if (st == 0) print "ok - vm: rmmod knitk"
+		else print "not ok - vm: rmmod knitk: status " st
+		next
+	}
+	inprog && /^1\.\.[0-9]+/ {
+		plan = substr($1, 4) + 0
+		next
+	}
+	inprog && /^(not )?ok [0-9]+ / {
+		nres++
+		line = $0
+		status = "ok"
+		if (line ~ /^not /) { status = "not ok"; sub(/^not /, "", line); nfail++ }
+		sub(/^ok [0-9]+ /, "", line)
+		# Keep a SKIP directive, drop any other (e.g. the harness TODO).
+		if (match(line, / # [Ss][Kk][Ii][Pp]/)) {
+			reason = substr(line, RSTART + RLENGTH)
+			sub(/^ +/, "", reason)
+			line = substr(line, 1, RSTART - 1) " # SKIP " reason
+			sub(/ +$/, "", line)
+		} else {
+			sub(/ # .*$/, "", line)
+		}
+		print status " - vm: " cur ": " line
+		next
+	}
+	END {
+		if (!modprobe) print "not ok - vm: modprobe knitk: no result"
+		if (inprog) flush_prog(cur, "")
+		for (i = next_prog + (inprog ? 1 : 0); i <= n; i++)
+			print "not ok - vm: " order[i] ": did not finish"
+		if (!rmmod) print "not ok - vm: rmmod knitk: no result"
+	}
+	' "$console" | tee "$work/results.tap"
+	grep -q '^not ok ' "$work/results.tap" && failed=1
+
+	# The guest kernel log: the dumped dmesg plus any kernel line that reached
+	# the console (a panic or oops prints there even with dmesg -n 1).
+	bad='WARNING:|BUG:|Oops|general protection|Call Trace|refcount_t|list_add corruption|list_del corruption|kernel BUG|blocked for more than|hung_task|Kernel panic|UBSAN:|KASAN:|stack-protector|detected stall|stalls on CPUs'
+	offending=$(awk '
+		/^knitk-vm: dmesg begin/ { indmesg = 1; next }
+		/^knitk-vm: dmesg end/ { indmesg = 0; next }
+		indmesg || /^\[ *[0-9]+\.[0-9]+\] / { print }
+	' "$console" | grep -E "$bad" | sort -u || true)
+	if [ -z "$offending" ] && grep -q '^knitk-vm: dmesg end' "$console"; then
+		echo "ok - vm: guest kernel log clean"
+	elif [ -z "$offending" ]; then
+		fail "guest kernel log clean: dmesg was not dumped"
+	else
+		fail "guest kernel log clean"
+		printf '%s\n' "$offending" | sed 's/^/#   /'
+	fi
+
+	case "$vm_rc" in
+	0) echo "ok - vm: guest powered off" ;;
+	124) fail "guest powered off: killed after ${timeout_s}s" ;;
+	*)
+		if grep -q 'Kernel panic' "$console"; then
+			fail "guest powered off: kernel panic"
+		else
+			fail "guest powered off: vm.sh status $vm_rc"
+		fi
+		;;
+	esac
+}
+
+# Re-reads a saved console without booting:
+#   tools/vm-check.sh --parse CONSOLE PROG...
+if [ "${1:-}" = "--parse" ]; then
+	[ "$#" -ge 2 ] || { echo "usage: $0 --parse CONSOLE PROG..." >&2; exit 2; }
+	console=$2
+	shift 2
+	rc=1
+	grep -q '^knitk-vm: poweroff$' "$console" && rc=0
+	parse_console "$console" "$rc" "$@"
+	exit "$failed"
+fi
+
+build module make module || exit 1
+if [ -f lib/Makefile ]; then
+	build lib make -C lib || exit 1
+fi
+build selftests make -C selftests/knitk OUTPUT="$ksft_out" || exit 1
+build tools make -C tools OUTPUT="$tools_out" demo || exit 1
+
+progs=()
+while IFS= read -r p; do
+	[ -n "$p" ] || continue
+	if [ -x "$ksft_out/$p" ]; then
+		progs+=("$ksft_out/$p")
+	else
+		fail "$p: not built"
+	fi
+done < <(make -s -C selftests/knitk list)
+[ -x "$tools_out/knitk-demo" ] && progs+=("$tools_out/knitk-demo")
+[ "${#progs[@]}" -gt 0 ] || { fail "no selftest programs listed"; exit 1; }
+
+console=$work/console.log
+# Never parse a previous boot's console.
+rm -f "$console"
+set +e
+tools/vm.sh -q -o "$work" -t "$timeout_s" -p "$prog_timeout" "${progs[@]}" >"$work/vm.log" 2>&1
+vm_rc=$?
+set -e
+sed 's/^/# /' "$work/vm.log"
+[ -f "$console" ] || : >"$console"
+
+names=()
+for p in "${progs[@]}"; do
+	names+=("$(basename "$p")")
+done
+parse_console "$console" "$vm_rc" "${names[@]}"
+if [ "$failed" -ne 0 ]; then
+	echo "# vm: console in $console"
+	exit 1
+fi
+
