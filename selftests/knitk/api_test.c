@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * knitk API surface: the KNITK_IOC_API handshake, unknown commands, ioctls
+ * on an endpoint without a knot, and KNITK_IOC_CREATE's validation of every
+ * geometry field and the layout it returns.
+ */
+#include <stddef.h>
+
+#include "kselftest_harness.h"
+#include "knitk_test.h"
+
+#define KNOWN_FEATURES	(KNITK_FEATURE_STEAL | KNITK_FEATURE_PEER_DEATH | \
+			 KNITK_FEATURE_STATS)
+
+static __u64 ioctl_bit(unsigned long cmd)
+{
+	return 1ULL << _IOC_NR(cmd);
+}
+
+TEST(api_handshake_reports_features_and_ioctls)
+{
+	struct knitk_api api = { .api = KNITK_API };
+	__u64 ioctls = ioctl_bit(KNITK_IOC_API) | ioctl_bit(KNITK_IOC_CREATE) |
+		       ioctl_bit(KNITK_IOC_ATTACH) | ioctl_bit(KNITK_IOC_JOIN) |
+		       ioctl_bit(KNITK_IOC_WAIT) | ioctl_bit(KNITK_IOC_NOTIFY) |
+		       ioctl_bit(KNITK_IOC_STATS);
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open_raw();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, knitk_ioctl(fd, KNITK_IOC_API, &api));
+	EXPECT_EQ(KNITK_API, api.api);
+	EXPECT_EQ(KNOWN_FEATURES, api.features);
+	EXPECT_EQ(ioctls, api.ioctls);
+	close(fd);
+}
+
+TEST(api_known_features_requestable)
+{
+	struct knitk_api api = { .api = KNITK_API, .features = KNOWN_FEATURES };
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open_raw();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, knitk_ioctl(fd, KNITK_IOC_API, &api));
+	EXPECT_EQ(KNOWN_FEATURES, api.features);
+	close(fd);
+}
+
+TEST(api_version_mismatch_einval)
+{
+	static const __u64 bad[] = { 0, KNITK_API + 1, 1ULL << 32, ~0ULL };
+	unsigned int i;
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open_raw();
+	ASSERT_LE(0, fd);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct knitk_api api = { .api = bad[i] };
+
+		EXPECT_EQ(-EINVAL, knitk_ioctl(fd, KNITK_IOC_API, &api))
+			TH_LOG("api %#llx accepted", (unsigned long long)bad[i]);
+	}
+	close(fd);
+}
+
+TEST(api_unknown_feature_bits_einval)
+{
+	static const __u64 bad[] = { 1ULL << 3, 1ULL << 31, 1ULL << 63,
+				     KNOWN_FEATURES | (1ULL << 4) };
+	unsigned int i;
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open_raw();
+	ASSERT_LE(0, fd);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct knitk_api api = { .api = KNITK_API, .features = bad[i] };
+
+		EXPECT_EQ(-EINVAL, knitk_ioctl(fd, KNITK_IOC_API, &api))
+			TH_LOG("features %#llx accepted",
+			       (unsigned long long)bad[i]);
+	}
+	close(fd);
+}
+
+/* A command is its number, direction, size and type: change any, unknown. */
+TEST(unknown_ioctl_enotty)
+{
+	static const unsigned long bad[] = {
+		_IOWR(KNITK_IOC_MAGIC, 0x07, struct knitk_api),
+		_IOWR(KNITK_IOC_MAGIC, 0x3f, __u64),
+		_IO(KNITK_IOC_MAGIC, 0x00),
+		_IOWR(KNITK_IOC_MAGIC, 0x00, __u32),
+		_IOR(KNITK_IOC_MAGIC, 0x00, struct knitk_api),
+		_IOWR(KNITK_IOC_MAGIC + 1, 0x00, struct knitk_api),
+		_IOWR(KNITK_IOC_MAGIC, 0x01, struct knitk_geometry),
+		TCGETS,
+	};
+	struct knitk_geometry g;
+	unsigned char buf[512];
+	unsigned int i;
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(buf, 0, sizeof(buf));
+		EXPECT_EQ(-ENOTTY, knitk_ioctl(fd, bad[i], buf))
+			TH_LOG("cmd %#lx not -ENOTTY before create", bad[i]);
+	}
+	/* Same answer once the endpoint has a knot. */
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knitk_create(fd, &g, NULL));
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(buf, 0, sizeof(buf));
+		EXPECT_EQ(-ENOTTY, knitk_ioctl(fd, bad[i], buf))
+			TH_LOG("cmd %#lx not -ENOTTY after create", bad[i]);
+	}
+	close(fd);
+}
+
+TEST(join_before_create_enotconn)
+{
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-ENOTCONN, knitk_join(fd, KNITK_ROLE_HOST, 0, NULL));
+	EXPECT_EQ(-ENOTCONN, knitk_join(fd, KNITK_ROLE_WORKER, 0, NULL));
+	close(fd);
+}
+
+TEST(wait_before_create_enotconn)
+{
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-ENOTCONN, knitk_wait(fd, 0, 0));
+	close(fd);
+}
+
+TEST(notify_before_create_enotconn)
+{
+	__u64 woken = 0;
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-ENOTCONN, knitk_notify(fd, 1, &woken));
+	close(fd);
+}
+
+TEST(stats_before_create_enotconn)
+{
+	struct knitk_doorbell_stats st;
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-ENOTCONN, knitk_stats(fd, KNITK_DOORBELL_HOST, &st));
+	close(fd);
+}
+
+/* Joined is not the same as attached: a created endpoint still waits -ENOTCONN. */
+TEST(wait_before_join_enotconn)
+{
+	struct knitk_geometry g;
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knitk_create(fd, &g, NULL));
+	EXPECT_EQ(-ENOTCONN, knitk_wait(fd, 0, 0));
+	close(fd);
+}
+
+TEST(create_twice_ebusy)
+{
+	struct knitk_geometry g;
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knitk_create(fd, &g, NULL));
+	EXPECT_EQ(-EBUSY, knitk_create(fd, &g, NULL));
+	close(fd);
+}
+
+/*
+ * One bad field per variant, on top of a geometry that is shown valid in the
+ * same test, so the rejection can only come from that field.
+ */
+FIXTURE(create_invalid) {
+	int good_fd, bad_fd;
+};
+
+FIXTURE_VARIANT(create_invalid) {
+	size_t off;	/* offset of the bad field in struct knitk_geometry */
+	size_t size;	/* its size, 4 or 8 */
+	__u64 value;
+};
+
+#define BAD(name, field, val)						\
+	FIXTURE_VARIANT_ADD(create_invalid, name) {			\
+		.off = offsetof(struct knitk_geometry, field),		\
+		.size = sizeof(((struct knitk_geometry *)0)->field),	\
+		.value = (val),						\
+	}
+
+BAD(flags_bit1, flags, 1U << 1);
+BAD(flags_bit31, flags, 1U << 31);
+BAD(workers_zero, nr_workers, 0);
+BAD(workers_over_max, nr_workers, KNITK_MAX_WORKERS + 1);
+BAD(submitters_zero, nr_submitters, 0);
+BAD(submitters_over_max, nr_submitters, KNITK_MAX_SUBMITTERS + 1);
+BAD(lanes_zero, lanes, 0);
+BAD(lanes_32, lanes, 32);
+BAD(lanes_128, lanes, 128);
+BAD(inline_not_cacheline_multiple, inline_bytes, KNITK_CACHELINE / 2);
+BAD(inline_over_max, inline_bytes, KNITK_MAX_INLINE_BYTES + KNITK_CACHELINE);
+BAD(abort_not_aligned, abort_bits, KNITK_ABORT_ALIGN + 1);
+BAD(abort_over_max, abort_bits, KNITK_MAX_ABORT_BITS + KNITK_ABORT_ALIGN);
+BAD(arena_not_aligned, arena_bytes, KNITK_ARENA_ALIGN / 2);
+BAD(arena_over_max, arena_bytes, KNITK_MAX_ARENA_BYTES + KNITK_ARENA_ALIGN);
+BAD(reserved0, reserved[0], 1);
+BAD(reserved1, reserved[1], 1);
+BAD(reserved2, reserved[2], 1ULL << 40);
+BAD(reserved3, reserved[3], 1ULL << 63);
+
+FIXTURE_SETUP(create_invalid)
+{
+	KNITK_REQUIRE_DEV();
+	self->good_fd = knitk_open();
+	ASSERT_LE(0, self->good_fd);
+	self->bad_fd = knitk_open();
+	ASSERT_LE(0, self->bad_fd);
+}
+
+FIXTURE_TEARDOWN(create_invalid)
+{
+	close(self->good_fd);
+	close(self->bad_fd);
+}
+
+TEST_F(create_invalid, rejected_einval)
+{
+	struct knitk_geometry g;
+	__u32 v32 = (__u32)variant->value;
+	struct knitk_layout l;
+
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knitk_create(self->good_fd, &g, NULL));
+	if (variant->size == sizeof(v32))
+		memcpy((char *)&g + variant->off, &v32, sizeof(v32));
+	else
+		memcpy((char *)&g + variant->off, &variant->value,
+		       sizeof(variant->value));
+	memset(&l, 0xa5, sizeof(l));
+	EXPECT_EQ(-EINVAL, knitk_create(self->bad_fd, &g, &l))
+		TH_LOG("geometry field at offset %zu = %#llx accepted",
+		       variant->off, (unsigned long long)variant->value);
+	/* A rejected create leaves the endpoint free to create. */
+	knitk_geom_small(&g);
+	EXPECT_EQ(0, knitk_create(self->bad_fd, &g, NULL));
+}
+
+/* Geometries at the edges of every limit and region rounding. */
+FIXTURE(layout) {
+	int fd;
+};
+
+FIXTURE_VARIANT(layout) {
+	__u32 flags, workers, submitters, inline_bytes, abort_bits;
+	__u64 arena_bytes;
+};
+
+FIXTURE_VARIANT_ADD(layout, small) {
+	.flags = 0, .workers = 2, .submitters = 1, .inline_bytes = 64,
+	.abort_bits = 64, .arena_bytes = 4096,
+};
+
+FIXTURE_VARIANT_ADD(layout, all_zero_sizes) {
+	.flags = 0, .workers = 1, .submitters = 1, .inline_bytes = 0,
+	.abort_bits = 0, .arena_bytes = 0,
+};
+
+FIXTURE_VARIANT_ADD(layout, private_multi_submitter) {
+	.flags = 0, .workers = 4, .submitters = 3, .inline_bytes = 256,
+	.abort_bits = 65536, .arena_bytes = 16384,
+};
+
+FIXTURE_VARIANT_ADD(layout, max_inline) {
+	.flags = 0, .workers = 1, .submitters = 1,
+	.inline_bytes = KNITK_MAX_INLINE_BYTES, .abort_bits = 0,
+	.arena_bytes = 0,
+};
+
+FIXTURE_VARIANT_ADD(layout, steal) {
+	.flags = KNITK_GEOM_STEAL, .workers = 3, .submitters = 2,
+	.inline_bytes = 128, .abort_bits = 128, .arena_bytes = 8192,
+};
+
+FIXTURE_VARIANT_ADD(layout, steal_max_workers) {
+	.flags = KNITK_GEOM_STEAL, .workers = KNITK_MAX_WORKERS,
+	.submitters = 1, .inline_bytes = 0, .abort_bits = 64,
+	.arena_bytes = 0,
+};
+
+/* 80 steal lines: the steal region spills into a second page. */
+FIXTURE_VARIANT_ADD(layout, steal_two_pages) {
+	.flags = KNITK_GEOM_STEAL, .workers = 40, .submitters = 2,
+	.inline_bytes = 64, .abort_bits = 0, .arena_bytes = 4096,
+};
+
+FIXTURE_SETUP(layout)
+{
+	KNITK_REQUIRE_DEV();
+	self->fd = knitk_open();
+	ASSERT_LE(0, self->fd);
+}
+
+FIXTURE_TEARDOWN(layout)
+{
+	close(self->fd);
+}
+
+TEST_F(layout, matches_formula)
+{
+	struct knitk_geometry g;
+	struct knitk_layout l, want;
+	unsigned int i;
+
+	knitk_geom(&g, variant->flags, variant->workers, variant->submitters,
+		   variant->inline_bytes, variant->abort_bits,
+		   variant->arena_bytes);
+	knitk_layout_expect(&g, &want);
+	memset(&l, 0xa5, sizeof(l));
+	ASSERT_EQ(0, knitk_create(self->fd, &g, &l));
+
+	EXPECT_EQ(want.size, l.size);
+	EXPECT_EQ(want.control_size, l.control_size);
+	EXPECT_EQ(want.doorbell_off, l.doorbell_off);
+	EXPECT_EQ(want.doorbell_stride, l.doorbell_stride);
+	EXPECT_EQ(want.nr_doorbells, l.nr_doorbells);
+	EXPECT_EQ(want.abort_off, l.abort_off);
+	EXPECT_EQ(want.abort_size, l.abort_size);
+	EXPECT_EQ(want.steal_off, l.steal_off);
+	EXPECT_EQ(want.steal_stride, l.steal_stride);
+	EXPECT_EQ(want.nr_steal, l.nr_steal);
+	EXPECT_EQ(want.mailbox_off, l.mailbox_off);
+	EXPECT_EQ(want.mailbox_stride, l.mailbox_stride);
+	EXPECT_EQ(want.nr_mailboxes, l.nr_mailboxes);
+	EXPECT_EQ(want.nr_request, l.nr_request);
+	EXPECT_EQ(want.lane_off, l.lane_off);
+	EXPECT_EQ(want.lane_stride, l.lane_stride);
+	EXPECT_EQ(want.arena_off, l.arena_off);
+	EXPECT_EQ(want.arena_size, l.arena_size);
+	for (i = 0; i < 4; i++)
+		EXPECT_EQ(0ULL, l.reserved[i]);
+	/* The size is whole pages: mmap can cover it exactly. */
+	EXPECT_EQ(0ULL, l.size % KNITK_PAGE_BYTES);
+	EXPECT_EQ(0ULL, l.mailbox_stride % KNITK_PAGE_BYTES);
+}
+
+TEST_HARNESS_MAIN

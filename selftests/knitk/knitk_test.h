@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Shared helpers of the knitk selftests: open an endpoint, create and map a
+ * knot, the ioctls as functions returning 0 or a negative errno, and the
+ * layout formula of uapi/linux/knitk.h computed independently of the module.
+ *
+ * Every helper returns an error instead of asserting, so a test states each
+ * expectation itself with the harness's ASSERT_ and EXPECT_ macros.
+ */
+#ifndef KNITK_TEST_H
+#define KNITK_TEST_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/knitk.h>
+
+#define KNITK_DEV	"/dev/knitk"
+#define KNITK_SYSMOD	"/sys/module/knitk"
+
+/* A wake must come long before this; only a lost wake ever reaches it. */
+#define KNITK_LONG_NS	(60ULL * 1000 * 1000 * 1000)
+#define KNITK_MS	(1000ULL * 1000)
+
+/*
+ * The 6.1 harness runs a test body even when its fixture setup skipped, so
+ * a skip ends the test process itself; exit status 255 is the harness's
+ * "skipped" and the reason is already in its shared results page.
+ */
+#define KNITK_REQUIRE_DEV() do {					\
+	if (access(KNITK_DEV, F_OK) != 0)				\
+		SKIP(_exit(255), "%s absent: modprobe knitk first",	\
+		     KNITK_DEV);					\
+} while (0)
+
+static inline int knitk_ioctl(int fd, unsigned long cmd, void *arg)
+{
+	int ret = ioctl(fd, cmd, arg);
+
+	return ret < 0 ? -errno : ret;
+}
+
+/* A bare endpoint: opened, nothing negotiated. */
+static inline int knitk_open_raw(void)
+{
+	int fd = open(KNITK_DEV, O_RDWR | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+/* An endpoint after the API handshake, as every real user starts. */
+static inline int knitk_open(void)
+{
+	struct knitk_api api = { .api = KNITK_API };
+	int fd = knitk_open_raw();
+	int ret;
+
+	if (fd < 0)
+		return fd;
+	ret = knitk_ioctl(fd, KNITK_IOC_API, &api);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+static inline void knitk_geom(struct knitk_geometry *g, __u32 flags,
+			      __u32 workers, __u32 submitters, __u32 inline_bytes,
+			      __u32 abort_bits, __u64 arena_bytes)
+{
+	memset(g, 0, sizeof(*g));
+	g->flags = flags;
+	g->nr_workers = workers;
+	g->nr_submitters = submitters;
+	g->lanes = KNITK_LANES;
+	g->inline_bytes = inline_bytes;
+	g->abort_bits = abort_bits;
+	g->arena_bytes = arena_bytes;
+}
+
+/* The small knot most tests use: 2 workers, 1 submitter, private lanes. */
+static inline void knitk_geom_small(struct knitk_geometry *g)
+{
+	knitk_geom(g, 0, 2, 1, 64, 64, KNITK_ARENA_ALIGN);
+}
+
+static inline __u64 knitk_round_up(__u64 v, __u64 to)
+{
+	return (v + to - 1) / to * to;
+}
+
+/* The layout formula of the uapi header, written out term by term. */
+static inline void knitk_layout_expect(const struct knitk_geometry *g,
+				       struct knitk_layout *l)
+{
+	const __u64 P = KNITK_PAGE_BYTES;
+	int steal = !!(g->flags & KNITK_GEOM_STEAL);
+	__u32 W = g->nr_workers, S = g->nr_submitters;
+
+	memset(l, 0, sizeof(*l));
+	l->control_size = P;
+	l->doorbell_off = P;
+	l->doorbell_stride = KNITK_CACHELINE;
+	l->nr_doorbells = KNITK_NR_DOORBELLS;
+	l->abort_off = 2 * P;
+	l->abort_size = knitk_round_up(g->abort_bits / 8, P);
+	l->steal_off = steal ? l->abort_off + l->abort_size : 0;
+	l->steal_stride = KNITK_CACHELINE;
+	l->nr_steal = steal ? S * W : 0;
+	l->mailbox_off = l->abort_off + l->abort_size +
+			 knitk_round_up((__u64)l->nr_steal * 64, P);
+	l->nr_request = steal ? S : S * W;
+	l->nr_mailboxes = l->nr_request + W;
+	l->lane_off = sizeof(struct knitk_sector);
+	l->lane_stride = KNITK_LANE_HEADER_BYTES + g->inline_bytes;
+	l->arena_off = knitk_round_up(l->lane_off +
+				      (__u64)KNITK_LANES * l->lane_stride, P);
+	l->arena_size = g->arena_bytes;
+	l->mailbox_stride = l->arena_off + l->arena_size;
+	l->size = l->mailbox_off + l->nr_mailboxes * l->mailbox_stride;
+}
+
+static inline int knitk_create(int fd, const struct knitk_geometry *g,
+			       struct knitk_layout *l)
+{
+	struct knitk_create c = { .geometry = *g };
+	int ret = knitk_ioctl(fd, KNITK_IOC_CREATE, &c);
+
+	if (!ret && l)
+		*l = c.layout;
+	return ret;
+}
+
+static inline int knitk_attach(int fd, int src, struct knitk_layout *l)
+{
+	struct knitk_attach a = { .fd = src };
+	int ret = knitk_ioctl(fd, KNITK_IOC_ATTACH, &a);
+
+	if (!ret && l)
+		*l = a.layout;
+	return ret;
+}
+
+static inline int knitk_join(int fd, __u32 role, __u32 worker,
+			     __u32 *generation)
+{
+	struct knitk_join j = { .role = role, .worker = worker };
+	int ret = knitk_ioctl(fd, KNITK_IOC_JOIN, &j);
+
+	if (!ret && generation)
+		*generation = j.generation;
+	return ret;
+}
+
+static inline int knitk_wait(int fd, __u32 expected, __u64 deadline_ns)
+{
+	struct knitk_wait w = { .expected = expected,
+				.deadline_ns = deadline_ns };
+
+	return knitk_ioctl(fd, KNITK_IOC_WAIT, &w);
+}
+
+static inline int knitk_notify(int fd, __u64 doorbells, __u64 *woken)
+{
+	struct knitk_notify n = { .doorbells = doorbells };
+	int ret = knitk_ioctl(fd, KNITK_IOC_NOTIFY, &n);
+
+	if (!ret && woken)
+		*woken = n.woken;
+	return ret;
+}
+
+static inline int knitk_stats(int fd, __u32 doorbell,
+			      struct knitk_doorbell_stats *st)
+{
+	struct knitk_stats s = { .doorbell = doorbell };
+	int ret = knitk_ioctl(fd, KNITK_IOC_STATS, &s);
+
+	if (!ret && st)
+		*st = s.stats;
+	return ret;
+}
+
+static inline __u64 knitk_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+/*
+ * A mapped knot: the read-only control page and the read-write data region
+ * (file offset layout.control_size onwards), each mapped exactly.
+ */
+struct knot {
+	int fd;
+	struct knitk_layout layout;
+	const struct knitk_control *ctl;
+	unsigned char *data;
+};
+
+static inline int knot_map(struct knot *k)
+{
+	void *c, *d;
+
+	c = mmap(NULL, k->layout.control_size, PROT_READ, MAP_SHARED, k->fd, 0);
+	if (c == MAP_FAILED)
+		return -errno;
+	d = mmap(NULL, k->layout.size - k->layout.control_size,
+		 PROT_READ | PROT_WRITE, MAP_SHARED, k->fd,
+		 k->layout.control_size);
+	if (d == MAP_FAILED) {
+		int err = -errno;
+
+		munmap(c, k->layout.control_size);
+		return err;
+	}
+	k->ctl = c;
+	k->data = d;
+	return 0;
+}
+
+static inline void knot_unmap(struct knot *k)
+{
+	if (k->ctl)
+		munmap((void *)k->ctl, k->layout.control_size);
+	if (k->data)
+		munmap(k->data, k->layout.size - k->layout.control_size);
+	k->ctl = NULL;
+	k->data = NULL;
+}
+
+/* Open, create and map; on error nothing is left open. */
+static inline int knot_make(struct knot *k, const struct knitk_geometry *g)
+{
+	int ret;
+
+	memset(k, 0, sizeof(*k));
+	k->fd = knitk_open();
+	if (k->fd < 0)
+		return k->fd;
+	ret = knitk_create(k->fd, g, &k->layout);
+	if (!ret)
+		ret = knot_map(k);
+	if (ret) {
+		close(k->fd);
+		k->fd = -1;
+	}
+	return ret;
+}
+
+static inline void knot_close(struct knot *k)
+{
+	knot_unmap(k);
+	if (k->fd >= 0)
+		close(k->fd);
+	k->fd = -1;
+}
+
+/* A new endpoint of k's knot, joined with a role; returns its fd. */
+static inline int knot_endpoint(const struct knot *k, __u32 role,
+				__u32 worker)
+{
+	int fd = knitk_open();
+	int ret;
+
+	if (fd < 0)
+		return fd;
+	ret = knitk_attach(fd, k->fd, NULL);
+	if (!ret)
+		ret = knitk_join(fd, role, worker, NULL);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+/* Pointer to knot offset off (off >= control_size) in the data mapping. */
+static inline void *knot_at(const struct knot *k, __u64 off)
+{
+	return k->data + (off - k->layout.control_size);
+}
+
+static inline struct knitk_doorbell *knot_doorbell(const struct knot *k,
+						   unsigned int d)
+{
+	return knot_at(k, k->layout.doorbell_off +
+			  (__u64)d * k->layout.doorbell_stride);
+}
+
+static inline struct knitk_sector *knot_mailbox(const struct knot *k,
+						unsigned int m)
+{
+	return knot_at(k, k->layout.mailbox_off +
+			  (__u64)m * k->layout.mailbox_stride);
+}
+
+static inline struct knitk_steal_line *knot_steal_line(const struct knot *k,
+						       unsigned int i)
+{
+	return knot_at(k, k->layout.steal_off +
+			  (__u64)i * k->layout.steal_stride);
+}
+
+/* Producer side of lane L: toggle its pub bit (the test is the one writer). */
+static inline void knitk_lane_publish(struct knitk_sector *s, unsigned int L)
+{
+	/* Pairs with the kernel's acquire load of pub in the notify filter. */
+	__atomic_fetch_xor(&s->pub, 1ULL << L, __ATOMIC_RELEASE);
+}
+
+static inline void knitk_lane_ack(__u64 *ack, unsigned int L)
+{
+	__atomic_fetch_xor(ack, 1ULL << L, __ATOMIC_RELEASE);
+}
+
+static inline void knitk_doorbell_sleeping(struct knitk_doorbell *db, int on)
+{
+	/* seq_cst: pairs with the full barrier before the waker reads it. */
+	__atomic_store_n(&db->sleeping, on ? 1 : 0, __ATOMIC_SEQ_CST);
+}
+
+static inline __u32 knitk_doorbell_seq(const struct knitk_doorbell *db)
+{
+	return __atomic_load_n(&db->seq, __ATOMIC_ACQUIRE);
+}
+
+static inline __u64 knitk_load64(const __u64 *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline __u32 knitk_load32(const __u32 *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Block until doorbell d has counted at least n waits that went to sleep:
+ * the kernel's own word that the waiter is in KNITK_IOC_WAIT, so a notify or
+ * signal sent afterwards cannot land before the wait began.
+ */
+static inline int knitk_wait_asleep(int fd, __u32 d, __u64 n)
+{
+	struct knitk_doorbell_stats st;
+	int ret;
+
+	for (;;) {
+		ret = knitk_stats(fd, d, &st);
+		if (ret)
+			return ret;
+		if (st.waits >= n)
+			return 0;
+		usleep(1000);
+	}
+}
+
+/* Scheduler state letter of thread tid of this process ('S' = asleep). */
+static inline char knitk_thread_state(pid_t pid, pid_t tid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return '?';
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return '?';
+	buf[n] = '\0';
+	/* The comm field may hold spaces; the state follows its ')'. */
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+static inline pid_t knitk_gettid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/* Read a decimal value from a sysfs file; negative errno on failure. */
+static inline int knitk_sysfs_read(const char *path, unsigned long long *v)
+{
+	char buf[64];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -EIO;
+	buf[n] = '\0';
+	*v = strtoull(buf, NULL, 0);
+	return 0;
+}
+
+static inline int knitk_sysfs_write(const char *path, unsigned long long v)
+{
+	char buf[32];
+	int len = snprintf(buf, sizeof(buf), "%llu\n", v);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, buf, len);
+	close(fd);
+	return n == len ? 0 : (n < 0 ? -errno : -EIO);
+}
+
+#endif /* KNITK_TEST_H */

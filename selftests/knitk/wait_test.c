@@ -1,0 +1,639 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Doorbells: KNITK_IOC_WAIT (value check, deadlines, signals, wakes),
+ * KNITK_IOC_NOTIFY's idle-lane filter and KNITK_IOC_STATS, whose counters
+ * are checked exactly after every step.
+ *
+ * Nothing here depends on timing except through deadlines: a notify or a
+ * signal is sent only once the waiter's doorbell has counted the wait as
+ * asleep (or its thread is seen sleeping), and a wake is expected long
+ * before KNITK_LONG_NS.
+ */
+#include <pthread.h>
+
+#include "kselftest_harness.h"
+#include "knitk_test.h"
+
+#define HOST		KNITK_DOORBELL_HOST
+#define HOST_BIT	(1ULL << HOST)
+
+FIXTURE(wk) {
+	struct knot k;		/* mapped through the host endpoint */
+	int w[KNITK_MAX_WORKERS];	/* worker endpoints, -1 if none */
+	unsigned int nr_workers;
+};
+
+FIXTURE_SETUP(wk)
+{
+	unsigned int i;
+
+	KNITK_REQUIRE_DEV();
+	self->k.fd = -1;
+	for (i = 0; i < KNITK_MAX_WORKERS; i++)
+		self->w[i] = -1;
+}
+
+FIXTURE_TEARDOWN(wk)
+{
+	unsigned int i;
+
+	for (i = 0; i < self->nr_workers; i++)
+		if (self->w[i] >= 0)
+			close(self->w[i]);
+	knot_close(&self->k);
+}
+
+/* Create a knot of g, join the host on it and one endpoint per worker. */
+static void wk_open(struct __test_metadata *_metadata, FIXTURE_DATA(wk) *self,
+		    const struct knitk_geometry *g)
+{
+	unsigned int i;
+
+	ASSERT_EQ(0, knot_make(&self->k, g));
+	ASSERT_EQ(0, knitk_join(self->k.fd, KNITK_ROLE_HOST, 0, NULL));
+	self->nr_workers = g->nr_workers;
+	for (i = 0; i < g->nr_workers; i++) {
+		self->w[i] = knot_endpoint(&self->k, KNITK_ROLE_WORKER, i);
+		ASSERT_LE(0, self->w[i]);
+	}
+}
+
+static void wk_open_small(struct __test_metadata *_metadata,
+			  FIXTURE_DATA(wk) *self)
+{
+	struct knitk_geometry g;
+
+	knitk_geom_small(&g);
+	wk_open(_metadata, self, &g);
+}
+
+/* Request mailbox of (submitter 0, worker w) and return mailbox of w. */
+static struct knitk_sector *request_mb(FIXTURE_DATA(wk) *self, unsigned int w)
+{
+	return knot_mailbox(&self->k, w);
+}
+
+static struct knitk_sector *return_mb(FIXTURE_DATA(wk) *self, unsigned int w)
+{
+	return knot_mailbox(&self->k, self->k.layout.nr_request + w);
+}
+
+static void stats_of(struct __test_metadata *_metadata, int fd, __u32 d,
+		     struct knitk_doorbell_stats *st)
+{
+	memset(st, 0xa5, sizeof(*st));
+	ASSERT_EQ(0, knitk_stats(fd, d, st));
+}
+
+TEST_F(wk, wait_seq_mismatch_eagain)
+{
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, 0);
+	seq = knitk_doorbell_seq(db);
+	EXPECT_EQ(-EAGAIN, knitk_wait(self->w[0], seq + 1, KNITK_WAIT_FOREVER));
+	EXPECT_EQ(-EAGAIN, knitk_wait(self->w[0], seq - 1, KNITK_WAIT_FOREVER));
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(2ULL, st.mismatches);
+	EXPECT_EQ(0ULL, st.waits);
+	EXPECT_EQ(0ULL, st.timeouts);
+	EXPECT_EQ(seq, knitk_doorbell_seq(db));
+}
+
+TEST_F(wk, wait_past_deadline_etimedout)
+{
+	struct knitk_doorbell_stats st;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	EXPECT_EQ(-ETIMEDOUT, knitk_wait(self->w[0], seq, 0));
+	EXPECT_EQ(-ETIMEDOUT, knitk_wait(self->w[0], seq, knitk_now_ns()));
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(2ULL, st.timeouts);
+	EXPECT_EQ(0ULL, st.mismatches);
+	EXPECT_EQ(0ULL, st.wakes);
+	EXPECT_EQ(0ULL, st.spurious);
+}
+
+TEST_F(wk, wait_short_deadline_etimedout)
+{
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u64 deadline;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, 0);
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	deadline = knitk_now_ns() + 50 * KNITK_MS;
+	EXPECT_EQ(-ETIMEDOUT, knitk_wait(self->w[0], seq, deadline));
+	/* Never before the deadline: it is absolute CLOCK_MONOTONIC. */
+	EXPECT_LE(deadline, knitk_now_ns());
+	knitk_doorbell_sleeping(db, 0);
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.waits);
+	EXPECT_EQ(1ULL, st.timeouts);
+	EXPECT_EQ(0ULL, st.wakes);
+	EXPECT_EQ(0ULL, st.spurious);
+	EXPECT_EQ(0ULL, st.interrupts);
+	EXPECT_EQ(seq, knitk_doorbell_seq(db));
+}
+
+TEST_F(wk, wait_flags_reserved_einval)
+{
+	struct knitk_wait w = { .deadline_ns = 0 };
+	struct knitk_doorbell_stats st;
+
+	wk_open_small(_metadata, self);
+	w.expected = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	w.flags = 1;
+	EXPECT_EQ(-EINVAL, knitk_ioctl(self->w[0], KNITK_IOC_WAIT, &w));
+	w.flags = 0;
+	w.reserved = 1;
+	EXPECT_EQ(-EINVAL, knitk_ioctl(self->w[0], KNITK_IOC_WAIT, &w));
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(0ULL, st.timeouts);
+	EXPECT_EQ(0ULL, st.mismatches);
+	EXPECT_EQ(0ULL, st.waits);
+}
+
+/* The other side of a wait: a thread that wakes or signals the waiter. */
+struct poker {
+	pthread_t thread;
+	pthread_t waiter;
+	pid_t waiter_tid;
+	int fd;			/* endpoint used for STATS and NOTIFY */
+	__u32 doorbell;		/* the waiter's doorbell */
+	struct knitk_sector *mailbox;	/* one the waiter consumes */
+	int signals;		/* signals to send before the wake */
+	int wake;		/* publish and notify at the end */
+	int ret;
+	__u64 woken;
+	volatile int done;	/* the waiter has returned */
+};
+
+static volatile int handled;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	__atomic_fetch_add(&handled, 1, __ATOMIC_SEQ_CST);
+}
+
+static void catch_signal(int sa_flags)
+{
+	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = sa_flags };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	handled = 0;
+}
+
+static void *poker_run(void *arg)
+{
+	struct poker *p = arg;
+	int i;
+
+	p->ret = knitk_wait_asleep(p->fd, p->doorbell, 1);
+	if (p->ret)
+		return NULL;
+	for (i = 1; i <= p->signals && !p->done; i++) {
+		pthread_kill(p->waiter, SIGUSR1);
+		while (__atomic_load_n(&handled, __ATOMIC_SEQ_CST) < i &&
+		       !p->done)
+			usleep(1000);
+		/* Back in the (restarted) wait before the next poke. */
+		while (knitk_thread_state(getpid(), p->waiter_tid) != 'S' &&
+		       !p->done)
+			usleep(1000);
+	}
+	if (p->wake && !p->done) {
+		knitk_lane_publish(p->mailbox, 5);
+		p->ret = knitk_notify(p->fd, 1ULL << p->doorbell, &p->woken);
+	}
+	return NULL;
+}
+
+static int poker_start(struct poker *p)
+{
+	p->waiter = pthread_self();
+	p->waiter_tid = knitk_gettid();
+	return pthread_create(&p->thread, NULL, poker_run, p);
+}
+
+static void poker_stop(struct poker *p)
+{
+	p->done = 1;
+	pthread_join(p->thread, NULL);
+}
+
+TEST_F(wk, wait_woken_by_notify_from_thread)
+{
+	struct poker p = { .wake = 1 };
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, 0);
+	p.fd = self->k.fd;
+	p.doorbell = 0;
+	p.mailbox = request_mb(self, 0);
+
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	ASSERT_EQ(0, poker_start(&p));
+	EXPECT_EQ(0, knitk_wait(self->w[0], seq, knitk_now_ns() + KNITK_LONG_NS));
+	knitk_doorbell_sleeping(db, 0);
+	poker_stop(&p);
+
+	EXPECT_EQ(0, p.ret);
+	EXPECT_EQ(1ULL, p.woken);
+	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.waits);
+	EXPECT_EQ(1ULL, st.wakes);
+	EXPECT_EQ(0ULL, st.spurious);
+	EXPECT_EQ(0ULL, st.suppressed_idle);
+	EXPECT_EQ(0ULL, st.suppressed_awake);
+	EXPECT_EQ(0ULL, st.timeouts);
+	EXPECT_EQ(0ULL, st.mismatches);
+	EXPECT_EQ(0ULL, st.interrupts);
+}
+
+/* Without SA_RESTART a signal ends the wait with -EINTR. */
+TEST_F(wk, wait_signal_eintr)
+{
+	struct poker p = { .signals = 1000000 };
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, 0);
+	p.fd = self->k.fd;
+	p.doorbell = 0;
+	catch_signal(0);
+
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	ASSERT_EQ(0, poker_start(&p));
+	EXPECT_EQ(-EINTR, knitk_wait(self->w[0], seq,
+				     knitk_now_ns() + KNITK_LONG_NS));
+	knitk_doorbell_sleeping(db, 0);
+	poker_stop(&p);
+
+	EXPECT_EQ(0, p.ret);
+	EXPECT_LE(1, handled);
+	EXPECT_EQ(seq, knitk_doorbell_seq(db));
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.waits);
+	EXPECT_EQ(1ULL, st.interrupts);
+	EXPECT_EQ(0ULL, st.wakes);
+	EXPECT_EQ(0ULL, st.timeouts);
+	EXPECT_EQ(0ULL, st.spurious);
+}
+
+/* With SA_RESTART the wait goes on through signals until it is woken. */
+TEST_F(wk, wait_signal_restart_until_woken)
+{
+	struct poker p = { .signals = 3, .wake = 1 };
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, 0);
+	p.fd = self->k.fd;
+	p.doorbell = 0;
+	p.mailbox = request_mb(self, 0);
+	catch_signal(SA_RESTART);
+
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	ASSERT_EQ(0, poker_start(&p));
+	EXPECT_EQ(0, knitk_wait(self->w[0], seq, knitk_now_ns() + KNITK_LONG_NS));
+	knitk_doorbell_sleeping(db, 0);
+	poker_stop(&p);
+
+	EXPECT_EQ(3, handled);
+	EXPECT_EQ(0, p.ret);
+	EXPECT_EQ(1ULL, p.woken);
+	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.wakes);
+	EXPECT_EQ(0ULL, st.timeouts);
+	EXPECT_EQ(0ULL, st.spurious);
+}
+
+/* With SA_RESTART and no wake, the absolute deadline still ends the wait. */
+TEST_F(wk, wait_signal_restart_until_deadline)
+{
+	struct poker p = { .signals = 1000000 };
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u64 deadline;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, 0);
+	p.fd = self->k.fd;
+	p.doorbell = 0;
+	catch_signal(SA_RESTART);
+
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	/* Generous: the poker needs only to land one signal before it. */
+	deadline = knitk_now_ns() + 5000 * KNITK_MS;
+	ASSERT_EQ(0, poker_start(&p));
+	EXPECT_EQ(-ETIMEDOUT, knitk_wait(self->w[0], seq, deadline));
+	EXPECT_LE(deadline, knitk_now_ns());
+	knitk_doorbell_sleeping(db, 0);
+	poker_stop(&p);
+
+	EXPECT_EQ(0, p.ret);
+	EXPECT_LE(1, handled);
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.timeouts);
+	EXPECT_EQ(0ULL, st.wakes);
+	EXPECT_EQ(0ULL, st.spurious);
+}
+
+TEST_F(wk, notify_suppressed_idle)
+{
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u64 woken = ~0ULL;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, 0);
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
+	EXPECT_EQ(0ULL, woken);
+	EXPECT_EQ(seq, knitk_doorbell_seq(db));
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.suppressed_idle);
+	EXPECT_EQ(0ULL, st.suppressed_awake);
+	EXPECT_EQ(0ULL, st.wakes);
+}
+
+TEST_F(wk, notify_suppressed_awake)
+{
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u64 woken = ~0ULL;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, 0);
+	seq = knitk_doorbell_seq(db);
+	knitk_lane_publish(request_mb(self, 0), 7);
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
+	EXPECT_EQ(0ULL, woken);
+	EXPECT_EQ(seq, knitk_doorbell_seq(db));
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.suppressed_awake);
+	EXPECT_EQ(0ULL, st.suppressed_idle);
+	EXPECT_EQ(0ULL, st.wakes);
+}
+
+/* Sleeping and pending rings; once the consumer acks, it is idle again. */
+TEST_F(wk, notify_wakes_sleeping_with_pending)
+{
+	struct knitk_sector *mb;
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u64 woken = 0;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, 1);
+	mb = request_mb(self, 1);
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	knitk_lane_publish(mb, 63);
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 1, &woken));
+	EXPECT_EQ(1ULL << 1, woken);
+	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
+
+	knitk_lane_ack(&mb->ack, 63);
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 1, &woken));
+	EXPECT_EQ(0ULL, woken);
+	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
+
+	stats_of(_metadata, self->k.fd, 1, &st);
+	EXPECT_EQ(1ULL, st.wakes);
+	EXPECT_EQ(1ULL, st.suppressed_idle);
+	EXPECT_EQ(0ULL, st.suppressed_awake);
+	/* Doorbell 0 saw none of it. */
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(0ULL, st.wakes);
+	EXPECT_EQ(0ULL, st.suppressed_idle);
+	EXPECT_EQ(0ULL, st.suppressed_awake);
+}
+
+/* One notify, three doorbells, three verdicts; woken names only the rung. */
+TEST_F(wk, notify_woken_mask_per_doorbell)
+{
+	struct knitk_doorbell_stats st;
+	__u64 woken = 0;
+
+	wk_open_small(_metadata, self);
+	/* Worker 0: sleeping with work.  Worker 1: sleeping, idle. */
+	knitk_doorbell_sleeping(knot_doorbell(&self->k, 0), 1);
+	knitk_lane_publish(request_mb(self, 0), 0);
+	knitk_doorbell_sleeping(knot_doorbell(&self->k, 1), 1);
+	/* Host: work in a return mailbox, but awake. */
+	knitk_lane_publish(return_mb(self, 1), 0);
+
+	EXPECT_EQ(0, knitk_notify(self->w[1], 1ULL << 0 | 1ULL << 1 | HOST_BIT,
+				  &woken));
+	EXPECT_EQ(1ULL << 0, woken);
+
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.wakes);
+	EXPECT_EQ(0ULL, st.suppressed_idle + st.suppressed_awake);
+	stats_of(_metadata, self->k.fd, 1, &st);
+	EXPECT_EQ(0ULL, st.wakes);
+	EXPECT_EQ(1ULL, st.suppressed_idle);
+	EXPECT_EQ(0ULL, st.suppressed_awake);
+	stats_of(_metadata, self->k.fd, HOST, &st);
+	EXPECT_EQ(0ULL, st.wakes);
+	EXPECT_EQ(0ULL, st.suppressed_idle);
+	EXPECT_EQ(1ULL, st.suppressed_awake);
+}
+
+/*
+ * A worker consumes only its request mailboxes: its own return mailbox and
+ * another worker's request mailbox are not its work (they are the host's
+ * and the other worker's).
+ */
+TEST_F(wk, notify_only_consumed_mailboxes_count)
+{
+	struct knitk_doorbell_stats st;
+	__u64 woken = ~0ULL;
+
+	wk_open_small(_metadata, self);
+	knitk_doorbell_sleeping(knot_doorbell(&self->k, 0), 1);
+	knitk_doorbell_sleeping(knot_doorbell(&self->k, HOST), 1);
+	knitk_lane_publish(return_mb(self, 0), 1);
+	knitk_lane_publish(request_mb(self, 1), 2);
+
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
+	EXPECT_EQ(0ULL, woken);
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.suppressed_idle);
+	EXPECT_EQ(0ULL, st.wakes);
+
+	EXPECT_EQ(0, knitk_notify(self->w[0], HOST_BIT, &woken));
+	EXPECT_EQ(HOST_BIT, woken);
+}
+
+TEST_F(wk, notify_invalid_doorbell_einval)
+{
+	static const __u64 bad[] = { 1ULL << 2, 1ULL << 62, 1ULL << 0 | 1ULL << 5,
+				     ~0ULL };
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	unsigned int i;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	/* Doorbell 0 would ring: a rejected notify must not ring it. */
+	db = knot_doorbell(&self->k, 0);
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	knitk_lane_publish(request_mb(self, 0), 0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		EXPECT_EQ(-EINVAL, knitk_notify(self->k.fd, bad[i], NULL))
+			TH_LOG("doorbells %#llx accepted with 2 workers",
+			       (unsigned long long)bad[i]);
+	EXPECT_EQ(seq, knitk_doorbell_seq(db));
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(0ULL, st.wakes);
+}
+
+TEST_F(wk, notify_flags_reserved_einval)
+{
+	struct knitk_notify n = { .doorbells = 1, .flags = 1 };
+
+	wk_open_small(_metadata, self);
+	EXPECT_EQ(-EINVAL, knitk_ioctl(self->k.fd, KNITK_IOC_NOTIFY, &n));
+	n.flags = 0;
+	n.reserved = 1;
+	EXPECT_EQ(-EINVAL, knitk_ioctl(self->k.fd, KNITK_IOC_NOTIFY, &n));
+	n.reserved = 0;
+	EXPECT_EQ(0, knitk_ioctl(self->k.fd, KNITK_IOC_NOTIFY, &n));
+}
+
+TEST_F(wk, stats_invalid_doorbell_or_flags_einval)
+{
+	struct knitk_stats s = { .doorbell = HOST, .flags = 1 };
+
+	wk_open_small(_metadata, self);
+	EXPECT_EQ(-EINVAL, knitk_ioctl(self->k.fd, KNITK_IOC_STATS, &s));
+	EXPECT_EQ(-EINVAL, knitk_stats(self->k.fd, 2, NULL));
+	EXPECT_EQ(-EINVAL, knitk_stats(self->k.fd, KNITK_NR_DOORBELLS, NULL));
+	EXPECT_EQ(-EINVAL, knitk_stats(self->k.fd, ~0U, NULL));
+	EXPECT_EQ(0, knitk_stats(self->k.fd, HOST, NULL));
+	EXPECT_EQ(0, knitk_stats(self->k.fd, 1, NULL));
+}
+
+/* The host doorbell covers every return mailbox, one at a time. */
+TEST_F(wk, host_doorbell_covers_every_return_mailbox)
+{
+	struct knitk_geometry g;
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u64 woken;
+	unsigned int w;
+	__u32 seq;
+
+	knitk_geom(&g, 0, 4, 2, 64, 64, 0);
+	wk_open(_metadata, self, &g);
+	db = knot_doorbell(&self->k, HOST);
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	for (w = 0; w < 4; w++) {
+		struct knitk_sector *mb = return_mb(self, w);
+
+		woken = 0;
+		knitk_lane_publish(mb, w);
+		EXPECT_EQ(0, knitk_notify(self->w[w], HOST_BIT, &woken));
+		EXPECT_EQ(HOST_BIT, woken) TH_LOG("return mailbox of %u", w);
+		EXPECT_EQ(seq + w + 1, knitk_doorbell_seq(db));
+		/* The host consumes it: idle again. */
+		knitk_lane_ack(&mb->ack, w);
+	}
+	/* Request mailboxes are not the host's work. */
+	knitk_lane_publish(knot_mailbox(&self->k, 0), 9);
+	EXPECT_EQ(0, knitk_notify(self->w[0], HOST_BIT, &woken));
+	EXPECT_EQ(0ULL, woken);
+	stats_of(_metadata, self->k.fd, HOST, &st);
+	EXPECT_EQ(4ULL, st.wakes);
+	EXPECT_EQ(1ULL, st.suppressed_idle);
+	EXPECT_EQ(0ULL, st.suppressed_awake);
+}
+
+/*
+ * Work stealing: the shared request mailbox's effective ack word is the XOR
+ * of every worker's steal-line ack, and every worker consumes it.  The
+ * sector's own ack word is unused there.
+ */
+TEST_F(wk, steal_pending_is_pub_xor_steal_acks)
+{
+	struct knitk_steal_line *l0, *l1;
+	struct knitk_doorbell_stats st;
+	struct knitk_geometry g;
+	struct knitk_sector *mb;
+	__u64 woken;
+
+	knitk_geom(&g, KNITK_GEOM_STEAL, 2, 1, 64, 64, 4096);
+	wk_open(_metadata, self, &g);
+	ASSERT_EQ(1U, self->k.layout.nr_request);
+	ASSERT_EQ(2U, self->k.layout.nr_steal);
+	mb = knot_mailbox(&self->k, 0);
+	l0 = knot_steal_line(&self->k, 0 * 2 + 0);
+	l1 = knot_steal_line(&self->k, 0 * 2 + 1);
+	knitk_doorbell_sleeping(knot_doorbell(&self->k, 0), 1);
+	knitk_doorbell_sleeping(knot_doorbell(&self->k, 1), 1);
+
+	/* Lanes 0 and 1 published, taken one by each worker: nothing pending. */
+	knitk_lane_publish(mb, 0);
+	knitk_lane_publish(mb, 1);
+	knitk_lane_ack(&l0->ack, 0);
+	knitk_lane_ack(&l1->ack, 1);
+	woken = ~0ULL;
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 3, &woken));
+	EXPECT_EQ(0ULL, woken);
+
+	/* Lane 2 published; the sector's ack word claiming it changes nothing. */
+	knitk_lane_publish(mb, 2);
+	knitk_lane_ack(&mb->ack, 2);
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
+	EXPECT_EQ(1ULL << 0, woken);
+	/* Any worker may take it: worker 1 is rung for the same lane. */
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 1, &woken));
+	EXPECT_EQ(1ULL << 1, woken);
+
+	/* Worker 1 takes lane 2: idle again for both. */
+	knitk_lane_ack(&l1->ack, 2);
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 3, &woken));
+	EXPECT_EQ(0ULL, woken);
+
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.wakes);
+	EXPECT_EQ(2ULL, st.suppressed_idle);
+	stats_of(_metadata, self->k.fd, 1, &st);
+	EXPECT_EQ(1ULL, st.wakes);
+	EXPECT_EQ(2ULL, st.suppressed_idle);
+}
+
+TEST_HARNESS_MAIN
