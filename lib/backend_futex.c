@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * The futex backend: a knot without the module.  The knot is a memfd of
+ * the same layout, mapped MAP_SHARED (so the futexes are keyed on the
+ * backing pages, not on the address space: no FUTEX_PRIVATE_FLAG).  The
+ * library writes the control page here: magic, geometry and layout at
+ * create, live/dead bits and generations at join and leave.  Peer death
+ * other than a clean leave is reported by the pool through
+ * knitk_knot_mark_dead().
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static long sys_futex(void *addr, int op, uint32_t val,
+		      const struct timespec *ts, uint32_t val3)
+{
+	return syscall(SYS_futex, addr, op, val, ts, NULL, val3);
+}
+
+static int futex_map(struct knitk_knot *k)
+{
+	void *p = mmap(NULL, k->layout.size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       k->fd, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	k->base = p;
+	return 0;
+}
+
+static int futex_create(struct knitk_knot *k)
+{
+	struct knitk_control *ctl;
+	int ret;
+
+	k->fd = memfd_create("knitk", MFD_CLOEXEC);
+	if (k->fd < 0)
+		return -errno;
+	if (ftruncate(k->fd, (off_t)k->layout.size) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	ret = futex_map(k);
+	if (ret)
+		goto fail;
+	ctl = (struct knitk_control *)k->base;
+	ctl->api = KNITK_API;
+	ctl->geometry = k->geom;
+	ctl->layout = k->layout;
+	/* Release pairs with the acquire of magic in futex_attach. */
+	atomic_store_explicit(A32(&ctl->magic), KNITK_MAGIC, memory_order_release);
+	return 0;
+fail:
+	close(k->fd);
+	k->fd = -1;
+	return ret;
+}
+
+static int futex_attach(struct knitk_knot *k, int fd)
+{
+	const struct knitk_control *ctl;
+	struct knitk_layout expect;
+	struct stat st;
+	void *p;
+	int ret;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < KNITK_PAGE_BYTES)
+		return -EINVAL;
+	p = mmap(NULL, KNITK_PAGE_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	ctl = p;
+	ret = -EINVAL;
+	if (atomic_load_explicit(A32(&ctl->magic), memory_order_acquire) != KNITK_MAGIC ||
+	    ctl->api != KNITK_API)
+		goto out;
+	k->geom = ctl->geometry;
+	k->layout = ctl->layout;
+	if (knitk_layout_compute(&k->geom, &expect) ||
+	    memcmp(&expect, &k->layout, sizeof(expect)) ||
+	    (uint64_t)st.st_size != expect.size)
+		goto out;
+	k->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (k->fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	ret = futex_map(k);
+	if (ret) {
+		close(k->fd);
+		k->fd = -1;
+	}
+out:
+	munmap(p, KNITK_PAGE_BYTES);
+	return ret;
+}
+
+static struct knitk_control *futex_control(struct knitk_knot *k)
+{
+	return (struct knitk_control *)k->base;
+}
+
+static int futex_join(struct knitk_knot *k, unsigned int role,
+		      unsigned int worker)
+{
+	struct knitk_control *ctl = futex_control(k);
+	unsigned int slot = role == KNITK_ROLE_HOST ? KNITK_DOORBELL_HOST : worker;
+	uint64_t b = 1ULL << slot;
+	uint64_t live = atomic_load_explicit(A64(&ctl->live), memory_order_relaxed);
+	uint32_t gen;
+
+	do {
+		if (live & b)
+			return -EBUSY;
+	} while (!atomic_compare_exchange_weak_explicit(A64(&ctl->live), &live,
+			live | b, memory_order_seq_cst, memory_order_relaxed));
+	atomic_fetch_and_explicit(A64(&ctl->dead), ~b, memory_order_seq_cst);
+	gen = atomic_fetch_add_explicit(A32(&ctl->generation[slot]), 1,
+					memory_order_seq_cst) + 1;
+	return (int)(gen & INT_MAX);
+}
+
+static int futex_wait(struct knitk_knot *k, uint32_t seq, uint64_t deadline_ns)
+{
+	struct knitk_doorbell *db = knot_doorbell(k, (unsigned int)k->slot);
+	struct timespec ts, *tsp = NULL;
+	long r;
+
+	if (deadline_ns != KNITK_WAIT_FOREVER) {
+		ts.tv_sec = (time_t)(deadline_ns / 1000000000ULL);
+		ts.tv_nsec = (long)(deadline_ns % 1000000000ULL);
+		tsp = &ts;
+	}
+	for (;;) {
+		/* Absolute CLOCK_MONOTONIC deadline; shared (not private). */
+		r = sys_futex(&db->seq, FUTEX_WAIT_BITSET, seq, tsp,
+			      FUTEX_BITSET_MATCH_ANY);
+		if (r < 0) {
+			if (errno == EAGAIN)
+				return -EAGAIN;
+			if (errno == ETIMEDOUT)
+				return -ETIMEDOUT;
+			if (errno == EINTR)
+				return -EINTR;
+			return -errno;
+		}
+		/* A wake with seq unchanged is not ours: keep sleeping. */
+		if (atomic_load_explicit(A32(&db->seq), memory_order_acquire) != seq)
+			return 0;
+	}
+}
+
+/* Advance seq of @db if its owner still sleeps in cycle @w. */
+static bool doorbell_advance(struct knitk_doorbell *db, uint64_t w)
+{
+	/*
+	 * The CAS fails if the owner started another sleep cycle or woke
+	 * up (sleeping changed) or someone else advanced seq first: in each
+	 * case this wake is not needed.  seq_cst: pairs with the flag CAS in
+	 * doorbell_set_sleeping.
+	 */
+	return atomic_compare_exchange_strong_explicit(doorbell_word(db), &w,
+			dbw_make(dbw_seq(w) + 1, dbw_sleeping(w)),
+			memory_order_seq_cst, memory_order_relaxed);
+}
+
+static int futex_notify(struct knitk_knot *k, uint64_t mask, uint64_t *woken)
+{
+	uint64_t m, out = 0;
+
+	for (m = mask; m; m &= m - 1) {
+		unsigned int d = (unsigned int)__builtin_ctzll(m);
+		struct knitk_doorbell *db = knot_doorbell(k, d);
+		uint64_t w = atomic_load_explicit(doorbell_word(db),
+						  memory_order_seq_cst);
+
+		if (!dbw_sleeping(w)) {
+			knot_count(k, KC_SUPPRESSED_AWAKE, 1);
+			continue;
+		}
+		/* The module's idle filter: nothing pending, nothing to do. */
+		if (!knot_doorbell_pending(k, d)) {
+			knot_count(k, KC_SUPPRESSED_IDLE, 1);
+			continue;
+		}
+		if (!doorbell_advance(db, w)) {
+			knot_count(k, KC_SUPPRESSED_AWAKE, 1);
+			continue;
+		}
+		sys_futex(&db->seq, FUTEX_WAKE, INT_MAX, NULL, 0);
+		out |= 1ULL << d;
+	}
+	*woken = out;
+	return 0;
+}
+
+/* Wake @d unconditionally (a peer event, not work). */
+static void doorbell_kick(struct knitk_doorbell *db)
+{
+	uint64_t w = atomic_load_explicit(doorbell_word(db), memory_order_relaxed);
+
+	while (!atomic_compare_exchange_weak_explicit(doorbell_word(db), &w,
+			dbw_make(dbw_seq(w) + 1, dbw_sleeping(w)),
+			memory_order_seq_cst, memory_order_relaxed))
+		;
+	sys_futex(&db->seq, FUTEX_WAKE, INT_MAX, NULL, 0);
+}
+
+static int futex_mark_dead(struct knitk_knot *k, unsigned int slot)
+{
+	struct knitk_control *ctl = futex_control(k);
+	uint64_t b = 1ULL << slot, live;
+	unsigned int w;
+
+	live = atomic_fetch_and_explicit(A64(&ctl->live), ~b, memory_order_seq_cst);
+	if (!(live & b))
+		return -ENOENT;
+	atomic_fetch_or_explicit(A64(&ctl->dead), b, memory_order_seq_cst);
+	/* Pairs with the acquire of death_seq in knot_peer_event. */
+	atomic_fetch_add_explicit(A32(&ctl->death_seq), 1, memory_order_seq_cst);
+	if (slot == KNITK_DOORBELL_HOST) {
+		for (w = 0; w < k->geom.nr_workers; w++)
+			doorbell_kick(knot_doorbell(k, w));
+	} else {
+		doorbell_kick(knot_doorbell(k, KNITK_DOORBELL_HOST));
+	}
+	return 0;
+}
+
+static void futex_release(struct knitk_knot *k)
+{
+	if (k->base && k->slot >= 0)
+		futex_mark_dead(k, (unsigned int)k->slot);
+	if (k->base)
+		munmap(k->base, k->layout.size);
+	if (k->fd >= 0)
+		close(k->fd);
+}
+
+const struct knitk_backend_ops knitk_backend_futex = {
+	.kind		= KNITK_BACKEND_FUTEX,
+	.create		= futex_create,
+	.attach		= futex_attach,
+	.join		= futex_join,
+	.wait		= futex_wait,
+	.notify		= futex_notify,
+	.stats		= NULL,
+	.mark_dead	= futex_mark_dead,
+	.release	= futex_release,
+};

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * The kmod backend: /dev/knitk.  Each struct knitk_knot is one open of the
+ * device (an endpoint).  The control page is mapped read-only and the data
+ * region read-write, contiguously at one base: the whole size is reserved
+ * PROT_NONE first, then both pieces are mapped over it with MAP_FIXED.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define KNITK_DEV "/dev/knitk"
+
+static int kmod_open(void)
+{
+	struct knitk_api api = { .api = KNITK_API };
+	int fd = open(KNITK_DEV, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENXIO || errno == ENODEV)
+			return -ENODEV;
+		return -errno;
+	}
+	if (ioctl(fd, KNITK_IOC_API, &api) < 0) {
+		int ret = -errno;
+
+		close(fd);
+		return ret == -ENOTTY ? -ENODEV : ret;
+	}
+	return fd;
+}
+
+static int kmod_map(struct knitk_knot *k)
+{
+	const struct knitk_layout *l = &k->layout;
+	char *base, *p;
+	int ret;
+
+	if (l->size <= l->control_size)
+		return -EPROTO;
+	base = mmap(NULL, l->size, PROT_NONE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED)
+		return -errno;
+	p = mmap(base, l->control_size, PROT_READ, MAP_SHARED | MAP_FIXED,
+		 k->fd, 0);
+	if (p == MAP_FAILED)
+		goto fail;
+	p = mmap(base + l->control_size, l->size - l->control_size,
+		 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, k->fd,
+		 (off_t)l->control_size);
+	if (p == MAP_FAILED)
+		goto fail;
+	k->base = base;
+	return 0;
+fail:
+	ret = -errno;
+	munmap(base, l->size);
+	return ret;
+}
+
+/* The module and knitk_layout_compute must agree on every offset. */
+static int kmod_check_layout(const struct knitk_knot *k)
+{
+	struct knitk_layout expect;
+
+	if (knitk_layout_compute(&k->geom, &expect))
+		return -EPROTO;
+	return memcmp(&expect, &k->layout, sizeof(expect)) ? -EPROTO : 0;
+}
+
+static int kmod_create(struct knitk_knot *k)
+{
+	struct knitk_create c;
+	int ret;
+
+	ret = kmod_open();
+	if (ret < 0)
+		return ret;
+	k->fd = ret;
+	memset(&c, 0, sizeof(c));
+	c.geometry = k->geom;
+	if (ioctl(k->fd, KNITK_IOC_CREATE, &c) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	k->layout = c.layout;
+	ret = kmod_check_layout(k);
+	if (ret)
+		goto fail;
+	ret = kmod_map(k);
+	if (ret)
+		goto fail;
+	return 0;
+fail:
+	close(k->fd);
+	k->fd = -1;
+	return ret;
+}
+
+static int kmod_attach(struct knitk_knot *k, int fd)
+{
+	struct knitk_attach a;
+	int ret;
+
+	ret = kmod_open();
+	if (ret < 0)
+		return ret;
+	k->fd = ret;
+	memset(&a, 0, sizeof(a));
+	a.fd = fd;
+	if (ioctl(k->fd, KNITK_IOC_ATTACH, &a) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	k->layout = a.layout;
+	ret = kmod_map(k);
+	if (ret)
+		goto fail;
+	k->geom = ((const struct knitk_control *)k->base)->geometry;
+	ret = kmod_check_layout(k);
+	if (ret) {
+		munmap(k->base, k->layout.size);
+		k->base = NULL;
+		goto fail;
+	}
+	return 0;
+fail:
+	close(k->fd);
+	k->fd = -1;
+	return ret;
+}
+
+static int kmod_join(struct knitk_knot *k, unsigned int role,
+		     unsigned int worker)
+{
+	struct knitk_join j = { .role = role, .worker = worker };
+
+	if (ioctl(k->fd, KNITK_IOC_JOIN, &j) < 0)
+		return -errno;
+	return (int)(j.generation & 0x7fffffff);
+}
+
+static int kmod_wait(struct knitk_knot *k, uint32_t seq, uint64_t deadline_ns)
+{
+	struct knitk_wait w = { .expected = seq, .deadline_ns = deadline_ns };
+
+	if (ioctl(k->fd, KNITK_IOC_WAIT, &w) < 0)
+		return -errno;
+	return 0;
+}
+
+static int kmod_notify(struct knitk_knot *k, uint64_t mask, uint64_t *woken)
+{
+	struct knitk_notify n = { .doorbells = mask };
+
+	if (ioctl(k->fd, KNITK_IOC_NOTIFY, &n) < 0)
+		return -errno;
+	/* The kernel's filter dropped the rest (idle, or awake by now). */
+	knot_count(k, KC_SUPPRESSED_IDLE,
+		   (uint64_t)__builtin_popcountll(mask & ~n.woken));
+	*woken = n.woken;
+	return 0;
+}
+
+static int kmod_stats(struct knitk_knot *k, unsigned int doorbell,
+		      struct knitk_doorbell_stats *st)
+{
+	struct knitk_stats s = { .doorbell = doorbell };
+
+	if (ioctl(k->fd, KNITK_IOC_STATS, &s) < 0)
+		return -errno;
+	*st = s.stats;
+	return 0;
+}
+
+static int kmod_mark_dead(struct knitk_knot *k, unsigned int slot)
+{
+	(void)k;
+	(void)slot;
+	return -EOPNOTSUPP;
+}
+
+static void kmod_release(struct knitk_knot *k)
+{
+	if (k->base)
+		munmap(k->base, k->layout.size);
+	if (k->fd >= 0)
+		close(k->fd);
+}
+
+const struct knitk_backend_ops knitk_backend_kmod = {
+	.kind		= KNITK_BACKEND_KMOD,
+	.create		= kmod_create,
+	.attach		= kmod_attach,
+	.join		= kmod_join,
+	.wait		= kmod_wait,
+	.notify		= kmod_notify,
+	.stats		= kmod_stats,
+	.mark_dead	= kmod_mark_dead,
+	.release	= kmod_release,
+};

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * Doorbells: sleep and wake without lost wakeups (rules 4 and 5).
+ *
+ * Waiter (the owner of doorbell d):
+ *   seq := load(d.seq); d.sleeping := nonce (seq_cst);
+ *   re-check every mailbox it consumes; if nothing: wait while d.seq == seq.
+ * Waker (any producer into one of those mailboxes):
+ *   publish (release); fence (seq_cst); if d.sleeping: wake.
+ * Either the waiter's re-check sees the publish, or the waker sees the flag:
+ * the two seq_cst fences order the store->load pairs on both sides.
+ *
+ * The sleeping flag carries a per-cycle nonce.  The futex backend advances
+ * seq with a 64-bit compare-and-swap of (seq, sleeping): a wake meant for
+ * one sleep cycle can never land in the next one, so a woken waiter always
+ * finds the work it was woken for (no spurious wakes with one consumer).
+ */
+#include <errno.h>
+
+#include "internal.h"
+
+uint64_t knot_doorbell_pending(const struct knitk_knot *k, unsigned int d)
+{
+	unsigned int W = k->geom.nr_workers, S = k->geom.nr_submitters;
+	uint64_t any = 0;
+	unsigned int i;
+	uint64_t m;
+
+	if (d == KNITK_DOORBELL_HOST) {
+		for (i = 0; i < W; i++) {
+			knitk_mailbox_pending(k, k->layout.nr_request + i, &m);
+			any |= m;
+		}
+	} else if (k->geom.flags & KNITK_GEOM_STEAL) {
+		for (i = 0; i < S; i++) {
+			knitk_mailbox_pending(k, i, &m);
+			any |= m;
+		}
+	} else if (d < W) {
+		for (i = 0; i < S; i++) {
+			knitk_mailbox_pending(k, i * W + d, &m);
+			any |= m;
+		}
+	}
+	return any;
+}
+
+/* Set (nonce) or clear (0) the own sleeping flag, keeping seq. */
+static uint64_t doorbell_set_sleeping(struct knitk_doorbell *db, uint32_t v)
+{
+	_Atomic uint64_t *w = doorbell_word(db);
+	uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
+
+	/*
+	 * seq_cst: the flag store is ordered before the re-check loads
+	 * (pairs with the fence and flag load in knitk_doorbell_ring).
+	 */
+	while (!atomic_compare_exchange_weak_explicit(w, &old,
+			dbw_make(dbw_seq(old), v),
+			memory_order_seq_cst, memory_order_relaxed))
+		;
+	return old;
+}
+
+static bool knot_host_dead(const struct knitk_knot *k)
+{
+	uint64_t live = atomic_load_explicit(A64(&knot_control(k)->live),
+					     memory_order_acquire);
+
+	return !(live & (1ULL << KNITK_DOORBELL_HOST));
+}
+
+static bool knot_peer_event(const struct knitk_knot *k)
+{
+	return atomic_load_explicit(A32(&knot_control(k)->death_seq),
+				    memory_order_acquire) != k->death_seq;
+}
+
+KNITK_EXPORT int knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq)
+{
+	struct knitk_doorbell *db;
+	uint64_t old;
+
+	if (!knot || !seq)
+		return -EINVAL;
+	if (knot->slot < 0)
+		return -ENOTCONN;
+	db = knot_doorbell(knot, (unsigned int)knot->slot);
+	if (++knot->nonce == 0)
+		knot->nonce = 1;
+	knot->death_seq = atomic_load_explicit(A32(&knot_control(knot)->death_seq),
+					       memory_order_acquire);
+	old = doorbell_set_sleeping(db, knot->nonce);
+	*seq = dbw_seq(old);
+	return 0;
+}
+
+KNITK_EXPORT int knitk_doorbell_cancel(struct knitk_knot *knot)
+{
+	if (!knot)
+		return -EINVAL;
+	if (knot->slot < 0)
+		return -ENOTCONN;
+	doorbell_set_sleeping(knot_doorbell(knot, (unsigned int)knot->slot), 0);
+	return 0;
+}
+
+KNITK_EXPORT int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
+				     uint64_t deadline_ns)
+{
+	struct knitk_doorbell *db;
+	unsigned int d;
+	int ret;
+
+	if (!knot)
+		return -EINVAL;
+	if (knot->slot < 0)
+		return -ENOTCONN;
+	d = (unsigned int)knot->slot;
+	db = knot_doorbell(knot, d);
+	/* Pairs with the fence in knitk_doorbell_ring (the CAS is one too). */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (d != KNITK_DOORBELL_HOST && knot_host_dead(knot)) {
+		ret = -EPIPE;
+		goto out;
+	}
+	if (knot_doorbell_pending(knot, d) || knot_peer_event(knot)) {
+		ret = 0;
+		goto out;
+	}
+	ret = knot->ops->wait(knot, seq, deadline_ns);
+	switch (ret) {
+	case 0:
+		knot_count(knot, KC_WAITS, 1);
+		if (knot_doorbell_pending(knot, d) || knot_peer_event(knot))
+			knot_count(knot, KC_WAKES, 1);
+		else
+			knot_count(knot, KC_SPURIOUS, 1);
+		break;
+	case -EAGAIN:
+		knot_count(knot, KC_MISMATCHES, 1);
+		ret = 0;
+		break;
+	case -ETIMEDOUT:
+		knot_count(knot, KC_WAITS, 1);
+		knot_count(knot, KC_TIMEOUTS, 1);
+		break;
+	case -EINTR:
+		knot_count(knot, KC_WAITS, 1);
+		knot_count(knot, KC_INTERRUPTS, 1);
+		break;
+	default:
+		break;
+	}
+	if (ret == 0 && d != KNITK_DOORBELL_HOST && knot_host_dead(knot) &&
+	    !knot_doorbell_pending(knot, d))
+		ret = -EPIPE;
+out:
+	doorbell_set_sleeping(db, 0);
+	return ret;
+}
+
+KNITK_EXPORT int knitk_doorbell_park(struct knitk_knot *knot,
+				     uint64_t deadline_ns)
+{
+	uint32_t seq;
+	int ret = knitk_doorbell_prepare(knot, &seq);
+
+	if (ret)
+		return ret;
+	return knitk_doorbell_wait(knot, seq, deadline_ns);
+}
+
+static uint64_t knot_doorbell_mask(const struct knitk_knot *k)
+{
+	uint64_t workers = (1ULL << k->geom.nr_workers) - 1;
+
+	return workers | 1ULL << KNITK_DOORBELL_HOST;
+}
+
+KNITK_EXPORT int knitk_doorbell_ring(struct knitk_knot *knot,
+				     uint64_t doorbells)
+{
+	uint64_t flagged = 0, woken = 0, m;
+	int ret;
+
+	if (!knot || (doorbells & ~knot_doorbell_mask(knot)))
+		return -EINVAL;
+	/*
+	 * Pairs with the seq_cst flag store and fence in knitk_doorbell_wait:
+	 * our publish is ordered before the flag loads below.
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+	for (m = doorbells; m; m &= m - 1) {
+		unsigned int d = (unsigned int)__builtin_ctzll(m);
+		uint64_t w = atomic_load_explicit(doorbell_word(knot_doorbell(knot, d)),
+						  memory_order_seq_cst);
+
+		if (dbw_sleeping(w))
+			flagged |= 1ULL << d;
+		else
+			knot_count(knot, KC_SUPPRESSED_AWAKE, 1);
+	}
+	if (!flagged)
+		return 0;
+	ret = knot->ops->notify(knot, flagged, &woken);
+	if (ret < 0)
+		return ret;
+	knot_count(knot, KC_SENT, (uint64_t)__builtin_popcountll(woken));
+	return __builtin_popcountll(woken);
+}
+
+KNITK_EXPORT int knitk_knot_wake_stats(const struct knitk_knot *knot,
+				       struct knitk_wake_stats *stats)
+{
+	const _Atomic uint64_t *c;
+
+	if (!knot || !stats)
+		return -EINVAL;
+	c = knot->counters;
+	stats->waits = atomic_load_explicit(&c[KC_WAITS], memory_order_relaxed);
+	stats->wakes = atomic_load_explicit(&c[KC_WAKES], memory_order_relaxed);
+	stats->spurious = atomic_load_explicit(&c[KC_SPURIOUS], memory_order_relaxed);
+	stats->mismatches = atomic_load_explicit(&c[KC_MISMATCHES], memory_order_relaxed);
+	stats->timeouts = atomic_load_explicit(&c[KC_TIMEOUTS], memory_order_relaxed);
+	stats->interrupts = atomic_load_explicit(&c[KC_INTERRUPTS], memory_order_relaxed);
+	stats->sent = atomic_load_explicit(&c[KC_SENT], memory_order_relaxed);
+	stats->suppressed_awake = atomic_load_explicit(&c[KC_SUPPRESSED_AWAKE],
+						       memory_order_relaxed);
+	stats->suppressed_idle = atomic_load_explicit(&c[KC_SUPPRESSED_IDLE],
+						      memory_order_relaxed);
+	return 0;
+}
+
+KNITK_EXPORT int knitk_knot_doorbell_stats(struct knitk_knot *knot,
+					   unsigned int doorbell,
+					   struct knitk_doorbell_stats *stats)
+{
+	if (!knot || !stats || doorbell >= KNITK_NR_DOORBELLS)
+		return -EINVAL;
+	if (!knot->ops->stats)
+		return -EOPNOTSUPP;
+	return knot->ops->stats(knot, doorbell, stats);
+}

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later OR MIT */
+/*
+ * libknitk internals: the endpoint object, the backend ops table and the
+ * accessors of shared words.  Not installed.
+ */
+#ifndef KNITK_INTERNAL_H
+#define KNITK_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "knitk.h"
+
+#define KNITK_EXPORT __attribute__((visibility("default")))
+
+_Static_assert(sizeof(struct knitk_lane_header) == KNITK_LANE_HEADER_BYTES,
+	       "lane header is one cache line");
+_Static_assert(sizeof(struct knitk_sector) == 4 * KNITK_CACHELINE,
+	       "sector words each on their own cache line");
+_Static_assert(sizeof(struct knitk_doorbell) == KNITK_CACHELINE,
+	       "doorbell is one cache line");
+
+/* A shared __u64/__u32 of the mapping, accessed atomically. */
+#define A64(p) ((_Atomic uint64_t *)(void *)(p))
+#define A32(p) ((_Atomic uint32_t *)(void *)(p))
+
+enum knitk_counter {
+	KC_WAITS,
+	KC_WAKES,
+	KC_SPURIOUS,
+	KC_MISMATCHES,
+	KC_TIMEOUTS,
+	KC_INTERRUPTS,
+	KC_SENT,
+	KC_SUPPRESSED_AWAKE,
+	KC_SUPPRESSED_IDLE,
+	KC_NR,
+};
+
+struct knitk_knot;
+
+/* The small table of what differs between /dev/knitk and memfd + futex. */
+struct knitk_backend_ops {
+	int kind;
+	/* Make a knot of k->geom; set k->fd, k->layout, k->base. */
+	int (*create)(struct knitk_knot *k);
+	/* Join the knot of @fd; set k->fd, k->layout, k->geom, k->base. */
+	int (*attach)(struct knitk_knot *k, int fd);
+	/* Take the role; returns the generation. */
+	int (*join)(struct knitk_knot *k, unsigned int role, unsigned int worker);
+	/* Sleep on the own doorbell while seq == @seq (rule 4). */
+	int (*wait)(struct knitk_knot *k, uint32_t seq, uint64_t deadline_ns);
+	/*
+	 * Ring the doorbells of @mask, whose sleeping flags were seen set;
+	 * *@woken gets the ones woken.
+	 */
+	int (*notify)(struct knitk_knot *k, uint64_t mask, uint64_t *woken);
+	int (*stats)(struct knitk_knot *k, unsigned int doorbell,
+		     struct knitk_doorbell_stats *st);
+	int (*mark_dead)(struct knitk_knot *k, unsigned int slot);
+	/* Leave the role, unmap, close. */
+	void (*release)(struct knitk_knot *k);
+};
+
+extern const struct knitk_backend_ops knitk_backend_kmod;
+extern const struct knitk_backend_ops knitk_backend_futex;
+
+struct knitk_knot {
+	const struct knitk_backend_ops *ops;
+	int fd;
+	void *base;
+	struct knitk_layout layout;
+	struct knitk_geometry geom;
+	int slot;			/* role slot, -1 until joined */
+	uint32_t nonce;			/* last sleeping-flag value written */
+	uint32_t death_seq;		/* death_seq seen at prepare */
+	_Atomic uint64_t counters[KC_NR];
+};
+
+static inline void knot_count(struct knitk_knot *k, enum knitk_counter c,
+			      uint64_t n)
+{
+	atomic_fetch_add_explicit(&k->counters[c], n, memory_order_relaxed);
+}
+
+static inline struct knitk_doorbell *knot_doorbell(const struct knitk_knot *k,
+						   unsigned int d)
+{
+	return (struct knitk_doorbell *)((char *)k->base + k->layout.doorbell_off +
+					 (uint64_t)d * k->layout.doorbell_stride);
+}
+
+static inline struct knitk_sector *knot_sector(const struct knitk_knot *k,
+					       unsigned int m)
+{
+	return (struct knitk_sector *)((char *)k->base + k->layout.mailbox_off +
+				       (uint64_t)m * k->layout.mailbox_stride);
+}
+
+static inline struct knitk_steal_line *
+knot_steal_line(const struct knitk_knot *k, unsigned int m, unsigned int w)
+{
+	return (struct knitk_steal_line *)((char *)k->base + k->layout.steal_off +
+		(uint64_t)(m * k->geom.nr_workers + w) * k->layout.steal_stride);
+}
+
+static inline const struct knitk_control *knot_control(const struct knitk_knot *k)
+{
+	return (const struct knitk_control *)k->base;
+}
+
+static inline bool knot_mailbox_steals(const struct knitk_knot *k,
+				       unsigned int m)
+{
+	return (k->geom.flags & KNITK_GEOM_STEAL) && m < k->layout.nr_request;
+}
+
+/* Mask of doorbells whose owners consume mailbox @m. */
+uint64_t knot_mailbox_doorbells(const struct knitk_knot *k, unsigned int m);
+/* Pending lanes over every mailbox doorbell @d's owner consumes. */
+uint64_t knot_doorbell_pending(const struct knitk_knot *k, unsigned int d);
+/* Effective ack word of mailbox @m (acquire loads). */
+uint64_t knot_mailbox_ack(const struct knitk_knot *k, unsigned int m);
+
+/* The doorbell's seq and sleeping flag as one 64-bit word. */
+static inline _Atomic uint64_t *doorbell_word(struct knitk_doorbell *db)
+{
+	return A64(&db->seq);
+}
+
+static inline uint32_t dbw_seq(uint64_t w)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return (uint32_t)w;
+#else
+	return (uint32_t)(w >> 32);
+#endif
+}
+
+static inline uint32_t dbw_sleeping(uint64_t w)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return (uint32_t)(w >> 32);
+#else
+	return (uint32_t)w;
+#endif
+}
+
+static inline uint64_t dbw_make(uint32_t seq, uint32_t sleeping)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return (uint64_t)sleeping << 32 | seq;
+#else
+	return (uint64_t)seq << 32 | sleeping;
+#endif
+}
+
+#endif /* KNITK_INTERNAL_H */

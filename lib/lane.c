@@ -1,0 +1,547 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * The lane protocol of a mailbox (rules 1 and 2 of the design).
+ *
+ * Lane L is free when bit L of the pub word and of the effective ack word
+ * agree, pending when they differ.  The producer is the only writer of the
+ * pub word and the consumer of the ack word (on a stealing mailbox the
+ * effective ack word is the XOR of the steal lines' ack words, each with
+ * its own single writer).  Each writer keeps a private copy and publishes
+ * it with a release store; the other side loads with acquire.
+ *
+ * The producer caches the effective ack word and refreshes it only when its
+ * cached view shows every lane busy: a stale ack can only hide free lanes.
+ * The consumer never caches the pub word.
+ *
+ * Both sides walk lanes in ring order from a cursor, so with one producer
+ * and one consumer lanes are consumed in publish order.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct knitk_producer {
+	struct knitk_knot *knot;
+	struct knitk_sector *sector;
+	char *lanes;
+	char *arena_mem;
+	uint32_t lane_stride;
+	uint32_t inline_bytes;
+	unsigned int mailbox;
+	unsigned int cursor;
+	uint64_t pub;			/* private copy of the pub word */
+	uint64_t ack_cache;		/* cached effective ack word */
+	uint64_t claimed;		/* claimed, not yet published */
+	unsigned int nr_ack_words;
+	const uint64_t *ack_words[KNITK_MAX_WORKERS];
+	struct knitk_arena *arena;
+};
+
+struct knitk_consumer {
+	struct knitk_knot *knot;
+	struct knitk_sector *sector;
+	char *lanes;
+	const char *arena_mem;
+	uint64_t arena_size;
+	uint32_t lane_stride;
+	uint32_t inline_bytes;
+	unsigned int mailbox;
+	unsigned int cursor;
+	uint64_t ack;			/* private copy of the ack word */
+	uint64_t seen;			/* pending lanes found by scans */
+	struct knitk_arena_freer freer;
+};
+
+static inline uint64_t bit(unsigned int lane)
+{
+	return 1ULL << lane;
+}
+
+/* Next set bit of @mask at or after @cursor, wrapping; @mask non-zero. */
+static inline unsigned int ring_next(uint64_t mask, unsigned int cursor)
+{
+	uint64_t ahead = mask & (~0ULL << cursor);
+
+	return (unsigned int)__builtin_ctzll(ahead ? ahead : mask);
+}
+
+uint64_t knot_mailbox_ack(const struct knitk_knot *k, unsigned int m)
+{
+	uint64_t ack = 0;
+	unsigned int w;
+
+	/* Acquire pairs with the release store in knitk_lane_ack. */
+	if (!knot_mailbox_steals(k, m))
+		return atomic_load_explicit(A64(&knot_sector(k, m)->ack),
+					    memory_order_acquire);
+	for (w = 0; w < k->geom.nr_workers; w++)
+		ack ^= atomic_load_explicit(A64(&knot_steal_line(k, m, w)->ack),
+					    memory_order_acquire);
+	return ack;
+}
+
+uint64_t knot_mailbox_doorbells(const struct knitk_knot *k, unsigned int m)
+{
+	if (m >= k->layout.nr_request)
+		return bit(KNITK_DOORBELL_HOST);
+	if (knot_mailbox_steals(k, m))
+		return k->geom.nr_workers == 64 ? ~0ULL :
+		       (1ULL << k->geom.nr_workers) - 1;
+	return bit(m % k->geom.nr_workers);
+}
+
+static uint64_t mailbox_pending(const struct knitk_knot *k, unsigned int m)
+{
+	/* Acquire pairs with the release store in lane_publish_mask. */
+	uint64_t pub = atomic_load_explicit(A64(&knot_sector(k, m)->pub),
+					    memory_order_acquire);
+
+	return pub ^ knot_mailbox_ack(k, m);
+}
+
+KNITK_EXPORT int knitk_mailbox_pending(const struct knitk_knot *knot,
+				       unsigned int mailbox, uint64_t *pending)
+{
+	if (!knot || !pending || mailbox >= knot->layout.nr_mailboxes)
+		return -EINVAL;
+	*pending = mailbox_pending(knot, mailbox);
+	return __builtin_popcountll(*pending);
+}
+
+/* ------------------------------------------------------------ producer */
+
+KNITK_EXPORT int knitk_producer_create(struct knitk_knot *knot,
+				       unsigned int mailbox,
+				       struct knitk_producer **producer)
+{
+	struct knitk_producer *p;
+	unsigned int w;
+	int ret;
+
+	if (!knot || !producer || mailbox >= knot->layout.nr_mailboxes)
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->knot = knot;
+	p->mailbox = mailbox;
+	p->sector = knot_sector(knot, mailbox);
+	p->lanes = (char *)p->sector + knot->layout.lane_off;
+	p->arena_mem = (char *)p->sector + knot->layout.arena_off;
+	p->lane_stride = knot->layout.lane_stride;
+	p->inline_bytes = knot->geom.inline_bytes;
+	ret = knitk_arena_create(knot->layout.arena_size, &p->arena);
+	if (ret)
+		goto fail;
+	if (knot_mailbox_steals(knot, mailbox)) {
+		for (w = 0; w < knot->geom.nr_workers; w++) {
+			struct knitk_steal_line *sl = knot_steal_line(knot, mailbox, w);
+
+			p->ack_words[p->nr_ack_words++] = (const uint64_t *)&sl->ack;
+			ret = knitk_arena_add_free_word(p->arena,
+						(const uint64_t *)&sl->arena_free);
+			if (ret)
+				goto fail;
+		}
+	} else {
+		p->ack_words[p->nr_ack_words++] = (const uint64_t *)&p->sector->ack;
+		ret = knitk_arena_add_free_word(p->arena,
+					(const uint64_t *)&p->sector->arena_free);
+		if (ret)
+			goto fail;
+	}
+	/* We are the only writer of pub: continue from what it holds. */
+	p->pub = atomic_load_explicit(A64(&p->sector->pub), memory_order_relaxed);
+	p->ack_cache = knot_mailbox_ack(knot, mailbox);
+	*producer = p;
+	return 0;
+fail:
+	knitk_arena_destroy(p->arena);
+	free(p);
+	return ret;
+}
+
+KNITK_EXPORT void knitk_producer_destroy(struct knitk_producer *producer)
+{
+	if (!producer)
+		return;
+	knitk_arena_destroy(producer->arena);
+	free(producer);
+}
+
+static uint64_t producer_load_ack(const struct knitk_producer *p)
+{
+	uint64_t ack = 0;
+	unsigned int i;
+
+	/*
+	 * Acquire pairs with the consumer's release store of its ack word:
+	 * its reads of the lane happen before we reuse the lane.
+	 */
+	for (i = 0; i < p->nr_ack_words; i++)
+		ack ^= atomic_load_explicit(A64(p->ack_words[i]),
+					    memory_order_acquire);
+	return ack;
+}
+
+static struct knitk_lane_header *lane_hdr(const struct knitk_producer *p,
+					  unsigned int lane)
+{
+	return (struct knitk_lane_header *)(p->lanes +
+					    (uint64_t)lane * p->lane_stride);
+}
+
+KNITK_EXPORT int knitk_lane_claim(struct knitk_producer *producer)
+{
+	struct knitk_producer *p = producer;
+	struct knitk_lane_header *h;
+	uint64_t busy;
+	unsigned int lane;
+
+	if (!p)
+		return -EINVAL;
+	busy = (p->pub ^ p->ack_cache) | p->claimed;
+	if (busy == ~0ULL) {
+		/* Rule 2: refresh the cached ack only on apparent exhaustion. */
+		p->ack_cache = producer_load_ack(p);
+		busy = (p->pub ^ p->ack_cache) | p->claimed;
+		if (busy == ~0ULL)
+			return -EAGAIN;
+	}
+	lane = ring_next(~busy, p->cursor);
+	p->cursor = (lane + 1) % KNITK_LANES;
+	p->claimed |= bit(lane);
+	h = lane_hdr(p, lane);
+	memset(h, 0, sizeof(*h));
+	h->arena_slot = KNITK_ARENA_NO_SLOT;
+	return (int)lane;
+}
+
+static int producer_check_claimed(const struct knitk_producer *p,
+				  unsigned int lane)
+{
+	if (!p || lane >= KNITK_LANES)
+		return -EINVAL;
+	if (!(p->claimed & bit(lane)))
+		return -EPERM;
+	return 0;
+}
+
+KNITK_EXPORT int knitk_lane_header(struct knitk_producer *producer,
+				   unsigned int lane,
+				   struct knitk_lane_header **header)
+{
+	int ret = producer_check_claimed(producer, lane);
+
+	if (ret)
+		return ret;
+	if (!header)
+		return -EINVAL;
+	*header = lane_hdr(producer, lane);
+	return 0;
+}
+
+/* Undo an arena reservation of a claimed lane (a private free). */
+static void lane_drop_payload(struct knitk_producer *p,
+			      struct knitk_lane_header *h)
+{
+	if (h->kind == KNITK_PAYLOAD_ARENA && h->arena_slot < KNITK_ARENA_SLOTS)
+		knitk_arena_free(p->arena, h->arena_slot);
+	h->kind = KNITK_PAYLOAD_NONE;
+	h->arena_slot = KNITK_ARENA_NO_SLOT;
+	h->value = 0;
+	h->length = 0;
+}
+
+KNITK_EXPORT int knitk_lane_reserve(struct knitk_producer *producer,
+				    unsigned int lane, size_t len, void **buf)
+{
+	struct knitk_producer *p = producer;
+	struct knitk_lane_header *h;
+	uint64_t off;
+	int ret = producer_check_claimed(p, lane);
+
+	if (ret)
+		return ret;
+	if (!buf)
+		return -EINVAL;
+	h = lane_hdr(p, lane);
+	lane_drop_payload(p, h);
+	if (len <= p->inline_bytes) {
+		h->kind = len ? KNITK_PAYLOAD_INLINE : KNITK_PAYLOAD_NONE;
+		h->length = len;
+		*buf = (char *)h + KNITK_LANE_HEADER_BYTES;
+		return 0;
+	}
+	ret = knitk_arena_alloc(p->arena, len, &off);
+	if (ret < 0)
+		return ret;
+	h->kind = KNITK_PAYLOAD_ARENA;
+	h->arena_slot = (uint32_t)ret;
+	h->value = off;
+	h->length = len;
+	*buf = p->arena_mem + off;
+	return 0;
+}
+
+KNITK_EXPORT int knitk_lane_set_value(struct knitk_producer *producer,
+				      unsigned int lane, uint64_t value)
+{
+	struct knitk_lane_header *h;
+	int ret = producer_check_claimed(producer, lane);
+
+	if (ret)
+		return ret;
+	h = lane_hdr(producer, lane);
+	lane_drop_payload(producer, h);
+	h->kind = KNITK_PAYLOAD_VALUE;
+	h->value = value;
+	return 0;
+}
+
+KNITK_EXPORT int knitk_lane_release(struct knitk_producer *producer,
+				    unsigned int lane)
+{
+	int ret = producer_check_claimed(producer, lane);
+
+	if (ret)
+		return ret;
+	lane_drop_payload(producer, lane_hdr(producer, lane));
+	producer->claimed &= ~bit(lane);
+	return 0;
+}
+
+static void lane_publish_mask(struct knitk_producer *p, uint64_t lanes)
+{
+	p->claimed &= ~lanes;
+	p->pub ^= lanes;
+	/*
+	 * Release: the header and payload bytes are visible before the
+	 * lanes turn pending.  Pairs with the acquire in knitk_lane_scan
+	 * and mailbox_pending.
+	 */
+	atomic_store_explicit(A64(&p->sector->pub), p->pub, memory_order_release);
+}
+
+KNITK_EXPORT int knitk_lane_publish(struct knitk_producer *producer,
+				    unsigned int lane)
+{
+	int ret = producer_check_claimed(producer, lane);
+
+	if (ret)
+		return ret;
+	lane_publish_mask(producer, bit(lane));
+	return 0;
+}
+
+KNITK_EXPORT int knitk_lane_publish_batch(struct knitk_producer *producer,
+					  uint64_t lanes)
+{
+	if (!producer || !lanes)
+		return -EINVAL;
+	if (lanes & ~producer->claimed)
+		return -EPERM;
+	lane_publish_mask(producer, lanes);
+	return 0;
+}
+
+KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
+				     const struct knitk_lane_header *header,
+				     const void *data, size_t len)
+{
+	struct knitk_lane_header *h;
+	void *buf;
+	int lane, ret;
+
+	if (!producer || !header || (len && !data))
+		return -EINVAL;
+	if (len > producer->inline_bytes && len > producer->knot->layout.arena_size)
+		return -EMSGSIZE;
+	lane = knitk_lane_claim(producer);
+	if (lane < 0)
+		return lane;
+	h = lane_hdr(producer, (unsigned int)lane);
+	if (data) {
+		ret = knitk_lane_reserve(producer, (unsigned int)lane, len, &buf);
+		if (ret) {
+			knitk_lane_release(producer, (unsigned int)lane);
+			return ret;
+		}
+		memcpy(buf, data, len);
+	} else {
+		h->kind = KNITK_PAYLOAD_VALUE;
+		h->value = header->value;
+	}
+	h->function_id = header->function_id;
+	h->flags = header->flags;
+	h->task_id = header->task_id;
+	h->tag = header->tag;
+	h->deadline_ns = header->deadline_ns;
+	h->abort_id = header->abort_id;
+	h->user = header->user;
+	lane_publish_mask(producer, bit((unsigned int)lane));
+	return lane;
+}
+
+KNITK_EXPORT int knitk_producer_notify(struct knitk_producer *producer)
+{
+	if (!producer)
+		return -EINVAL;
+	return knitk_doorbell_ring(producer->knot,
+				   knot_mailbox_doorbells(producer->knot,
+							  producer->mailbox));
+}
+
+/* ------------------------------------------------------------ consumer */
+
+KNITK_EXPORT int knitk_consumer_create(struct knitk_knot *knot,
+				       unsigned int mailbox,
+				       struct knitk_consumer **consumer)
+{
+	struct knitk_consumer *c;
+	int ret;
+
+	if (!knot || !consumer || mailbox >= knot->layout.nr_mailboxes)
+		return -EINVAL;
+	if (knot_mailbox_steals(knot, mailbox))
+		return -EOPNOTSUPP;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->knot = knot;
+	c->mailbox = mailbox;
+	c->sector = knot_sector(knot, mailbox);
+	c->lanes = (char *)c->sector + knot->layout.lane_off;
+	c->arena_mem = (const char *)c->sector + knot->layout.arena_off;
+	c->arena_size = knot->layout.arena_size;
+	c->lane_stride = knot->layout.lane_stride;
+	c->inline_bytes = knot->geom.inline_bytes;
+	/* We are the only writer of ack and arena_free. */
+	c->ack = atomic_load_explicit(A64(&c->sector->ack), memory_order_relaxed);
+	ret = knitk_arena_freer_init(&c->freer, (uint64_t *)&c->sector->arena_free);
+	if (ret) {
+		free(c);
+		return ret;
+	}
+	*consumer = c;
+	return 0;
+}
+
+KNITK_EXPORT void knitk_consumer_destroy(struct knitk_consumer *consumer)
+{
+	free(consumer);
+}
+
+KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
+				 uint64_t *pending)
+{
+	uint64_t pub;
+
+	if (!consumer || !pending)
+		return -EINVAL;
+	/*
+	 * Rule 2: never cache pub.  Acquire pairs with the release store
+	 * in lane_publish_mask: header and payload are visible.
+	 */
+	pub = atomic_load_explicit(A64(&consumer->sector->pub),
+				   memory_order_acquire);
+	*pending = pub ^ consumer->ack;
+	consumer->seen |= *pending;
+	return __builtin_popcountll(*pending);
+}
+
+KNITK_EXPORT int knitk_lane_next(struct knitk_consumer *consumer,
+				 uint64_t *pending)
+{
+	unsigned int lane;
+
+	if (!consumer || !pending)
+		return -EINVAL;
+	if (!*pending)
+		return -ENOENT;
+	lane = ring_next(*pending, consumer->cursor);
+	consumer->cursor = (lane + 1) % KNITK_LANES;
+	*pending &= ~bit(lane);
+	return (int)lane;
+}
+
+KNITK_EXPORT int knitk_lane_decode(struct knitk_consumer *consumer,
+				   unsigned int lane, struct knitk_msg *msg)
+{
+	struct knitk_consumer *c = consumer;
+	const char *l;
+	struct knitk_lane_header *h;
+
+	if (!c || !msg || lane >= KNITK_LANES)
+		return -EINVAL;
+	if (!(c->seen & bit(lane)))
+		return -EPERM;
+	l = c->lanes + (uint64_t)lane * c->lane_stride;
+	h = &msg->header;
+	memcpy(h, l, sizeof(*h));
+	msg->lane = lane;
+	msg->data = NULL;
+	msg->len = 0;
+	switch (h->kind) {
+	case KNITK_PAYLOAD_NONE:
+	case KNITK_PAYLOAD_VALUE:
+		return 0;
+	case KNITK_PAYLOAD_INLINE:
+		if (h->length > c->inline_bytes)
+			return -EBADMSG;
+		msg->data = l + KNITK_LANE_HEADER_BYTES;
+		msg->len = h->length;
+		return 0;
+	case KNITK_PAYLOAD_ARENA:
+		if (h->arena_slot >= KNITK_ARENA_SLOTS ||
+		    h->value > c->arena_size ||
+		    h->length > c->arena_size - h->value)
+			return -EBADMSG;
+		msg->data = c->arena_mem + h->value;
+		msg->len = h->length;
+		return 0;
+	default:
+		return -EBADMSG;
+	}
+}
+
+KNITK_EXPORT int knitk_lane_ack(struct knitk_consumer *consumer,
+				uint64_t lanes)
+{
+	struct knitk_consumer *c = consumer;
+	uint64_t frees = 0, m;
+
+	if (!c || !lanes)
+		return -EINVAL;
+	if (lanes & ~c->seen)
+		return -EPERM;
+	for (m = lanes; m; m &= m - 1) {
+		const struct knitk_lane_header *h = (const void *)(c->lanes +
+			(uint64_t)__builtin_ctzll(m) * c->lane_stride);
+
+		if (h->kind == KNITK_PAYLOAD_ARENA &&
+		    h->arena_slot < KNITK_ARENA_SLOTS)
+			frees ^= 1ULL << h->arena_slot;
+	}
+	if (frees) {
+		c->freer.toggles ^= frees;
+		/*
+		 * Release pairs with the acquire in arena_freed: our payload
+		 * reads are done before the producer places new bytes there.
+		 * Stored before the ack, so a lane the producer sees free
+		 * never holds a live arena slot.
+		 */
+		atomic_store_explicit(A64(c->freer.word), c->freer.toggles,
+				      memory_order_release);
+	}
+	c->ack ^= lanes;
+	c->seen &= ~lanes;
+	/*
+	 * Release pairs with the acquire in producer_load_ack and
+	 * knot_mailbox_ack: the lanes are read before they are reused.
+	 */
+	atomic_store_explicit(A64(&c->sector->ack), c->ack, memory_order_release);
+	return 0;
+}
