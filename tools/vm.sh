@@ -16,7 +16,8 @@
 #   -a FILE    also install FILE under /bin (helpers a program executes)
 #   -t SECS    host-side timeout for the whole boot (default 900)
 #   -p SECS    guest-side timeout per program (default 0: none)
-#   -o DIR     work directory (default build/vm); console in DIR/console.log
+#   -o DIR     work directory (default build/vm); console in DIR/console.log,
+#              the guest kernel log as it is written in DIR/kmsg.log
 #   -q         do not copy the console to standard output
 #
 # Console markers, each at column 0 (tools/vm-check.sh parses them):
@@ -150,7 +151,10 @@ mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
 mount -t debugfs debugfs /sys/kernel/debug
 # Keep kernel messages off the console while tests print; dumped at the end.
+# The second serial port carries them live, so a guest that hangs still
+# leaves its kernel log on the host.
 dmesg -n 1
+cat /dev/kmsg >/dev/ttyS1 2>/dev/null &
 # The firmware leaves its last line unterminated.
 echo
 echo "knitk-vm: init"
@@ -207,7 +211,9 @@ initrd=$work/initramfs.cpio
 	cpio --quiet --null -o -H newc -R 0:0 >"$initrd")
 
 console=$work/console.log
+kmsg=$work/kmsg.log
 : >"$console"
+rm -f "$kmsg"
 append="console=ttyS0 panic=-1 quiet ${VM_APPEND:-}"
 echo "vm.sh: booting $kernel (TCG, timeout ${timeout_s}s), console in $console" >&2
 
@@ -217,7 +223,8 @@ set +e
 timeout -k 10 "$timeout_s" "$qemu" \
 	-accel tcg -machine q35 -cpu max -m 2048 -smp 2 \
 	-kernel "$kernel" -initrd "$initrd" -append "$append" \
-	-nographic -nic none -no-reboot </dev/null 2>&1 |
+	-nographic -serial mon:stdio -serial "file:$kmsg" \
+	-nic none -no-reboot </dev/null 2>&1 |
 	# Drop carriage returns and the firmware's terminal control sequences.
 	sed -u 's/\r$//; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g; s/\x1b[()][0-9A-Za-z]//g' |
 	if [ "$quiet" = 1 ]; then cat >"$console"; else tee "$console"; fi
