@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Runs the library tests (plain, ASan+UBSan, TSan builds) and prints flat
+# TAP lines "ok - lib: <variant> <prog>: <case>".  Each program runs under a
+# watchdog: a hang is killed and reported as a failure, never a pass.
+set -u
+: "${BUILD:?}" "${TOP:?}"
+here=$(cd "$(dirname "$0")" && pwd)
+watchdog=${KNITK_TEST_WATCHDOG:-300}
+# Message counts of the stress test per build.
+n_plain=${KNITK_STRESS_N:-1000000}
+n_asan=${KNITK_STRESS_N_ASAN:-100000}
+n_tsan=${KNITK_STRESS_N_TSAN:-100000}
+failed=0
+
+run() {	# run <label> <binary> [args...]
+	local label=$1 bin=$2 out rc
+	shift 2
+	out=$(mktemp)
+	KNITK_BACKEND=futex timeout -s KILL "$watchdog" "$bin" "$@" >"$out" 2>&1
+	rc=$?
+	sed -e "s/^ok - /ok - lib: $label: /" \
+	    -e "s/^not ok - /not ok - lib: $label: /" \
+	    -e '/^ok - \|^not ok - \|^# /!s/^/# /' "$out"
+	if [ "$rc" -eq 137 ]; then
+		echo "not ok - lib: $label: killed by the ${watchdog}s watchdog (hang)"
+		failed=1
+	elif [ "$rc" -ne 0 ] && ! grep -q '^not ok - ' "$out"; then
+		echo "not ok - lib: $label: exited with status $rc"
+		failed=1
+	elif [ "$rc" -ne 0 ]; then
+		failed=1
+	fi
+	rm -f "$out"
+}
+
+for t in layout_test arena_test lane_test doorbell_test knot_test; do
+	run "$t" "$BUILD/tests/$t"
+done
+run "stress_test" "$BUILD/tests/stress_test" "$n_plain"
+"$here/check_exports.sh" "$BUILD/libknitk.so.0.1" "$here/../include/knitk.h" "$here/../libknitk.map" || failed=1
+
+for v in asan tsan; do
+	for t in layout_test arena_test lane_test doorbell_test knot_test; do
+		run "$v $t" "$BUILD/tests-$v/$t"
+	done
+	n=n_$v
+	run "$v stress_test" "$BUILD/tests-$v/stress_test" "${!n}"
+done
+exit $failed
