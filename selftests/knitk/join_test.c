@@ -106,6 +106,33 @@ TEST_F(knot, attach_through_attached_endpoint)
 	knot_close(&c);
 }
 
+/* An endpoint belongs to one knot: a second CREATE or ATTACH is refused. */
+TEST_F(knot, attach_twice_ebusy)
+{
+	ASSERT_EQ(0, knitk_attach(self->ep, self->k.fd, NULL));
+	EXPECT_EQ(-EBUSY, knitk_attach(self->ep, self->k.fd, NULL));
+}
+
+TEST_F(knot, attach_after_create_ebusy)
+{
+	struct knot other;
+	struct knitk_geometry g;
+
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knot_make(&other, &g));
+	EXPECT_EQ(-EBUSY, knitk_attach(self->k.fd, other.fd, NULL));
+	knot_close(&other);
+}
+
+TEST_F(knot, create_after_attach_ebusy)
+{
+	struct knitk_geometry g;
+
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knitk_attach(self->ep, self->k.fd, NULL));
+	EXPECT_EQ(-EBUSY, knitk_create(self->ep, &g, NULL));
+}
+
 TEST_F(knot, join_host_live_and_generation)
 {
 	const struct knitk_control *ctl = self->k.ctl;

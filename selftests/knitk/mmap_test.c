@@ -36,6 +36,19 @@ static int map_errno(int fd, size_t len, int prot, int flags, off_t off)
 	return 0;
 }
 
+/* Nothing to map before the endpoint has a knot. */
+TEST(mmap_before_create_enotconn)
+{
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(ENOTCONN, map_errno(fd, KNITK_PAGE_BYTES, PROT_READ,
+				      MAP_SHARED, 0));
+	close(fd);
+}
+
 TEST_F(knot, control_page_contents)
 {
 	const struct knitk_control *ctl = self->k.ctl;

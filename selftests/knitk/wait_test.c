@@ -636,4 +636,66 @@ TEST_F(wk, steal_pending_is_pub_xor_steal_acks)
 	EXPECT_EQ(2ULL, st.suppressed_idle);
 }
 
+/*
+ * Private lanes with several submitters: worker w consumes request mailbox
+ * s * nr_workers + w of every submitter s, and no other.
+ */
+TEST_F(wk, worker_doorbell_covers_every_submitter_mailbox)
+{
+	struct knitk_doorbell_stats st;
+	struct knitk_geometry g;
+	unsigned int s;
+	__u64 woken;
+
+	knitk_geom(&g, 0, 2, 3, 64, 64, 0);
+	wk_open(_metadata, self, &g);
+	ASSERT_EQ(6U, self->k.layout.nr_request);
+	knitk_doorbell_sleeping(knot_doorbell(&self->k, 0), 1);
+	knitk_doorbell_sleeping(knot_doorbell(&self->k, 1), 1);
+	for (s = 0; s < 3; s++) {
+		struct knitk_sector *mb = knot_mailbox(&self->k, s * 2 + 1);
+
+		woken = ~0ULL;
+		knitk_lane_publish(mb, s);
+		EXPECT_EQ(0, knitk_notify(self->k.fd, 3, &woken));
+		EXPECT_EQ(1ULL << 1, woken) TH_LOG("submitter %u", s);
+		knitk_lane_ack(&mb->ack, s);
+	}
+	stats_of(_metadata, self->k.fd, 1, &st);
+	EXPECT_EQ(3ULL, st.wakes);
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(0ULL, st.wakes);
+	EXPECT_EQ(3ULL, st.suppressed_idle);
+}
+
+/*
+ * Stealing with several submit mailboxes: steal line m * nr_workers + w
+ * holds worker w's ack of mailbox m; any worker's ack retires a lane for all.
+ */
+TEST_F(wk, steal_covers_every_submit_mailbox)
+{
+	struct knitk_geometry g;
+	unsigned int m;
+	__u64 woken;
+
+	knitk_geom(&g, KNITK_GEOM_STEAL, 3, 2, 64, 64, 0);
+	wk_open(_metadata, self, &g);
+	ASSERT_EQ(2U, self->k.layout.nr_request);
+	ASSERT_EQ(6U, self->k.layout.nr_steal);
+	knitk_doorbell_sleeping(knot_doorbell(&self->k, 2), 1);
+	for (m = 0; m < 2; m++) {
+		struct knitk_sector *mb = knot_mailbox(&self->k, m);
+
+		woken = 0;
+		knitk_lane_publish(mb, 4 + m);
+		EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 2, &woken));
+		EXPECT_EQ(1ULL << 2, woken) TH_LOG("submit mailbox %u", m);
+		/* Worker 0 takes it, through its own line of mailbox m. */
+		knitk_lane_ack(&knot_steal_line(&self->k, m * 3 + 0)->ack, 4 + m);
+		woken = ~0ULL;
+		EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 2, &woken));
+		EXPECT_EQ(0ULL, woken) TH_LOG("submit mailbox %u", m);
+	}
+}
+
 TEST_HARNESS_MAIN
