@@ -62,11 +62,12 @@ parse_console() {
 			print "not ok - vm: " name ": timed out, killed in the guest"
 			return
 		}
-		if (status != 0 && nfail == 0) {
-			if (status == 4 && nres == 0)
+		# Exit status 4 is KSFT_SKIP of kselftest.
+		if (status == 4 && nfail == 0) {
+			if (nres == 0)
 				print "ok - vm: " name " # SKIP exit status 4"
-			else
-				print "not ok - vm: " name ": exit status " status
+		} else if (status != 0 && nfail == 0) {
+			print "not ok - vm: " name ": exit status " status
 		} else if (nres == 0) {
 			print "ok - vm: " name ": exit status 0"
 		} else if (plan != "" && nres < plan) {

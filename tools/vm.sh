@@ -106,6 +106,9 @@ install_bin() {
 	copy_libs "$src"
 }
 
+# busybox-static needs nothing, a dynamic busybox its libraries.
+copy_libs "$busybox"
+
 for f in ${extras[@]+"${extras[@]}"}; do
 	install_bin "$f"
 done
