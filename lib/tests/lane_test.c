@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The lane protocol on one knot (futex backend, one process): claim,
+ * reserve, publish (single and batched), scan, decode, ack; backpressure;
+ * the cached ack word; arena payloads; stealing acks.
+ */
+#include <errno.h>
+#include <knitk.h>
+
+#include "tap.h"
+
+struct fx {
+	struct knitk_knot *k;
+	struct knitk_producer *p;
+	struct knitk_consumer *c;
+	struct knitk_layout l;
+	int mailbox;
+};
+
+static int fx_init(struct fx *f, uint32_t inline_bytes, uint64_t arena)
+{
+	struct knitk_geometry g = {
+		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
+		.inline_bytes = inline_bytes, .arena_bytes = arena,
+	};
+
+	memset(f, 0, sizeof(*f));
+	if (knitk_knot_create(&g, KNITK_KNOT_FUTEX, &f->k))
+		return -1;
+	knitk_knot_layout(f->k, &f->l, NULL);
+	f->mailbox = knitk_knot_request_mailbox(f->k, 0, 0);
+	if (f->mailbox < 0 ||
+	    knitk_producer_create(f->k, (unsigned int)f->mailbox, &f->p) ||
+	    knitk_consumer_create(f->k, (unsigned int)f->mailbox, &f->c))
+		return -1;
+	return 0;
+}
+
+static void fx_fini(struct fx *f)
+{
+	knitk_consumer_destroy(f->c);
+	knitk_producer_destroy(f->p);
+	knitk_knot_destroy(f->k);
+}
+
+static void fill(void *buf, size_t len, uint64_t seed)
+{
+	unsigned char *b = buf;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		b[i] = (unsigned char)(seed * 31 + i * 7 + (i >> 8));
+}
+
+static int same(const void *buf, size_t len, uint64_t seed)
+{
+	const unsigned char *b = buf;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (b[i] != (unsigned char)(seed * 31 + i * 7 + (i >> 8)))
+			return 0;
+	return 1;
+}
+
+static void value_roundtrip(void)
+{
+	struct knitk_lane_header h = { .function_id = 7, .task_id = 99,
+				       .value = 0x1122334455667788ULL,
+				       .deadline_ns = 5, .abort_id = 3, .tag = 4 };
+	struct knitk_msg m;
+	struct fx f;
+	uint64_t pend;
+	int lane;
+
+	REQUIRE(fx_init(&f, 128, 0) == 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 0);
+	lane = knitk_producer_send(f.p, &h, NULL, 0);
+	CHECK_EQ(lane, 0);
+	CHECK_EQ(knitk_mailbox_pending(f.k, (unsigned int)f.mailbox, &pend), 1);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 1);
+	CHECK_EQ(knitk_lane_next(f.c, &pend), 0);
+	CHECK_EQ(knitk_lane_next(f.c, &pend), -ENOENT);
+	REQUIRE(knitk_lane_decode(f.c, 0, &m) == 0);
+	CHECK_EQ(m.header.kind, KNITK_PAYLOAD_VALUE);
+	CHECK_EQ(m.header.value, h.value);
+	CHECK_EQ(m.header.function_id, 7);
+	CHECK_EQ(m.header.task_id, 99);
+	CHECK_EQ(m.header.deadline_ns, 5);
+	CHECK_EQ(m.header.abort_id, 3);
+	CHECK_EQ(m.header.tag, 4);
+	CHECK(m.data == NULL && m.len == 0);
+	CHECK_EQ(knitk_lane_ack(f.c, 1), 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 0);
+	CHECK_EQ(knitk_mailbox_pending(f.k, (unsigned int)f.mailbox, &pend), 0);
+	fx_fini(&f);
+}
+
+static void inline_and_arena_payloads(void)
+{
+	static unsigned char buf[70000];
+	struct knitk_lane_header h = { 0 };
+	struct knitk_msg m;
+	size_t sizes[] = { 0, 1, 127, 128, 129, 4096, 70000 };
+	uint64_t pend;
+	struct fx f;
+	unsigned int i;
+	int lane;
+
+	REQUIRE(fx_init(&f, 128, 1 << 20) == 0);
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		fill(buf, sizes[i], i);
+		h.task_id = i;
+		REQUIRE(knitk_producer_send(f.p, &h, buf, sizes[i]) >= 0 || sizes[i] == 0);
+	}
+	/* size 0 with data NULL is a value; with data it is an empty payload */
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 7);
+	for (i = 0; i < 7; i++) {
+		lane = knitk_lane_next(f.c, &pend);
+		CHECK_EQ(lane, (int)i);		/* publish order */
+		REQUIRE(knitk_lane_decode(f.c, (unsigned int)lane, &m) == 0);
+		CHECK_EQ(m.header.task_id, i);
+		CHECK_EQ(m.len, sizes[i]);
+		CHECK_EQ(m.header.kind, sizes[i] == 0 ? KNITK_PAYLOAD_NONE :
+			 sizes[i] <= 128 ? KNITK_PAYLOAD_INLINE : KNITK_PAYLOAD_ARENA);
+		CHECK(same(m.data, m.len, i));
+	}
+	CHECK_EQ(knitk_lane_ack(f.c, 0x7f), 0);
+	fx_fini(&f);
+}
+
+static void full_mailbox_is_backpressure(void)
+{
+	struct knitk_lane_header h = { 0 };
+	uint64_t pend;
+	struct fx f;
+	int i;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	for (i = 0; i < 64; i++)
+		CHECK_EQ(knitk_producer_send(f.p, &h, NULL, 0), i);
+	CHECK_EQ(knitk_producer_send(f.p, &h, NULL, 0), -EAGAIN);
+	CHECK_EQ(knitk_lane_claim(f.p), -EAGAIN);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 64);
+	CHECK_EQ(knitk_lane_ack(f.c, 0x3), 0);
+	CHECK_EQ(knitk_producer_send(f.p, &h, NULL, 0), 0);
+	CHECK_EQ(knitk_producer_send(f.p, &h, NULL, 0), 1);
+	CHECK_EQ(knitk_producer_send(f.p, &h, NULL, 0), -EAGAIN);
+	fx_fini(&f);
+}
+
+/*
+ * Rule 2: the producer works from its cached ack word until its view is
+ * full.  With lanes 35 and 50 acked it refreshes (full) and takes 35; then
+ * lane 40 is acked, but the cached view still offers 50, which it takes
+ * before refreshing again and finding 40.
+ */
+static void cached_ack_refreshed_on_exhaustion(void)
+{
+	struct knitk_lane_header h = { 0 };
+	uint64_t pend;
+	struct fx f;
+	int i;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	for (i = 0; i < 64; i++)
+		REQUIRE(knitk_producer_send(f.p, &h, NULL, 0) == i);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 64);
+	CHECK_EQ(knitk_lane_ack(f.c, 1ULL << 35 | 1ULL << 50), 0);
+	CHECK_EQ(knitk_lane_claim(f.p), 35);
+	CHECK_EQ(knitk_lane_ack(f.c, 1ULL << 40), 0);
+	CHECK_EQ(knitk_lane_claim(f.p), 50);
+	CHECK_EQ(knitk_lane_claim(f.p), 40);
+	CHECK_EQ(knitk_lane_claim(f.p), -EAGAIN);
+	fx_fini(&f);
+}
+
+static void batched_publish_one_store(void)
+{
+	struct knitk_lane_header *hp;
+	struct knitk_msg m;
+	uint64_t pend, batch = 0;
+	struct fx f;
+	void *buf;
+	int i, lane;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	for (i = 0; i < 5; i++) {
+		lane = knitk_lane_claim(f.p);
+		REQUIRE(lane == i);
+		REQUIRE(knitk_lane_header(f.p, (unsigned int)lane, &hp) == 0);
+		hp->task_id = 100 + (uint64_t)i;
+		REQUIRE(knitk_lane_reserve(f.p, (unsigned int)lane, 8, &buf) == 0);
+		memcpy(buf, &hp->task_id, 8);
+		batch |= 1ULL << lane;
+	}
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 0);	/* nothing before the store */
+	CHECK_EQ(knitk_lane_publish_batch(f.p, batch), 0);
+	CHECK_EQ(knitk_lane_publish_batch(f.p, batch), -EPERM);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 5);
+	for (i = 0; i < 5; i++) {
+		uint64_t v;
+
+		lane = knitk_lane_next(f.c, &pend);
+		REQUIRE(knitk_lane_decode(f.c, (unsigned int)lane, &m) == 0);
+		memcpy(&v, m.data, 8);
+		CHECK_EQ(v, 100 + (uint64_t)i);
+		CHECK_EQ(m.header.task_id, v);
+	}
+	CHECK_EQ(knitk_lane_ack(f.c, batch), 0);
+	fx_fini(&f);
+}
+
+/* A failed or abandoned write rolls its arena space back privately. */
+static void release_rolls_back_arena(void)
+{
+	struct knitk_lane_header h = { 0 };
+	uint64_t pend;
+	struct fx f;
+	void *buf;
+	int lane;
+
+	REQUIRE(fx_init(&f, 0, 1 << 16) == 0);
+	lane = knitk_lane_claim(f.p);
+	REQUIRE(lane >= 0);
+	CHECK_EQ(knitk_lane_reserve(f.p, (unsigned int)lane, 1 << 16, &buf), 0);
+	CHECK_EQ(knitk_lane_release(f.p, (unsigned int)lane), 0);
+	CHECK_EQ(knitk_lane_release(f.p, (unsigned int)lane), -EPERM);
+	CHECK_EQ(knitk_lane_publish(f.p, (unsigned int)lane), -EPERM);
+	lane = knitk_lane_claim(f.p);
+	REQUIRE(lane >= 0);
+	CHECK_EQ(knitk_lane_reserve(f.p, (unsigned int)lane, 1 << 16, &buf), 0);
+	/* reserving again replaces the reservation */
+	CHECK_EQ(knitk_lane_reserve(f.p, (unsigned int)lane, 1 << 16, &buf), 0);
+	CHECK_EQ(knitk_lane_set_value(f.p, (unsigned int)lane, 5), 0);
+	CHECK_EQ(knitk_lane_reserve(f.p, (unsigned int)lane, 1 << 16, &buf), 0);
+	CHECK_EQ(knitk_lane_publish(f.p, (unsigned int)lane), 0);
+	CHECK_EQ(knitk_producer_send(f.p, &h, &h, 64), -ENOSPC);
+	CHECK_EQ(knitk_producer_send(f.p, &h, &h, (1 << 16) + 1), -EMSGSIZE);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 1);	/* nothing left claimed */
+	CHECK_EQ(knitk_lane_ack(f.c, pend), 0);
+	CHECK(knitk_producer_send(f.p, &h, &h, 64) >= 0);
+	fx_fini(&f);
+}
+
+/*
+ * knitting's aliasing bug, end to end: 64 equal-size arena payloads, a
+ * partial ack, the same size again: every payload arrives intact.
+ */
+static void regression_equal_size_partial_free(void)
+{
+	static unsigned char buf[3000];
+	struct knitk_lane_header h = { 0 };
+	struct knitk_msg m;
+	uint64_t pend, part = 0, seen = 0;
+	struct fx f;
+	int i, lane, n = 0;
+
+	REQUIRE(fx_init(&f, 0, 48 * 4096) == 0);	/* 64 x 3008 fit, 65 do not */
+	for (i = 0; i < 64; i++) {
+		fill(buf, sizeof(buf), (uint64_t)i);
+		h.task_id = (uint64_t)i;
+		REQUIRE(knitk_producer_send(f.p, &h, buf, sizeof(buf)) == i);
+	}
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 64);
+	for (i = 0; i < 8; i++) {		/* consume 8 of 64 */
+		lane = knitk_lane_next(f.c, &pend);
+		REQUIRE(knitk_lane_decode(f.c, (unsigned int)lane, &m) == 0);
+		CHECK(same(m.data, m.len, m.header.task_id));
+		seen |= 1ULL << m.header.task_id;
+		part |= 1ULL << lane;
+		n++;
+	}
+	CHECK_EQ(knitk_lane_ack(f.c, part), 0);
+	for (i = 64; i < 72; i++) {		/* the same size again */
+		fill(buf, sizeof(buf), (uint64_t)i);
+		h.task_id = (uint64_t)i;
+		CHECK(knitk_producer_send(f.p, &h, buf, sizeof(buf)) >= 0);
+	}
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 64);
+	while ((lane = knitk_lane_next(f.c, &pend)) >= 0) {
+		REQUIRE(knitk_lane_decode(f.c, (unsigned int)lane, &m) == 0);
+		CHECK_EQ(m.len, sizeof(buf));
+		CHECK(same(m.data, m.len, m.header.task_id));
+		if (m.header.task_id < 64)
+			CHECK(!(seen & (1ULL << m.header.task_id)));
+		n++;
+	}
+	CHECK_EQ(n, 72);
+	fx_fini(&f);
+}
+
+static void bad_headers_and_arguments(void)
+{
+	struct knitk_lane_header *hp, h = { 0 };
+	struct knitk_msg m;
+	uint64_t pend;
+	struct fx f;
+	int lane;
+
+	REQUIRE(fx_init(&f, 64, 4096) == 0);
+	CHECK_EQ(knitk_lane_decode(f.c, 0, &m), -EPERM);	/* not pending */
+	CHECK_EQ(knitk_lane_ack(f.c, 1), -EPERM);
+	CHECK_EQ(knitk_lane_publish(f.p, 0), -EPERM);
+	CHECK_EQ(knitk_lane_header(f.p, 64, &hp), -EINVAL);
+	CHECK_EQ(knitk_lane_ack(f.c, 0), -EINVAL);
+	CHECK_EQ(knitk_producer_create(f.k, 99, &f.p), -EINVAL);
+	lane = knitk_lane_claim(f.p);
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)lane, &hp) == 0);
+	hp->kind = 77;
+	knitk_lane_publish(f.p, (unsigned int)lane);
+	lane = knitk_lane_claim(f.p);
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)lane, &hp) == 0);
+	hp->kind = KNITK_PAYLOAD_ARENA;
+	hp->arena_slot = 0;
+	hp->value = 4000;
+	hp->length = 200;			/* past the arena */
+	knitk_lane_publish(f.p, (unsigned int)lane);
+	lane = knitk_lane_claim(f.p);
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)lane, &hp) == 0);
+	hp->kind = KNITK_PAYLOAD_INLINE;
+	hp->length = 65;			/* more than inline_bytes */
+	knitk_lane_publish(f.p, (unsigned int)lane);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 3);
+	CHECK_EQ(knitk_lane_decode(f.c, 0, &m), -EBADMSG);
+	CHECK_EQ(knitk_lane_decode(f.c, 1, &m), -EBADMSG);
+	CHECK_EQ(knitk_lane_decode(f.c, 2, &m), -EBADMSG);
+	CHECK_EQ(knitk_lane_ack(f.c, 0x7), 0);	/* still retired */
+	CHECK(knitk_producer_send(f.p, &h, NULL, 0) >= 0);
+	fx_fini(&f);
+}
+
+/* A stealing request mailbox: effective ack = XOR of the steal lines. */
+static void steal_effective_ack(void)
+{
+	struct knitk_geometry g = {
+		.flags = KNITK_GEOM_STEAL, .nr_workers = 2, .nr_submitters = 1,
+		.lanes = KNITK_LANES, .inline_bytes = 64,
+	};
+	struct knitk_lane_header h = { 0 };
+	struct knitk_consumer *c;
+	struct knitk_producer *p;
+	struct knitk_knot *k;
+	struct knitk_layout l;
+	struct knitk_steal_line *sl;
+	uint64_t pend;
+	void *base;
+	int i;
+
+	REQUIRE(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+	knitk_knot_layout(k, &l, NULL);
+	knitk_knot_base(k, &base);
+	sl = (struct knitk_steal_line *)((char *)base + l.steal_off);
+	CHECK_EQ(knitk_knot_request_mailbox(k, 0, 1), 0);
+	CHECK_EQ(knitk_consumer_create(k, 0, &c), -EOPNOTSUPP);
+	REQUIRE(knitk_producer_create(k, 0, &p) == 0);
+	for (i = 0; i < 64; i++)
+		REQUIRE(knitk_producer_send(p, &h, NULL, 0) == i);
+	CHECK_EQ(knitk_producer_send(p, &h, NULL, 0), -EAGAIN);
+	sl[0].ack = 0xffULL;			/* worker 0 retired lanes 0..7 */
+	sl[1].ack = 0xff00ULL;			/* worker 1 retired 8..15 */
+	CHECK_EQ(knitk_mailbox_pending(k, 0, &pend), 48);
+	CHECK_EQ(pend, ~0xffffULL);
+	for (i = 0; i < 16; i++)
+		CHECK_EQ(knitk_producer_send(p, &h, NULL, 0), i);
+	CHECK_EQ(knitk_producer_send(p, &h, NULL, 0), -EAGAIN);
+	knitk_producer_destroy(p);
+	knitk_knot_destroy(k);
+}
+
+int main(void)
+{
+	TEST(value_roundtrip);
+	TEST(inline_and_arena_payloads);
+	TEST(full_mailbox_is_backpressure);
+	TEST(cached_ack_refreshed_on_exhaustion);
+	TEST(batched_publish_one_store);
+	TEST(release_rolls_back_arena);
+	TEST(regression_equal_size_partial_free);
+	TEST(bad_headers_and_arguments);
+	TEST(steal_effective_ack);
+	return tap_exit();
+}
