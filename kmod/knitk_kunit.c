@@ -1,0 +1,659 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit suites for the pure logic of knitk: geometry validation, layout
+ * math, the notify filter and peer-death bookkeeping.  Linked into the
+ * module under CONFIG_KNITK_KUNIT_TEST, so the tests call the module's
+ * internal functions directly.  Expected layouts are worked out by hand
+ * from the formula in <linux/knitk.h>, not with the code under test.
+ */
+#include <kunit/test.h>
+#include <linux/err.h>
+#include <linux/slab.h>
+
+#include "knitk.h"
+
+/* ---- geometry validation ------------------------------------------------ */
+
+static struct knitk_geometry knitk_test_geom(u32 workers, u32 submitters)
+{
+	struct knitk_geometry g = {
+		.nr_workers = workers,
+		.nr_submitters = submitters,
+		.lanes = KNITK_LANES,
+	};
+
+	return g;
+}
+
+static void knitk_geometry_accepts_minimal(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(1, 1);
+
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), 0);
+	g.flags = KNITK_GEOM_STEAL;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), 0);
+}
+
+static void knitk_geometry_accepts_limits(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(KNITK_MAX_WORKERS,
+						  KNITK_MAX_SUBMITTERS);
+
+	g.inline_bytes = KNITK_MAX_INLINE_BYTES;
+	g.abort_bits = KNITK_MAX_ABORT_BITS;
+	g.arena_bytes = KNITK_MAX_ARENA_BYTES;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), 0);
+	g.flags = KNITK_GEOM_STEAL;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), 0);
+}
+
+static void knitk_geometry_rejects_flags_and_reserved(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(2, 1);
+	int i;
+
+	g.flags = 1U << 1;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.flags = 1U << 31 | KNITK_GEOM_STEAL;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.flags = 0;
+	for (i = 0; i < ARRAY_SIZE(g.reserved); i++) {
+		g.reserved[i] = 1;
+		KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+		g.reserved[i] = 0;
+	}
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), 0);
+}
+
+static void knitk_geometry_rejects_counts(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(0, 1);
+
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.nr_workers = KNITK_MAX_WORKERS + 1;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.nr_workers = 1;
+	g.nr_submitters = 0;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.nr_submitters = KNITK_MAX_SUBMITTERS + 1;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.nr_submitters = 1;
+	g.lanes = 32;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.lanes = 0;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+}
+
+static void knitk_geometry_rejects_sizes(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(1, 1);
+
+	g.inline_bytes = KNITK_CACHELINE + 1;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.inline_bytes = KNITK_MAX_INLINE_BYTES + KNITK_CACHELINE;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.inline_bytes = 0;
+	g.abort_bits = KNITK_ABORT_ALIGN / 2;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.abort_bits = KNITK_MAX_ABORT_BITS + KNITK_ABORT_ALIGN;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.abort_bits = 0;
+	g.arena_bytes = 100;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.arena_bytes = KNITK_MAX_ARENA_BYTES + KNITK_ARENA_ALIGN;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.arena_bytes = KNITK_ARENA_ALIGN;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), 0);
+}
+
+static struct kunit_case knitk_geometry_cases[] = {
+	KUNIT_CASE(knitk_geometry_accepts_minimal),
+	KUNIT_CASE(knitk_geometry_accepts_limits),
+	KUNIT_CASE(knitk_geometry_rejects_flags_and_reserved),
+	KUNIT_CASE(knitk_geometry_rejects_counts),
+	KUNIT_CASE(knitk_geometry_rejects_sizes),
+	{}
+};
+
+static struct kunit_suite knitk_geometry_suite = {
+	.name = "knitk_geometry",
+	.test_cases = knitk_geometry_cases,
+};
+
+/* ---- layout math --------------------------------------------------------- */
+
+static void knitk_layout_private_small(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(2, 1);
+	struct knitk_layout l;
+
+	knitk_layout_compute(&g, &l);
+	KUNIT_EXPECT_EQ(test, l.control_size, 4096ULL);
+	KUNIT_EXPECT_EQ(test, l.doorbell_off, 4096ULL);
+	KUNIT_EXPECT_EQ(test, l.doorbell_stride, 64U);
+	KUNIT_EXPECT_EQ(test, l.nr_doorbells, 64U);
+	KUNIT_EXPECT_EQ(test, l.abort_off, 8192ULL);
+	KUNIT_EXPECT_EQ(test, l.abort_size, 0ULL);
+	KUNIT_EXPECT_EQ(test, l.steal_off, 0ULL);
+	KUNIT_EXPECT_EQ(test, l.nr_steal, 0U);
+	KUNIT_EXPECT_EQ(test, l.mailbox_off, 8192ULL);
+	KUNIT_EXPECT_EQ(test, l.nr_request, 2U);
+	KUNIT_EXPECT_EQ(test, l.nr_mailboxes, 4U);
+	KUNIT_EXPECT_EQ(test, l.lane_off, 256U);
+	KUNIT_EXPECT_EQ(test, l.lane_stride, 64U);
+	/* 256 + 64 * 64 = 4352 rounds up to two pages. */
+	KUNIT_EXPECT_EQ(test, l.arena_off, 8192ULL);
+	KUNIT_EXPECT_EQ(test, l.arena_size, 0ULL);
+	KUNIT_EXPECT_EQ(test, l.mailbox_stride, 8192ULL);
+	KUNIT_EXPECT_EQ(test, l.size, 40960ULL);
+	KUNIT_EXPECT_EQ(test, l.reserved[0] | l.reserved[1] | l.reserved[2] |
+			      l.reserved[3], 0ULL);
+}
+
+static void knitk_layout_steal_with_arena(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(4, 2);
+	struct knitk_layout l;
+
+	g.flags = KNITK_GEOM_STEAL;
+	g.inline_bytes = 192;
+	g.abort_bits = 4096;
+	g.arena_bytes = 65536;
+	knitk_layout_compute(&g, &l);
+	KUNIT_EXPECT_EQ(test, l.abort_off, 8192ULL);
+	KUNIT_EXPECT_EQ(test, l.abort_size, 4096ULL);
+	KUNIT_EXPECT_EQ(test, l.steal_off, 12288ULL);
+	KUNIT_EXPECT_EQ(test, l.steal_stride, 64U);
+	KUNIT_EXPECT_EQ(test, l.nr_steal, 8U);
+	KUNIT_EXPECT_EQ(test, l.mailbox_off, 16384ULL);
+	KUNIT_EXPECT_EQ(test, l.nr_request, 2U);
+	KUNIT_EXPECT_EQ(test, l.nr_mailboxes, 6U);
+	KUNIT_EXPECT_EQ(test, l.lane_stride, 256U);
+	/* 256 + 64 * 256 = 16640 rounds up to five pages. */
+	KUNIT_EXPECT_EQ(test, l.arena_off, 20480ULL);
+	KUNIT_EXPECT_EQ(test, l.arena_size, 65536ULL);
+	KUNIT_EXPECT_EQ(test, l.mailbox_stride, 86016ULL);
+	KUNIT_EXPECT_EQ(test, l.size, 532480ULL);
+}
+
+static void knitk_layout_largest(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(KNITK_MAX_WORKERS,
+						  KNITK_MAX_SUBMITTERS);
+	struct knitk_layout l;
+
+	g.inline_bytes = KNITK_MAX_INLINE_BYTES;
+	g.abort_bits = KNITK_MAX_ABORT_BITS;
+	g.arena_bytes = KNITK_MAX_ARENA_BYTES;
+	knitk_layout_compute(&g, &l);
+	KUNIT_EXPECT_EQ(test, l.abort_size, 131072ULL);
+	KUNIT_EXPECT_EQ(test, l.mailbox_off, 139264ULL);
+	KUNIT_EXPECT_EQ(test, l.nr_request, 4032U);
+	KUNIT_EXPECT_EQ(test, l.nr_mailboxes, 4095U);
+	KUNIT_EXPECT_EQ(test, l.lane_stride, 16448U);
+	KUNIT_EXPECT_EQ(test, l.arena_off, 1056768ULL);
+	KUNIT_EXPECT_EQ(test, l.mailbox_stride, 4296024064ULL);
+	KUNIT_EXPECT_EQ(test, l.size, 17592218681344ULL);
+}
+
+static void knitk_layout_steal_largest(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(KNITK_MAX_WORKERS,
+						  KNITK_MAX_SUBMITTERS);
+	struct knitk_layout l;
+
+	g.flags = KNITK_GEOM_STEAL;
+	knitk_layout_compute(&g, &l);
+	KUNIT_EXPECT_EQ(test, l.steal_off, 8192ULL);
+	KUNIT_EXPECT_EQ(test, l.nr_steal, 4032U);
+	/* 4032 lines of 64 bytes are exactly 63 pages. */
+	KUNIT_EXPECT_EQ(test, l.mailbox_off, 266240ULL);
+	KUNIT_EXPECT_EQ(test, l.nr_request, 64U);
+	KUNIT_EXPECT_EQ(test, l.nr_mailboxes, 127U);
+	KUNIT_EXPECT_EQ(test, l.size, 1306624ULL);
+}
+
+static void knitk_layout_regions_page_aligned(struct kunit *test)
+{
+	static const u32 inl[] = { 0, 64, 4032, 16384 };
+	struct knitk_geometry g = knitk_test_geom(3, 5);
+	struct knitk_layout l;
+	int i, steal;
+
+	for (steal = 0; steal < 2; steal++) {
+		for (i = 0; i < ARRAY_SIZE(inl); i++) {
+			g.flags = steal ? KNITK_GEOM_STEAL : 0;
+			g.inline_bytes = inl[i];
+			g.abort_bits = 64 * (i + 1);
+			g.arena_bytes = 4096 * i;
+			knitk_layout_compute(&g, &l);
+			KUNIT_EXPECT_EQ(test, l.size % KNITK_PAGE_BYTES, 0ULL);
+			KUNIT_EXPECT_EQ(test, l.mailbox_off % KNITK_PAGE_BYTES,
+					0ULL);
+			KUNIT_EXPECT_EQ(test, l.arena_off % KNITK_PAGE_BYTES,
+					0ULL);
+			KUNIT_EXPECT_GE(test, l.arena_off, (u64)l.lane_off +
+					KNITK_LANES * l.lane_stride);
+			KUNIT_EXPECT_EQ(test, l.size, l.mailbox_off +
+					(u64)l.nr_mailboxes * l.mailbox_stride);
+		}
+	}
+}
+
+static void knitk_layout_size_limit(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(2, 1);
+	struct knitk_layout l;
+
+	knitk_layout_compute(&g, &l);
+	KUNIT_EXPECT_EQ(test, knitk_layout_check_size(&l, l.size), 0);
+	KUNIT_EXPECT_EQ(test, knitk_layout_check_size(&l, l.size + 1), 0);
+	KUNIT_EXPECT_EQ(test, knitk_layout_check_size(&l, l.size - 1), -E2BIG);
+	KUNIT_EXPECT_EQ(test, knitk_layout_check_size(&l, 0), -E2BIG);
+
+	g = knitk_test_geom(KNITK_MAX_WORKERS, KNITK_MAX_SUBMITTERS);
+	g.arena_bytes = KNITK_MAX_ARENA_BYTES;
+	knitk_layout_compute(&g, &l);
+	KUNIT_EXPECT_EQ(test, knitk_layout_check_size(&l, 256ULL << 20),
+			-E2BIG);
+}
+
+static struct kunit_case knitk_layout_cases[] = {
+	KUNIT_CASE(knitk_layout_private_small),
+	KUNIT_CASE(knitk_layout_steal_with_arena),
+	KUNIT_CASE(knitk_layout_largest),
+	KUNIT_CASE(knitk_layout_steal_largest),
+	KUNIT_CASE(knitk_layout_regions_page_aligned),
+	KUNIT_CASE(knitk_layout_size_limit),
+	{}
+};
+
+static struct kunit_suite knitk_layout_suite = {
+	.name = "knitk_layout",
+	.test_cases = knitk_layout_cases,
+};
+
+/* ---- notify filter ------------------------------------------------------- */
+
+/* A zeroed buffer shaped like the memory of a knot of geometry g. */
+struct knitk_test_knot {
+	struct knitk_geometry g;
+	struct knitk_layout l;
+	void *base;
+};
+
+static void knitk_test_knot_init(struct kunit *test, struct knitk_test_knot *k,
+				 u32 workers, u32 submitters, u32 flags)
+{
+	k->g = knitk_test_geom(workers, submitters);
+	k->g.flags = flags;
+	KUNIT_ASSERT_EQ(test, knitk_geometry_check(&k->g), 0);
+	knitk_layout_compute(&k->g, &k->l);
+	k->base = kunit_kzalloc(test, k->l.size, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, k->base);
+}
+
+static struct knitk_sector *knitk_test_sector(struct knitk_test_knot *k, u32 m)
+{
+	return k->base + k->l.mailbox_off + (u64)m * k->l.mailbox_stride;
+}
+
+static struct knitk_steal_line *knitk_test_line(struct knitk_test_knot *k,
+						u32 m, u32 w)
+{
+	return k->base + k->l.steal_off +
+	       (u64)(m * k->g.nr_workers + w) * k->l.steal_stride;
+}
+
+static bool knitk_test_pending(struct knitk_test_knot *k, unsigned int d)
+{
+	return knitk_doorbell_pending(k->base, &k->g, &k->l, d);
+}
+
+static void knitk_notify_private_idle(struct kunit *test)
+{
+	struct knitk_test_knot k;
+	u32 m;
+
+	knitk_test_knot_init(test, &k, 3, 2, 0);
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 0));
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 2));
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, KNITK_DOORBELL_HOST));
+	/* Equal non-zero words are all free lanes. */
+	for (m = 0; m < k.l.nr_mailboxes; m++) {
+		knitk_test_sector(&k, m)->pub = 0xf0f0;
+		knitk_test_sector(&k, m)->ack = 0xf0f0;
+	}
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 1));
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, KNITK_DOORBELL_HOST));
+}
+
+static void knitk_notify_private_pending(struct kunit *test)
+{
+	struct knitk_test_knot k;
+
+	knitk_test_knot_init(test, &k, 3, 2, 0);
+	/* Submitter 1, worker 2: request mailbox 1 * 3 + 2 = 5. */
+	knitk_test_sector(&k, 5)->pub = BIT_ULL(63);
+	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, 2));
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 0));
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 1));
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, KNITK_DOORBELL_HOST));
+	/* The consumer acknowledges the lane. */
+	knitk_test_sector(&k, 5)->ack = BIT_ULL(63);
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 2));
+	/* Submitter 0, worker 0: mailbox 0. */
+	knitk_test_sector(&k, 0)->ack = 1;
+	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, 0));
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 2));
+}
+
+static void knitk_notify_host_pending(struct kunit *test)
+{
+	struct knitk_test_knot k;
+
+	knitk_test_knot_init(test, &k, 3, 2, 0);
+	/* Return mailbox of worker 1 is nr_request (6) + 1. */
+	knitk_test_sector(&k, 7)->pub = 4;
+	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, KNITK_DOORBELL_HOST));
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 1));
+	knitk_test_sector(&k, 7)->ack = 4;
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, KNITK_DOORBELL_HOST));
+	/* The last return mailbox counts too. */
+	knitk_test_sector(&k, 8)->pub = 1;
+	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, KNITK_DOORBELL_HOST));
+}
+
+static void knitk_notify_steal_pending(struct kunit *test)
+{
+	struct knitk_test_knot k;
+
+	knitk_test_knot_init(test, &k, 3, 2, KNITK_GEOM_STEAL);
+	KUNIT_EXPECT_EQ(test, k.l.nr_request, 2U);
+	knitk_test_sector(&k, 1)->pub = 0x1;
+	/* A shared request mailbox is work for every worker. */
+	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, 0));
+	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, 1));
+	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, 2));
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, KNITK_DOORBELL_HOST));
+	/* The sector's own ack word is unused on a stealing mailbox. */
+	knitk_test_sector(&k, 1)->ack = 0x1;
+	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, 0));
+	/* Worker 2 claims it: the XOR of the steal acks now equals pub. */
+	knitk_test_line(&k, 1, 2)->ack = 0x1;
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 0));
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 2));
+	/* Acks toggled by several workers combine by XOR. */
+	knitk_test_sector(&k, 1)->pub = 0x7;
+	knitk_test_line(&k, 1, 0)->ack = 0x3;
+	knitk_test_line(&k, 1, 1)->ack = 0x5;
+	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, 1));
+	knitk_test_line(&k, 1, 2)->ack = 0x1;
+	knitk_test_line(&k, 1, 1)->ack = 0x5;
+	knitk_test_line(&k, 1, 0)->ack = 0x3;
+	knitk_test_sector(&k, 1)->pub = 0x3 ^ 0x5 ^ 0x1;
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 1));
+	/* Mailbox 0's steal lines are separate from mailbox 1's. */
+	knitk_test_line(&k, 0, 1)->ack = 0x8;
+	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, 0));
+}
+
+static void knitk_notify_verdicts(struct kunit *test)
+{
+	KUNIT_EXPECT_EQ(test, knitk_notify_verdict(false, 0), KNITK_NOTIFY_IDLE);
+	KUNIT_EXPECT_EQ(test, knitk_notify_verdict(false, 1), KNITK_NOTIFY_IDLE);
+	KUNIT_EXPECT_EQ(test, knitk_notify_verdict(true, 0), KNITK_NOTIFY_AWAKE);
+	KUNIT_EXPECT_EQ(test, knitk_notify_verdict(true, 1),
+			KNITK_NOTIFY_DELIVER);
+	/* Any non-zero sleeping word means asleep. */
+	KUNIT_EXPECT_EQ(test, knitk_notify_verdict(true, 0x80000000),
+			KNITK_NOTIFY_DELIVER);
+}
+
+static void knitk_notify_doorbell_valid(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(3, 1);
+
+	KUNIT_EXPECT_TRUE(test, knitk_doorbell_valid(&g, 0));
+	KUNIT_EXPECT_TRUE(test, knitk_doorbell_valid(&g, 2));
+	KUNIT_EXPECT_FALSE(test, knitk_doorbell_valid(&g, 3));
+	KUNIT_EXPECT_FALSE(test, knitk_doorbell_valid(&g, 62));
+	KUNIT_EXPECT_TRUE(test, knitk_doorbell_valid(&g, KNITK_DOORBELL_HOST));
+	KUNIT_EXPECT_FALSE(test, knitk_doorbell_valid(&g, 64));
+}
+
+static struct knitk_doorbell *knitk_test_bell(struct knitk_knot *knot,
+					      unsigned int d)
+{
+	return knot->base + knot->layout.doorbell_off +
+	       d * knot->layout.doorbell_stride;
+}
+
+/* The whole filter on a real knot: counters, woken mask and seq. */
+static void knitk_notify_on_knot(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(2, 1);
+	struct knitk_doorbell_stats st;
+	struct knitk_knot *knot;
+	struct knitk_layout l;
+	struct knitk_sector *mb;
+	u64 woken = ~0ULL;
+
+	knitk_layout_compute(&g, &l);
+	knot = knitk_knot_create(&g, &l);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(knot));
+	KUNIT_EXPECT_EQ(test, knot->control->magic, (u32)KNITK_MAGIC);
+	KUNIT_EXPECT_EQ(test, knot->control->layout.size, l.size);
+
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(2), &woken),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, woken, ~0ULL);
+
+	/* Idle: nothing pending for worker 1. */
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), &woken),
+			0);
+	KUNIT_EXPECT_EQ(test, woken, 0ULL);
+
+	/* Pending but awake. */
+	mb = knot->base + l.mailbox_off + 1 * l.mailbox_stride;
+	mb->pub = 1;
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), &woken),
+			0);
+	KUNIT_EXPECT_EQ(test, woken, 0ULL);
+
+	/* Pending and asleep: delivered, seq advanced. */
+	knitk_test_bell(knot, 1)->sleeping = 1;
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1) |
+						    BIT_ULL(0), &woken), 0);
+	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(1));
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 1U);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 0U);
+
+	knitk_doorbell_stats(knot, 1, &st);
+	KUNIT_EXPECT_EQ(test, st.suppressed_idle, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.suppressed_awake, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.wakes, 1ULL);
+	knitk_doorbell_stats(knot, 0, &st);
+	KUNIT_EXPECT_EQ(test, st.suppressed_idle, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.wakes, 0ULL);
+
+	/* A wait whose seq already moved does not sleep. */
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, 0,
+						  KNITK_WAIT_FOREVER), -EAGAIN);
+	/* A deadline in the past times out. */
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, 1, 0), -ETIMEDOUT);
+	knitk_doorbell_stats(knot, 1, &st);
+	KUNIT_EXPECT_EQ(test, st.mismatches, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.waits, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.timeouts, 1ULL);
+	knitk_knot_put(knot);
+}
+
+static struct kunit_case knitk_notify_cases[] = {
+	KUNIT_CASE(knitk_notify_private_idle),
+	KUNIT_CASE(knitk_notify_private_pending),
+	KUNIT_CASE(knitk_notify_host_pending),
+	KUNIT_CASE(knitk_notify_steal_pending),
+	KUNIT_CASE(knitk_notify_verdicts),
+	KUNIT_CASE(knitk_notify_doorbell_valid),
+	KUNIT_CASE(knitk_notify_on_knot),
+	{}
+};
+
+static struct kunit_suite knitk_notify_suite = {
+	.name = "knitk_notify",
+	.test_cases = knitk_notify_cases,
+};
+
+/* ---- peer-death bookkeeping ---------------------------------------------- */
+
+static struct knitk_control *knitk_test_control(struct kunit *test)
+{
+	struct knitk_control *ctl = kunit_kzalloc(test, sizeof(*ctl),
+						  GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, ctl);
+	return ctl;
+}
+
+static void knitk_peer_slots(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(3, 1);
+
+	KUNIT_EXPECT_EQ(test, knitk_peer_slot(&g, KNITK_ROLE_HOST, 0),
+			KNITK_DOORBELL_HOST);
+	KUNIT_EXPECT_EQ(test, knitk_peer_slot(&g, KNITK_ROLE_HOST, 1), -EINVAL);
+	KUNIT_EXPECT_EQ(test, knitk_peer_slot(&g, KNITK_ROLE_WORKER, 0), 0);
+	KUNIT_EXPECT_EQ(test, knitk_peer_slot(&g, KNITK_ROLE_WORKER, 2), 2);
+	KUNIT_EXPECT_EQ(test, knitk_peer_slot(&g, KNITK_ROLE_WORKER, 3),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, knitk_peer_slot(&g, KNITK_ROLE_WORKER, 63),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, knitk_peer_slot(&g, 0, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, knitk_peer_slot(&g, 3, 0), -EINVAL);
+}
+
+static void knitk_peer_join_marks_live(struct kunit *test)
+{
+	struct knitk_control *ctl = knitk_test_control(test);
+	u32 gen = 0;
+
+	KUNIT_EXPECT_EQ(test, knitk_peer_join(ctl, 2, &gen), 0);
+	KUNIT_EXPECT_EQ(test, gen, 1U);
+	KUNIT_EXPECT_EQ(test, ctl->live, BIT_ULL(2));
+	KUNIT_EXPECT_EQ(test, ctl->dead, 0ULL);
+	KUNIT_EXPECT_EQ(test, ctl->generation[2], 1U);
+	KUNIT_EXPECT_EQ(test, ctl->death_seq, 0U);
+	/* A held role cannot be joined again. */
+	KUNIT_EXPECT_EQ(test, knitk_peer_join(ctl, 2, &gen), -EBUSY);
+	KUNIT_EXPECT_EQ(test, ctl->generation[2], 1U);
+	/* Other roles are independent. */
+	KUNIT_EXPECT_EQ(test, knitk_peer_join(ctl, KNITK_SLOT_HOST, &gen), 0);
+	KUNIT_EXPECT_EQ(test, gen, 1U);
+	KUNIT_EXPECT_EQ(test, ctl->live, BIT_ULL(2) | BIT_ULL(63));
+}
+
+static void knitk_peer_leave_marks_dead(struct kunit *test)
+{
+	struct knitk_control *ctl = knitk_test_control(test);
+	u32 gen;
+
+	KUNIT_ASSERT_EQ(test, knitk_peer_join(ctl, 0, &gen), 0);
+	KUNIT_ASSERT_EQ(test, knitk_peer_join(ctl, 1, &gen), 0);
+	knitk_peer_leave(ctl, 1);
+	KUNIT_EXPECT_EQ(test, ctl->live, BIT_ULL(0));
+	KUNIT_EXPECT_EQ(test, ctl->dead, BIT_ULL(1));
+	KUNIT_EXPECT_EQ(test, ctl->death_seq, 1U);
+	KUNIT_EXPECT_EQ(test, knitk_peer_death_seq(ctl), 1U);
+	knitk_peer_leave(ctl, 0);
+	KUNIT_EXPECT_EQ(test, ctl->live, 0ULL);
+	KUNIT_EXPECT_EQ(test, ctl->dead, BIT_ULL(0) | BIT_ULL(1));
+	KUNIT_EXPECT_EQ(test, ctl->death_seq, 2U);
+	/* A worker's death is not the host's. */
+	KUNIT_EXPECT_FALSE(test, knitk_peer_host_dead(ctl));
+}
+
+static void knitk_peer_rejoin_after_death(struct kunit *test)
+{
+	struct knitk_control *ctl = knitk_test_control(test);
+	u32 gen;
+
+	KUNIT_ASSERT_EQ(test, knitk_peer_join(ctl, 5, &gen), 0);
+	knitk_peer_leave(ctl, 5);
+	KUNIT_EXPECT_EQ(test, knitk_peer_join(ctl, 5, &gen), 0);
+	KUNIT_EXPECT_EQ(test, gen, 2U);
+	KUNIT_EXPECT_EQ(test, ctl->generation[5], 2U);
+	KUNIT_EXPECT_EQ(test, ctl->live, BIT_ULL(5));
+	KUNIT_EXPECT_EQ(test, ctl->dead, 0ULL);
+	/* A rejoin does not undo the record of the death. */
+	KUNIT_EXPECT_EQ(test, ctl->death_seq, 1U);
+}
+
+static void knitk_peer_host_death(struct kunit *test)
+{
+	struct knitk_control *ctl = knitk_test_control(test);
+	u32 gen;
+
+	KUNIT_EXPECT_FALSE(test, knitk_peer_host_dead(ctl));
+	KUNIT_ASSERT_EQ(test, knitk_peer_join(ctl, KNITK_SLOT_HOST, &gen), 0);
+	KUNIT_EXPECT_FALSE(test, knitk_peer_host_dead(ctl));
+	knitk_peer_leave(ctl, KNITK_SLOT_HOST);
+	KUNIT_EXPECT_TRUE(test, knitk_peer_host_dead(ctl));
+	KUNIT_EXPECT_EQ(test, ctl->dead, BIT_ULL(63));
+	/* A new host revives the knot for its workers. */
+	KUNIT_ASSERT_EQ(test, knitk_peer_join(ctl, KNITK_SLOT_HOST, &gen), 0);
+	KUNIT_EXPECT_EQ(test, gen, 2U);
+	KUNIT_EXPECT_FALSE(test, knitk_peer_host_dead(ctl));
+}
+
+/* Release on a real knot: the death advances the right doorbells. */
+static void knitk_peer_death_rings_doorbells(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(3, 1);
+	struct knitk_knot *knot;
+	struct knitk_layout l;
+	u32 gen;
+
+	knitk_layout_compute(&g, &l);
+	knot = knitk_knot_create(&g, &l);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(knot));
+	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, 1, &gen), 0);
+	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, KNITK_SLOT_HOST, &gen), 0);
+	KUNIT_EXPECT_EQ(test, knitk_knot_join(knot, 1, &gen), -EBUSY);
+
+	knitk_knot_leave(knot, 1);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq,
+			1U);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 0U);
+	KUNIT_EXPECT_EQ(test, knot->control->death_seq, 1U);
+
+	knitk_knot_leave(knot, KNITK_SLOT_HOST);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 1U);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 1U);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 2)->seq, 1U);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq,
+			1U);
+	KUNIT_EXPECT_EQ(test, knot->control->death_seq, 2U);
+	/* A worker of a dead host gets -EPIPE instead of sleeping. */
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 0, 1,
+						  KNITK_WAIT_FOREVER), -EPIPE);
+	knitk_knot_put(knot);
+}
+
+static struct kunit_case knitk_peer_cases[] = {
+	KUNIT_CASE(knitk_peer_slots),
+	KUNIT_CASE(knitk_peer_join_marks_live),
+	KUNIT_CASE(knitk_peer_leave_marks_dead),
+	KUNIT_CASE(knitk_peer_rejoin_after_death),
+	KUNIT_CASE(knitk_peer_host_death),
+	KUNIT_CASE(knitk_peer_death_rings_doorbells),
+	{}
+};
+
+static struct kunit_suite knitk_peer_suite = {
+	.name = "knitk_peer",
+	.test_cases = knitk_peer_cases,
+};
+
+kunit_test_suites(&knitk_geometry_suite, &knitk_layout_suite,
+		  &knitk_notify_suite, &knitk_peer_suite);
