@@ -9,7 +9,7 @@
 # A step that exits non-zero without reporting a failure counts as one.
 # CHECK_STEPS selects steps by name (default: all, in order).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 steps_all="host models kmod vm kunit"
 steps=${CHECK_STEPS:-$steps_all}
