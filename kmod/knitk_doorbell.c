@@ -263,7 +263,8 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
  * @deadline_ns: absolute CLOCK_MONOTONIC deadline or KNITK_WAIT_FOREVER
  *
  * Return: 0 when woken, -EAGAIN if seq already moved, -ETIMEDOUT,
- * -ERESTARTSYS on a signal, -EPIPE for a worker whose host died.
+ * -ERESTARTSYS on a signal, -EPIPE for a worker whose host died (before
+ * or during the wait).
  */
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 			u64 deadline_ns)
@@ -294,6 +295,12 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 	default:
 		/* Seq moved: pairs with smp_mb__before_atomic() in the kick. */
 		smp_mb();
+		/* A worker must tell its host's death from a delivered wake. */
+		if (d != KNITK_DOORBELL_HOST &&
+		    knitk_peer_host_dead(knot->control)) {
+			ret = -EPIPE;
+			break;
+		}
 		if (!knitk_doorbell_pending(knot->base, &knot->geometry,
 					    &knot->layout, d) &&
 		    knitk_peer_death_seq(knot->control) == death_seq)
