@@ -320,6 +320,18 @@ FIXTURE_VARIANT_ADD(layout, steal_max_workers) {
 	.arena_bytes = 0,
 };
 
+/* Every request and return mailbox the limits allow: 64 * 63 + 63. */
+FIXTURE_VARIANT_ADD(layout, private_max_mailboxes) {
+	.flags = 0, .workers = KNITK_MAX_WORKERS,
+	.submitters = KNITK_MAX_SUBMITTERS, .inline_bytes = 0,
+	.abort_bits = 64, .arena_bytes = 0,
+};
+
+FIXTURE_VARIANT_ADD(layout, max_abort_bits) {
+	.flags = 0, .workers = 1, .submitters = 1, .inline_bytes = 64,
+	.abort_bits = KNITK_MAX_ABORT_BITS, .arena_bytes = 4096,
+};
+
 /* 80 steal lines: the steal region spills into a second page. */
 FIXTURE_VARIANT_ADD(layout, steal_two_pages) {
 	.flags = KNITK_GEOM_STEAL, .workers = 40, .submitters = 2,

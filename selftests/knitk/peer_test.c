@@ -259,6 +259,64 @@ TEST_F(peer, host_death_wakes_worker_epipe)
 	close(w);
 }
 
+/*
+ * A death rings exactly the survivors that must hear of it: a worker's the
+ * host, the host's every worker.
+ */
+TEST_F(peer, death_rings_the_right_doorbells)
+{
+	const struct knitk_control *ctl = self->k.ctl;
+	__u32 host0, w0, w1;
+	int h, a, b;
+
+	h = knot_endpoint(&self->k, KNITK_ROLE_HOST, 0);
+	ASSERT_LE(0, h);
+	a = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
+	ASSERT_LE(0, a);
+	b = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 1);
+	ASSERT_LE(0, b);
+
+	host0 = knitk_doorbell_seq(knot_doorbell(&self->k, HOST));
+	w1 = knitk_doorbell_seq(knot_doorbell(&self->k, 1));
+	close(a);
+	EXPECT_NE(host0, knitk_doorbell_seq(knot_doorbell(&self->k, HOST)));
+	EXPECT_EQ(w1, knitk_doorbell_seq(knot_doorbell(&self->k, 1)));
+	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
+
+	host0 = knitk_doorbell_seq(knot_doorbell(&self->k, HOST));
+	w0 = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	close(h);
+	EXPECT_NE(w1, knitk_doorbell_seq(knot_doorbell(&self->k, 1)));
+	EXPECT_NE(w0, knitk_doorbell_seq(knot_doorbell(&self->k, 0)));
+	EXPECT_EQ(host0, knitk_doorbell_seq(knot_doorbell(&self->k, HOST)));
+	EXPECT_EQ(2U, knitk_load32(&ctl->death_seq));
+	close(b);
+}
+
+/* -EPIPE lasts only while the host is dead: a new host ends it. */
+TEST_F(peer, host_rejoin_ends_epipe)
+{
+	const struct knitk_control *ctl = self->k.ctl;
+	__u32 gen = 0;
+	int h, w;
+
+	h = knot_endpoint(&self->k, KNITK_ROLE_HOST, 0);
+	ASSERT_LE(0, h);
+	w = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
+	ASSERT_LE(0, w);
+	close(h);
+	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->dead));
+	EXPECT_EQ(-EPIPE, knitk_wait(w, knitk_doorbell_seq(
+					 knot_doorbell(&self->k, 0)), 0));
+
+	ASSERT_EQ(0, knitk_join(self->k.fd, KNITK_ROLE_HOST, 0, &gen));
+	EXPECT_EQ(2U, gen);
+	EXPECT_EQ(0ULL, knitk_load64(&ctl->dead));
+	EXPECT_EQ(-ETIMEDOUT, knitk_wait(w, knitk_doorbell_seq(
+					     knot_doorbell(&self->k, 0)), 0));
+	close(w);
+}
+
 /* Only the release of a joined endpoint is a death. */
 TEST_F(peer, unjoined_release_is_not_death)
 {

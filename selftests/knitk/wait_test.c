@@ -531,6 +531,11 @@ TEST_F(wk, notify_flags_reserved_einval)
 	EXPECT_EQ(-EINVAL, knitk_ioctl(self->k.fd, KNITK_IOC_NOTIFY, &n));
 	n.reserved = 0;
 	EXPECT_EQ(0, knitk_ioctl(self->k.fd, KNITK_IOC_NOTIFY, &n));
+	/* Ringing nothing is valid and wakes nothing. */
+	n.doorbells = 0;
+	n.woken = ~0ULL;
+	EXPECT_EQ(0, knitk_ioctl(self->k.fd, KNITK_IOC_NOTIFY, &n));
+	EXPECT_EQ(0ULL, n.woken);
 }
 
 TEST_F(wk, stats_invalid_doorbell_or_flags_einval)
