@@ -184,6 +184,27 @@ static void knitk_vma_set_flags(struct vm_area_struct *vma, unsigned long set,
 #endif
 }
 
+/*
+ * Pages are inserted at mmap time; this puts one back after userspace
+ * dropped it (MADV_DONTNEED), so the mapping always shows the knot.
+ */
+static vm_fault_t knitk_knot_fault(struct vm_fault *vmf)
+{
+	struct knitk_knot *knot = vmf->vma->vm_private_data;
+	struct page *page;
+
+	if (vmf->pgoff >= knot->nr_pages)
+		return VM_FAULT_SIGBUS;
+	page = knot->pages[vmf->pgoff];
+	get_page(page);
+	vmf->page = page;
+	return 0;
+}
+
+static const struct vm_operations_struct knitk_knot_vm_ops = {
+	.fault = knitk_knot_fault,
+};
+
 /**
  * knitk_knot_mmap() - map the control page or the data region of a knot
  * @knot: the knot
@@ -202,7 +223,6 @@ int knitk_knot_mmap(struct knitk_knot *knot, struct vm_area_struct *vma)
 	unsigned long first = vma->vm_pgoff;
 	unsigned long clear = 0;
 	unsigned long num;
-	int ret;
 
 	/* VM_MAYSHARE: VM_SHARED is dropped for a read-only fd. */
 	if (!(vma->vm_flags & VM_MAYSHARE))
@@ -218,8 +238,10 @@ int knitk_knot_mmap(struct knitk_knot *knot, struct vm_area_struct *vma)
 	}
 	knitk_vma_set_flags(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_MIXEDMAP,
 			    clear);
+	/* The vma holds the file, the file's endpoint holds the knot. */
+	vma->vm_private_data = knot;
+	vma->vm_ops = &knitk_knot_vm_ops;
 
 	num = len >> PAGE_SHIFT;
-	ret = vm_insert_pages(vma, vma->vm_start, knot->pages + first, &num);
-	return ret;
+	return vm_insert_pages(vma, vma->vm_start, knot->pages + first, &num);
 }
