@@ -3,6 +3,8 @@
  * Endpoints of one knot: KNITK_IOC_ATTACH by fd, KNITK_IOC_JOIN with a role,
  * and the control page's live mask and per-role generations.
  */
+#include <sys/socket.h>
+
 #include "kselftest_harness.h"
 #include "knitk_test.h"
 
@@ -246,6 +248,115 @@ TEST_F(knot, generation_counts_joins_per_role)
 	EXPECT_EQ(0ULL, knitk_load64(&ctl->dead));
 	EXPECT_EQ(0U, ctl->generation[0]);
 	EXPECT_EQ(1U, ctl->generation[KNITK_DOORBELL_HOST]);
+}
+
+static int send_fd(int sock, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	char byte = 'k';
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = cbuf,
+			      .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(sock, &msg, 0) == 1 ? 0 : -errno;
+}
+
+static int recv_fd(int sock)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	char byte;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = cbuf,
+			      .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+	int fd;
+
+	if (recvmsg(sock, &msg, 0) != 1)
+		return -1;
+	cm = CMSG_FIRSTHDR(&msg);
+	if (!cm || cm->cmsg_type != SCM_RIGHTS)
+		return -1;
+	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	return fd;
+}
+
+/*
+ * A process that never inherited the knot (forked before it existed) gets
+ * an fd of it over a Unix socket, attaches and joins through it.
+ */
+TEST(attach_by_fd_passed_over_unix_socket)
+{
+	struct knitk_geometry g;
+	struct knot k;
+	int sv[2], status;
+	char done;
+	pid_t pid;
+
+	KNITK_REQUIRE_DEV();
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct knot c = { 0 };
+		int got;
+
+		close(sv[0]);
+		got = recv_fd(sv[1]);
+		if (got < 0)
+			_exit(10);
+		c.fd = knitk_open();
+		if (c.fd < 0)
+			_exit(11);
+		if (knitk_attach(c.fd, got, &c.layout))
+			_exit(12);
+		close(got);
+		if (knot_map(&c))
+			_exit(13);
+		if (c.data[42] != 0x42)
+			_exit(14);
+		if (knitk_join(c.fd, KNITK_ROLE_WORKER, 1, NULL))
+			_exit(15);
+		c.data[43] = 0x43;
+		if (write(sv[1], "j", 1) != 1)
+			_exit(16);
+		/* Hold the role until the parent has looked. */
+		if (read(sv[1], &done, 1) != 1)
+			_exit(17);
+		knot_close(&c);
+		_exit(0);
+	}
+	close(sv[1]);
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knot_make(&k, &g));
+	k.data[42] = 0x42;
+	ASSERT_EQ(0, send_fd(sv[0], k.fd));
+	if (read(sv[0], &done, 1) != 1) {
+		/* The receiver died early: its exit status names the step. */
+		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		ASSERT_EQ(0, WEXITSTATUS(status))
+			TH_LOG("receiving process failed at step %d",
+			       WEXITSTATUS(status));
+		ASSERT_TRUE(0) TH_LOG("receiving process exited silently");
+	}
+	EXPECT_EQ(0x43, k.data[43]);
+	EXPECT_EQ(1ULL << 1, knitk_load64(&k.ctl->live));
+	EXPECT_EQ(1U, k.ctl->generation[1]);
+	ASSERT_EQ(1, write(sv[0], "d", 1));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status))
+		TH_LOG("receiving process failed at step %d",
+		       WEXITSTATUS(status));
+	EXPECT_EQ(1ULL << 1, knitk_load64(&k.ctl->dead));
+	close(sv[0]);
+	knot_close(&k);
 }
 
 TEST_HARNESS_MAIN

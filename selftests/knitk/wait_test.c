@@ -266,6 +266,64 @@ TEST_F(wk, wait_woken_by_notify_from_thread)
 	EXPECT_EQ(0ULL, st.interrupts);
 }
 
+/* An untimed park is as safe as a timed one: the notify ends it. */
+TEST_F(wk, wait_forever_woken_by_notify)
+{
+	struct poker p = { .wake = 1 };
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, HOST);
+	p.fd = self->w[1];
+	p.doorbell = HOST;
+	p.mailbox = return_mb(self, 1);
+
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	ASSERT_EQ(0, poker_start(&p));
+	EXPECT_EQ(0, knitk_wait(self->k.fd, seq, KNITK_WAIT_FOREVER));
+	knitk_doorbell_sleeping(db, 0);
+	poker_stop(&p);
+
+	EXPECT_EQ(0, p.ret);
+	EXPECT_EQ(HOST_BIT, p.woken);
+	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
+	stats_of(_metadata, self->k.fd, HOST, &st);
+	EXPECT_EQ(1ULL, st.waits);
+	EXPECT_EQ(1ULL, st.wakes);
+	EXPECT_EQ(0ULL, st.spurious);
+	EXPECT_EQ(0ULL, st.timeouts);
+}
+
+/*
+ * The lost-wakeup window: the notify lands after the waiter set its flag
+ * and read seq but before it entered WAIT.  The wake is not lost: WAIT
+ * with the old seq returns -EAGAIN at once, even with no deadline.
+ */
+TEST_F(wk, notify_before_wait_is_not_lost)
+{
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u64 woken = 0;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, 0);
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	knitk_lane_publish(request_mb(self, 0), 11);
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
+	EXPECT_EQ(1ULL << 0, woken);
+	EXPECT_EQ(-EAGAIN, knitk_wait(self->w[0], seq, KNITK_WAIT_FOREVER));
+	knitk_doorbell_sleeping(db, 0);
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.wakes);
+	EXPECT_EQ(1ULL, st.mismatches);
+	EXPECT_EQ(0ULL, st.waits);
+}
+
 /* Without SA_RESTART a signal ends the wait with -EINTR. */
 TEST_F(wk, wait_signal_eintr)
 {
