@@ -437,4 +437,6 @@ int knitk_knot_doorbell_stats(struct knitk_knot *knot, unsigned int doorbell,
 }
 #endif
 
+#include "knitk_pool.h"
+
 #endif /* KNITK_H */

@@ -12,6 +12,10 @@ watchdog=${KNITK_TEST_WATCHDOG:-300}
 n_plain=${KNITK_STRESS_N:-1000000}
 n_asan=${KNITK_STRESS_N_ASAN:-100000}
 n_tsan=${KNITK_STRESS_N_TSAN:-100000}
+# The pool tests; argument: calls of their throughput cases per build.
+pool_tests="pool_api_test pool_calls_test"
+pool_n_plain=${KNITK_POOL_N:-1000000}
+pool_n_san=${KNITK_POOL_N_SAN:-20000}
 failed=0
 
 run() {	# run <label> <binary> [args...]
@@ -39,7 +43,11 @@ for t in layout_test arena_test lane_test doorbell_test knot_test; do
 	run "$t" "$BUILD/tests/$t"
 done
 run "stress_test" "$BUILD/tests/stress_test" "$n_plain"
-"$here/check_exports.sh" "$BUILD/libknitk.so.0.1" "$here/../include/knitk.h" "$here/../libknitk.map" || failed=1
+for t in $pool_tests; do
+	run "$t" "$BUILD/tests/$t" "$pool_n_plain"
+done
+"$here/check_exports.sh" "$BUILD/libknitk.so.0.1" \
+	<(cat "$here/../include/knitk.h" "$here/../include/knitk_pool.h") "$here/../libknitk.map" || failed=1
 
 for v in asan tsan; do
 	for t in layout_test arena_test lane_test doorbell_test knot_test; do
@@ -47,5 +55,8 @@ for v in asan tsan; do
 	done
 	n=n_$v
 	run "$v stress_test" "$BUILD/tests-$v/stress_test" "${!n}"
+	for t in $pool_tests; do
+		run "$v $t" "$BUILD/tests-$v/$t" "$pool_n_san"
+	done
 done
 exit $failed

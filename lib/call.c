@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * Call handles: completion, waiting, deadlines, abort and release.
+ *
+ * A handle is completed exactly once, under pool->lock, by whoever gets
+ * there first: the completer with the worker's result, the death handler
+ * with -EOWNERDEAD, an abort or a cancelling shutdown with -ECANCELED, or
+ * any thread that looks at the handle after its deadline (-ETIMEDOUT; the
+ * waiters' timed sleeps end at the earliest deadline they cover, so an
+ * expired call is seen at its deadline by whoever waits for it).  A result
+ * that arrives for a completed call is dropped.  The in-flight entry keeps
+ * its own reference until the worker has answered (or died), so an entry
+ * and its abort bit are never reused while a worker may still run the call.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pool_internal.h"
+
+void call_complete_locked(struct knitk_pool *pool, struct knitk_call *call,
+			  int status, void *data, size_t len)
+{
+	if (call->state == CALL_DONE) {
+		pool->stats.stale++;
+		free(data);
+		return;
+	}
+	call->state = CALL_DONE;
+	call->status = status;
+	call->data = data;
+	call->len = data ? len : 0;
+	pool->stats.completed++;
+	if (status == -ETIMEDOUT)
+		pool->stats.timedout++;
+	else if (status == -ECANCELED)
+		pool->stats.canceled++;
+	else if (status == -EOWNERDEAD)
+		pool->stats.ownerdead++;
+}
+
+void call_unref_locked(struct knitk_call *call)
+{
+	struct knitk_pool *pool = call->pool;
+
+	if (--call->refs)
+		return;
+	free(call->data);
+	free(call);
+	pool->handles--;
+}
+
+void entry_free_locked(struct knitk_pool *pool, unsigned int idx)
+{
+	struct pool_entry *e = &pool->entries[idx];
+	struct pool_worker *pw = &pool->workers[idx / KNITK_LANES];
+
+	/*
+	 * Clear the abort bit before the entry can be reused; the next call
+	 * of this entry is published later with a release store of the pub
+	 * word, which orders this clear before the worker's acquire load.
+	 */
+	atomic_fetch_and_explicit(&pool->abort_words[idx / 64],
+				  ~(1ULL << (idx % 64)), memory_order_relaxed);
+	pw->busy &= ~(1ULL << (idx % KNITK_LANES));
+	pw->inflight--;
+	if (e->call) {
+		call_unref_locked(e->call);
+		e->call = NULL;
+	}
+}
+
+/* Complete @call with -ETIMEDOUT if its deadline passed at @now. */
+static void call_expire_locked(struct knitk_call *call, uint64_t now)
+{
+	if (call->state != CALL_DONE && call->deadline_ns &&
+	    now >= call->deadline_ns)
+		call_complete_locked(call->pool, call, -ETIMEDOUT, NULL, 0);
+}
+
+/* Sleep on pool->cond until @until (absolute CLOCK_MONOTONIC). */
+static void pool_sleep_locked(struct knitk_pool *pool, uint64_t until)
+{
+	struct timespec ts;
+
+	if (until == KNITK_WAIT_FOREVER) {
+		pthread_cond_wait(&pool->cond, &pool->lock);
+		return;
+	}
+	ts.tv_sec = (time_t)(until / 1000000000ULL);
+	ts.tv_nsec = (long)(until % 1000000000ULL);
+	pthread_cond_timedwait(&pool->cond, &pool->lock, &ts);
+}
+
+static uint64_t wake_time(uint64_t until, const struct knitk_call *call)
+{
+	if (call->state != CALL_DONE && call->deadline_ns &&
+	    call->deadline_ns < until)
+		return call->deadline_ns;
+	return until;
+}
+
+/*
+ * Wait until @want of @calls are done (1: any, nr: all); returns the index
+ * of a done call (any) or 0 (all), -EINPROGRESS at @deadline_ns.
+ */
+static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
+		      unsigned int nr, bool all, uint64_t deadline_ns)
+{
+	unsigned int i, done;
+	int first;
+
+	pthread_mutex_lock(&pool->lock);
+	for (;;) {
+		uint64_t now = pool_now_ns(), until = deadline_ns;
+
+		done = 0;
+		first = -1;
+		for (i = 0; i < nr; i++) {
+			call_expire_locked(calls[i], now);
+			if (calls[i]->state == CALL_DONE) {
+				done++;
+				if (first < 0)
+					first = (int)i;
+			} else {
+				until = wake_time(until, calls[i]);
+			}
+		}
+		if (all ? done == nr : done > 0)
+			break;
+		if (deadline_ns != KNITK_WAIT_FOREVER && now >= deadline_ns) {
+			pthread_mutex_unlock(&pool->lock);
+			return -EINPROGRESS;
+		}
+		pool_sleep_locked(pool, until);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return all ? 0 : first;
+}
+
+static int calls_check(struct knitk_pool *pool, struct knitk_call *const *calls,
+		       unsigned int nr)
+{
+	unsigned int i;
+
+	if (!pool || !calls || !nr)
+		return -EINVAL;
+	for (i = 0; i < nr; i++)
+		if (!calls[i] || calls[i]->pool != pool)
+			return -EINVAL;
+	return 0;
+}
+
+KNITK_EXPORT int knitk_pool_wait_any(struct knitk_pool *pool,
+				     struct knitk_call *const *calls,
+				     unsigned int nr, uint64_t deadline_ns)
+{
+	int ret = calls_check(pool, calls, nr);
+
+	return ret ? ret : calls_wait(pool, calls, nr, false, deadline_ns);
+}
+
+KNITK_EXPORT int knitk_pool_wait_all(struct knitk_pool *pool,
+				     struct knitk_call *const *calls,
+				     unsigned int nr, uint64_t deadline_ns)
+{
+	int ret = calls_check(pool, calls, nr);
+
+	return ret ? ret : calls_wait(pool, calls, nr, true, deadline_ns);
+}
+
+KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
+{
+	int ret;
+
+	if (!call)
+		return -EINVAL;
+	pthread_mutex_lock(&call->pool->lock);
+	call_expire_locked(call, pool_now_ns());
+	ret = call->state == CALL_DONE ? call->status : -EINPROGRESS;
+	pthread_mutex_unlock(&call->pool->lock);
+	return ret;
+}
+
+KNITK_EXPORT int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns)
+{
+	int ret;
+
+	if (!call)
+		return -EINVAL;
+	ret = calls_wait(call->pool, &call, 1, false, deadline_ns);
+	return ret < 0 ? ret : knitk_call_status(call);
+}
+
+KNITK_EXPORT int knitk_call_result(struct knitk_call *call, const void **data,
+				   size_t *len)
+{
+	int ret = 0;
+
+	if (!call || !data || !len)
+		return -EINVAL;
+	pthread_mutex_lock(&call->pool->lock);
+	call_expire_locked(call, pool_now_ns());
+	if (call->state != CALL_DONE) {
+		ret = -EINPROGRESS;
+	} else {
+		*data = call->data;
+		*len = call->len;
+	}
+	pthread_mutex_unlock(&call->pool->lock);
+	return ret;
+}
+
+static int call_abort_locked(struct knitk_call *call)
+{
+	struct knitk_pool *pool = call->pool;
+	unsigned int idx = call->entry;
+
+	if (call->state == CALL_DONE)
+		return -EALREADY;
+	/*
+	 * Release pairs with the acquire load in the worker (worker_exec,
+	 * knitk_task_aborted).  Many host threads may set bits: atomic OR.
+	 */
+	atomic_fetch_or_explicit(&pool->abort_words[idx / 64],
+				 1ULL << (idx % 64), memory_order_release);
+	call_complete_locked(pool, call, -ECANCELED, NULL, 0);
+	pthread_cond_broadcast(&pool->cond);
+	return 0;
+}
+
+KNITK_EXPORT int knitk_call_abort(struct knitk_call *call)
+{
+	int ret;
+
+	if (!call)
+		return -EINVAL;
+	pthread_mutex_lock(&call->pool->lock);
+	call_expire_locked(call, pool_now_ns());
+	ret = call_abort_locked(call);
+	pthread_mutex_unlock(&call->pool->lock);
+	return ret;
+}
+
+/* Shutdown (cancel): abort every call still in flight. */
+void pool_cancel_all_locked(struct knitk_pool *pool)
+{
+	unsigned int i, n = pool->nr_workers * KNITK_LANES;
+
+	for (i = 0; i < n; i++)
+		if (pool->entries[i].call)
+			call_abort_locked(pool->entries[i].call);
+}
+
+KNITK_EXPORT void knitk_call_release(struct knitk_call *call)
+{
+	struct knitk_pool *pool;
+	bool last;
+
+	if (!call)
+		return;
+	pool = call->pool;
+	pthread_mutex_lock(&pool->lock);
+	if (call->state != CALL_DONE)
+		call_abort_locked(call);
+	call_unref_locked(call);
+	/* The last handle of a destroyed pool frees what is left of it. */
+	last = pool->destroyed && !pool->handles;
+	pthread_mutex_unlock(&pool->lock);
+	if (last)
+		pool_free(pool);
+}
+
+KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
+				 const void *in, size_t len,
+				 const struct knitk_call_opts *opts,
+				 void *out, size_t cap, size_t *out_len)
+{
+	struct knitk_call *call;
+	const void *data;
+	size_t n;
+	int ret;
+
+	if (!pool || (cap && !out))
+		return -EINVAL;
+	ret = knitk_pool_submit(pool, fn, in, len, opts, &call);
+	if (ret)
+		return ret;
+	ret = knitk_call_wait(call, KNITK_WAIT_FOREVER);
+	if (knitk_call_result(call, &data, &n) == 0) {
+		if (out_len)
+			*out_len = n;
+		if (n && cap)
+			memcpy(out, data, n < cap ? n : cap);
+	}
+	knitk_call_release(call);
+	return ret;
+}

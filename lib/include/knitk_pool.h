@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later OR MIT */
+/*
+ * libknitk: the worker pool.
+ *
+ * A pool owns one knot and N workers, threads of this process or separate
+ * processes, each running the same table of C functions.  Any host thread
+ * submits calls; a call is a function id plus argument bytes and comes back
+ * as a status plus result bytes.  Every submitted call completes exactly
+ * once: with the task's result, or with -ETIMEDOUT (its deadline passed),
+ * -ECANCELED (aborted, or cancelled by shutdown) or -EOWNERDEAD (the worker
+ * process running it died).
+ *
+ * Dispatch uses private lanes: one request mailbox per (submitter slot,
+ * worker) and one return mailbox per worker.  A submitting thread holds one
+ * submitter slot while it publishes; a balancer picks the least-loaded live
+ * worker; only the chosen worker's doorbell is rung, and only through the
+ * doorbell protocol (idle lanes are never touched).  Results are collected
+ * by one pool thread parked on the host doorbell; waiting threads sleep
+ * until their calls complete.
+ *
+ * Every function returns 0 (or a non-negative count) on success and a
+ * negative errno value on failure; nothing prints.
+ */
+#ifndef KNITK_POOL_H
+#define KNITK_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "knitk.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct knitk_pool;
+struct knitk_call;
+struct knitk_reply;
+
+/*
+ * A task: @in/@in_len are the argument bytes (valid during the call),
+ * @out receives the result bytes (knitk_reply_alloc/knitk_reply_set), @ctx
+ * is the call's context (knitk_task_aborted, knitk_task_data).  The return
+ * value is the call's status: >= 0 for success, a negative errno for an
+ * error (both reach the caller unchanged).
+ */
+typedef int (*knitk_task_fn)(const void *in, size_t in_len,
+			     struct knitk_reply *out, void *ctx);
+
+/* Function id i of a pool runs tasks[i]. */
+struct knitk_task_table {
+	const knitk_task_fn *tasks;
+	unsigned int nr_tasks;
+};
+
+#define KNITK_WORKER_THREADS		1
+#define KNITK_WORKER_PROCESSES		2
+
+/* struct knitk_pool_opts.flags */
+#define KNITK_POOL_RESPAWN		(1U << 0)	/* restart dead workers */
+
+/**
+ * struct knitk_pool_opts - how to build a pool (zero means default)
+ * @kind: KNITK_WORKER_THREADS (default) or KNITK_WORKER_PROCESSES.
+ * @flags: KNITK_POOL_* flags.
+ * @nr_workers: workers, 1..KNITK_MAX_WORKERS (default: online CPUs).
+ * @nr_submitters: submitter slots, 1..KNITK_MAX_SUBMITTERS (default 4);
+ *	more concurrent submitting threads share slots.
+ * @inline_bytes: inline bytes per lane (default 192; multiple of 64).
+ * @arena_bytes: arena per mailbox (default 64 KiB; multiple of 4096).
+ * @spin: polls of an empty mailbox before a worker parks (default 256).
+ * @knot_flags: KNITK_KNOT_* flags forcing a backend (default: automatic).
+ * @worker_path: process workers: the binary to run (default: this
+ *	program, /proc/self/exe); it calls knitk_worker_main() early in main.
+ * @worker_argv: process workers: NULL-terminated argv passed to the
+ *	worker binary after argv[0] (default none).
+ * @prefix_argv: process workers: NULL-terminated command prepended to the
+ *	worker command, e.g. a sandbox ("bwrap", ..., NULL); the knot fd
+ *	still reaches the worker by inheritance, so the prefix must keep fds.
+ * @task_data: thread workers: the pointer knitk_task_data() returns.
+ */
+struct knitk_pool_opts {
+	unsigned int kind;
+	unsigned int flags;
+	unsigned int nr_workers;
+	unsigned int nr_submitters;
+	unsigned int inline_bytes;
+	unsigned int spin;
+	uint64_t arena_bytes;
+	unsigned int knot_flags;
+	const char *worker_path;
+	char *const *worker_argv;
+	char *const *prefix_argv;
+	void *task_data;
+};
+
+/*
+ * knitk_pool_create - start a pool running @table.  Process workers are
+ * running and joined when this returns.  -EINVAL for bad options or an
+ * empty table, -ECHILD when a process worker exits before joining, or the
+ * errors of knitk_knot_create, posix_spawn and pthread_create.
+ */
+int knitk_pool_create(const struct knitk_pool_opts *opts,
+		      const struct knitk_task_table *table,
+		      struct knitk_pool **pool);
+
+/* Shutdown modes of knitk_pool_shutdown(). */
+#define KNITK_SHUTDOWN_DRAIN		1	/* finish every call, then stop */
+#define KNITK_SHUTDOWN_CANCEL		2	/* complete the rest -ECANCELED */
+
+/*
+ * knitk_pool_shutdown - stop accepting calls (later submits: -ESHUTDOWN),
+ * complete every outstanding call per @mode, and stop the workers.  Returns
+ * when every call has completed and every worker has stopped; -EALREADY
+ * after a first shutdown.
+ */
+int knitk_pool_shutdown(struct knitk_pool *pool, unsigned int mode);
+
+/*
+ * knitk_pool_destroy - shut down (cancel, if not done yet), join threads,
+ * reap processes, free everything.  Handles not released yet stay valid
+ * (completed) until knitk_call_release().
+ */
+void knitk_pool_destroy(struct knitk_pool *pool);
+
+/* struct knitk_call_opts.flags */
+#define KNITK_CALL_WORKER		(1U << 0)	/* run on @worker only */
+
+/**
+ * struct knitk_call_opts - per-call options (NULL means defaults)
+ * @deadline_ns: absolute CLOCK_MONOTONIC deadline, 0 = none.  An expired
+ *	call completes with -ETIMEDOUT; the worker skips it if it has not
+ *	started it, and its late result is dropped.
+ * @flags: KNITK_CALL_* flags.
+ * @worker: with KNITK_CALL_WORKER, the worker to run on.
+ */
+struct knitk_call_opts {
+	uint64_t deadline_ns;
+	unsigned int flags;
+	unsigned int worker;
+};
+
+/*
+ * knitk_pool_submit - start function @fn on @len bytes at @in (copied
+ * once, before this returns) and return its handle in *@call.  Blocks
+ * while every eligible worker is at capacity.  -EINVAL for bad arguments or
+ * an unknown @fn or @opts->worker, -EMSGSIZE when @len fits no lane or
+ * arena, -ESHUTDOWN after shutdown, -EPIPE when no worker is left.
+ */
+int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
+		      size_t len, const struct knitk_call_opts *opts,
+		      struct knitk_call **call);
+
+/** struct knitk_submission - one call of knitk_pool_submit_batch() */
+struct knitk_submission {
+	uint32_t fn;
+	uint32_t reserved;
+	const void *in;
+	size_t len;
+	const struct knitk_call_opts *opts;
+};
+
+/*
+ * knitk_pool_submit_batch - submit @nr calls; returns how many were
+ * submitted (their handles in @calls[0..n-1]); stops at the first error,
+ * which is returned if nothing was submitted.
+ */
+int knitk_pool_submit_batch(struct knitk_pool *pool,
+			    const struct knitk_submission *subs,
+			    unsigned int nr, struct knitk_call **calls);
+
+/*
+ * knitk_call_wait - wait until @call completes or @deadline_ns (absolute
+ * CLOCK_MONOTONIC, 0 = no wait, KNITK_WAIT_FOREVER); returns the call's
+ * status (knitk_call_status) or -EINPROGRESS when the wait timed out.
+ */
+int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns);
+
+/*
+ * knitk_pool_wait_any - wait until one of @calls completes; returns its
+ * index, or -EINPROGRESS at @deadline_ns.  knitk_pool_wait_all - wait for
+ * every one; 0, or -EINPROGRESS at @deadline_ns.  Calls must belong to
+ * @pool.
+ */
+int knitk_pool_wait_any(struct knitk_pool *pool, struct knitk_call *const *calls,
+			unsigned int nr, uint64_t deadline_ns);
+int knitk_pool_wait_all(struct knitk_pool *pool, struct knitk_call *const *calls,
+			unsigned int nr, uint64_t deadline_ns);
+
+/*
+ * knitk_call_status - the status of a completed call (the task's return
+ * value, or -ETIMEDOUT, -ECANCELED, -EOWNERDEAD, -EMSGSIZE for a result
+ * too big); -EINPROGRESS while running.
+ */
+int knitk_call_status(struct knitk_call *call);
+
+/*
+ * knitk_call_result - the result bytes of a completed call (valid until
+ * release); -EINPROGRESS while running.
+ */
+int knitk_call_result(struct knitk_call *call, const void **data, size_t *len);
+
+/*
+ * knitk_call_abort - ask the call to stop: it completes now with
+ * -ECANCELED, unless it completed already (-EALREADY); the worker skips
+ * it, or the task sees knitk_task_aborted() and may return early.
+ */
+int knitk_call_abort(struct knitk_call *call);
+
+/* knitk_call_release - free the handle (a running call is aborted first). */
+void knitk_call_release(struct knitk_call *call);
+
+/*
+ * knitk_pool_call - submit, wait forever, copy up to @cap result bytes to
+ * @out (*@out_len gets the full result length) and release; returns the
+ * call's status (or a submit error).
+ */
+int knitk_pool_call(struct knitk_pool *pool, uint32_t fn, const void *in,
+		    size_t len, const struct knitk_call_opts *opts,
+		    void *out, size_t cap, size_t *out_len);
+
+/* ------------------------------------------------------------ the task */
+
+/*
+ * knitk_reply_alloc - room for @len result bytes, written in place into the
+ * return lane or arena (the only copy is the host's).  Returns 0;
+ * -EMSGSIZE when @len can never fit.  A later alloc replaces an earlier.
+ * knitk_reply_set - the same, copying @len bytes from @data.
+ */
+int knitk_reply_alloc(struct knitk_reply *out, size_t len, void **buf);
+int knitk_reply_set(struct knitk_reply *out, const void *data, size_t len);
+
+/*
+ * knitk_task_aborted - 1 when the running call was aborted or is past its
+ * deadline (the task should return early), 0 if not, -EINVAL for NULL.
+ */
+int knitk_task_aborted(void *ctx);
+
+/* knitk_task_data - the pool's task_data (threads) or the worker's. */
+void *knitk_task_data(void *ctx);
+
+/*
+ * knitk_worker_main - call first thing in main() of a program that a pool
+ * starts as a process worker (the host itself, by default).  In the host
+ * (no KNITK_WORKER in the environment) it returns 0 at once.  In a worker
+ * it attaches to the inherited knot, joins, runs @table until the pool
+ * stops it and then exits the process; it never returns.  -EINVAL for a
+ * bad @table.
+ */
+int knitk_worker_main(int argc, char **argv,
+		      const struct knitk_task_table *table, void *task_data);
+
+/* --------------------------------------------------------- statistics */
+
+/**
+ * struct knitk_pool_stats - counters of a pool
+ * @submitted: calls submitted.
+ * @completed: calls completed (every code).
+ * @timedout: completed with -ETIMEDOUT.
+ * @canceled: completed with -ECANCELED.
+ * @ownerdead: completed with -EOWNERDEAD.
+ * @stale: results that arrived for calls already completed, dropped.
+ * @deaths: worker deaths seen.
+ * @respawns: workers restarted.
+ */
+struct knitk_pool_stats {
+	uint64_t submitted;
+	uint64_t completed;
+	uint64_t timedout;
+	uint64_t canceled;
+	uint64_t ownerdead;
+	uint64_t stale;
+	uint64_t deaths;
+	uint64_t respawns;
+};
+
+int knitk_pool_stats(struct knitk_pool *pool, struct knitk_pool_stats *stats);
+
+/**
+ * struct knitk_worker_info - one worker of a pool
+ * @pid: process id (process workers), else 0.
+ * @alive: 1 while the worker serves calls.
+ * @inflight: calls it holds now.
+ * @calls: results it has returned.
+ * @db: its doorbell counters: the module's (kmod), or for thread workers
+ *	on the futex backend the library's wake counters of its endpoint
+ *	(waits, wakes, spurious; suppressed counts are the wakers').
+ * @db_valid: 1 when @db was filled.
+ */
+struct knitk_worker_info {
+	int32_t pid;
+	uint32_t alive;
+	uint32_t inflight;
+	uint32_t db_valid;
+	uint64_t calls;
+	struct knitk_doorbell_stats db;
+};
+
+int knitk_pool_worker_info(struct knitk_pool *pool, unsigned int worker,
+			   struct knitk_worker_info *info);
+
+/* knitk_pool_knot - the pool's knot (host endpoint), e.g. for stats. */
+int knitk_pool_knot(struct knitk_pool *pool, struct knitk_knot **knot);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KNITK_POOL_H */

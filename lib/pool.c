@@ -1,0 +1,642 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * The pool: creation, the balancer, submission, shutdown and destruction.
+ *
+ * Submission of one call:
+ *  1. Under pool->lock the balancer picks the live worker with the fewest
+ *     calls in flight (ties rotate) and below POOL_CAP, and the call takes
+ *     a free in-flight entry of that worker: task id = (generation, entry).
+ *  2. Under its submitter slot's lock the thread re-checks that the worker
+ *     is alive and publishes the request into mailbox (slot, worker).
+ *  3. It rings that worker's doorbell, which does nothing unless the worker
+ *     is parked (the doorbell protocol); no other worker is touched.
+ *
+ * Submitter slots: a thread hashes to a slot and takes its mutex (trying
+ * the others first when it is busy).  Only the holder of the slot's mutex
+ * touches its producers, so each request mailbox's pub word and arena
+ * table keep exactly one writer at a time, as the lane protocol requires;
+ * the mutex is host-private and costs one uncontended lock per call.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pool_internal.h"
+
+void pool_free(struct knitk_pool *pool)
+{
+	pthread_mutex_destroy(&pool->lock);
+	pthread_cond_destroy(&pool->cond);
+	free(pool);
+}
+
+static int opts_check(const struct knitk_pool_opts *o,
+		      const struct knitk_task_table *t)
+{
+	unsigned int i;
+
+	if (!t || !t->tasks || !t->nr_tasks || t->nr_tasks >= POOL_FN_STOP)
+		return -EINVAL;
+	for (i = 0; i < t->nr_tasks; i++)
+		if (!t->tasks[i])
+			return -EINVAL;
+	if (o->kind != KNITK_WORKER_THREADS && o->kind != KNITK_WORKER_PROCESSES)
+		return -EINVAL;
+	if (o->flags & ~KNITK_POOL_RESPAWN)
+		return -EINVAL;
+	if (o->nr_workers < 1 || o->nr_workers > KNITK_MAX_WORKERS ||
+	    o->nr_submitters < 1 || o->nr_submitters > KNITK_MAX_SUBMITTERS)
+		return -EINVAL;
+	if ((o->flags & KNITK_POOL_RESPAWN) && o->kind != KNITK_WORKER_PROCESSES)
+		return -EINVAL;
+	return 0;
+}
+
+static void opts_default(struct knitk_pool_opts *o)
+{
+	long cpus;
+
+	if (!o->kind)
+		o->kind = KNITK_WORKER_THREADS;
+	if (!o->nr_workers) {
+		cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		o->nr_workers = cpus < 1 ? 1 : cpus > KNITK_MAX_WORKERS ?
+				KNITK_MAX_WORKERS : (unsigned int)cpus;
+	}
+	if (!o->nr_submitters)
+		o->nr_submitters = POOL_DEF_SUBMITTERS;
+	if (!o->inline_bytes)
+		o->inline_bytes = POOL_DEF_INLINE;
+	if (!o->arena_bytes)
+		o->arena_bytes = POOL_DEF_ARENA;
+	if (!o->spin)
+		o->spin = POOL_DEF_SPIN;
+}
+
+static int pool_start_workers(struct knitk_pool *pool)
+{
+	unsigned int w;
+	int ret = 0;
+
+	if (pool->opts.kind == KNITK_WORKER_PROCESSES) {
+		if (knitk_knot_backend(pool->knot) == KNITK_BACKEND_FUTEX) {
+			ret = monitor_start(pool);
+			if (ret)
+				return ret;
+		}
+		for (w = 0; w < pool->nr_workers; w++) {
+			ret = spawn_worker(pool, w);
+			if (ret)
+				return ret;
+			pool->workers[w].state = WORKER_RUNNING;
+			atomic_store(&pool->workers[w].alive, 1);
+		}
+		return 0;
+	}
+	for (w = 0; w < pool->nr_workers; w++) {
+		struct pool_worker *pw = &pool->workers[w];
+
+		ret = knitk_knot_attach(knitk_knot_fd(pool->knot), 0, &pw->knot);
+		if (ret)
+			return ret;
+		ret = knitk_knot_join(pw->knot, KNITK_ROLE_WORKER, w);
+		if (ret < 0)
+			return ret;
+		ret = pthread_create(&pw->thread, NULL, worker_thread_main, pw);
+		if (ret)
+			return -ret;
+		pw->thread_started = true;
+		pw->state = WORKER_RUNNING;
+		atomic_store(&pw->alive, 1);
+	}
+	return 0;
+}
+
+static int pool_setup(struct knitk_pool *pool)
+{
+	struct knitk_geometry geom = {
+		.nr_workers = pool->nr_workers,
+		.nr_submitters = pool->nr_submitters,
+		.lanes = KNITK_LANES,
+		.inline_bytes = pool->opts.inline_bytes,
+		.abort_bits = pool->nr_workers * KNITK_LANES,
+		.arena_bytes = pool->opts.arena_bytes,
+	};
+	struct knitk_layout layout;
+	unsigned int s, w;
+	void *base;
+	int ret;
+
+	ret = knitk_knot_create(&geom, pool->opts.knot_flags, &pool->knot);
+	if (ret)
+		return ret;
+	ret = knitk_knot_join(pool->knot, KNITK_ROLE_HOST, 0);
+	if (ret < 0)
+		return ret;
+	knitk_knot_control(pool->knot, &pool->ctl);
+	knitk_knot_base(pool->knot, &base);
+	knitk_knot_layout(pool->knot, &layout, NULL);
+	pool->abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
+	pool->max_len = layout.arena_size > geom.inline_bytes ?
+			layout.arena_size : geom.inline_bytes;
+	for (w = 0; w < pool->nr_workers; w++) {
+		pool->workers[w].pool = pool;
+		pool->workers[w].id = w;
+		pool->workers[w].pidfd = -1;
+		ret = knitk_consumer_create(pool->knot,
+			(unsigned int)knitk_knot_return_mailbox(pool->knot, w),
+			&pool->workers[w].ret);
+		if (ret)
+			return ret;
+	}
+	for (s = 0; s < pool->nr_submitters; s++) {
+		pthread_mutex_init(&pool->slots[s].lock, NULL);
+		pool->slots[s].producers = calloc(pool->nr_workers,
+						  sizeof(struct knitk_producer *));
+		if (!pool->slots[s].producers)
+			return -ENOMEM;
+		for (w = 0; w < pool->nr_workers; w++) {
+			ret = knitk_producer_create(pool->knot,
+				(unsigned int)knitk_knot_request_mailbox(pool->knot, s, w),
+				&pool->slots[s].producers[w]);
+			if (ret)
+				return ret;
+		}
+	}
+	pool->death_seq = atomic_load_explicit(A32(&pool->ctl->death_seq),
+					       memory_order_acquire);
+	return 0;
+}
+
+KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
+				   const struct knitk_task_table *table,
+				   struct knitk_pool **poolp)
+{
+	struct knitk_pool *pool;
+	pthread_condattr_t ca;
+	int ret;
+
+	if (!opts || !poolp)
+		return -EINVAL;
+	pool = calloc(1, sizeof(*pool));
+	if (!pool)
+		return -ENOMEM;
+	pool->opts = *opts;
+	opts_default(&pool->opts);
+	ret = opts_check(&pool->opts, table);
+	if (ret) {
+		free(pool);
+		return ret;
+	}
+	pool->table = *table;
+	pool->nr_workers = pool->opts.nr_workers;
+	pool->nr_submitters = pool->opts.nr_submitters;
+	pool->monitor_efd = -1;
+	pthread_mutex_init(&pool->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&pool->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pool->workers = calloc(pool->nr_workers, sizeof(*pool->workers));
+	pool->entries = calloc((size_t)pool->nr_workers * KNITK_LANES,
+			       sizeof(*pool->entries));
+	pool->slots = calloc(pool->nr_submitters, sizeof(*pool->slots));
+	if (!pool->workers || !pool->entries || !pool->slots) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	if (pool->opts.kind == KNITK_WORKER_PROCESSES) {
+		pool->exe = pool->opts.worker_path ? strdup(pool->opts.worker_path) :
+			    realpath("/proc/self/exe", NULL);
+		if (!pool->exe) {
+			ret = -ENOMEM;
+			goto fail;
+		}
+	}
+	ret = pool_setup(pool);
+	if (!ret)
+		ret = pool_start_workers(pool);
+	if (!ret)
+		ret = completer_start(pool);
+	if (ret)
+		goto fail;
+	*poolp = pool;
+	return 0;
+fail:
+	knitk_pool_destroy(pool);
+	return ret;
+}
+
+/* The balancer: least-loaded live worker below the cap, or -1. */
+static int pool_pick_locked(struct knitk_pool *pool,
+			    const struct knitk_call_opts *co)
+{
+	unsigned int i, best_load = UINT_MAX;
+	int best = -1;
+
+	if (co && (co->flags & KNITK_CALL_WORKER)) {
+		struct pool_worker *pw = &pool->workers[co->worker];
+
+		return atomic_load(&pw->alive) && pw->inflight < POOL_CAP ?
+		       (int)co->worker : -1;
+	}
+	for (i = 0; i < pool->nr_workers; i++) {
+		unsigned int w = (pool->cursor + i) % pool->nr_workers;
+		struct pool_worker *pw = &pool->workers[w];
+
+		if (!atomic_load(&pw->alive) || pw->inflight >= POOL_CAP)
+			continue;
+		if (pw->inflight < best_load) {
+			best_load = pw->inflight;
+			best = (int)w;
+			if (!best_load)
+				break;	/* an idle worker: take it */
+		}
+	}
+	if (best >= 0)
+		pool->cursor = ((unsigned int)best + 1) % pool->nr_workers;
+	return best;
+}
+
+/* True while some worker may serve (now or after a respawn). */
+static bool pool_has_workers_locked(struct knitk_pool *pool,
+				    const struct knitk_call_opts *co)
+{
+	unsigned int w;
+
+	if (pool->respawning)
+		return true;
+	if (co && (co->flags & KNITK_CALL_WORKER))
+		return atomic_load(&pool->workers[co->worker].alive);
+	for (w = 0; w < pool->nr_workers; w++)
+		if (atomic_load(&pool->workers[w].alive))
+			return true;
+	return false;
+}
+
+/* Register @call in flight on a worker; returns the worker. */
+static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
+			 const struct knitk_call_opts *co)
+{
+	struct pool_worker *pw;
+	struct pool_entry *e;
+	unsigned int k;
+	int w;
+
+	pthread_mutex_lock(&pool->lock);
+	for (;;) {
+		if (pool->closed) {
+			pthread_mutex_unlock(&pool->lock);
+			return -ESHUTDOWN;
+		}
+		w = pool_pick_locked(pool, co);
+		if (w >= 0)
+			break;
+		if (!pool_has_workers_locked(pool, co)) {
+			pthread_mutex_unlock(&pool->lock);
+			return -EPIPE;
+		}
+		pthread_cond_wait(&pool->cond, &pool->lock);
+	}
+	pw = &pool->workers[w];
+	k = (unsigned int)__builtin_ctzll(~pw->busy);
+	pw->busy |= 1ULL << k;
+	pw->inflight++;
+	call->worker = (unsigned int)w;
+	call->entry = (unsigned int)w * KNITK_LANES + k;
+	e = &pool->entries[call->entry];
+	e->gen++;
+	e->call = call;
+	call->state = CALL_INFLIGHT;
+	call->epoch = atomic_load(&pw->epoch);
+	call->task_id = pool_task_id(call->entry, e->gen);
+	pool->handles++;
+	pool->stats.submitted++;
+	pthread_mutex_unlock(&pool->lock);
+	return w;
+}
+
+/* Take a submitter slot: the thread's own by hash, else any free one. */
+static unsigned int slot_acquire(struct knitk_pool *pool)
+{
+	unsigned int S = pool->nr_submitters, i;
+	unsigned int home = (unsigned int)(((uintptr_t)pthread_self() >> 6) * 2654435761U) % S;
+
+	for (i = 0; i < S; i++) {
+		unsigned int s = (home + i) % S;
+
+		if (!pthread_mutex_trylock(&pool->slots[s].lock))
+			return s;
+	}
+	pthread_mutex_lock(&pool->slots[home].lock);
+	return home;
+}
+
+/*
+ * Publish the request of registered @call.  0 when published (or when the
+ * worker died first: the death handler completes the call), else a
+ * negative errno (the call was not published).
+ */
+static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
+			uint32_t fn, const void *in, size_t len)
+{
+	struct pool_worker *pw = &pool->workers[call->worker];
+	struct knitk_lane_header h = {
+		.function_id = fn,
+		.task_id = call->task_id,
+		.deadline_ns = call->deadline_ns,
+		.abort_id = call->entry + 1,
+	};
+	uint64_t progress;
+	unsigned int s;
+	int ret;
+
+	for (;;) {
+		s = slot_acquire(pool);
+		/*
+		 * seq_cst pairs with the stores in handle_death, which then
+		 * cycles every slot lock: either we see the worker dead (or
+		 * reborn: another epoch) here, or our publish is done before
+		 * the death handler resets the worker's request mailboxes.
+		 * In both cases the death handler completes the call.
+		 */
+		if (!atomic_load_explicit(&pw->alive, memory_order_seq_cst) ||
+		    atomic_load_explicit(&pw->epoch, memory_order_seq_cst) != call->epoch) {
+			pthread_mutex_unlock(&pool->slots[s].lock);
+			return 0;
+		}
+		ret = knitk_producer_send(pool->slots[s].producers[call->worker],
+					  &h, len ? in : NULL, len);
+		pthread_mutex_unlock(&pool->slots[s].lock);
+		if (ret >= 0)
+			break;
+		if (ret != -ENOSPC && ret != -EAGAIN)
+			return ret;
+		/*
+		 * Backpressure: the worker has not yet retired earlier
+		 * requests' arena bytes.  It does so before answering them,
+		 * so wait for the next completion batch (or its death).
+		 */
+		pthread_mutex_lock(&pool->lock);
+		progress = pool->progress;
+		while (progress == pool->progress && atomic_load(&pw->alive))
+			pthread_cond_wait(&pool->cond, &pool->lock);
+		pthread_mutex_unlock(&pool->lock);
+	}
+	/* Ring only the worker we published to; a no-op while it is awake. */
+	knitk_doorbell_ring(pool->knot, 1ULL << call->worker);
+	return 0;
+}
+
+static int submit_check(struct knitk_pool *pool, uint32_t fn, const void *in,
+			size_t len, const struct knitk_call_opts *co)
+{
+	if (!pool || fn >= pool->table.nr_tasks || (len && !in))
+		return -EINVAL;
+	if (co && ((co->flags & ~KNITK_CALL_WORKER) ||
+		   ((co->flags & KNITK_CALL_WORKER) && co->worker >= pool->nr_workers)))
+		return -EINVAL;
+	if (len > pool->max_len)
+		return -EMSGSIZE;
+	return 0;
+}
+
+KNITK_EXPORT int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn,
+				   const void *in, size_t len,
+				   const struct knitk_call_opts *co,
+				   struct knitk_call **callp)
+{
+	struct knitk_call *call;
+	int ret;
+
+	if (!callp)
+		return -EINVAL;
+	ret = submit_check(pool, fn, in, len, co);
+	if (ret)
+		return ret;
+	call = calloc(1, sizeof(*call));
+	if (!call)
+		return -ENOMEM;
+	call->pool = pool;
+	call->refs = 2;		/* the caller's and the entry's */
+	call->deadline_ns = co ? co->deadline_ns : 0;
+	ret = pool_register(pool, call, co);
+	if (ret < 0) {
+		free(call);
+		return ret;
+	}
+	ret = pool_publish(pool, call, fn, in, len);
+	if (ret) {
+		/* Never published: complete it and give the entry back. */
+		pthread_mutex_lock(&pool->lock);
+		call_complete_locked(pool, call, ret, NULL, 0);
+		if (pool->entries[call->entry].call == call)
+			entry_free_locked(pool, call->entry);
+		call_unref_locked(call);
+		pthread_cond_broadcast(&pool->cond);
+		pthread_mutex_unlock(&pool->lock);
+		return ret;
+	}
+	*callp = call;
+	return 0;
+}
+
+KNITK_EXPORT int knitk_pool_submit_batch(struct knitk_pool *pool,
+					 const struct knitk_submission *subs,
+					 unsigned int nr,
+					 struct knitk_call **calls)
+{
+	unsigned int i;
+	int ret;
+
+	if (!pool || !subs || !calls || !nr || nr > INT_MAX)
+		return -EINVAL;
+	for (i = 0; i < nr; i++) {
+		if (subs[i].reserved)
+			ret = -EINVAL;
+		else
+			ret = knitk_pool_submit(pool, subs[i].fn, subs[i].in,
+						subs[i].len, subs[i].opts, &calls[i]);
+		if (ret)
+			return i ? (int)i : ret;
+	}
+	return (int)nr;
+}
+
+/* Send the stop message to every running worker, wait until they stop. */
+static void pool_stop_workers(struct knitk_pool *pool)
+{
+	struct knitk_lane_header h = { .function_id = POOL_FN_STOP };
+	unsigned int w;
+
+	for (w = 0; w < pool->nr_workers; w++) {
+		if (!atomic_load(&pool->workers[w].alive))
+			continue;
+		pthread_mutex_lock(&pool->slots[0].lock);
+		/* POOL_CAP leaves this lane free. */
+		knitk_producer_send(pool->slots[0].producers[w], &h, NULL, 0);
+		pthread_mutex_unlock(&pool->slots[0].lock);
+		knitk_doorbell_ring(pool->knot, 1ULL << w);
+	}
+	pthread_mutex_lock(&pool->lock);
+	while (!pool->completer_done)
+		pthread_cond_wait(&pool->cond, &pool->lock);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+static bool pool_idle_locked(struct knitk_pool *pool)
+{
+	unsigned int w;
+
+	for (w = 0; w < pool->nr_workers; w++)
+		if (pool->workers[w].inflight)
+			return false;
+	return !pool->respawning;
+}
+
+KNITK_EXPORT int knitk_pool_shutdown(struct knitk_pool *pool, unsigned int mode)
+{
+	if (!pool || (mode != KNITK_SHUTDOWN_DRAIN && mode != KNITK_SHUTDOWN_CANCEL))
+		return -EINVAL;
+	pthread_mutex_lock(&pool->lock);
+	if (pool->shut) {
+		pthread_mutex_unlock(&pool->lock);
+		return -EALREADY;
+	}
+	pool->shut = true;
+	pool->closed = true;
+	pthread_cond_broadcast(&pool->cond);	/* blocked submitters: -ESHUTDOWN */
+	if (mode == KNITK_SHUTDOWN_CANCEL)
+		pool_cancel_all_locked(pool);
+	/* Drain: every call completes; cancel: every worker answers. */
+	while (!pool_idle_locked(pool) && !pool->completer_done)
+		pthread_cond_wait(&pool->cond, &pool->lock);
+	pthread_mutex_unlock(&pool->lock);
+	if (pool->completer_started)
+		pool_stop_workers(pool);
+	return 0;
+}
+
+KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
+{
+	unsigned int s, w, i;
+	bool last;
+
+	if (!pool)
+		return;
+	if (pool->completer_started) {
+		knitk_pool_shutdown(pool, KNITK_SHUTDOWN_CANCEL);
+		pthread_join(pool->completer, NULL);
+	}
+	pthread_mutex_lock(&pool->lock);
+	pool->closed = true;
+	pool->completer_done = true;
+	pthread_mutex_unlock(&pool->lock);
+	/*
+	 * Leaving the host role wakes every worker still parked (-EPIPE):
+	 * the ones not stopped because the pool failed to start.  Stopped
+	 * workers have left their loops already.
+	 */
+	for (w = 0; pool->workers && w < pool->nr_workers; w++)
+		knitk_consumer_destroy(pool->workers[w].ret);
+	for (s = 0; pool->slots && s < pool->nr_submitters; s++)
+		for (w = 0; pool->slots[s].producers && w < pool->nr_workers; w++)
+			knitk_producer_destroy(pool->slots[s].producers[w]);
+	/* The monitor uses the host endpoint: stop it first. */
+	monitor_stop(pool);
+	knitk_knot_destroy(pool->knot);
+	pool->knot = NULL;
+	for (w = 0; pool->workers && w < pool->nr_workers; w++) {
+		struct pool_worker *pw = &pool->workers[w];
+
+		if (pw->thread_started)
+			pthread_join(pw->thread, NULL);
+		knitk_knot_destroy(pw->knot);
+	}
+	for (w = 0; pool->workers && w < pool->nr_workers; w++)
+		if (pool->workers[w].pid > 0)
+			waitpid(pool->workers[w].pid, NULL, 0);
+	for (w = 0; pool->workers && w < pool->nr_workers; w++)
+		if (pool->workers[w].pidfd >= 0)
+			close(pool->workers[w].pidfd);
+	if (pool->monitor_efd >= 0)
+		close(pool->monitor_efd);
+	for (s = 0; pool->slots && s < pool->nr_submitters; s++) {
+		free(pool->slots[s].producers);
+		pthread_mutex_destroy(&pool->slots[s].lock);
+	}
+	free(pool->slots);
+	free(pool->exe);
+	pthread_mutex_lock(&pool->lock);
+	for (i = 0; pool->entries && i < pool->nr_workers * KNITK_LANES; i++)
+		if (pool->entries[i].call) {
+			call_complete_locked(pool, pool->entries[i].call,
+					     -ECANCELED, NULL, 0);
+			call_unref_locked(pool->entries[i].call);
+			pool->entries[i].call = NULL;
+		}
+	free(pool->entries);
+	free(pool->workers);
+	pool->entries = NULL;
+	pool->workers = NULL;
+	pool->destroyed = true;
+	last = !pool->handles;
+	pthread_mutex_unlock(&pool->lock);
+	if (last)
+		pool_free(pool);
+}
+
+KNITK_EXPORT int knitk_pool_stats(struct knitk_pool *pool,
+				  struct knitk_pool_stats *stats)
+{
+	if (!pool || !stats)
+		return -EINVAL;
+	pthread_mutex_lock(&pool->lock);
+	*stats = pool->stats;
+	pthread_mutex_unlock(&pool->lock);
+	return 0;
+}
+
+KNITK_EXPORT int knitk_pool_worker_info(struct knitk_pool *pool,
+					unsigned int worker,
+					struct knitk_worker_info *info)
+{
+	struct pool_worker *pw;
+	struct knitk_wake_stats ws;
+
+	if (!pool || !info || worker >= pool->nr_workers)
+		return -EINVAL;
+	memset(info, 0, sizeof(*info));
+	pw = &pool->workers[worker];
+	pthread_mutex_lock(&pool->lock);
+	info->pid = pw->pid;
+	info->alive = (uint32_t)atomic_load(&pw->alive);
+	info->inflight = pw->inflight;
+	info->calls = pw->calls;
+	pthread_mutex_unlock(&pool->lock);
+	if (knitk_knot_doorbell_stats(pool->knot, worker, &info->db) == 0) {
+		info->db_valid = 1;
+	} else if (pw->knot && knitk_knot_wake_stats(pw->knot, &ws) == 0) {
+		info->db.waits = ws.waits;
+		info->db.wakes = ws.wakes;
+		info->db.spurious = ws.spurious;
+		info->db.timeouts = ws.timeouts;
+		info->db.mismatches = ws.mismatches;
+		info->db.interrupts = ws.interrupts;
+		info->db_valid = 1;
+	}
+	return 0;
+}
+
+KNITK_EXPORT int knitk_pool_knot(struct knitk_pool *pool,
+				 struct knitk_knot **knot)
+{
+	if (!pool || !knot)
+		return -EINVAL;
+	*knot = pool->knot;
+	return 0;
+}

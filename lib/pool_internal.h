@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later OR MIT */
+/*
+ * libknitk pool internals: the pool, its workers, in-flight entries and
+ * call handles.  Not installed.
+ *
+ * Locks: pool->lock guards every call handle's state, the in-flight entry
+ * table and the workers' counters; pool->cond is broadcast on every change
+ * of those.  A submitter slot's lock guards that slot's producers.  No
+ * thread ever holds pool->lock while taking a slot lock, or the reverse.
+ */
+#ifndef KNITK_POOL_INTERNAL_H
+#define KNITK_POOL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "internal.h"
+#include "knitk_pool.h"
+
+/*
+ * In-flight calls per worker.  Every in-flight call of worker w holds at
+ * most one lane of a request mailbox (s, w) and, later, one lane of w's
+ * return mailbox, and an entry is freed only after its result lane was
+ * acknowledged: so a submitter and a worker always find a free lane, and
+ * the one lane above the cap carries the stop message.
+ */
+#define POOL_CAP		(KNITK_LANES - 1)
+/* function_id of the stop message and of its reply. */
+#define POOL_FN_STOP		0xffffffffU
+/* Default geometry and spin budget. */
+#define POOL_DEF_SUBMITTERS	4
+#define POOL_DEF_INLINE		192
+#define POOL_DEF_ARENA		(64 * 1024)
+#define POOL_DEF_SPIN		256
+/* The environment variable that makes a process a worker. */
+#define POOL_ENV		"KNITK_WORKER"
+
+enum call_state {
+	CALL_INFLIGHT = 1,
+	CALL_DONE,
+};
+
+struct knitk_call {
+	struct knitk_pool *pool;
+	enum call_state state;
+	int status;
+	int refs;			/* the user's and the in-flight entry's */
+	unsigned int worker;
+	unsigned int entry;		/* index in pool->entries */
+	uint32_t epoch;			/* the worker's incarnation */
+	uint64_t task_id;
+	uint64_t deadline_ns;
+	size_t len;
+	void *data;			/* result bytes: small[] or malloc */
+	unsigned char small[64];
+};
+
+/* One in-flight slot: index w * KNITK_LANES + k, abort bit of the same. */
+struct pool_entry {
+	struct knitk_call *call;	/* holds a reference */
+	uint32_t gen;
+};
+
+enum worker_state {
+	WORKER_NONE = 0,		/* not started, or gone */
+	WORKER_RUNNING,			/* joined, serving */
+	WORKER_STOPPED,			/* acknowledged the stop message */
+	WORKER_DEAD,			/* died, not respawned */
+};
+
+struct pool_worker {
+	struct knitk_pool *pool;
+	unsigned int id;
+	enum worker_state state;	/* pool->lock */
+	/*
+	 * Dispatchable: cleared (seq_cst) by the death handler before it
+	 * cycles every slot lock; a submitter re-reads it under its slot
+	 * lock before publishing (see pool_publish).
+	 */
+	_Atomic int alive;
+	/* Incarnation: bumped with the same store discipline at each death. */
+	_Atomic uint32_t epoch;
+	unsigned int inflight;		/* pool->lock */
+	uint64_t busy;			/* entries in use, pool->lock */
+	uint64_t calls;			/* results returned, pool->lock */
+	/* Thread workers. */
+	pthread_t thread;
+	bool thread_started;
+	struct knitk_knot *knot;	/* the worker's endpoint */
+	/* Process workers. */
+	pid_t pid;
+	int pidfd;			/* owned by the monitor once started */
+	uint32_t join_gen;		/* control generation after join */
+	/* The completer's consumer of the worker's return mailbox. */
+	struct knitk_consumer *ret;
+};
+
+struct pool_slot {
+	pthread_mutex_t lock;
+	struct knitk_producer **producers;	/* per worker */
+};
+
+struct knitk_pool {
+	struct knitk_pool_opts opts;
+	struct knitk_task_table table;
+	struct knitk_knot *knot;	/* host endpoint */
+	const struct knitk_control *ctl;
+	_Atomic uint64_t *abort_words;
+	unsigned int nr_workers;
+	unsigned int nr_submitters;
+	uint64_t max_len;		/* largest argument/result */
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct pool_worker *workers;
+	struct pool_entry *entries;
+	struct pool_slot *slots;
+	unsigned int cursor;		/* balancer tie-break */
+	unsigned int respawning;	/* workers being restarted */
+	uint64_t progress;		/* bumped per completion batch */
+	bool closed;			/* no more submits */
+	bool shut;			/* knitk_pool_shutdown ran */
+	bool completer_done;
+	bool destroyed;			/* freed by the last handle */
+	unsigned long handles;		/* live call handles */
+	struct knitk_pool_stats stats;
+
+	pthread_t completer;
+	bool completer_started;
+	uint32_t death_seq;		/* completer: last death_seq handled */
+
+	/* Process workers. */
+	char *exe;
+	pthread_t monitor;
+	bool monitor_started;
+	int monitor_efd;
+	bool monitor_stop;		/* pool->lock */
+};
+
+static inline uint64_t pool_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t pool_task_id(unsigned int entry, uint32_t gen)
+{
+	return (uint64_t)gen << 32 | entry;
+}
+
+/* call.c */
+void call_complete_locked(struct knitk_pool *pool, struct knitk_call *call,
+			  int status, void *data, size_t len);
+void call_unref_locked(struct knitk_call *call);
+void entry_free_locked(struct knitk_pool *pool, unsigned int idx);
+
+void pool_cancel_all_locked(struct knitk_pool *pool);
+
+/* pool.c */
+void pool_free(struct knitk_pool *pool);
+
+/* complete.c */
+int completer_start(struct knitk_pool *pool);
+void completer_drain_worker(struct knitk_pool *pool, unsigned int w);
+
+/* worker.c */
+struct worker_args {
+	struct knitk_knot *knot;
+	const struct knitk_task_table *table;
+	void *task_data;
+	unsigned int worker;
+	unsigned int spin;
+};
+int worker_run(const struct worker_args *args);
+void *worker_thread_main(void *arg);
+
+/* spawn.c */
+int spawn_worker(struct knitk_pool *pool, unsigned int w);
+int monitor_start(struct knitk_pool *pool);
+void monitor_poke(struct knitk_pool *pool);
+void monitor_stop(struct knitk_pool *pool);
+
+#endif /* KNITK_POOL_INTERNAL_H */

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * Process workers: starting them, and seeing them die on the futex backend.
+ *
+ * A worker process is started with posix_spawn (never fork in a threaded
+ * host): [prefix argv...] worker_path [worker argv...], with POOL_ENV set
+ * to "fd,worker,spin".  The knot fd crosses by inheritance: it is O_CLOEXEC
+ * in the host, and a dup2 onto itself in the spawn's file actions clears
+ * the flag in the child only, so no other child inherits it.  The child
+ * calls knitk_worker_main(), attaches with KNITK_ATTACH_TAKE_FD and joins.
+ * spawn_worker() returns once the role shows the new join (a one-time
+ * handshake: it polls the child's pidfd with a short timeout so a child
+ * that exits before joining is an error, not a hang).
+ *
+ * Deaths: with the module, the kernel marks a released endpoint dead and
+ * rings the host.  On the futex backend the monitor thread polls every
+ * worker's pidfd and calls knitk_knot_mark_dead(), which does the same.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pool_internal.h"
+
+extern char **environ;
+
+static int pidfd_open_(pid_t pid)
+{
+	long fd = syscall(SYS_pidfd_open, pid, 0);
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+static unsigned int argv_count(char *const *argv)
+{
+	unsigned int n = 0;
+
+	while (argv && argv[n])
+		n++;
+	return n;
+}
+
+/* environ without POOL_ENV, plus @var; NULL on ENOMEM. */
+static char **worker_env(char *var)
+{
+	size_t n = 0, i, j = 0, plen = strlen(POOL_ENV);
+	char **env;
+
+	while (environ && environ[n])
+		n++;
+	env = calloc(n + 2, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if (strncmp(environ[i], POOL_ENV "=", plen + 1))
+			env[j++] = environ[i];
+	env[j++] = var;
+	env[j] = NULL;
+	return env;
+}
+
+/* Wait for the child to join role @w (generation past @gen). */
+static int spawn_wait_join(struct knitk_pool *pool, unsigned int w,
+			   uint32_t gen, int pidfd)
+{
+	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+
+	for (;;) {
+		/* Acquire pairs with the join's update of the control page. */
+		uint64_t live = atomic_load_explicit(A64(&pool->ctl->live),
+						     memory_order_acquire);
+		uint32_t g = atomic_load_explicit(A32(&pool->ctl->generation[w]),
+						  memory_order_acquire);
+
+		if ((live & (1ULL << w)) && g != gen)
+			return 0;
+		if (poll(&pfd, 1, 2) > 0)
+			return -ECHILD;
+	}
+}
+
+int spawn_worker(struct knitk_pool *pool, unsigned int w)
+{
+	struct pool_worker *pw = &pool->workers[w];
+	unsigned int np = argv_count(pool->opts.prefix_argv);
+	unsigned int na = argv_count(pool->opts.worker_argv);
+	posix_spawn_file_actions_t fa;
+	int fd = knitk_knot_fd(pool->knot);
+	char var[64], **argv, **env;
+	unsigned int i, n = 0;
+	uint32_t gen;
+	pid_t pid;
+	int ret, pidfd;
+
+	snprintf(var, sizeof(var), POOL_ENV "=%d,%u,%u", fd, w, pool->opts.spin);
+	argv = calloc(np + na + 2, sizeof(*argv));
+	env = worker_env(var);
+	if (!argv || !env) {
+		free(argv);
+		free(env);
+		return -ENOMEM;
+	}
+	for (i = 0; i < np; i++)
+		argv[n++] = pool->opts.prefix_argv[i];
+	argv[n++] = pool->exe;
+	for (i = 0; i < na; i++)
+		argv[n++] = pool->opts.worker_argv[i];
+	argv[n] = NULL;
+
+	gen = atomic_load_explicit(A32(&pool->ctl->generation[w]),
+				   memory_order_acquire);
+	ret = posix_spawn_file_actions_init(&fa);
+	if (!ret) {
+		/* dup2 onto itself clears FD_CLOEXEC, in the child only. */
+		ret = posix_spawn_file_actions_adddup2(&fa, fd, fd);
+		if (!ret)
+			ret = posix_spawnp(&pid, argv[0], &fa, NULL, argv, env);
+		posix_spawn_file_actions_destroy(&fa);
+	}
+	free(argv);
+	free(env);
+	if (ret)
+		return -ret;
+	pidfd = pidfd_open_(pid);
+	if (pidfd < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return pidfd;
+	}
+	ret = spawn_wait_join(pool, w, gen, pidfd);
+	if (ret) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		close(pidfd);
+		return ret;
+	}
+	pthread_mutex_lock(&pool->lock);
+	pw->pid = pid;
+	pw->pidfd = pidfd;
+	pw->join_gen = atomic_load_explicit(A32(&pool->ctl->generation[w]),
+					    memory_order_acquire);
+	pthread_mutex_unlock(&pool->lock);
+	monitor_poke(pool);
+	return 0;
+}
+
+/* ------------------------------------------------ futex: death monitor */
+
+void monitor_poke(struct knitk_pool *pool)
+{
+	uint64_t one = 1;
+
+	if (pool->monitor_efd >= 0 && write(pool->monitor_efd, &one, sizeof(one)) < 0) {
+		/* The counter cannot overflow in practice; nothing to do. */
+	}
+}
+
+static void *monitor_main(void *arg)
+{
+	struct knitk_pool *pool = arg;
+	struct pollfd pfd[KNITK_MAX_WORKERS + 1];
+	unsigned int who[KNITK_MAX_WORKERS + 1];
+
+	for (;;) {
+		unsigned int n = 1, i, w;
+		uint64_t v;
+
+		pfd[0].fd = pool->monitor_efd;
+		pfd[0].events = POLLIN;
+		pthread_mutex_lock(&pool->lock);
+		if (pool->monitor_stop) {
+			pthread_mutex_unlock(&pool->lock);
+			break;
+		}
+		for (w = 0; w < pool->nr_workers; w++) {
+			if (pool->workers[w].pidfd < 0)
+				continue;
+			pfd[n].fd = pool->workers[w].pidfd;
+			pfd[n].events = POLLIN;
+			who[n++] = w;
+		}
+		pthread_mutex_unlock(&pool->lock);
+		if (poll(pfd, n, -1) < 0)
+			continue;
+		if (pfd[0].revents & POLLIN) {
+			if (read(pool->monitor_efd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: someone else drained it. */
+			}
+		}
+		for (i = 1; i < n; i++) {
+			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			w = who[i];
+			/*
+			 * We own the pidfds of started workers: only we close
+			 * them, so pfd[i].fd is still this worker's.
+			 */
+			pthread_mutex_lock(&pool->lock);
+			pool->workers[w].pidfd = -1;
+			pthread_mutex_unlock(&pool->lock);
+			close(pfd[i].fd);
+			/* -ENOENT: it had left its role already (clean stop). */
+			knitk_knot_mark_dead(pool->knot, w);
+		}
+	}
+	return NULL;
+}
+
+int monitor_start(struct knitk_pool *pool)
+{
+	int ret;
+
+	pool->monitor_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (pool->monitor_efd < 0)
+		return -errno;
+	ret = pthread_create(&pool->monitor, NULL, monitor_main, pool);
+	if (ret)
+		return -ret;
+	pool->monitor_started = true;
+	return 0;
+}
+
+void monitor_stop(struct knitk_pool *pool)
+{
+	if (!pool->monitor_started)
+		return;
+	pthread_mutex_lock(&pool->lock);
+	pool->monitor_stop = true;
+	pthread_mutex_unlock(&pool->lock);
+	monitor_poke(pool);
+	pthread_join(pool->monitor, NULL);
+	pool->monitor_started = false;
+}

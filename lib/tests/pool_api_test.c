@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Every pool API function rejects bad arguments with the documented errno.
+ */
+#include <stdio.h>
+
+#include "knitk.h"
+#include "pool_tasks.h"
+#include "tap.h"
+
+static void create_args(void)
+{
+	struct knitk_pool_opts o = { 0 };
+	const knitk_task_fn holes[2] = { task_echo, NULL };
+	struct knitk_task_table empty = { test_task_fns, 0 };
+	struct knitk_task_table holey = { holes, 2 };
+	struct knitk_pool *pool = NULL;
+
+	CHECK_EQ(knitk_pool_create(NULL, &test_tasks, &pool), -EINVAL);
+	CHECK_EQ(knitk_pool_create(&o, &test_tasks, NULL), -EINVAL);
+	CHECK_EQ(knitk_pool_create(&o, NULL, &pool), -EINVAL);
+	CHECK_EQ(knitk_pool_create(&o, &empty, &pool), -EINVAL);
+	CHECK_EQ(knitk_pool_create(&o, &holey, &pool), -EINVAL);
+	o.kind = 7;
+	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
+	o = (struct knitk_pool_opts){ .nr_workers = KNITK_MAX_WORKERS + 1 };
+	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
+	o = (struct knitk_pool_opts){ .nr_submitters = KNITK_MAX_SUBMITTERS + 1 };
+	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
+	o = (struct knitk_pool_opts){ .flags = 1U << 30 };
+	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
+	/* Respawn is for processes only. */
+	o = (struct knitk_pool_opts){ .flags = KNITK_POOL_RESPAWN };
+	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
+	/* A geometry the knot refuses. */
+	o = (struct knitk_pool_opts){ .inline_bytes = 100 };
+	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
+	o = (struct knitk_pool_opts){ .arena_bytes = 1000 };
+	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
+	CHECK(pool == NULL);
+}
+
+static void call_args(void)
+{
+	struct knitk_pool_opts o = { .nr_workers = 2, .arena_bytes = 4096 };
+	struct knitk_call_opts co = { 0 };
+	struct knitk_call *c = NULL, *c2, *calls[1];
+	struct knitk_submission sub = { .fn = T_ECHO };
+	struct knitk_pool_stats st;
+	struct knitk_worker_info wi;
+	struct knitk_knot *knot;
+	struct knitk_pool *pool;
+	static char big[8192];
+	const void *data;
+	size_t len;
+	void *buf;
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	CHECK_EQ(knitk_pool_submit(NULL, T_ECHO, "x", 1, NULL, &c), -EINVAL);
+	CHECK_EQ(knitk_pool_submit(pool, T_ECHO, "x", 1, NULL, NULL), -EINVAL);
+	CHECK_EQ(knitk_pool_submit(pool, T_NR, "x", 1, NULL, &c), -EINVAL);
+	CHECK_EQ(knitk_pool_submit(pool, T_ECHO, NULL, 1, NULL, &c), -EINVAL);
+	CHECK_EQ(knitk_pool_submit(pool, T_ECHO, big, sizeof(big), NULL, &c), -EMSGSIZE);
+	co.flags = 1U << 9;
+	CHECK_EQ(knitk_pool_submit(pool, T_ECHO, "x", 1, &co, &c), -EINVAL);
+	co.flags = KNITK_CALL_WORKER;
+	co.worker = 2;
+	CHECK_EQ(knitk_pool_submit(pool, T_ECHO, "x", 1, &co, &c), -EINVAL);
+
+	CHECK_EQ(knitk_pool_submit_batch(NULL, &sub, 1, calls), -EINVAL);
+	CHECK_EQ(knitk_pool_submit_batch(pool, NULL, 1, calls), -EINVAL);
+	CHECK_EQ(knitk_pool_submit_batch(pool, &sub, 0, calls), -EINVAL);
+	CHECK_EQ(knitk_pool_submit_batch(pool, &sub, 1, NULL), -EINVAL);
+	sub.reserved = 1;
+	CHECK_EQ(knitk_pool_submit_batch(pool, &sub, 1, calls), -EINVAL);
+
+	CHECK_EQ(knitk_call_wait(NULL, 0), -EINVAL);
+	CHECK_EQ(knitk_call_status(NULL), -EINVAL);
+	CHECK_EQ(knitk_call_abort(NULL), -EINVAL);
+	CHECK_EQ(knitk_pool_call(NULL, T_ECHO, "x", 1, NULL, NULL, 0, NULL), -EINVAL);
+	CHECK_EQ(knitk_pool_call(pool, T_ECHO, "x", 1, NULL, NULL, 4, NULL), -EINVAL);
+	CHECK_EQ(knitk_pool_stats(NULL, &st), -EINVAL);
+	CHECK_EQ(knitk_pool_stats(pool, NULL), -EINVAL);
+	CHECK_EQ(knitk_pool_worker_info(pool, 2, &wi), -EINVAL);
+	CHECK_EQ(knitk_pool_worker_info(pool, 0, NULL), -EINVAL);
+	CHECK_EQ(knitk_pool_worker_info(NULL, 0, &wi), -EINVAL);
+	CHECK_EQ(knitk_pool_knot(NULL, &knot), -EINVAL);
+	CHECK_EQ(knitk_pool_knot(pool, NULL), -EINVAL);
+	CHECK_EQ(knitk_pool_shutdown(NULL, KNITK_SHUTDOWN_DRAIN), -EINVAL);
+	CHECK_EQ(knitk_pool_shutdown(pool, 0), -EINVAL);
+	CHECK_EQ(knitk_reply_alloc(NULL, 1, &buf), -EINVAL);
+	CHECK_EQ(knitk_reply_set(NULL, "x", 1), -EINVAL);
+	CHECK_EQ(knitk_task_aborted(NULL), -EINVAL);
+	CHECK(knitk_task_data(NULL) == NULL);
+	CHECK_EQ(knitk_worker_main(0, NULL, NULL, NULL), -EINVAL);
+	/* In the host, not a worker. */
+	CHECK_EQ(knitk_worker_main(0, NULL, &test_tasks, NULL), 0);
+
+	/* A real call for the handle functions. */
+	REQUIRE(knitk_pool_submit(pool, T_ECHO, "abc", 3, NULL, &c) == 0);
+	CHECK_EQ(knitk_pool_wait_any(NULL, &c, 1, KNITK_WAIT_FOREVER), -EINVAL);
+	CHECK_EQ(knitk_pool_wait_any(pool, NULL, 1, KNITK_WAIT_FOREVER), -EINVAL);
+	CHECK_EQ(knitk_pool_wait_any(pool, &c, 0, KNITK_WAIT_FOREVER), -EINVAL);
+	calls[0] = NULL;
+	CHECK_EQ(knitk_pool_wait_all(pool, calls, 1, KNITK_WAIT_FOREVER), -EINVAL);
+	CHECK_EQ(knitk_pool_wait_any(pool, &c, 1, KNITK_WAIT_FOREVER), 0);
+	CHECK_EQ(knitk_call_result(c, NULL, &len), -EINVAL);
+	CHECK_EQ(knitk_call_result(c, &data, NULL), -EINVAL);
+	CHECK_EQ(knitk_call_result(c, &data, &len), 0);
+	CHECK_EQ(len, 3);
+	CHECK(!memcmp(data, "abc", 3));
+	CHECK_EQ(knitk_call_abort(c), -EALREADY);
+	/* A handle of another pool. */
+	{
+		struct knitk_pool *other;
+
+		REQUIRE(knitk_pool_create(&o, &test_tasks, &other) == 0);
+		CHECK_EQ(knitk_pool_wait_any(other, &c, 1, KNITK_WAIT_FOREVER), -EINVAL);
+		knitk_pool_destroy(other);
+	}
+	knitk_call_release(c);
+	knitk_call_release(NULL);
+
+	/* After shutdown: -ESHUTDOWN, then -EALREADY. */
+	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
+	CHECK_EQ(knitk_pool_submit(pool, T_ECHO, "x", 1, NULL, &c2), -ESHUTDOWN);
+	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_CANCEL), -EALREADY);
+	knitk_pool_destroy(pool);
+	knitk_pool_destroy(NULL);
+}
+
+/* A handle outlives its pool; the pool's memory goes with the last one. */
+static void handle_outlives_pool(void)
+{
+	struct knitk_pool_opts o = { .nr_workers = 1 };
+	struct knitk_pool *pool;
+	struct knitk_call *c;
+	const void *data;
+	size_t len;
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	REQUIRE(knitk_pool_submit(pool, T_ECHO, "hello", 5, NULL, &c) == 0);
+	CHECK_EQ(knitk_call_wait(c, KNITK_WAIT_FOREVER), 0);
+	knitk_pool_destroy(pool);
+	CHECK_EQ(knitk_call_status(c), 0);
+	CHECK_EQ(knitk_call_result(c, &data, &len), 0);
+	CHECK_EQ(len, 5);
+	knitk_call_release(c);
+}
+
+int main(int argc, char **argv)
+{
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+		return 2;
+	TEST(create_args);
+	TEST(call_args);
+	TEST(handle_outlives_pool);
+	return tap_exit();
+}

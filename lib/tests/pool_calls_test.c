@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Many calls from 4 submitting threads to 2 thread workers and to 2
+ * process workers: every result is checked, every call completes exactly
+ * once, and the throughput is printed.  argv[1]: number of calls.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "knitk.h"
+#include "pool_tasks.h"
+#include "tap.h"
+
+#define SUBMITTERS	4
+#define WINDOW		32
+
+static unsigned long nr_calls = 1000000;
+
+struct sub {
+	struct knitk_pool *pool;
+	unsigned int id;
+	unsigned long n;
+	unsigned long ok, bad;
+};
+
+/* One checked window of async calls; every 64th is a big echo. */
+static void *submitter(void *arg)
+{
+	struct sub *s = arg;
+	struct knitk_call *calls[WINDOW];
+	uint64_t x[WINDOW], seed = s->id * 7919 + 1;
+	unsigned char big[1000];
+	unsigned long done = 0;
+	unsigned int i, n;
+
+	while (done < s->n) {
+		n = s->n - done < WINDOW ? (unsigned int)(s->n - done) : WINDOW;
+		for (i = 0; i < n; i++) {
+			bool is_big = ((done + i) % 64) == 63;
+			int ret;
+
+			x[i] = tap_rand(&seed);
+			if (is_big) {
+				memset(big, (int)(x[i] & 0xff), sizeof(big));
+				ret = knitk_pool_submit(s->pool, T_ECHO, big, sizeof(big),
+							NULL, &calls[i]);
+			} else {
+				ret = knitk_pool_submit(s->pool, T_MIX, &x[i], sizeof(x[i]),
+							NULL, &calls[i]);
+			}
+			if (ret) {
+				printf("# submit: %d\n", ret);
+				s->bad++;
+				return NULL;
+			}
+		}
+		if (knitk_pool_wait_all(s->pool, calls, n, KNITK_WAIT_FOREVER)) {
+			s->bad++;
+			return NULL;
+		}
+		for (i = 0; i < n; i++) {
+			bool is_big = ((done + i) % 64) == 63;
+			const void *data;
+			size_t len;
+			uint64_t y;
+			bool good;
+
+			good = knitk_call_status(calls[i]) == 0 &&
+			       knitk_call_result(calls[i], &data, &len) == 0;
+			if (good && is_big) {
+				memset(big, (int)(x[i] & 0xff), sizeof(big));
+				good = len == sizeof(big) && !memcmp(data, big, len);
+			} else if (good) {
+				good = len == 8;
+				if (good) {
+					memcpy(&y, data, 8);
+					good = y == mix64(x[i]);
+				}
+			}
+			if (good)
+				s->ok++;
+			else
+				s->bad++;
+			knitk_call_release(calls[i]);
+		}
+		done += n;
+	}
+	return NULL;
+}
+
+static void run_calls(unsigned int kind, const char *name)
+{
+	struct knitk_pool_opts o = { .kind = kind, .nr_workers = 2,
+				     .nr_submitters = SUBMITTERS };
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	pthread_t th[SUBMITTERS];
+	struct sub s[SUBMITTERS];
+	unsigned long ok = 0, bad = 0;
+	uint64_t t0, t1;
+	unsigned int i;
+	int ret;
+
+	ret = knitk_pool_create(&o, &test_tasks, &pool);
+	CHECK_EQ(ret, 0);
+	if (ret)
+		return;
+	t0 = tap_now_ns();
+	for (i = 0; i < SUBMITTERS; i++) {
+		s[i] = (struct sub){ pool, i, nr_calls / SUBMITTERS +
+				     (i < nr_calls % SUBMITTERS), 0, 0 };
+		pthread_create(&th[i], NULL, submitter, &s[i]);
+	}
+	for (i = 0; i < SUBMITTERS; i++) {
+		pthread_join(th[i], NULL);
+		ok += s[i].ok;
+		bad += s[i].bad;
+	}
+	t1 = tap_now_ns();
+	CHECK_EQ(ok, nr_calls);
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(knitk_pool_stats(pool, &st), 0);
+	CHECK_EQ(st.submitted, nr_calls);
+	CHECK_EQ(st.completed, nr_calls);
+	CHECK_EQ(st.stale, 0);
+	CHECK_EQ(st.ownerdead + st.timedout + st.canceled, 0);
+	printf("# %s: %lu calls from %d threads to 2 workers in %.3f s: %.0f calls/s\n",
+	       name, nr_calls, SUBMITTERS, (t1 - t0) / 1e9,
+	       nr_calls / ((t1 - t0) / 1e9));
+	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
+	knitk_pool_destroy(pool);
+}
+
+static void calls_threads(void)
+{
+	run_calls(KNITK_WORKER_THREADS, "thread workers");
+}
+
+static void calls_processes(void)
+{
+	run_calls(KNITK_WORKER_PROCESSES, "process workers");
+}
+
+/* Synchronous calls, inline and arena sized results, errors. */
+static void sync_calls(void)
+{
+	struct knitk_pool_opts o = { .nr_workers = 2 };
+	struct knitk_pool *pool;
+	unsigned char out[8192];
+	unsigned char arg[5] = { 0 };
+	uint32_t n = 5000;
+	int32_t e = EDOM;
+	size_t len = 0;
+	uint64_t x = 42, y;
+	unsigned int i;
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	CHECK_EQ(knitk_pool_call(pool, T_MIX, &x, sizeof(x), NULL, &y, sizeof(y), &len), 0);
+	CHECK_EQ(len, 8);
+	CHECK(y == mix64(42));
+	memcpy(arg, &n, 4);
+	arg[4] = 7;
+	CHECK_EQ(knitk_pool_call(pool, T_FILL, arg, sizeof(arg), NULL, out, sizeof(out), &len), 5000);
+	CHECK_EQ(len, 5000);
+	for (i = 0; i < 5000; i++)
+		if (out[i] != (unsigned char)(7 + i))
+			break;
+	CHECK_EQ(i, 5000);
+	CHECK_EQ(knitk_pool_call(pool, T_FAIL, &e, sizeof(e), NULL, NULL, 0, NULL), -EDOM);
+	/* Zero-length argument and result. */
+	CHECK_EQ(knitk_pool_call(pool, T_ECHO, NULL, 0, NULL, NULL, 0, &len), 0);
+	CHECK_EQ(len, 0);
+	knitk_pool_destroy(pool);
+}
+
+int main(int argc, char **argv)
+{
+	int ret = knitk_worker_main(argc, argv, &test_tasks, NULL);
+
+	if (ret)
+		return 2;
+	if (argc > 1)
+		nr_calls = strtoul(argv[1], NULL, 0);
+	TEST(sync_calls);
+	TEST(calls_threads);
+	TEST(calls_processes);
+	return tap_exit();
+}

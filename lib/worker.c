@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * The worker loop, shared by thread and process workers, and the task's
+ * side of a call (reply, abort flag, task data).
+ *
+ * Worker w consumes its request mailboxes (s, w) for every submitter slot s
+ * and produces into its return mailbox.  Per request lane: decode, run the
+ * task (or skip it when its deadline passed or its abort bit is set), then
+ * acknowledge the request lane *before* publishing the result, so that by
+ * the time the host sees a result the request's arena bytes are free again
+ * (the submitter's backpressure wait in pool.c relies on it).  The result
+ * carries the task id it answers; the host matches it.
+ *
+ * With nothing pending the worker polls for opts.spin rounds, then parks
+ * on its doorbell with no timeout: the doorbell protocol (doorbell.c) makes
+ * an infinite park safe.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pool_internal.h"
+
+struct knitk_reply {
+	struct knitk_producer *producer;
+	unsigned int lane;
+	uint64_t max;
+};
+
+struct task_ctx {
+	const _Atomic uint64_t *abort_word;	/* NULL: no abort bit */
+	uint64_t abort_mask;
+	uint64_t deadline_ns;
+	void *data;
+};
+
+KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
+				   void **buf)
+{
+	int ret;
+
+	if (!out || !buf)
+		return -EINVAL;
+	if (len > out->max)
+		return -EMSGSIZE;
+	/*
+	 * -ENOSPC: the host has not yet taken earlier results out of our
+	 * arena.  Its completer is awake (we rang it when we published
+	 * them) and frees them shortly; yield until it has.  Only results
+	 * bigger than the inline bytes ever wait here.
+	 */
+	while ((ret = knitk_lane_reserve(out->producer, out->lane, len, buf)) == -ENOSPC)
+		sched_yield();
+	return ret;
+}
+
+KNITK_EXPORT int knitk_reply_set(struct knitk_reply *out, const void *data,
+				 size_t len)
+{
+	void *buf;
+	int ret;
+
+	if (!out || (len && !data))
+		return -EINVAL;
+	ret = knitk_reply_alloc(out, len, &buf);
+	if (ret)
+		return ret;
+	if (len)
+		memcpy(buf, data, len);
+	return 0;
+}
+
+KNITK_EXPORT int knitk_task_aborted(void *ctx)
+{
+	const struct task_ctx *t = ctx;
+
+	if (!t)
+		return -EINVAL;
+	/*
+	 * Acquire pairs with the host's fetch_or in knitk_call_abort (the
+	 * flag is advisory: the host completes the call on its own).
+	 */
+	if (t->abort_word &&
+	    (atomic_load_explicit(t->abort_word, memory_order_acquire) & t->abort_mask))
+		return 1;
+	if (t->deadline_ns && pool_now_ns() >= t->deadline_ns)
+		return 1;
+	return 0;
+}
+
+KNITK_EXPORT void *knitk_task_data(void *ctx)
+{
+	return ctx ? ((struct task_ctx *)ctx)->data : NULL;
+}
+
+struct worker_loop {
+	const struct worker_args *a;
+	struct knitk_knot *knot;
+	unsigned int nr_submitters;
+	struct knitk_consumer **req;
+	struct knitk_producer *ret;
+	_Atomic uint64_t *abort_words;
+	uint32_t abort_bits;
+	uint64_t max;
+};
+
+/* A free return lane: there always is one (POOL_CAP), but be safe. */
+static unsigned int worker_claim_return(struct worker_loop *l)
+{
+	int lane;
+
+	while ((lane = knitk_lane_claim(l->ret)) < 0)
+		sched_yield();
+	return (unsigned int)lane;
+}
+
+/* Run (or skip) the call of one decoded request; fills the return lane. */
+static int worker_exec(struct worker_loop *l, const struct knitk_msg *msg,
+		       int decode_err, unsigned int rlane)
+{
+	const struct knitk_lane_header *h = &msg->header;
+	struct knitk_reply reply = { l->ret, rlane, l->max };
+	struct task_ctx ctx = { 0 };
+	uint32_t abit;
+
+	if (decode_err)
+		return decode_err;
+	if (h->function_id >= l->a->table->nr_tasks)
+		return -ENOSYS;
+	ctx.deadline_ns = h->deadline_ns;
+	ctx.data = l->a->task_data;
+	if (h->abort_id && h->abort_id <= l->abort_bits) {
+		abit = h->abort_id - 1;
+		ctx.abort_word = &l->abort_words[abit / 64];
+		ctx.abort_mask = 1ULL << (abit % 64);
+	}
+	/* Skip calls that expired or were aborted while queued. */
+	if (h->deadline_ns && pool_now_ns() >= h->deadline_ns)
+		return -ETIMEDOUT;
+	if (ctx.abort_word &&
+	    (atomic_load_explicit(ctx.abort_word, memory_order_acquire) & ctx.abort_mask))
+		return -ECANCELED;
+	return l->a->table->tasks[h->function_id](msg->data, msg->len, &reply, &ctx);
+}
+
+/* Handle one request lane; returns 1 when it was the stop message. */
+static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
+			 unsigned int lane)
+{
+	struct knitk_lane_header *rh;
+	struct knitk_msg msg;
+	unsigned int rlane;
+	int err, status, stop;
+
+	err = knitk_lane_decode(c, lane, &msg);
+	stop = !err && msg.header.function_id == POOL_FN_STOP;
+	rlane = worker_claim_return(l);
+	status = stop ? 0 : worker_exec(l, &msg, err, rlane);
+	/* The request's bytes are read: retire it before answering. */
+	knitk_lane_ack(c, 1ULL << lane);
+	knitk_lane_header(l->ret, rlane, &rh);
+	rh->function_id = msg.header.function_id;
+	rh->task_id = msg.header.task_id;
+	rh->user = (uint32_t)status;
+	if (status < 0)
+		rh->flags |= KNITK_LANE_F_ERROR;
+	knitk_lane_publish(l->ret, rlane);
+	knitk_producer_notify(l->ret);
+	return stop;
+}
+
+int worker_run(const struct worker_args *a)
+{
+	struct knitk_layout layout;
+	struct knitk_geometry geom;
+	struct worker_loop l = { .a = a, .knot = a->knot };
+	unsigned int s, spins = 0;
+	void *base;
+	int ret, done = 0;
+
+	knitk_knot_layout(a->knot, &layout, &geom);
+	knitk_knot_base(a->knot, &base);
+	l.nr_submitters = geom.nr_submitters;
+	l.abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
+	l.abort_bits = geom.abort_bits;
+	l.max = layout.arena_size > geom.inline_bytes ? layout.arena_size :
+							 geom.inline_bytes;
+	l.req = calloc(geom.nr_submitters, sizeof(*l.req));
+	if (!l.req)
+		return -ENOMEM;
+	ret = knitk_producer_create(a->knot,
+		(unsigned int)knitk_knot_return_mailbox(a->knot, a->worker), &l.ret);
+	for (s = 0; !ret && s < geom.nr_submitters; s++)
+		ret = knitk_consumer_create(a->knot,
+			(unsigned int)knitk_knot_request_mailbox(a->knot, s, a->worker),
+			&l.req[s]);
+	while (!ret && !done) {
+		bool any = false;
+
+		for (s = 0; s < l.nr_submitters && !done; s++) {
+			uint64_t pending;
+			int lane;
+
+			if (knitk_lane_scan(l.req[s], &pending) <= 0)
+				continue;
+			any = true;
+			while (!done && (lane = knitk_lane_next(l.req[s], &pending)) >= 0)
+				done = worker_handle(&l, l.req[s], (unsigned int)lane);
+		}
+		if (done || any) {
+			spins = 0;
+			continue;
+		}
+		if (spins < a->spin) {
+			spins++;
+			continue;
+		}
+		spins = 0;
+		/* Lost-wakeup free; -EPIPE: the host is gone, stop. */
+		if (knitk_doorbell_park(a->knot, KNITK_WAIT_FOREVER) == -EPIPE)
+			break;
+	}
+	for (s = 0; s < geom.nr_submitters; s++)
+		knitk_consumer_destroy(l.req[s]);
+	knitk_producer_destroy(l.ret);
+	free(l.req);
+	return ret;
+}
+
+void *worker_thread_main(void *arg)
+{
+	struct pool_worker *pw = arg;
+	struct knitk_pool *pool = pw->pool;
+	struct worker_args a = {
+		.knot = pw->knot,
+		.table = &pool->table,
+		.task_data = pool->opts.task_data,
+		.worker = pw->id,
+		.spin = pool->opts.spin,
+	};
+
+	worker_run(&a);
+	return NULL;
+}
+
+/*
+ * A process worker: POOL_ENV is "fd,worker,spin", set by spawn_worker().
+ * The knot fd came by inheritance; attaching with KNITK_ATTACH_TAKE_FD
+ * closes it, so our own endpoint is the only one this process holds and
+ * our exit is seen as our death.
+ */
+KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
+				   const struct knitk_task_table *table,
+				   void *task_data)
+{
+	struct worker_args a = { .table = table, .task_data = task_data };
+	const char *env = getenv(POOL_ENV);
+	int fd, ret;
+	char *end;
+	long v[3];
+	int i;
+
+	(void)argc;
+	(void)argv;
+	if (!table || !table->tasks || !table->nr_tasks)
+		return -EINVAL;
+	if (!env)
+		return 0;
+	for (i = 0; i < 3; i++) {
+		v[i] = strtol(env, &end, 10);
+		if (end == env || v[i] < 0 || (*end != (i < 2 ? ',' : '\0')))
+			exit(127);
+		env = end + 1;
+	}
+	fd = (int)v[0];
+	a.worker = (unsigned int)v[1];
+	a.spin = (unsigned int)v[2];
+	/* Our own children must not become workers. */
+	unsetenv(POOL_ENV);
+	ret = knitk_knot_attach(fd, KNITK_ATTACH_TAKE_FD, &a.knot);
+	if (ret)
+		exit(126);
+	ret = knitk_knot_join(a.knot, KNITK_ROLE_WORKER, a.worker);
+	if (ret < 0) {
+		knitk_knot_destroy(a.knot);
+		exit(125);
+	}
+	ret = worker_run(&a);
+	knitk_knot_destroy(a.knot);
+	exit(ret ? 1 : 0);
+}
