@@ -19,6 +19,7 @@
 struct dentry;
 struct file;
 struct page;
+struct poll_table_struct;
 struct vm_area_struct;
 
 /* Every doorbell a role can own: workers 0..KNITK_MAX_WORKERS-1 and host. */
@@ -101,6 +102,8 @@ void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d);
 int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u64 *woken);
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 			u64 deadline_ns);
+__poll_t knitk_doorbell_poll(struct knitk_knot *knot, unsigned int d,
+			     struct file *file, struct poll_table_struct *pt);
 void knitk_doorbell_stats(struct knitk_knot *knot, unsigned int d,
 			  struct knitk_doorbell_stats *st);
 

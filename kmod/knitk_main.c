@@ -24,6 +24,10 @@
  *   ioctl(fd, KNITK_IOC_NOTIFY, &n)       ring doorbells; only a sleeping
  *                                         owner with pending work is woken
  *   ioctl(fd, KNITK_IOC_STATS, &s)        a doorbell's counters
+ *   poll(fd)                              the own doorbell (the host's when
+ *                                         not joined): POLLIN while work is
+ *                                         pending, POLLPRI while a role is
+ *                                         dead, POLLHUP when the host died
  *   close(fd)                             a joined role is marked dead in
  *                                         the control page and its peers
  *                                         woken; the last endpoint frees
@@ -43,6 +47,7 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/mutex.h>
+#include <linux/poll.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -309,6 +314,19 @@ static long knitk_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	}
 }
 
+static __poll_t knitk_poll(struct file *file, struct poll_table_struct *pt)
+{
+	struct knitk_endpoint *ep = file->private_data;
+	struct knitk_knot *knot = knitk_endpoint_knot(ep);
+	int slot = READ_ONCE(ep->slot);
+
+	if (!knot)
+		return EPOLLERR;
+	if (slot == KNITK_NO_SLOT)
+		slot = KNITK_DOORBELL_HOST;
+	return knitk_doorbell_poll(knot, slot, file, pt);
+}
+
 static int knitk_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	struct knitk_endpoint *ep = file->private_data;
@@ -355,6 +373,7 @@ static const struct file_operations knitk_fops = {
 	.unlocked_ioctl	= knitk_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,
 	.mmap		= knitk_mmap,
+	.poll		= knitk_poll,
 	.llseek		= no_llseek,
 };
 
