@@ -95,6 +95,7 @@ struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 	struct knitk_knot *knot;
 	unsigned long i;
 	char name[32];
+	int err = -ENOMEM;
 
 	BUILD_BUG_ON(PAGE_SIZE != KNITK_PAGE_BYTES);
 	BUILD_BUG_ON(sizeof(struct knitk_control) > KNITK_PAGE_BYTES);
@@ -119,8 +120,11 @@ struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 		knot->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 		if (!knot->pages[i])
 			goto err_pages;
-		if (fatal_signal_pending(current))
+		/* A large knot takes a while: let a killed creator go. */
+		if (fatal_signal_pending(current)) {
+			err = -EINTR;
 			goto err_pages;
+		}
 		cond_resched();
 	}
 	knot->base = vmap(knot->pages, knot->nr_pages, VM_MAP, PAGE_KERNEL);
@@ -145,7 +149,7 @@ err_pages:
 	knitk_knot_free_pages(knot);
 err_knot:
 	kfree(knot);
-	return ERR_PTR(-ENOMEM);
+	return ERR_PTR(err);
 }
 
 void knitk_knot_get(struct knitk_knot *knot)
