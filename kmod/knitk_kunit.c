@@ -383,16 +383,19 @@ static void knitk_notify_steal_pending(struct kunit *test)
 	knitk_test_line(&k, 1, 2)->ack = 0x1;
 	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 0));
 	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 2));
-	/* Acks toggled by several workers combine by XOR. */
+	/* Acks toggled by several workers combine by XOR: 3 ^ 5 ^ 0 = 6. */
 	knitk_test_sector(&k, 1)->pub = 0x7;
 	knitk_test_line(&k, 1, 0)->ack = 0x3;
 	knitk_test_line(&k, 1, 1)->ack = 0x5;
+	knitk_test_line(&k, 1, 2)->ack = 0x0;
+	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, 1));
+	/* 3 ^ 5 ^ 1 = 7: every lane acknowledged by someone. */
+	knitk_test_line(&k, 1, 2)->ack = 0x1;
+	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 1));
+	/* An OR of the acks (7) would hide lane 1 pending here: 3 ^ 5 ^ 3. */
+	knitk_test_line(&k, 1, 2)->ack = 0x3;
 	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, 1));
 	knitk_test_line(&k, 1, 2)->ack = 0x1;
-	knitk_test_line(&k, 1, 1)->ack = 0x5;
-	knitk_test_line(&k, 1, 0)->ack = 0x3;
-	knitk_test_sector(&k, 1)->pub = 0x3 ^ 0x5 ^ 0x1;
-	KUNIT_EXPECT_FALSE(test, knitk_test_pending(&k, 1));
 	/* Mailbox 0's steal lines are separate from mailbox 1's. */
 	knitk_test_line(&k, 0, 1)->ack = 0x8;
 	KUNIT_EXPECT_TRUE(test, knitk_test_pending(&k, 0));

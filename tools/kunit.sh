@@ -67,7 +67,11 @@ rm -f "$json"
 	--kunitconfig=drivers/misc/knitk/.kunitconfig \
 	--build_dir="$build" --jobs=2 --json="$json") >"$log" 2>&1
 rc=$?
-sed 's/^/# /' "$log" | grep -v '^# \[.*\] *\(Building\|Configuring\|Starting\|Populating\|Generating\|Regenerating\)' | tail -n 60
+grep -E 'Testing complete|Elapsed time' "$log" | sed 's/^/# /'
+if [ "$rc" -ne 0 ]; then
+	echo "# kunit.py exited with $rc; the end of $log:"
+	tail -n 40 "$log" | sed 's/^/#   /'
+fi
 
 # kunit.py's JSON: suites are groups of the top group; a case with
 # parameters is a group of its own, its parameters the leaves.
