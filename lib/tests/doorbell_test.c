@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Doorbells (futex backend): park re-checks, suppressed rings (owner awake,
+ * nothing pending), wakes of a parked thread with no timeout, the host's
+ * wait over all of its return mailboxes, deadlines, and peer death.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <knitk.h>
+
+#include "tap.h"
+
+struct fx {
+	struct knitk_knot *host, *worker[3];
+	unsigned int nr;
+};
+
+static int fx_init(struct fx *f, unsigned int workers)
+{
+	struct knitk_geometry g = {
+		.nr_workers = workers, .nr_submitters = 1, .lanes = KNITK_LANES,
+		.inline_bytes = 64,
+	};
+	unsigned int i;
+
+	memset(f, 0, sizeof(*f));
+	f->nr = workers;
+	if (knitk_knot_create(&g, KNITK_KNOT_FUTEX, &f->host) ||
+	    knitk_knot_join(f->host, KNITK_ROLE_HOST, 0) < 1)
+		return -1;
+	for (i = 0; i < workers; i++)
+		if (knitk_knot_attach(knitk_knot_fd(f->host), 0, &f->worker[i]) ||
+		    knitk_knot_join(f->worker[i], KNITK_ROLE_WORKER, i) < 1)
+			return -1;
+	return 0;
+}
+
+static void fx_fini(struct fx *f)
+{
+	unsigned int i;
+
+	for (i = 0; i < f->nr; i++)
+		knitk_knot_destroy(f->worker[i]);
+	knitk_knot_destroy(f->host);
+}
+
+static const struct knitk_doorbell *doorbell_of(struct knitk_knot *k,
+						unsigned int d)
+{
+	struct knitk_layout l;
+	void *base;
+
+	knitk_knot_layout(k, &l, NULL);
+	knitk_knot_base(k, &base);
+	return (const struct knitk_doorbell *)((char *)base + l.doorbell_off +
+					       d * l.doorbell_stride);
+}
+
+static void wait_until_sleeping(struct knitk_knot *k, unsigned int d)
+{
+	const struct knitk_doorbell *db = doorbell_of(k, d);
+
+	while (!atomic_load((_Atomic uint32_t *)&db->sleeping))
+		sched_yield();
+}
+
+static int send_value(struct knitk_knot *k, unsigned int mailbox, uint64_t v)
+{
+	struct knitk_lane_header h = { .value = v };
+	struct knitk_producer *p;
+	int ret;
+
+	ret = knitk_producer_create(k, mailbox, &p);
+	if (ret)
+		return ret;
+	ret = knitk_producer_send(p, &h, NULL, 0);
+	if (ret >= 0)
+		ret = knitk_producer_notify(p);
+	knitk_producer_destroy(p);
+	return ret;
+}
+
+static void park_returns_when_pending(void)
+{
+	struct knitk_wake_stats st;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 1) == 0);
+	CHECK_EQ(send_value(f.host, 0, 1), 0);		/* worker awake */
+	CHECK_EQ(knitk_doorbell_park(f.worker[0], KNITK_WAIT_FOREVER), 0);
+	knitk_knot_wake_stats(f.worker[0], &st);
+	CHECK_EQ(st.waits, 0);
+	knitk_knot_wake_stats(f.host, &st);
+	CHECK_EQ(st.suppressed_awake, 1);
+	CHECK_EQ(st.sent, 0);
+	CHECK_EQ(doorbell_of(f.host, 0)->sleeping, 0);
+	fx_fini(&f);
+}
+
+static void ring_suppressed_when_idle(void)
+{
+	struct knitk_wake_stats st;
+	uint32_t seq;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 1) == 0);
+	REQUIRE(knitk_doorbell_prepare(f.worker[0], &seq) == 0);
+	CHECK(doorbell_of(f.host, 0)->sleeping != 0);
+	CHECK_EQ(knitk_doorbell_ring(f.host, 1), 0);	/* nothing pending */
+	knitk_knot_wake_stats(f.host, &st);
+	CHECK_EQ(st.suppressed_idle, 1);
+	CHECK_EQ(doorbell_of(f.host, 0)->seq, seq);
+	CHECK_EQ(knitk_doorbell_cancel(f.worker[0]), 0);
+	CHECK_EQ(doorbell_of(f.host, 0)->sleeping, 0);
+	fx_fini(&f);
+}
+
+static void *park_forever(void *arg)
+{
+	return (void *)(intptr_t)knitk_doorbell_park(arg, KNITK_WAIT_FOREVER);
+}
+
+static void ring_wakes_parked_worker(void)
+{
+	struct knitk_wake_stats st;
+	pthread_t th;
+	void *ret;
+	struct fx f;
+	int i;
+
+	struct knitk_consumer *c;
+
+	REQUIRE(fx_init(&f, 1) == 0);
+	REQUIRE(knitk_consumer_create(f.worker[0], 0, &c) == 0);
+	for (i = 0; i < 50; i++) {
+		uint64_t pend;
+
+		REQUIRE(pthread_create(&th, NULL, park_forever, f.worker[0]) == 0);
+		wait_until_sleeping(f.host, 0);
+		/* the flag is set, but the thread may still be re-checking */
+		CHECK(send_value(f.host, 0, (uint64_t)i) >= 0);
+		pthread_join(th, &ret);
+		CHECK_EQ((intptr_t)ret, 0);
+		CHECK_EQ(knitk_lane_scan(c, &pend), 1);
+		CHECK_EQ(knitk_lane_ack(c, pend), 0);
+	}
+	knitk_consumer_destroy(c);
+	knitk_knot_wake_stats(f.worker[0], &st);
+	printf("# worker: waits %llu wakes %llu spurious %llu\n",
+	       (unsigned long long)st.waits, (unsigned long long)st.wakes,
+	       (unsigned long long)st.spurious);
+	CHECK_EQ(st.spurious, 0);
+	CHECK_EQ(st.waits, st.wakes);
+	knitk_knot_wake_stats(f.host, &st);
+	CHECK_EQ(st.sent + st.suppressed_awake + st.suppressed_idle, 50);
+	CHECK_EQ(st.suppressed_idle, 0);
+	fx_fini(&f);
+}
+
+/* Rule 5: one host wait covers every return mailbox. */
+static void host_waits_on_all_return_mailboxes(void)
+{
+	struct knitk_wake_stats st;
+	pthread_t th;
+	void *ret;
+	struct fx f;
+	unsigned int w;
+
+	REQUIRE(fx_init(&f, 3) == 0);
+	for (w = 0; w < 3; w++) {
+		struct knitk_consumer *c;
+		uint64_t pend;
+		int m = knitk_knot_return_mailbox(f.worker[w], w);
+
+		REQUIRE(m >= 0);
+		REQUIRE(pthread_create(&th, NULL, park_forever, f.host) == 0);
+		wait_until_sleeping(f.worker[w], KNITK_DOORBELL_HOST);
+		CHECK(send_value(f.worker[w], (unsigned int)m, w) >= 0);
+		pthread_join(th, &ret);
+		CHECK_EQ((intptr_t)ret, 0);
+		CHECK_EQ(knitk_mailbox_pending(f.host, (unsigned int)m, &pend), 1);
+		/* the others stay empty */
+		REQUIRE(knitk_consumer_create(f.host, (unsigned int)m, &c) == 0);
+		CHECK_EQ(knitk_lane_scan(c, &pend), 1);
+		CHECK_EQ(knitk_lane_ack(c, pend), 0);
+		knitk_consumer_destroy(c);
+	}
+	knitk_knot_wake_stats(f.host, &st);
+	CHECK_EQ(st.spurious, 0);
+	fx_fini(&f);
+}
+
+static void deadline_times_out(void)
+{
+	struct knitk_wake_stats st;
+	uint64_t t0 = tap_now_ns();
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 1) == 0);
+	CHECK_EQ(knitk_doorbell_park(f.worker[0], t0 + 20000000), -ETIMEDOUT);
+	CHECK(tap_now_ns() >= t0 + 20000000);
+	knitk_knot_wake_stats(f.worker[0], &st);
+	CHECK_EQ(st.timeouts, 1);
+	CHECK_EQ(knitk_doorbell_park(f.worker[0], 1), -ETIMEDOUT);	/* past */
+	fx_fini(&f);
+}
+
+static void host_death_gives_epipe(void)
+{
+	struct knitk_geometry g = {
+		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
+	};
+	struct knitk_knot *host, *worker;
+	pthread_t th;
+	void *ret;
+
+	REQUIRE(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &host) == 0);
+	REQUIRE(knitk_knot_join(host, KNITK_ROLE_HOST, 0) == 1);
+	REQUIRE(knitk_knot_attach(knitk_knot_fd(host), 0, &worker) == 0);
+	REQUIRE(knitk_knot_join(worker, KNITK_ROLE_WORKER, 0) == 1);
+	REQUIRE(pthread_create(&th, NULL, park_forever, worker) == 0);
+	wait_until_sleeping(worker, 0);
+	knitk_knot_destroy(host);		/* leaving marks the host dead */
+	pthread_join(th, &ret);
+	CHECK_EQ((intptr_t)ret, -EPIPE);
+	CHECK_EQ(knitk_doorbell_park(worker, KNITK_WAIT_FOREVER), -EPIPE);
+	knitk_knot_destroy(worker);
+}
+
+static void worker_death_wakes_host(void)
+{
+	const struct knitk_control *ctl;
+	struct knitk_wake_stats st;
+	pthread_t th;
+	void *ret;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 2) == 0);
+	knitk_knot_control(f.host, &ctl);
+	REQUIRE(pthread_create(&th, NULL, park_forever, f.host) == 0);
+	wait_until_sleeping(f.host, KNITK_DOORBELL_HOST);
+	CHECK_EQ(knitk_knot_mark_dead(f.host, 1), 0);	/* the pool's hook */
+	pthread_join(th, &ret);
+	CHECK_EQ((intptr_t)ret, 0);
+	CHECK_EQ(ctl->dead, 2);
+	CHECK_EQ(ctl->live, 1ULL << 63 | 1);
+	CHECK_EQ(ctl->death_seq, 1);
+	CHECK_EQ(knitk_knot_mark_dead(f.host, 1), -ENOENT);
+	knitk_knot_wake_stats(f.host, &st);
+	CHECK_EQ(st.spurious, 0);
+	CHECK_EQ(st.wakes, 1);
+	fx_fini(&f);
+}
+
+static void bad_arguments(void)
+{
+	struct knitk_geometry g = {
+		.nr_workers = 2, .nr_submitters = 1, .lanes = KNITK_LANES,
+	};
+	struct knitk_doorbell_stats ds;
+	struct knitk_knot *k;
+	uint32_t seq;
+
+	REQUIRE(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+	CHECK_EQ(knitk_doorbell_park(k, KNITK_WAIT_FOREVER), -ENOTCONN);
+	CHECK_EQ(knitk_doorbell_prepare(k, &seq), -ENOTCONN);
+	CHECK_EQ(knitk_doorbell_ring(k, 1ULL << 2), -EINVAL);
+	CHECK_EQ(knitk_doorbell_ring(k, 1ULL << 62), -EINVAL);
+	CHECK_EQ(knitk_doorbell_ring(k, 3ULL | 1ULL << 63), 0);
+	CHECK_EQ(knitk_knot_doorbell_stats(k, 0, &ds), -EOPNOTSUPP);
+	CHECK_EQ(knitk_doorbell_ring(NULL, 1), -EINVAL);
+	knitk_knot_destroy(k);
+}
+
+int main(void)
+{
+	TEST(park_returns_when_pending);
+	TEST(ring_suppressed_when_idle);
+	TEST(ring_wakes_parked_worker);
+	TEST(host_waits_on_all_return_mailboxes);
+	TEST(deadline_times_out);
+	TEST(host_death_gives_epipe);
+	TEST(worker_death_wakes_host);
+	TEST(bad_arguments);
+	return tap_exit();
+}
