@@ -27,7 +27,8 @@ if [ "$rc" -eq 0 ] && ! grep -qE 'warning:|error:' "$tmp/build.log"; then
 	echo "ok - kmod: build W=1"
 else
 	echo "not ok - kmod: build W=1 (make exit $rc)"
-	{ grep -E 'warning:|error:' "$tmp/build.log"; tail -n 20 "$tmp/build.log"; } | indent
+	{ grep -E 'warning:|error:' "$tmp/build.log" ||
+	  tail -n 20 "$tmp/build.log"; } | indent
 	failed=1
 fi
 
@@ -41,7 +42,8 @@ if [ "$rc" -eq 0 ] && grep -q '^  CHECK ' "$tmp/sparse.log" &&
 else
 	echo "not ok - kmod: sparse (make exit $rc)"
 	{ grep -E 'warning:|error:' "$tmp/sparse.log" ||
-	  echo "sparse did not run:"; tail -n 20 "$tmp/sparse.log"; } | indent
+	  { echo "sparse did not run:"; tail -n 20 "$tmp/sparse.log"; }; } |
+		indent
 	failed=1
 fi
 
