@@ -254,6 +254,11 @@ void pool_cancel_all_locked(struct knitk_pool *pool)
 			call_abort_locked(pool->entries[i].call);
 }
 
+KNITK_EXPORT int knitk_call_worker(struct knitk_call *call)
+{
+	return call ? (int)call->worker : -EINVAL;
+}
+
 KNITK_EXPORT void knitk_call_release(struct knitk_call *call)
 {
 	struct knitk_pool *pool;

@@ -207,6 +207,12 @@ int knitk_call_result(struct knitk_call *call, const void **data, size_t *len);
  */
 int knitk_call_abort(struct knitk_call *call);
 
+/*
+ * knitk_call_worker - the worker the call was dispatched to (the one whose
+ * death completes it with -EOWNERDEAD).
+ */
+int knitk_call_worker(struct knitk_call *call);
+
 /* knitk_call_release - free the handle (a running call is aborted first). */
 void knitk_call_release(struct knitk_call *call);
 
