@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Knots and endpoints: backend choice (automatic, flags, KNITK_BACKEND),
+ * create/attach/join/destroy, the control page kept by the futex backend,
+ * and a process worker that attaches with the inherited fd.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <knitk.h>
+
+#include "tap.h"
+
+static const struct knitk_geometry geom2 = {
+	.nr_workers = 2, .nr_submitters = 1, .lanes = KNITK_LANES,
+	.inline_bytes = 64, .arena_bytes = 8192,
+};
+
+static int have_device(void)
+{
+	return access("/dev/knitk", F_OK) == 0;
+}
+
+static void backend_choice(void)
+{
+	struct knitk_knot *k;
+
+	unsetenv("KNITK_BACKEND");
+	REQUIRE(knitk_knot_create(&geom2, 0, &k) == 0);
+	CHECK_EQ(knitk_knot_backend(k), have_device() ? KNITK_BACKEND_KMOD :
+							  KNITK_BACKEND_FUTEX);
+	knitk_knot_destroy(k);
+	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_FUTEX, &k) == 0);
+	CHECK_EQ(knitk_knot_backend(k), KNITK_BACKEND_FUTEX);
+	knitk_knot_destroy(k);
+	setenv("KNITK_BACKEND", "futex", 1);
+	REQUIRE(knitk_knot_create(&geom2, 0, &k) == 0);
+	CHECK_EQ(knitk_knot_backend(k), KNITK_BACKEND_FUTEX);
+	knitk_knot_destroy(k);
+	setenv("KNITK_BACKEND", "bogus", 1);
+	CHECK_EQ(knitk_knot_create(&geom2, 0, &k), -EINVAL);
+	CHECK_EQ(knitk_knot_create(&geom2, KNITK_KNOT_KMOD | KNITK_KNOT_FUTEX, &k),
+		 -EINVAL);
+	CHECK_EQ(knitk_knot_create(&geom2, 1U << 5, &k), -EINVAL);
+	setenv("KNITK_BACKEND", "futex", 1);
+	if (have_device())
+		SKIP("/dev/knitk exists: forcing kmod cannot fail here");
+	setenv("KNITK_BACKEND", "kmod", 1);
+	CHECK_EQ(knitk_knot_create(&geom2, 0, &k), -ENODEV);
+	CHECK_EQ(knitk_knot_create(&geom2, KNITK_KNOT_KMOD, &k), -ENODEV);
+	setenv("KNITK_BACKEND", "futex", 1);
+}
+
+static void invalid_geometry(void)
+{
+	struct knitk_geometry g = geom2;
+	struct knitk_knot *k;
+
+	g.lanes = 32;
+	CHECK_EQ(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &k), -EINVAL);
+	g = geom2;
+	g.reserved[1] = 1;
+	CHECK_EQ(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &k), -EINVAL);
+	CHECK_EQ(knitk_knot_create(NULL, KNITK_KNOT_FUTEX, &k), -EINVAL);
+}
+
+static void control_page_and_layout(void)
+{
+	const struct knitk_control *ctl;
+	struct knitk_layout l, expect;
+	struct knitk_geometry g;
+	struct knitk_knot *k;
+	int fd;
+
+	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_FUTEX, &k) == 0);
+	REQUIRE(knitk_knot_layout(k, &l, &g) == 0);
+	REQUIRE(knitk_layout_compute(&geom2, &expect) == 0);
+	CHECK(!memcmp(&l, &expect, sizeof(l)));
+	CHECK(!memcmp(&g, &geom2, sizeof(g)));
+	REQUIRE(knitk_knot_control(k, &ctl) == 0);
+	CHECK_EQ(ctl->magic, KNITK_MAGIC);
+	CHECK_EQ(ctl->api, KNITK_API);
+	CHECK(!memcmp(&ctl->layout, &l, sizeof(l)));
+	CHECK_EQ(ctl->live, 0);
+	fd = knitk_knot_fd(k);
+	CHECK(fd >= 0);
+	CHECK(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	CHECK_EQ(lseek(fd, 0, SEEK_END), (long long)l.size);
+	CHECK_EQ(knitk_knot_role_slot(k), -ENOTCONN);
+	CHECK_EQ(knitk_knot_request_mailbox(k, 0, 1), 1);
+	CHECK_EQ(knitk_knot_request_mailbox(k, 1, 0), -EINVAL);
+	CHECK_EQ(knitk_knot_return_mailbox(k, 1), 3);
+	CHECK_EQ(knitk_knot_return_mailbox(k, 2), -EINVAL);
+	knitk_knot_destroy(k);
+}
+
+static void join_roles(void)
+{
+	const struct knitk_control *ctl;
+	struct knitk_knot *h, *w0, *w0b;
+
+	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_FUTEX, &h) == 0);
+	knitk_knot_control(h, &ctl);
+	CHECK_EQ(knitk_knot_join(h, KNITK_ROLE_HOST, 1), -EINVAL);
+	CHECK_EQ(knitk_knot_join(h, 7, 0), -EINVAL);
+	CHECK_EQ(knitk_knot_join(h, KNITK_ROLE_HOST, 0), 1);
+	CHECK_EQ(knitk_knot_join(h, KNITK_ROLE_HOST, 0), -EALREADY);
+	CHECK_EQ(knitk_knot_role_slot(h), KNITK_DOORBELL_HOST);
+	REQUIRE(knitk_knot_attach(knitk_knot_fd(h), 0, &w0) == 0);
+	CHECK_EQ(knitk_knot_join(w0, KNITK_ROLE_HOST, 0), -EBUSY);
+	CHECK_EQ(knitk_knot_join(w0, KNITK_ROLE_WORKER, 2), -EINVAL);
+	CHECK_EQ(knitk_knot_join(w0, KNITK_ROLE_WORKER, 0), 1);
+	CHECK_EQ(ctl->live, 1ULL << 63 | 1);
+	CHECK_EQ(ctl->generation[0], 1);
+	knitk_knot_destroy(w0);			/* leaving = death of the role */
+	CHECK_EQ(ctl->live, 1ULL << 63);
+	CHECK_EQ(ctl->dead, 1);
+	CHECK_EQ(ctl->death_seq, 1);
+	REQUIRE(knitk_knot_attach(knitk_knot_fd(h), 0, &w0b) == 0);
+	CHECK_EQ(knitk_knot_join(w0b, KNITK_ROLE_WORKER, 0), 2);
+	CHECK_EQ(ctl->dead, 0);
+	CHECK_EQ(ctl->generation[0], 2);
+	knitk_knot_destroy(w0b);
+	knitk_knot_destroy(h);
+}
+
+static void attach_rejects_other_fds(void)
+{
+	struct knitk_knot *k;
+	int p[2], fd;
+
+	CHECK_EQ(knitk_knot_attach(-1, 0, &k), -EINVAL);
+	REQUIRE(pipe(p) == 0);
+	CHECK_EQ(knitk_knot_attach(p[0], 0, &k), -EINVAL);
+	close(p[0]);
+	close(p[1]);
+	fd = memfd_create("not-a-knot", MFD_CLOEXEC);
+	REQUIRE(fd >= 0);
+	REQUIRE(ftruncate(fd, 1 << 16) == 0);
+	CHECK_EQ(knitk_knot_attach(fd, 0, &k), -EINVAL);
+	CHECK_EQ(knitk_knot_attach(fd, 1U << 4, &k), -EINVAL);
+	close(fd);
+}
+
+/*
+ * A process worker: the child attaches with the inherited fd (taking it),
+ * joins, answers on its return mailbox and leaves; the host parks (no
+ * timeout) until the answer, then until the death notice.
+ */
+static void process_worker_by_fd(void)
+{
+	const struct knitk_control *ctl;
+	struct knitk_consumer *c;
+	struct knitk_knot *h;
+	struct knitk_msg m;
+	uint64_t pend;
+	int fd, status, ret;
+	pid_t pid;
+
+	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_FUTEX, &h) == 0);
+	REQUIRE(knitk_knot_join(h, KNITK_ROLE_HOST, 0) == 1);
+	REQUIRE(knitk_consumer_create(h, 3, &c) == 0);
+	knitk_knot_control(h, &ctl);
+	fd = fcntl(knitk_knot_fd(h), F_DUPFD, 0);	/* no CLOEXEC: inherit */
+	REQUIRE(fd >= 0);
+	fflush(stdout);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct knitk_lane_header hd = { .value = 4242 };
+		struct knitk_producer *p;
+		struct knitk_knot *w;
+
+		if (knitk_knot_attach(fd, KNITK_ATTACH_TAKE_FD, &w) ||
+		    fcntl(fd, F_GETFD) != -1 ||
+		    knitk_knot_join(w, KNITK_ROLE_WORKER, 1) != 1 ||
+		    knitk_producer_create(w, 3, &p) ||
+		    knitk_producer_send(p, &hd, NULL, 0) < 0 ||
+		    knitk_producer_notify(p) < 0)
+			_exit(1);
+		knitk_producer_destroy(p);
+		knitk_knot_destroy(w);
+		_exit(0);
+	}
+	close(fd);
+	while ((ret = knitk_lane_scan(c, &pend)) == 0)
+		REQUIRE(knitk_doorbell_park(h, KNITK_WAIT_FOREVER) == 0);
+	CHECK_EQ(ret, 1);
+	REQUIRE(knitk_lane_decode(c, (unsigned int)__builtin_ctzll(pend), &m) == 0);
+	CHECK_EQ(m.header.value, 4242);
+	CHECK_EQ(knitk_lane_ack(c, pend), 0);
+	while (!(ctl->dead & 2))
+		REQUIRE(knitk_doorbell_park(h, KNITK_WAIT_FOREVER) == 0);
+	CHECK_EQ(ctl->live, 1ULL << 63);
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	knitk_consumer_destroy(c);
+	knitk_knot_destroy(h);
+}
+
+static void kmod_not_supported_calls(void)
+{
+	struct knitk_knot *k;
+
+	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_FUTEX, &k) == 0);
+	CHECK_EQ(knitk_knot_mark_dead(k, 5), -EINVAL);
+	CHECK_EQ(knitk_knot_mark_dead(k, 0), -ENOENT);	/* not live */
+	knitk_knot_destroy(k);
+	if (!have_device())
+		SKIP("no /dev/knitk");
+	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_KMOD, &k) == 0);
+	CHECK_EQ(knitk_knot_mark_dead(k, 0), -EOPNOTSUPP);
+	knitk_knot_destroy(k);
+}
+
+int main(void)
+{
+	TEST(backend_choice);
+	TEST(invalid_geometry);
+	TEST(control_page_and_layout);
+	TEST(join_roles);
+	TEST(attach_rejects_other_fds);
+	TEST(process_worker_by_fd);
+	TEST(kmod_not_supported_calls);
+	return tap_exit();
+}
