@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The libknitk worker pool on the module: process workers that get the
+ * knot by fd inheritance, crash attribution from the kernel's dead bit and
+ * death_seq (with and without respawn), shutdown, and the idle-lane cost
+ * read from the kernel's per-doorbell STATS.  Small counts: the guest runs
+ * under TCG.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "knitk.h"
+
+#define THREADS	4
+#define WINDOW	16
+
+enum { T_MIX, T_SLEEP, T_NR };
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static int task_mix(const void *in, size_t len, struct knitk_reply *out,
+		    void *ctx)
+{
+	uint64_t x;
+
+	(void)ctx;
+	if (len != 8)
+		return -EINVAL;
+	memcpy(&x, in, 8);
+	x = mix64(x);
+	return knitk_reply_set(out, &x, 8);
+}
+
+/* Sleeps @ms (u32), returning early when aborted; returns @ms. */
+static int task_sleep(const void *in, size_t len, struct knitk_reply *out,
+		      void *ctx)
+{
+	struct timespec ts = { 0, 500 * 1000 };
+	uint32_t ms, i;
+
+	(void)out;
+	if (len != 4)
+		return -EINVAL;
+	memcpy(&ms, in, 4);
+	for (i = 0; i < ms * 2; i++) {
+		if (knitk_task_aborted(ctx))
+			return -EINTR;
+		nanosleep(&ts, NULL);
+	}
+	return (int)ms;
+}
+
+static const knitk_task_fn fns[T_NR] = { task_mix, task_sleep };
+static const struct knitk_task_table tasks = { fns, T_NR };
+
+#define REQUIRE_KNITK() do {						\
+	if (access("/dev/knitk", F_OK))					\
+		SKIP(return, "/dev/knitk absent: modprobe knitk first");	\
+} while (0)
+
+struct load {
+	struct knitk_pool *pool;
+	_Atomic int stop;
+	_Atomic int killed;
+	_Atomic unsigned long ok, dead, bad, canceled;
+	bool cancel_ok;
+};
+
+static void *load_thread(void *arg)
+{
+	struct load *l = arg;
+	struct knitk_call *c[WINDOW];
+	uint64_t x[WINDOW];
+	uint32_t ms = 1;
+	unsigned int i, n;
+
+	while (!atomic_load(&l->stop)) {
+		for (n = 0; n < WINDOW; n++) {
+			x[n] = mix64((uintptr_t)&c + n + atomic_load(&l->ok));
+			if (knitk_pool_submit(l->pool, n % 4 ? T_MIX : T_SLEEP,
+					      n % 4 ? (void *)&x[n] : (void *)&ms,
+					      n % 4 ? 8 : 4, NULL, &c[n]))
+				break;
+		}
+		if (n)
+			knitk_pool_wait_all(l->pool, c, n, KNITK_WAIT_FOREVER);
+		for (i = 0; i < n; i++) {
+			int st = knitk_call_status(c[i]);
+			const void *d;
+			size_t len;
+			uint64_t y = 0;
+
+			if (st == -EOWNERDEAD &&
+			    knitk_call_worker(c[i]) == atomic_load(&l->killed))
+				atomic_fetch_add(&l->dead, 1);
+			else if (st == -ECANCELED && l->cancel_ok)
+				atomic_fetch_add(&l->canceled, 1);
+			else if (i % 4 == 0 && st == 1)
+				atomic_fetch_add(&l->ok, 1);
+			else if (i % 4 && st == 0 &&
+				 !knitk_call_result(c[i], &d, &len) && len == 8 &&
+				 (memcpy(&y, d, 8), y == mix64(x[i])))
+				atomic_fetch_add(&l->ok, 1);
+			else
+				atomic_fetch_add(&l->bad, 1);
+			knitk_call_release(c[i]);
+		}
+		if (n < WINDOW)
+			break;
+	}
+	return NULL;
+}
+
+static void wait_ok(struct load *l, unsigned long n)
+{
+	while (atomic_load(&l->ok) < n && !atomic_load(&l->bad))
+		sched_yield();
+}
+
+static unsigned long calls_checked(struct knitk_pool *pool, unsigned long n,
+				   const struct knitk_call_opts *co)
+{
+	unsigned long i, good = 0;
+
+	for (i = 0; i < n; i++) {
+		uint64_t x = i * 31 + 7, y = 0;
+		size_t len = 0;
+
+		if (knitk_pool_call(pool, T_MIX, &x, 8, co, &y, 8, &len) == 0 &&
+		    len == 8 && y == mix64(x))
+			good++;
+	}
+	return good;
+}
+
+static void run_load(struct load *l, pthread_t *th)
+{
+	unsigned int i;
+
+	for (i = 0; i < THREADS; i++)
+		pthread_create(&th[i], NULL, load_thread, l);
+}
+
+static void join_load(struct load *l, pthread_t *th)
+{
+	unsigned int i;
+
+	atomic_store(&l->stop, 1);
+	for (i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+}
+
+TEST(process_calls)
+{
+	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+				     .knot_flags = KNITK_KNOT_KMOD };
+	struct knitk_pool_stats st;
+	struct load l = { 0 };
+	struct knitk_knot *knot;
+	pthread_t th[THREADS];
+
+	REQUIRE_KNITK();
+	atomic_store(&l.killed, -1);
+	ASSERT_EQ(0, knitk_pool_create(&o, &tasks, &l.pool));
+	ASSERT_EQ(0, knitk_pool_knot(l.pool, &knot));
+	ASSERT_EQ(KNITK_BACKEND_KMOD, knitk_knot_backend(knot));
+	run_load(&l, th);
+	wait_ok(&l, 2000);
+	join_load(&l, th);
+	EXPECT_EQ(0, atomic_load(&l.bad));
+	EXPECT_EQ(0, knitk_pool_stats(l.pool, &st));
+	EXPECT_EQ(st.submitted, st.completed);
+	EXPECT_EQ(0, st.stale);
+	EXPECT_EQ(0, knitk_pool_shutdown(l.pool, KNITK_SHUTDOWN_DRAIN));
+	knitk_pool_destroy(l.pool);
+}
+
+static void crash(struct __test_metadata *_metadata, bool respawn)
+{
+	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 3,
+				     .knot_flags = KNITK_KNOT_KMOD,
+				     .flags = respawn ? KNITK_POOL_RESPAWN : 0 };
+	struct knitk_call_opts pin = { .flags = KNITK_CALL_WORKER, .worker = 1 };
+	struct knitk_worker_info wi;
+	struct knitk_pool_stats st;
+	struct load l = { 0 };
+	pthread_t th[THREADS];
+	struct knitk_call *c;
+	unsigned int i;
+	pid_t victim;
+
+	atomic_store(&l.killed, -1);
+	ASSERT_EQ(0, knitk_pool_create(&o, &tasks, &l.pool));
+	run_load(&l, th);
+	wait_ok(&l, 500);
+	ASSERT_EQ(0, knitk_pool_worker_info(l.pool, 1, &wi));
+	victim = wi.pid;
+	atomic_store(&l.killed, 1);
+	kill(victim, SIGKILL);
+	for (;;) {
+		knitk_pool_stats(l.pool, &st);
+		if (st.deaths == 1 && (!respawn || st.respawns == 1))
+			break;
+		sched_yield();
+	}
+	wait_ok(&l, atomic_load(&l.ok) + 500);
+	join_load(&l, th);
+	knitk_pool_stats(l.pool, &st);
+	TH_LOG("%lu ok, %lu -EOWNERDEAD, %lu bad", atomic_load(&l.ok),
+	       atomic_load(&l.dead), atomic_load(&l.bad));
+	EXPECT_EQ(0, atomic_load(&l.bad));
+	EXPECT_LE(1, atomic_load(&l.dead));
+	EXPECT_EQ(st.ownerdead, atomic_load(&l.dead));
+	EXPECT_EQ(2000, calls_checked(l.pool, 2000, NULL));
+	ASSERT_EQ(0, knitk_pool_worker_info(l.pool, 1, &wi));
+	if (respawn) {
+		EXPECT_EQ(1, wi.alive);
+		EXPECT_NE(victim, wi.pid);
+		EXPECT_EQ(200, calls_checked(l.pool, 200, &pin));
+	} else {
+		EXPECT_EQ(0, wi.alive);
+		EXPECT_EQ(-EPIPE, knitk_pool_submit(l.pool, T_MIX, "12345678", 8,
+						    &pin, &c));
+	}
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(0, knitk_pool_worker_info(l.pool, i, &wi));
+		EXPECT_EQ(0, wi.inflight);
+	}
+	knitk_pool_stats(l.pool, &st);
+	EXPECT_EQ(st.submitted, st.completed);
+	EXPECT_EQ(0, knitk_pool_shutdown(l.pool, KNITK_SHUTDOWN_DRAIN));
+	knitk_pool_destroy(l.pool);
+}
+
+TEST(crash_no_respawn)
+{
+	REQUIRE_KNITK();
+	crash(_metadata, false);
+}
+
+TEST(crash_respawn)
+{
+	REQUIRE_KNITK();
+	crash(_metadata, true);
+}
+
+TEST(shutdown_cancel_processes)
+{
+	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+				     .knot_flags = KNITK_KNOT_KMOD };
+	struct knitk_pool_stats st;
+	struct load l = { .cancel_ok = true };
+	pthread_t th[THREADS];
+	unsigned int i;
+
+	REQUIRE_KNITK();
+	atomic_store(&l.killed, -1);
+	ASSERT_EQ(0, knitk_pool_create(&o, &tasks, &l.pool));
+	run_load(&l, th);
+	wait_ok(&l, 500);
+	EXPECT_EQ(0, knitk_pool_shutdown(l.pool, KNITK_SHUTDOWN_CANCEL));
+	for (i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+	knitk_pool_stats(l.pool, &st);
+	EXPECT_EQ(0, atomic_load(&l.bad));
+	EXPECT_EQ(st.submitted, st.completed);
+	EXPECT_EQ(st.submitted, atomic_load(&l.ok) + atomic_load(&l.canceled));
+	knitk_pool_destroy(l.pool);
+}
+
+TEST(idle_lanes)
+{
+	struct knitk_pool_opts o = { .nr_workers = 8, .spin = 1,
+				     .knot_flags = KNITK_KNOT_KMOD };
+	struct knitk_call_opts co = { .flags = KNITK_CALL_WORKER, .worker = 3 };
+	struct knitk_worker_info before[8], after[8];
+	struct knitk_pool *pool;
+	unsigned int w;
+
+	REQUIRE_KNITK();
+	ASSERT_EQ(0, knitk_pool_create(&o, &tasks, &pool));
+	for (w = 0; w < 8; w++) {
+		ASSERT_EQ(0, knitk_pool_worker_info(pool, w, &before[w]));
+		ASSERT_EQ(1, before[w].db_valid);
+	}
+	EXPECT_EQ(500, calls_checked(pool, 500, &co));
+	for (w = 0; w < 8; w++) {
+		ASSERT_EQ(0, knitk_pool_worker_info(pool, w, &after[w]));
+		printf("# doorbell %u: calls %llu waits %llu wakes %llu spurious %llu suppressed idle %llu awake %llu\n",
+		       w, (unsigned long long)after[w].calls,
+		       (unsigned long long)after[w].db.waits,
+		       (unsigned long long)after[w].db.wakes,
+		       (unsigned long long)after[w].db.spurious,
+		       (unsigned long long)after[w].db.suppressed_idle,
+		       (unsigned long long)after[w].db.suppressed_awake);
+		if (w == 3)
+			continue;
+		EXPECT_EQ(0, after[w].calls);
+		EXPECT_EQ(before[w].db.wakes, after[w].db.wakes);
+		EXPECT_EQ(before[w].db.spurious, after[w].db.spurious);
+		EXPECT_GE(before[w].db.waits + 1, after[w].db.waits);
+	}
+	EXPECT_EQ(500, after[3].calls);
+	EXPECT_EQ(0, after[3].db.spurious);
+	knitk_pool_destroy(pool);
+}
+
+int main(int argc, char **argv)
+{
+	/* Process workers of the pools above are this program, re-run. */
+	if (knitk_worker_main(argc, argv, &tasks, NULL))
+		return 1;
+	return test_harness_run(argc, argv);
+}
