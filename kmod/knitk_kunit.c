@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * KUnit suites for the pure logic of knitk: geometry validation, layout
- * math, the notify filter and peer-death bookkeeping.  Linked into the
+ * math, the notify filter and peer-death bookkeeping, plus the wait path
+ * on a real knot with a sleeping kernel thread.  Linked into the
  * module under CONFIG_KNITK_KUNIT_TEST, so the tests call the module's
  * internal functions directly.  Expected layouts are worked out by hand
  * from the formula in <linux/knitk.h>, not with the code under test.
  */
 #include <kunit/test.h>
+#include <linux/completion.h>
+#include <linux/delay.h>
 #include <linux/err.h>
+#include <linux/kthread.h>
 #include <linux/slab.h>
 
 #include "knitk.h"
@@ -658,5 +662,158 @@ static struct kunit_suite knitk_peer_suite = {
 	.test_cases = knitk_peer_cases,
 };
 
+/* ---- wait and wake on a real knot ---------------------------------------- */
+
+struct knitk_test_sleeper {
+	struct knitk_knot *knot;
+	unsigned int doorbell;
+	u32 expected;
+	int ret;
+	struct completion done;
+};
+
+static int knitk_test_sleeper_fn(void *data)
+{
+	struct knitk_test_sleeper *s = data;
+
+	s->ret = knitk_doorbell_wait(s->knot, s->doorbell, s->expected,
+				     KNITK_WAIT_FOREVER);
+	complete(&s->done);
+	return 0;
+}
+
+/*
+ * Starts a thread sleeping on @d and returns once it has counted its wait;
+ * a hang here is caught by KUnit's own test timeout.
+ */
+static void knitk_test_sleep_on(struct kunit *test,
+				struct knitk_test_sleeper *s,
+				struct knitk_knot *knot, unsigned int d)
+{
+	struct knitk_doorbell_stats st;
+	struct task_struct *task;
+	u64 waits;
+
+	knitk_doorbell_stats(knot, d, &st);
+	waits = st.waits;
+	s->knot = knot;
+	s->doorbell = d;
+	s->expected = READ_ONCE(knitk_test_bell(knot, d)->seq);
+	s->ret = 1;
+	init_completion(&s->done);
+	task = kthread_run(knitk_test_sleeper_fn, s, "knitk-kunit-%u", d);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	do {
+		usleep_range(1000, 2000);
+		knitk_doorbell_stats(knot, d, &st);
+	} while (st.waits == waits);
+}
+
+static struct knitk_knot *knitk_test_real_knot(struct kunit *test,
+					       u32 workers)
+{
+	struct knitk_geometry g = knitk_test_geom(workers, 1);
+	struct knitk_layout l;
+	struct knitk_knot *knot;
+
+	knitk_layout_compute(&g, &l);
+	knot = knitk_knot_create(&g, &l);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(knot));
+	return knot;
+}
+
+static void knitk_wait_woken_by_notify(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 2);
+	struct knitk_test_sleeper s;
+	struct knitk_doorbell_stats st;
+	struct knitk_sector *mb;
+	u64 woken;
+
+	knitk_test_sleep_on(test, &s, knot, 1);
+	/* Published work for worker 1 while it is flagged asleep. */
+	mb = knot->base + knot->layout.mailbox_off + knot->layout.mailbox_stride;
+	WRITE_ONCE(mb->pub, 1);
+	WRITE_ONCE(knitk_test_bell(knot, 1)->sleeping, 1);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), &woken),
+			0);
+	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(1));
+	wait_for_completion(&s.done);
+	KUNIT_EXPECT_EQ(test, s.ret, 0);
+	knitk_doorbell_stats(knot, 1, &st);
+	KUNIT_EXPECT_EQ(test, st.waits, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.wakes, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.spurious, 0ULL);
+	knitk_knot_put(knot);
+}
+
+static void knitk_wait_counts_spurious(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 1);
+	struct knitk_test_sleeper s;
+	struct knitk_doorbell_stats st;
+
+	/* A seq advance with nothing pending and no death is spurious. */
+	knitk_test_sleep_on(test, &s, knot, KNITK_DOORBELL_HOST);
+	knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);
+	wait_for_completion(&s.done);
+	KUNIT_EXPECT_EQ(test, s.ret, 0);
+	knitk_doorbell_stats(knot, KNITK_DOORBELL_HOST, &st);
+	KUNIT_EXPECT_EQ(test, st.spurious, 1ULL);
+	knitk_knot_put(knot);
+}
+
+static void knitk_wait_worker_death_wakes_host(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 2);
+	struct knitk_test_sleeper s;
+	struct knitk_doorbell_stats st;
+	u32 gen;
+
+	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, KNITK_SLOT_HOST, &gen), 0);
+	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, 0, &gen), 0);
+	knitk_test_sleep_on(test, &s, knot, KNITK_DOORBELL_HOST);
+	knitk_knot_leave(knot, 0);
+	wait_for_completion(&s.done);
+	KUNIT_EXPECT_EQ(test, s.ret, 0);
+	/* A peer event is not a spurious wake. */
+	knitk_doorbell_stats(knot, KNITK_DOORBELL_HOST, &st);
+	KUNIT_EXPECT_EQ(test, st.spurious, 0ULL);
+	KUNIT_EXPECT_EQ(test, knot->control->dead, BIT_ULL(0));
+	knitk_knot_put(knot);
+}
+
+static void knitk_wait_host_death_is_epipe(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 2);
+	struct knitk_test_sleeper s;
+	u32 gen, seq;
+
+	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, KNITK_SLOT_HOST, &gen), 0);
+	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, 1, &gen), 0);
+	knitk_test_sleep_on(test, &s, knot, 1);
+	knitk_knot_leave(knot, KNITK_SLOT_HOST);
+	wait_for_completion(&s.done);
+	KUNIT_EXPECT_EQ(test, s.ret, -EPIPE);
+	/* A new host lets the worker sleep again. */
+	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, KNITK_SLOT_HOST, &gen), 0);
+	seq = READ_ONCE(knitk_test_bell(knot, 1)->seq);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, seq, 0), -ETIMEDOUT);
+	knitk_knot_put(knot);
+}
+
+static struct kunit_case knitk_wait_cases[] = {
+	KUNIT_CASE(knitk_wait_woken_by_notify),
+	KUNIT_CASE(knitk_wait_counts_spurious),
+	KUNIT_CASE(knitk_wait_worker_death_wakes_host),
+	KUNIT_CASE(knitk_wait_host_death_is_epipe),
+	{}
+};
+
+static struct kunit_suite knitk_wait_suite = {
+	.name = "knitk_wait",
+	.test_cases = knitk_wait_cases,
+};
+
 kunit_test_suites(&knitk_geometry_suite, &knitk_layout_suite,
-		  &knitk_notify_suite, &knitk_peer_suite);
+		  &knitk_notify_suite, &knitk_peer_suite, &knitk_wait_suite);
