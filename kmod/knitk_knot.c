@@ -117,7 +117,13 @@ struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 	if (!knot->pages)
 		goto err_knot;
 	for (i = 0; i < knot->nr_pages; i++) {
-		knot->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		/*
+		 * NORETRY: a knot that does not fit the creator's memcg (or
+		 * the machine) fails CREATE with -ENOMEM instead of waking
+		 * the OOM killer.
+		 */
+		knot->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO |
+					    __GFP_NORETRY | __GFP_NOWARN);
 		if (!knot->pages[i])
 			goto err_pages;
 		/* A large knot takes a while: let a killed creator go. */
