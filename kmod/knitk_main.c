@@ -122,19 +122,19 @@ static int knitk_ioctl_create(struct knitk_endpoint *ep, void __user *argp)
 
 	if (copy_from_user(&c, argp, sizeof(c)))
 		return -EFAULT;
-	ret = knitk_geometry_check(&c.geometry);
-	if (ret)
-		return ret;
-	knitk_layout_compute(&c.geometry, &c.layout);
-	ret = knitk_layout_check_size(&c.layout, READ_ONCE(max_knot_bytes));
-	if (ret)
-		return ret;
 
 	mutex_lock(&ep->lock);
 	if (ep->knot) {
 		ret = -EBUSY;
 		goto out;
 	}
+	ret = knitk_geometry_check(&c.geometry);
+	if (ret)
+		goto out;
+	knitk_layout_compute(&c.geometry, &c.layout);
+	ret = knitk_layout_check_size(&c.layout, READ_ONCE(max_knot_bytes));
+	if (ret)
+		goto out;
 	knot = knitk_knot_create(&c.geometry, &c.layout);
 	if (IS_ERR(knot)) {
 		ret = PTR_ERR(knot);
@@ -161,12 +161,14 @@ static int knitk_ioctl_attach(struct knitk_endpoint *ep, void __user *argp)
 
 	if (copy_from_user(&a, argp, sizeof(a)))
 		return -EFAULT;
-	if (a.flags)
-		return -EINVAL;
 
 	mutex_lock(&ep->lock);
 	if (ep->knot) {
 		ret = -EBUSY;
+		goto out;
+	}
+	if (a.flags) {
+		ret = -EINVAL;
 		goto out;
 	}
 	f = fdget(a.fd);
