@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Model-check knitk's protocol models with spin.
+#
+#   run-models.sh [BUILD_DIR]
+#
+# For every entry of the table below: spin -a, compile pan, run it, in
+# BUILD_DIR/<id>.  A model entry passes when pan explores the whole state
+# space and reports no error.  A broken-variant entry passes only when pan
+# REPORTS an error whose message matches the expected pattern (a model that
+# cannot fail proves nothing).  Prints one flat TAP line per entry
+# ("ok - model: ..." / "not ok - model: ..."), everything else as "# "
+# comments, and exits non-zero if any entry failed.
+#
+# Environment: SPIN, CC, MODELS_JOBS (parallel runs, default 2),
+# MODELS_ONLY (run only the entries whose id matches this regex).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-$here/../../build/models}
+mkdir -p "$build" && build=$(cd "$build" && pwd)
+SPIN=${SPIN:-spin}
+CC=${CC:-gcc}
+jobs=${MODELS_JOBS:-2}
+only=${MODELS_ONLY:-.}
+depth=200000
+
+# id ; model ; defines ; mode ; expected error, an ERE (empty: must verify) ;
+# name: what
+table=(
+"lane;lane.pml;;safety;;lane: exactly-once decode, lane ownership, no live arena slot handed out (3 lanes, 2 arena slots, 4 messages, 1 rollback)"
+"lane-2x2;lane.pml;-DLANES=2 -DSLOTS=2 -DMSGS=5 -DROLLBACKS=2;safety;;lane: exactly-once decode, lane ownership, no live arena slot handed out (2 lanes, 2 arena slots, 5 messages, 2 rollbacks)"
+"lane-blind-free;lane.pml;-DBROKEN_BLIND_FREE;safety;assertion violated  *!\(live\[slot\]\);lane: broken variant rejected (blind store of each freer's private copy of the arena free word: live slot reused)"
+"lane-early-ack;lane.pml;-DBROKEN_EARLY_ACK;safety;assertion violated.*decoded\[;lane: broken variant rejected (ack stored before the lanes are read: message lost or decoded twice)"
+"sleepwake;sleepwake.pml;;safety;;sleepwake: no lost wake-up, every message consumed (2 mailboxes, 2 messages each, infinite park)"
+"sleepwake-ltl;sleepwake.pml;-DFOREVER;ltl;;sleepwake: pending work is always eventually consumed (LTL, waiter may park forever)"
+"sleepwake-no-recheck;sleepwake.pml;-DBROKEN_NO_RECHECK;safety;invalid end state;sleepwake: broken variant rejected (no re-check after setting the sleeping flag: lost wake-up)"
+"sleepwake-no-recheck-ltl;sleepwake.pml;-DFOREVER -DBROKEN_NO_RECHECK;ltl;acceptance cycle;sleepwake: broken variant rejected (no re-check after setting the sleeping flag: work never consumed, LTL)"
+"sleepwake-flag-first;sleepwake.pml;-DBROKEN_FLAG_FIRST;safety;invalid end state;sleepwake: broken variant rejected (waker reads the flag before publishing: lost wake-up)"
+"sleepwake-partial;sleepwake.pml;-DBROKEN_PARTIAL_RECHECK;safety;invalid end state;sleepwake: broken variant rejected (re-check skips a consumed mailbox: lost wake-up)"
+"steal;steal.pml;-DCLAIMANTS=2 -DLANES=3 -DG=1 -DMSGS=3;safety;;steal: one holder per region, exactly-once claim (2 workers, 3 regions of 1 lane, 3 messages)"
+"steal-reuse;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=3;safety;;steal: one holder per region, exactly-once claim, lanes reused (2 workers, 2 regions of 1 lane, 3 messages)"
+"steal-g2;steal.pml;-DCLAIMANTS=2 -DLANES=4 -DG=2 -DMSGS=3;safety;;steal: one holder per region, exactly-once claim (2 workers, 2 regions of 2 lanes, 3 messages)"
+"steal-g2-reuse;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=2 -DMSGS=3;safety;;steal: one holder per region, exactly-once claim, lanes reused (2 workers, 1 region of 2 lanes, 3 messages)"
+"steal-3;steal.pml;-DCLAIMANTS=3 -DLANES=2 -DG=2 -DMSGS=2;safety;;steal: one holder per region, exactly-once claim (3 workers, 1 region of 2 lanes, 2 messages)"
+"steal-3-reuse;steal.pml;-DCLAIMANTS=3 -DLANES=1 -DG=1 -DMSGS=2;safety;;steal: one holder per region, exactly-once claim, lane reused (3 workers, 1 region of 1 lane, 2 messages)"
+"steal-no-recheck;steal.pml;-DBROKEN_NO_RECHECK;safety;assertion violated.*(holders\[r\]|decoded\[m\]);steal: broken variant rejected (no re-check of the other WANT words: double claim)"
+"steal-no-recheck-3;steal.pml;-DCLAIMANTS=3 -DLANES=2 -DG=2 -DMSGS=2 -DBROKEN_NO_RECHECK;safety;assertion violated.*(holders\[r\]|decoded\[m\]);steal: broken variant rejected (no re-check of the other WANT words, 3 workers: double claim)"
+"steal-clear-first;steal.pml;-DBROKEN_CLEAR_FIRST;safety;assertion violated.*decoded\[m\];steal: broken variant rejected (WANT cleared before ACK stored: lane decoded twice)"
+)
+
+# run_one INDEX: runs one entry, leaves its verdict in $build/<id>/result.
+run_one() {
+	local id model defs mode expect what dir ccflags panflags
+	local errors verdict why t0 t1
+	IFS=';' read -r id model defs mode expect what <<<"${table[$1]}"
+	dir=$build/$id
+	rm -rf "$dir" && mkdir -p "$dir" || return
+	ccflags="-O1 -w -DMEMLIM=2048"
+	panflags="-m$depth"
+	if [ "$mode" = ltl ]; then
+		panflags="$panflags -a"
+	else
+		ccflags="$ccflags -DSAFETY"
+	fi
+	t0=$(date +%s.%N)
+	verdict=ok why=""
+	# shellcheck disable=SC2086
+	if ! (cd "$dir" && "$SPIN" $defs -a "$here/$model") >"$dir/spin.log" 2>&1; then
+		verdict="not ok" why="spin -a failed: $(tail -n 1 "$dir/spin.log")"
+	elif ! (cd "$dir" && "$CC" $ccflags -o pan pan.c) >"$dir/cc.log" 2>&1; then
+		verdict="not ok" why="compiling pan failed: $(tail -n 1 "$dir/cc.log")"
+	else
+		(cd "$dir" && ./pan $panflags) >"$dir/pan.log" 2>&1
+		errors=$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' "$dir/pan.log" | tail -n 1)
+		if [ -z "$errors" ]; then
+			verdict="not ok" why="pan did not finish: $(tail -n 1 "$dir/pan.log")"
+		elif [ -z "$expect" ]; then
+			if [ "$errors" -ne 0 ]; then
+				verdict="not ok" why="$(grep -m1 '^pan:[0-9]' "$dir/pan.log")"
+			elif grep -q 'max search depth too small' "$dir/pan.log"; then
+				verdict="not ok" why="search truncated at depth $depth"
+			elif grep -q -e 'MEMLIM' -e 'out of memory' "$dir/pan.log"; then
+				verdict="not ok" why="search ran out of memory"
+			fi
+		else
+			if [ "$errors" -eq 0 ]; then
+				verdict="not ok" why="spin found no error in a broken variant"
+			elif ! grep -m1 '^pan:[0-9]' "$dir/pan.log" | grep -Eq "$expect"; then
+				verdict="not ok" why="unexpected error: $(grep -m1 '^pan:[0-9]' "$dir/pan.log")"
+			else
+				why="$(grep -m1 '^pan:[0-9]' "$dir/pan.log" | sed 's/ *(at depth.*//')"
+			fi
+		fi
+	fi
+	t1=$(date +%s.%N)
+	{
+		echo "$verdict - model: $what"
+		stats=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1 states/p' "$dir/pan.log" 2>/dev/null | head -n 1)
+		printf '# %s: %s%s, %.1f s%s\n' "$id" "${defs:-defaults}" \
+			"${stats:+, $stats}" "$(echo "$t1 - $t0" | bc)" \
+			"${why:+; $why}"
+		if [ -f "$dir/$model.trail" ]; then
+			echo "# $id: counterexample: (cd $dir && $SPIN -t -k $model.trail -p $defs $here/$model)"
+		fi
+	} >"$dir/result"
+}
+
+if ! command -v "$SPIN" >/dev/null 2>&1 || ! command -v "$CC" >/dev/null 2>&1; then
+	echo "not ok - model: spin and a C compiler are needed ($SPIN, $CC)"
+	exit 1
+fi
+
+selected=()
+for i in "${!table[@]}"; do
+	id=${table[$i]%%;*}
+	if [[ $id =~ $only ]]; then
+		selected+=("$i")
+	fi
+done
+
+for i in "${selected[@]}"; do
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+		wait -n
+	done
+	run_one "$i" &
+done
+wait
+
+failed=0
+for i in "${selected[@]}"; do
+	id=${table[$i]%%;*}
+	if [ -f "$build/$id/result" ]; then
+		cat "$build/$id/result"
+	else
+		echo "not ok - model: $id: no result"
+	fi
+	if ! grep -q '^ok ' "$build/$id/result" 2>/dev/null; then
+		failed=$((failed + 1))
+	fi
+done
+[ "$failed" -eq 0 ]
