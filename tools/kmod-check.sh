@@ -4,6 +4,7 @@
 # Static checks of the knitk module, as flat TAP lines:
 #   ok - kmod: build W=1     no warning or error with W=1
 #   ok - kmod: sparse        no sparse warning (C=2 checks every file)
+#   ok - kmod: KUnit suites build W=1 and sparse
 #   ok - checkpatch: FILE    checkpatch --strict clean, one line per file
 # Ends with a plain build, so kmod/knitk.ko is not a W=1/C=2 artefact.
 set -u
@@ -44,6 +45,23 @@ else
 	{ grep -E 'warning:|error:' "$tmp/sparse.log" ||
 	  { echo "sparse did not run:"; tail -n 20 "$tmp/sparse.log"; }; } |
 		indent
+	failed=1
+fi
+
+# The KUnit suites are built into the module only in a kernel tree with
+# KUnit (tools/kunit.sh); compile their object here too, warnings and
+# sparse included, so they are held to the same standard.
+rm -f kmod/knitk_kunit.o kmod/.knitk_kunit.o.cmd
+make -C "$kdir" M="$repo" W=1 C=2 CONFIG_KNITK_KUNIT_TEST=y \
+	kmod/knitk_kunit.o >"$tmp/kunit.log" 2>&1
+rc=$?
+rm -f kmod/knitk_kunit.o kmod/.knitk_kunit.o.cmd
+if [ "$rc" -eq 0 ] && ! grep -qE 'warning:|error:' "$tmp/kunit.log"; then
+	echo "ok - kmod: KUnit suites build W=1 and sparse"
+else
+	echo "not ok - kmod: KUnit suites build W=1 and sparse (make exit $rc)"
+	{ grep -E 'warning:|error:' "$tmp/kunit.log" ||
+	  tail -n 20 "$tmp/kunit.log"; } | indent
 	failed=1
 fi
 
