@@ -46,6 +46,7 @@ run "stress_test" "$BUILD/tests/stress_test" "$n_plain"
 for t in $pool_tests; do
 	run "$t" "$BUILD/tests/$t" "$pool_n_plain"
 done
+"$here/pool_doc_test.sh" || failed=1
 "$here/check_exports.sh" "$BUILD/libknitk.so.0.1" \
 	<(cat "$here/../include/knitk.h" "$here/../include/knitk_pool.h") "$here/../libknitk.map" || failed=1
 
