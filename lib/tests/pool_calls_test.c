@@ -174,6 +174,79 @@ static void sync_calls(void)
 	knitk_pool_destroy(pool);
 }
 
+/* Batch submit, wait for any, and the wait timeout. */
+static void batch_and_any(void)
+{
+	struct knitk_pool_opts o = { .nr_workers = 2 };
+	struct knitk_submission subs[8];
+	struct knitk_call *c[8], *slow;
+	struct knitk_pool *pool;
+	uint64_t x[8];
+	uint32_t ms = 300;
+	unsigned int i, left = 8;
+	int idx;
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	for (i = 0; i < 8; i++) {
+		x[i] = i + 100;
+		subs[i] = (struct knitk_submission){ .fn = T_MIX, .in = &x[i], .len = 8 };
+	}
+	CHECK_EQ(knitk_pool_submit_batch(pool, subs, 8, c), 8);
+	/* wait_any hands back done calls one by one. */
+	while (left) {
+		const void *d;
+		size_t len;
+		uint64_t y;
+
+		idx = knitk_pool_wait_any(pool, c, left, KNITK_WAIT_FOREVER);
+		REQUIRE(idx >= 0 && (unsigned int)idx < left);
+		CHECK_EQ(knitk_call_status(c[idx]), 0);
+		CHECK_EQ(knitk_call_result(c[idx], &d, &len), 0);
+		memcpy(&y, d, 8);
+		for (i = 0; i < 8; i++)
+			if (y == mix64(x[i]))
+				break;
+		CHECK(i < 8);
+		knitk_call_release(c[idx]);
+		c[idx] = c[--left];
+	}
+	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &slow) == 0);
+	CHECK_EQ(knitk_call_wait(slow, 0), -EINPROGRESS);
+	CHECK_EQ(knitk_pool_wait_any(pool, &slow, 1, after_ms(10)), -EINPROGRESS);
+	CHECK_EQ(knitk_call_status(slow), -EINPROGRESS);
+	CHECK_EQ(knitk_call_wait(slow, KNITK_WAIT_FOREVER), 300);
+	knitk_call_release(slow);
+	knitk_pool_destroy(pool);
+}
+
+/* Process workers behind a command prefix (a sandbox would go there). */
+static void prefix_command(void)
+{
+	static char *const prefix[] = { "env", "KNITK_PREFIX_TEST=1", NULL };
+	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+				     .prefix_argv = prefix };
+	struct knitk_pool *pool;
+	unsigned int i;
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	for (i = 0; i < 10; i++)
+		CHECK_EQ(knitk_pool_call(pool, T_ENV, NULL, 0, NULL, NULL, 0, NULL), 1);
+	knitk_pool_destroy(pool);
+	/* In the host the variable is not set: the prefix ran in the child. */
+	CHECK(getenv("KNITK_PREFIX_TEST") == NULL);
+}
+
+/* A worker binary that never joins: -ECHILD, nothing left behind. */
+static void worker_never_joins(void)
+{
+	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
+				     .worker_path = "/bin/true" };
+	struct knitk_pool *pool = NULL;
+
+	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -ECHILD);
+	CHECK(pool == NULL);
+}
+
 int main(int argc, char **argv)
 {
 	int ret = knitk_worker_main(argc, argv, &test_tasks, NULL);
@@ -183,6 +256,9 @@ int main(int argc, char **argv)
 	if (argc > 1)
 		nr_calls = strtoul(argv[1], NULL, 0);
 	TEST(sync_calls);
+	TEST(batch_and_any);
+	TEST(prefix_command);
+	TEST(worker_never_joins);
 	TEST(calls_threads);
 	TEST(calls_processes);
 	return tap_exit();

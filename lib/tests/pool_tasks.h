@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@ enum {
 	T_FILL,		/* u32 n, u8 seed -> n bytes seed + i */
 	T_PID,		/* -> i32 getpid() */
 	T_FAIL,		/* returns -(i32 argument) */
+	T_ENV,		/* 1 if KNITK_PREFIX_TEST is set in the worker */
 	T_NR,
 };
 
@@ -118,6 +120,16 @@ static int task_fail(const void *in, size_t len, struct knitk_reply *out,
 	return -e;
 }
 
+static int task_env(const void *in, size_t len, struct knitk_reply *out,
+		    void *ctx)
+{
+	(void)in;
+	(void)len;
+	(void)out;
+	(void)ctx;
+	return getenv("KNITK_PREFIX_TEST") != NULL;
+}
+
 static const knitk_task_fn test_task_fns[T_NR] = {
 	[T_ECHO] = task_echo,
 	[T_MIX] = task_mix,
@@ -125,6 +137,7 @@ static const knitk_task_fn test_task_fns[T_NR] = {
 	[T_FILL] = task_fill,
 	[T_PID] = task_pid,
 	[T_FAIL] = task_fail,
+	[T_ENV] = task_env,
 };
 
 static const struct knitk_task_table test_tasks = { test_task_fns, T_NR };
