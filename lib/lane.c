@@ -310,6 +310,9 @@ KNITK_EXPORT int knitk_lane_release(struct knitk_producer *producer,
 		return ret;
 	lane_drop_payload(producer, lane_hdr(producer, lane));
 	producer->claimed &= ~bit(lane);
+	/* Giving back the last claim: keep lanes in publish (ring) order. */
+	if (producer->cursor == (lane + 1) % KNITK_LANES)
+		producer->cursor = lane;
 	return 0;
 }
 
