@@ -8,7 +8,8 @@
  * any thread that looks at the handle after its deadline (-ETIMEDOUT; the
  * waiters' timed sleeps end at the earliest deadline they cover, so an
  * expired call is seen at its deadline by whoever waits for it).  A result
- * that arrives for a completed call is dropped.  The in-flight entry keeps
+ * that arrives for a completed call, or after the call's deadline, is
+ * dropped (the call completes -ETIMEDOUT).  The in-flight entry keeps
  * its own reference until the worker has answered (or died), so an entry
  * and its abort bit are never reused while a worker may still run the call.
  */

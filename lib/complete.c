@@ -40,6 +40,7 @@ static void results_apply(struct knitk_pool *pool, unsigned int w,
 			  struct result *res, unsigned int n)
 {
 	struct pool_worker *pw = &pool->workers[w];
+	uint64_t now = 0;
 	unsigned int i;
 
 	pthread_mutex_lock(&pool->lock);
@@ -62,6 +63,13 @@ static void results_apply(struct knitk_pool *pool, unsigned int w,
 			continue;
 		}
 		pw->calls++;
+		if (e->call->state != CALL_DONE && e->call->deadline_ns) {
+			if (!now)
+				now = pool_now_ns();
+			/* Past its deadline the call has expired: drop the result. */
+			if (now >= e->call->deadline_ns)
+				call_complete_locked(pool, e->call, -ETIMEDOUT, NULL, 0);
+		}
 		call_complete_locked(pool, e->call, r->status, r->data, r->len);
 		entry_free_locked(pool, idx);
 	}
