@@ -250,7 +250,8 @@ static void worker_death_wakes_host(void)
 	CHECK_EQ(knitk_knot_mark_dead(f.host, 1), -ENOENT);
 	knitk_knot_wake_stats(f.host, &st);
 	CHECK_EQ(st.spurious, 0);
-	CHECK_EQ(st.wakes, 1);
+	/* it slept and was woken, or its re-check saw the death first */
+	CHECK_EQ(st.waits, st.wakes);
 	fx_fini(&f);
 }
 
