@@ -269,8 +269,6 @@ static void *completer_main(void *arg)
 			n += drain_worker(pool, w);
 		if (check_deaths(pool))
 			n++;
-		if (completer_should_exit(pool))
-			break;
 		if (n) {
 			spins = 0;
 			continue;
@@ -278,6 +276,12 @@ static void *completer_main(void *arg)
 		if (spins++ < pool->opts.spin)
 			continue;
 		spins = 0;
+		/*
+		 * Only a stop reply or a death (both of which wake us) can
+		 * make this true, so checking before each park is enough.
+		 */
+		if (completer_should_exit(pool))
+			break;
 		if (knitk_doorbell_prepare(pool->knot, &seq))
 			break;
 		/*
