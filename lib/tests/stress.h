@@ -38,6 +38,9 @@ struct stress_result {
 	uint64_t bytes;
 	struct knitk_wake_stats host;
 	struct knitk_wake_stats worker;
+	/* kmod backend: the module's counters of doorbells 0 and host */
+	int have_kstats;
+	struct knitk_doorbell_stats kworker, khost;
 	int ok;
 	char why[200];
 };
@@ -380,6 +383,9 @@ static inline int stress_run(unsigned int flags, int processes, uint64_t n,
 		ret = -EPROTO;
 	}
 	r->ok = !ret;
+	if (host && knitk_knot_doorbell_stats(host, 0, &r->kworker) == 0 &&
+	    knitk_knot_doorbell_stats(host, KNITK_DOORBELL_HOST, &r->khost) == 0)
+		r->have_kstats = 1;
 out:
 	knitk_knot_destroy(host);
 out_unmap:
