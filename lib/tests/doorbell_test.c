@@ -207,6 +207,20 @@ static void deadline_times_out(void)
 	fx_fini(&f);
 }
 
+/* A worker that parks before the host joined waits for it. */
+static void no_epipe_before_host_joins(void)
+{
+	struct knitk_geometry g = {
+		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
+	};
+	struct knitk_knot *k;
+
+	REQUIRE(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+	REQUIRE(knitk_knot_join(k, KNITK_ROLE_WORKER, 0) == 1);
+	CHECK_EQ(knitk_doorbell_park(k, tap_now_ns() + 5000000), -ETIMEDOUT);
+	knitk_knot_destroy(k);
+}
+
 static void host_death_gives_epipe(void)
 {
 	struct knitk_geometry g = {
@@ -282,6 +296,7 @@ int main(void)
 	TEST(ring_wakes_parked_worker);
 	TEST(host_waits_on_all_return_mailboxes);
 	TEST(deadline_times_out);
+	TEST(no_epipe_before_host_joins);
 	TEST(host_death_gives_epipe);
 	TEST(worker_death_wakes_host);
 	TEST(bad_arguments);

@@ -211,6 +211,37 @@ static void batched_publish_one_store(void)
 	fx_fini(&f);
 }
 
+/* Giving back the last claim keeps lanes in publish order. */
+static void release_keeps_publish_order(void)
+{
+	struct knitk_lane_header h = { 0 };
+	uint64_t pend;
+	struct fx f;
+	int i, lane;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	for (i = 0; i < 100; i++) {
+		lane = knitk_lane_claim(f.p);
+		REQUIRE(lane >= 0);
+		CHECK_EQ(knitk_lane_release(f.p, (unsigned int)lane), 0);
+		h.task_id = (uint64_t)i;
+		CHECK_EQ(knitk_producer_send(f.p, &h, NULL, 0), lane);
+		if (i % 10 == 9) {
+			uint64_t want = (uint64_t)i - 9;
+			struct knitk_msg m;
+
+			CHECK_EQ(knitk_lane_scan(f.c, &pend), 10);
+			while ((lane = knitk_lane_next(f.c, &pend)) >= 0) {
+				REQUIRE(knitk_lane_decode(f.c, (unsigned int)lane, &m) == 0);
+				CHECK_EQ(m.header.task_id, want);
+				want++;
+				CHECK_EQ(knitk_lane_ack(f.c, 1ULL << lane), 0);
+			}
+		}
+	}
+	fx_fini(&f);
+}
+
 /* A failed or abandoned write rolls its arena space back privately. */
 static void release_rolls_back_arena(void)
 {
@@ -375,6 +406,7 @@ int main(void)
 	TEST(full_mailbox_is_backpressure);
 	TEST(cached_ack_refreshed_on_exhaustion);
 	TEST(batched_publish_one_store);
+	TEST(release_keeps_publish_order);
 	TEST(release_rolls_back_arena);
 	TEST(regression_equal_size_partial_free);
 	TEST(bad_headers_and_arguments);
