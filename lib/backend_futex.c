@@ -122,6 +122,11 @@ static int futex_join(struct knitk_knot *k, unsigned int role,
 	uint64_t live = atomic_load_explicit(A64(&ctl->live), memory_order_relaxed);
 	uint32_t gen;
 
+	/*
+	 * seq_cst RMWs on the control words: they pair with the acquire
+	 * loads of live/dead in doorbell.c (knot_host_dead) and with the
+	 * RMWs of futex_mark_dead on other endpoints.
+	 */
 	do {
 		if (live & b)
 			return -EBUSY;
@@ -212,6 +217,7 @@ static void doorbell_kick(struct knitk_doorbell *db)
 {
 	uint64_t w = atomic_load_explicit(doorbell_word(db), memory_order_relaxed);
 
+	/* seq_cst: ordered after the death stores; pairs with futex_wait. */
 	while (!atomic_compare_exchange_weak_explicit(doorbell_word(db), &w,
 			dbw_make(dbw_seq(w) + 1, dbw_sleeping(w)),
 			memory_order_seq_cst, memory_order_relaxed))
@@ -225,6 +231,11 @@ static int futex_mark_dead(struct knitk_knot *k, unsigned int slot)
 	uint64_t b = 1ULL << slot, live;
 	unsigned int w;
 
+	/*
+	 * live, dead and death_seq change before the doorbells are kicked:
+	 * a woken waiter's acquire loads (knot_host_dead, knot_peer_event)
+	 * see the death.
+	 */
 	live = atomic_fetch_and_explicit(A64(&ctl->live), ~b, memory_order_seq_cst);
 	if (!(live & b))
 		return -ENOENT;

@@ -76,6 +76,7 @@ static bool knot_host_dead(const struct knitk_knot *k)
 
 static bool knot_peer_event(const struct knitk_knot *k)
 {
+	/* Pairs with the death_seq increment (futex_mark_dead, or the module). */
 	return atomic_load_explicit(A32(&knot_control(k)->death_seq),
 				    memory_order_acquire) != k->death_seq;
 }
@@ -197,6 +198,7 @@ KNITK_EXPORT int knitk_doorbell_ring(struct knitk_knot *knot,
 	atomic_thread_fence(memory_order_seq_cst);
 	for (m = doorbells; m; m &= m - 1) {
 		unsigned int d = (unsigned int)__builtin_ctzll(m);
+		/* Pairs with the seq_cst flag CAS in doorbell_set_sleeping. */
 		uint64_t w = atomic_load_explicit(doorbell_word(knot_doorbell(knot, d)),
 						  memory_order_seq_cst);
 
