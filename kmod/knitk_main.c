@@ -62,7 +62,7 @@ module_param(max_knot_bytes, ulong, 0644);
 MODULE_PARM_DESC(max_knot_bytes, "largest knot CREATE accepts, in bytes");
 
 #define KNITK_FEATURES	(KNITK_FEATURE_STEAL | KNITK_FEATURE_PEER_DEATH | \
-			 KNITK_FEATURE_STATS)
+			 KNITK_FEATURE_STATS | KNITK_FEATURE_POLL)
 
 #define KNITK_NO_SLOT	(-1)
 

@@ -320,13 +320,13 @@ static inline struct knitk_steal_line *knot_steal_line(const struct knot *k,
 }
 
 /* Producer side of lane L: toggle its pub bit (the test is the one writer). */
-static inline void knitk_lane_publish(struct knitk_sector *s, unsigned int L)
+static inline void knot_lane_publish(struct knitk_sector *s, unsigned int L)
 {
 	/* Pairs with the kernel's acquire load of pub in the notify filter. */
 	__atomic_fetch_xor(&s->pub, 1ULL << L, __ATOMIC_RELEASE);
 }
 
-static inline void knitk_lane_ack(__u64 *ack, unsigned int L)
+static inline void knot_lane_ack(__u64 *ack, unsigned int L)
 {
 	__atomic_fetch_xor(ack, 1ULL << L, __ATOMIC_RELEASE);
 }

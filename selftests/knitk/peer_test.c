@@ -129,7 +129,7 @@ TEST_F(peer, host_woken_by_worker_process)
 			_exit(step);
 		if (knitk_wait_asleep(c.fd, HOST, 1))
 			_exit(14);
-		knitk_lane_publish(knot_mailbox(&c, c.layout.nr_request + 1),
+		knot_lane_publish(knot_mailbox(&c, c.layout.nr_request + 1),
 				   17);
 		if (knitk_notify(c.fd, HOST_BIT, &woken))
 			_exit(15);

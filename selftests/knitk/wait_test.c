@@ -213,7 +213,7 @@ static void *poker_run(void *arg)
 			usleep(1000);
 	}
 	if (p->wake && !p->done) {
-		knitk_lane_publish(p->mailbox, 5);
+		knot_lane_publish(p->mailbox, 5);
 		p->ret = knitk_notify(p->fd, 1ULL << p->doorbell, &p->woken);
 	}
 	return NULL;
@@ -313,7 +313,7 @@ TEST_F(wk, notify_before_wait_is_not_lost)
 	db = knot_doorbell(&self->k, 0);
 	seq = knitk_doorbell_seq(db);
 	knitk_doorbell_sleeping(db, 1);
-	knitk_lane_publish(request_mb(self, 0), 11);
+	knot_lane_publish(request_mb(self, 0), 11);
 	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
 	EXPECT_EQ(1ULL << 0, woken);
 	EXPECT_EQ(-EAGAIN, knitk_wait(self->w[0], seq, KNITK_WAIT_FOREVER));
@@ -452,7 +452,7 @@ TEST_F(wk, notify_suppressed_awake)
 	wk_open_small(_metadata, self);
 	db = knot_doorbell(&self->k, 0);
 	seq = knitk_doorbell_seq(db);
-	knitk_lane_publish(request_mb(self, 0), 7);
+	knot_lane_publish(request_mb(self, 0), 7);
 	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
 	EXPECT_EQ(0ULL, woken);
 	EXPECT_EQ(seq, knitk_doorbell_seq(db));
@@ -476,12 +476,12 @@ TEST_F(wk, notify_wakes_sleeping_with_pending)
 	mb = request_mb(self, 1);
 	seq = knitk_doorbell_seq(db);
 	knitk_doorbell_sleeping(db, 1);
-	knitk_lane_publish(mb, 63);
+	knot_lane_publish(mb, 63);
 	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 1, &woken));
 	EXPECT_EQ(1ULL << 1, woken);
 	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
 
-	knitk_lane_ack(&mb->ack, 63);
+	knot_lane_ack(&mb->ack, 63);
 	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 1, &woken));
 	EXPECT_EQ(0ULL, woken);
 	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
@@ -506,10 +506,10 @@ TEST_F(wk, notify_woken_mask_per_doorbell)
 	wk_open_small(_metadata, self);
 	/* Worker 0: sleeping with work.  Worker 1: sleeping, idle. */
 	knitk_doorbell_sleeping(knot_doorbell(&self->k, 0), 1);
-	knitk_lane_publish(request_mb(self, 0), 0);
+	knot_lane_publish(request_mb(self, 0), 0);
 	knitk_doorbell_sleeping(knot_doorbell(&self->k, 1), 1);
 	/* Host: work in a return mailbox, but awake. */
-	knitk_lane_publish(return_mb(self, 1), 0);
+	knot_lane_publish(return_mb(self, 1), 0);
 
 	EXPECT_EQ(0, knitk_notify(self->w[1], 1ULL << 0 | 1ULL << 1 | HOST_BIT,
 				  &woken));
@@ -541,8 +541,8 @@ TEST_F(wk, notify_only_consumed_mailboxes_count)
 	wk_open_small(_metadata, self);
 	knitk_doorbell_sleeping(knot_doorbell(&self->k, 0), 1);
 	knitk_doorbell_sleeping(knot_doorbell(&self->k, HOST), 1);
-	knitk_lane_publish(return_mb(self, 0), 1);
-	knitk_lane_publish(request_mb(self, 1), 2);
+	knot_lane_publish(return_mb(self, 0), 1);
+	knot_lane_publish(request_mb(self, 1), 2);
 
 	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
 	EXPECT_EQ(0ULL, woken);
@@ -568,7 +568,7 @@ TEST_F(wk, notify_invalid_doorbell_einval)
 	db = knot_doorbell(&self->k, 0);
 	seq = knitk_doorbell_seq(db);
 	knitk_doorbell_sleeping(db, 1);
-	knitk_lane_publish(request_mb(self, 0), 0);
+	knot_lane_publish(request_mb(self, 0), 0);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		EXPECT_EQ(-EINVAL, knitk_notify(self->k.fd, bad[i], NULL))
 			TH_LOG("doorbells %#llx accepted with 2 workers",
@@ -628,15 +628,15 @@ TEST_F(wk, host_doorbell_covers_every_return_mailbox)
 		struct knitk_sector *mb = return_mb(self, w);
 
 		woken = 0;
-		knitk_lane_publish(mb, w);
+		knot_lane_publish(mb, w);
 		EXPECT_EQ(0, knitk_notify(self->w[w], HOST_BIT, &woken));
 		EXPECT_EQ(HOST_BIT, woken) TH_LOG("return mailbox of %u", w);
 		EXPECT_EQ(seq + w + 1, knitk_doorbell_seq(db));
 		/* The host consumes it: idle again. */
-		knitk_lane_ack(&mb->ack, w);
+		knot_lane_ack(&mb->ack, w);
 	}
 	/* Request mailboxes are not the host's work. */
-	knitk_lane_publish(knot_mailbox(&self->k, 0), 9);
+	knot_lane_publish(knot_mailbox(&self->k, 0), 9);
 	EXPECT_EQ(0, knitk_notify(self->w[0], HOST_BIT, &woken));
 	EXPECT_EQ(0ULL, woken);
 	stats_of(_metadata, self->k.fd, HOST, &st);
@@ -669,17 +669,17 @@ TEST_F(wk, steal_pending_is_pub_xor_steal_acks)
 	knitk_doorbell_sleeping(knot_doorbell(&self->k, 1), 1);
 
 	/* Lanes 0 and 1 published, taken one by each worker: nothing pending. */
-	knitk_lane_publish(mb, 0);
-	knitk_lane_publish(mb, 1);
-	knitk_lane_ack(&l0->ack, 0);
-	knitk_lane_ack(&l1->ack, 1);
+	knot_lane_publish(mb, 0);
+	knot_lane_publish(mb, 1);
+	knot_lane_ack(&l0->ack, 0);
+	knot_lane_ack(&l1->ack, 1);
 	woken = ~0ULL;
 	EXPECT_EQ(0, knitk_notify(self->k.fd, 3, &woken));
 	EXPECT_EQ(0ULL, woken);
 
 	/* Lane 2 published; the sector's ack word claiming it changes nothing. */
-	knitk_lane_publish(mb, 2);
-	knitk_lane_ack(&mb->ack, 2);
+	knot_lane_publish(mb, 2);
+	knot_lane_ack(&mb->ack, 2);
 	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
 	EXPECT_EQ(1ULL << 0, woken);
 	/* Any worker may take it: worker 1 is rung for the same lane. */
@@ -687,7 +687,7 @@ TEST_F(wk, steal_pending_is_pub_xor_steal_acks)
 	EXPECT_EQ(1ULL << 1, woken);
 
 	/* Worker 1 takes lane 2: idle again for both. */
-	knitk_lane_ack(&l1->ack, 2);
+	knot_lane_ack(&l1->ack, 2);
 	EXPECT_EQ(0, knitk_notify(self->k.fd, 3, &woken));
 	EXPECT_EQ(0ULL, woken);
 
@@ -719,10 +719,10 @@ TEST_F(wk, worker_doorbell_covers_every_submitter_mailbox)
 		struct knitk_sector *mb = knot_mailbox(&self->k, s * 2 + 1);
 
 		woken = ~0ULL;
-		knitk_lane_publish(mb, s);
+		knot_lane_publish(mb, s);
 		EXPECT_EQ(0, knitk_notify(self->k.fd, 3, &woken));
 		EXPECT_EQ(1ULL << 1, woken) TH_LOG("submitter %u", s);
-		knitk_lane_ack(&mb->ack, s);
+		knot_lane_ack(&mb->ack, s);
 	}
 	stats_of(_metadata, self->k.fd, 1, &st);
 	EXPECT_EQ(3ULL, st.wakes);
@@ -750,11 +750,11 @@ TEST_F(wk, steal_covers_every_submit_mailbox)
 		struct knitk_sector *mb = knot_mailbox(&self->k, m);
 
 		woken = 0;
-		knitk_lane_publish(mb, 4 + m);
+		knot_lane_publish(mb, 4 + m);
 		EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 2, &woken));
 		EXPECT_EQ(1ULL << 2, woken) TH_LOG("submit mailbox %u", m);
 		/* Worker 0 takes it, through its own line of mailbox m. */
-		knitk_lane_ack(&knot_steal_line(&self->k, m * 3 + 0)->ack, 4 + m);
+		knot_lane_ack(&knot_steal_line(&self->k, m * 3 + 0)->ack, 4 + m);
 		woken = ~0ULL;
 		EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 2, &woken));
 		EXPECT_EQ(0ULL, woken) TH_LOG("submit mailbox %u", m);

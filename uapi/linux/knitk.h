@@ -18,7 +18,12 @@
  *  5. KNITK_IOC_JOIN gives the endpoint a role: the host or worker N.
  *  6. KNITK_IOC_WAIT sleeps on the endpoint's own doorbell; KNITK_IOC_NOTIFY
  *     rings a set of doorbells, delivering a wake only to a waiter that is
- *     asleep and whose mailboxes hold pending work.
+ *     asleep and whose mailboxes hold pending work.  poll() watches the
+ *     same doorbell (an attached endpoint that has not joined watches the
+ *     host's): POLLIN while a mailbox it consumes holds a pending lane,
+ *     POLLPRI while some role is dead, POLLHUP for a worker whose host has
+ *     died.  Delivered notifies wake pollers too, so a poller sets its
+ *     sleeping flag and re-checks first, as before KNITK_IOC_WAIT.
  *  7. close() (or exit, or SIGKILL) releases the endpoint.  The release of a
  *     joined endpoint marks its role dead in the control page and wakes the
  *     host (or, for the host, every worker).  The knot is freed when its last
@@ -77,6 +82,7 @@
 #define KNITK_FEATURE_STEAL		(1ULL << 0)
 #define KNITK_FEATURE_PEER_DEATH	(1ULL << 1)
 #define KNITK_FEATURE_STATS		(1ULL << 2)
+#define KNITK_FEATURE_POLL		(1ULL << 3)
 
 /* Fixed shape. */
 #define KNITK_LANES			64
