@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * knitk-bench: clock, failure reporting and the pair runner shared by the
+ * ping-pong and throughput families.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <knitk.h>
+
+#include "bench.h"
+
+uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void bench_fail(struct bench_result *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->failed)
+		return;		/* keep the first reason */
+	r->failed = 1;
+	va_start(ap, fmt);
+	vsnprintf(r->why, sizeof(r->why), fmt, ap);
+	va_end(ap);
+}
+
+uint64_t bench_ops(const struct bench_case *c, const struct bench_ctx *ctx)
+{
+	return ctx->quick ? c->n_quick : c->n;
+}
+
+int bench_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	ssize_t w;
+
+	while (len) {
+		w = write(fd, p, len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int bench_read_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+	ssize_t got;
+
+	while (len) {
+		got = read(fd, p, len);
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (got == 0)
+			return -EPIPE;
+		p += got;
+		len -= (size_t)got;
+	}
+	return 0;
+}
+
+/* What the peer reports back, in its own shared mapping. */
+struct pair_sync {
+	_Atomic int ready;	/* 1 ready, -1 its init failed */
+	int peer_ret;
+	uint64_t peer_moved;
+	uint64_t peer_end_ns;	/* CLOCK_MONOTONIC is system wide */
+};
+
+struct pair_thread {
+	const struct bench_pair_ops *ops;
+	void *state;
+	struct pair_sync *sync;
+	uint64_t n;
+	int process;
+};
+
+static void pair_peer(struct pair_thread *pt)
+{
+	struct pair_sync *s = pt->sync;
+	uint64_t moved = 0;
+	int ret;
+
+	ret = pt->ops->peer_init ? pt->ops->peer_init(pt->state, pt->process) : 0;
+	if (ret) {
+		s->peer_ret = ret;
+		atomic_store(&s->ready, -1);
+		return;
+	}
+	atomic_store(&s->ready, 1);
+	ret = pt->ops->peer(pt->state, pt->n, &moved);
+	s->peer_end_ns = bench_now_ns();
+	s->peer_moved = moved;
+	s->peer_ret = ret;
+	if (pt->ops->peer_fini)
+		pt->ops->peer_fini(pt->state);
+}
+
+static void *pair_peer_thread(void *arg)
+{
+	pair_peer(arg);
+	return NULL;
+}
+
+/* One repetition; returns 0 and the elapsed ns, or a negative errno. */
+static int pair_once(const struct bench_pair_ops *ops, const struct bench_ctx *ctx,
+		     int process, long arg, uint64_t n, uint64_t *elapsed,
+		     uint64_t *moved, struct bench_result *r)
+{
+	struct pair_thread pt = { .ops = ops, .n = n, .process = process };
+	uint64_t t0 = 0, t1 = 0, host_moved = 0;
+	pthread_t th;
+	pid_t pid = -1;
+	void *map;
+	size_t size = 64 + ops->state_size;
+	int ret, status, ready;
+
+	/* One shared mapping: the sync block, then (a line on) the case state. */
+	_Static_assert(sizeof(struct pair_sync) <= 64, "sync block fits a line");
+	size = (size + 4095) & ~(size_t)4095;
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		   -1, 0);
+	if (map == MAP_FAILED) {
+		bench_fail(r, "mmap: %s", strerror(errno));
+		return -errno;
+	}
+	pt.sync = map;
+	pt.state = (char *)map + 64;
+	ret = ops->setup(pt.state, ctx, arg);
+	if (ret) {
+		bench_fail(r, "setup: %s", strerror(-ret));
+		goto out_unmap;
+	}
+	if (process) {
+		fflush(NULL);
+		pid = fork();
+		if (pid < 0) {
+			ret = -errno;
+			bench_fail(r, "fork: %s", strerror(errno));
+			goto out;
+		}
+		if (pid == 0) {
+			pair_peer(&pt);
+			_exit(pt.sync->peer_ret ? 1 : 0);
+		}
+	} else {
+		ret = pthread_create(&th, NULL, pair_peer_thread, &pt);
+		if (ret) {
+			bench_fail(r, "pthread_create: %s", strerror(ret));
+			ret = -ret;
+			goto out;
+		}
+	}
+	while ((ready = atomic_load(&pt.sync->ready)) == 0)
+		sched_yield();
+	if (ready < 0) {
+		ret = pt.sync->peer_ret;
+		bench_fail(r, "peer init: %s", strerror(-ret));
+		goto join;
+	}
+	t0 = bench_now_ns();
+	ret = ops->host(pt.state, n, &host_moved);
+	t1 = bench_now_ns();
+	if (ret) {
+		bench_fail(r, "host side: %s", strerror(-ret));
+		if (process) {
+			kill(pid, SIGKILL);
+		} else {
+			/* A thread peer blocked on a dead channel cannot be joined. */
+			fprintf(stderr, "knitk-bench: host side failed: %s\n",
+				strerror(-ret));
+			exit(1);
+		}
+	}
+join:
+	if (process) {
+		if (waitpid(pid, &status, 0) != pid) {
+			bench_fail(r, "waitpid: %s", strerror(errno));
+			ret = ret ? ret : -ECHILD;
+		} else if (!ret && (!WIFEXITED(status) || WEXITSTATUS(status))) {
+			ret = pt.sync->peer_ret ? pt.sync->peer_ret : -ECHILD;
+			bench_fail(r, "peer: %s", strerror(-ret));
+		}
+	} else {
+		pthread_join(th, NULL);
+		if (!ret && pt.sync->peer_ret) {
+			ret = pt.sync->peer_ret;
+			bench_fail(r, "peer: %s", strerror(-ret));
+		}
+	}
+	if (!ret) {
+		if (pt.sync->peer_end_ns > t1)
+			t1 = pt.sync->peer_end_ns;
+		*elapsed = t1 - t0;
+		*moved = host_moved + pt.sync->peer_moved;
+	}
+out:
+	if (ops->teardown)
+		ops->teardown(pt.state);
+out_unmap:
+	munmap(map, size);
+	return ret;
+}
+
+int bench_pair_run(const struct bench_pair_ops *ops, const struct bench_case *c,
+		   const struct bench_ctx *ctx, int process, long arg,
+		   unsigned int msgs_per_op, struct bench_result *r)
+{
+	uint64_t n = bench_ops(c, ctx), warm = n / 10 ? n / 10 : 1;
+	uint64_t elapsed, moved;
+	int i, ret;
+
+	/* Warm-up: page faults, first wakes, CPU frequency; not recorded. */
+	ret = pair_once(ops, ctx, process, arg, warm, &elapsed, &moved, r);
+	if (ret)
+		return ret;
+	r->ops = n;
+	r->has_msgs = 1;
+	for (i = 0; i < ctx->reps; i++) {
+		ret = pair_once(ops, ctx, process, arg, n, &elapsed, &moved, r);
+		if (ret)
+			return ret;
+		r->ns[r->nreps++] = (double)elapsed / (double)n;
+		r->msgs_expected += n * msgs_per_op;
+		r->msgs_moved += moved;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------ a knot of one worker */
+
+void bench_kpair_host_close(struct bench_kpair *kp)
+{
+	knitk_producer_destroy(kp->hp);
+	knitk_consumer_destroy(kp->hc);
+	knitk_knot_destroy(kp->host);
+	kp->hp = NULL;
+	kp->hc = NULL;
+	kp->host = NULL;
+}
+
+int bench_kpair_host_open(struct bench_kpair *kp, unsigned int knot_flags,
+			  unsigned int inline_bytes, uint64_t arena_bytes)
+{
+	struct knitk_geometry g = {
+		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
+		.inline_bytes = inline_bytes, .arena_bytes = arena_bytes,
+	};
+	int ret, req, ret_mb;
+
+	memset(kp, 0, sizeof(*kp));
+	ret = knitk_knot_create(&g, knot_flags, &kp->host);
+	if (ret)
+		return ret;
+	ret = knitk_knot_join(kp->host, KNITK_ROLE_HOST, 0);
+	if (ret < 0)
+		goto fail;
+	req = knitk_knot_request_mailbox(kp->host, 0, 0);
+	ret_mb = knitk_knot_return_mailbox(kp->host, 0);
+	if (req < 0 || ret_mb < 0) {
+		ret = req < 0 ? req : ret_mb;
+		goto fail;
+	}
+	ret = knitk_producer_create(kp->host, (unsigned int)req, &kp->hp);
+	if (!ret)
+		ret = knitk_consumer_create(kp->host, (unsigned int)ret_mb, &kp->hc);
+	if (!ret)
+		return 0;
+fail:
+	bench_kpair_host_close(kp);
+	return ret;
+}
+
+void bench_kpair_peer_close(struct bench_kpair *kp)
+{
+	knitk_producer_destroy(kp->pp);
+	knitk_consumer_destroy(kp->pc);
+	knitk_knot_destroy(kp->peer);
+	kp->pp = NULL;
+	kp->pc = NULL;
+	kp->peer = NULL;
+}
+
+int bench_kpair_peer_open(struct bench_kpair *kp, int process)
+{
+	int ret, req, ret_mb;
+
+	ret = knitk_knot_attach(knitk_knot_fd(kp->host),
+				process ? KNITK_ATTACH_TAKE_FD : 0, &kp->peer);
+	if (ret)
+		return ret;
+	ret = knitk_knot_join(kp->peer, KNITK_ROLE_WORKER, 0);
+	if (ret < 0)
+		goto fail;
+	req = knitk_knot_request_mailbox(kp->peer, 0, 0);
+	ret_mb = knitk_knot_return_mailbox(kp->peer, 0);
+	if (req < 0 || ret_mb < 0) {
+		ret = req < 0 ? req : ret_mb;
+		goto fail;
+	}
+	ret = knitk_consumer_create(kp->peer, (unsigned int)req, &kp->pc);
+	if (!ret)
+		ret = knitk_producer_create(kp->peer, (unsigned int)ret_mb, &kp->pp);
+	if (!ret)
+		return 0;
+fail:
+	bench_kpair_peer_close(kp);
+	return ret;
+}

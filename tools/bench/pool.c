@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * knitk-bench: calls per second through a worker pool, and the idle cost
+ * of a pool.
+ *
+ * A trivial task (u64 x -> x + 1) so that dispatch and completion are
+ * all that is measured.  knitk: knitk_pool_call (submit, wait, copy,
+ * release) one at a time, and batches of knitk_pool_submit + one
+ * knitk_pool_wait_all, on thread and on process workers.  GThreadPool:
+ * g_thread_pool_push plus a completion signal (GMutex/GCond), one at a
+ * time and in batches, with the same number of workers.
+ *
+ * Idle: 8 thread workers, every call pinned to worker 0; the other 7 must
+ * get no wake at all, and the whole process must use next to no CPU time
+ * while the pool sits idle.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <glib.h>
+#include <knitk.h>
+
+#include "bench.h"
+
+#define POOL_BATCH		32
+#define IDLE_WORKERS		8
+
+static int task_inc(const void *in, size_t len, struct knitk_reply *out,
+		    void *ctx)
+{
+	uint64_t x;
+
+	(void)ctx;
+	if (len != sizeof(x))
+		return -EINVAL;
+	memcpy(&x, in, sizeof(x));
+	x++;
+	return knitk_reply_set(out, &x, sizeof(x));
+}
+
+static const knitk_task_fn bench_fns[] = { task_inc };
+const struct knitk_task_table bench_tasks = { bench_fns, 1 };
+
+/* ------------------------------------------------------------ knitk */
+
+static int kp_sync(struct knitk_pool *pool, uint64_t base, uint64_t n,
+		   const struct knitk_call_opts *co, uint64_t *good)
+{
+	uint64_t i, x, y;
+	size_t len;
+	int ret;
+
+	for (i = 0; i < n; i++) {
+		x = base + i;
+		ret = knitk_pool_call(pool, 0, &x, sizeof(x), co, &y, sizeof(y), &len);
+		if (ret)
+			return ret < 0 ? ret : -EPROTO;
+		if (len == sizeof(y) && y == x + 1)
+			(*good)++;
+	}
+	return 0;
+}
+
+static int kp_batch(struct knitk_pool *pool, uint64_t base, uint64_t n,
+		    uint64_t *good)
+{
+	struct knitk_call *calls[POOL_BATCH];
+	uint64_t xs[POOL_BATCH], done = 0, y;
+	const void *data;
+	size_t len;
+	unsigned int k, i;
+	int ret = 0;
+
+	while (done < n) {
+		k = n - done < POOL_BATCH ? (unsigned int)(n - done) : POOL_BATCH;
+		for (i = 0; i < k; i++) {
+			xs[i] = base + done + i;
+			ret = knitk_pool_submit(pool, 0, &xs[i], sizeof(xs[i]),
+						NULL, &calls[i]);
+			if (ret) {
+				k = i;
+				break;
+			}
+		}
+		if (k) {
+			int wret = knitk_pool_wait_all(pool, calls, k,
+						       KNITK_WAIT_FOREVER);
+
+			if (wret && !ret)
+				ret = wret;
+		}
+		for (i = 0; i < k; i++) {
+			if (knitk_call_status(calls[i]) == 0 &&
+			    knitk_call_result(calls[i], &data, &len) == 0 &&
+			    len == sizeof(y)) {
+				memcpy(&y, data, sizeof(y));
+				if (y == xs[i] + 1)
+					(*good)++;
+			}
+			knitk_call_release(calls[i]);
+		}
+		if (ret)
+			return ret;
+		done += k;
+	}
+	return 0;
+}
+
+/* arg: kind | (batch << 4) */
+static int kp_run(const struct bench_case *c, const struct bench_ctx *ctx,
+		  struct bench_result *r)
+{
+	struct knitk_pool_opts o = {
+		.kind = (unsigned int)(c->arg & 15),
+		.nr_workers = ctx->workers,
+		.knot_flags = ctx->knot_flags,
+	};
+	int batch = (int)(c->arg >> 4);
+	uint64_t n = bench_ops(c, ctx), good = 0, t0, base = 0;
+	struct knitk_pool *pool;
+	int i, ret;
+
+	ret = knitk_pool_create(&o, &bench_tasks, &pool);
+	if (ret) {
+		bench_fail(r, "knitk_pool_create: %s", strerror(-ret));
+		return ret;
+	}
+	r->ops = n;
+	r->has_msgs = 1;
+	for (i = -1; i < ctx->reps && !ret; i++) {
+		uint64_t m = i < 0 ? n / 10 + 1 : n;	/* rep -1: warm-up */
+
+		good = 0;
+		t0 = bench_now_ns();
+		ret = batch ? kp_batch(pool, base, m, &good) :
+			      kp_sync(pool, base, m, NULL, &good);
+		if (ret) {
+			bench_fail(r, "calls: %s", strerror(-ret));
+			break;
+		}
+		if (i >= 0) {
+			r->ns[r->nreps++] = (double)(bench_now_ns() - t0) / (double)m;
+			r->msgs_expected += m;
+			r->msgs_moved += good;
+		}
+		base += m;
+	}
+	knitk_pool_destroy(pool);
+	return ret;
+}
+
+/* ------------------------------------------------------ GThreadPool */
+
+struct gt_done {
+	GMutex lock;
+	GCond cond;
+	unsigned int left;
+};
+
+struct gt_task {
+	uint64_t x, y;
+	struct gt_done *done;
+};
+
+static void gt_func(gpointer data, gpointer user)
+{
+	struct gt_task *t = data;
+
+	(void)user;
+	t->y = t->x + 1;
+	g_mutex_lock(&t->done->lock);
+	if (--t->done->left == 0)
+		g_cond_signal(&t->done->cond);
+	g_mutex_unlock(&t->done->lock);
+}
+
+static int gt_round(GThreadPool *gp, struct gt_task *t, unsigned int k,
+		    struct gt_done *d, uint64_t base, uint64_t *good)
+{
+	GError *err = NULL;
+	unsigned int i;
+
+	d->left = k;
+	for (i = 0; i < k; i++) {
+		t[i].x = base + i;
+		t[i].y = 0;
+		t[i].done = d;
+		if (!g_thread_pool_push(gp, &t[i], &err)) {
+			g_error_free(err);
+			/* Pushed ones still complete: wait for them. */
+			g_mutex_lock(&d->lock);
+			d->left -= k - i;
+			while (d->left)
+				g_cond_wait(&d->cond, &d->lock);
+			g_mutex_unlock(&d->lock);
+			return -EAGAIN;
+		}
+	}
+	g_mutex_lock(&d->lock);
+	while (d->left)
+		g_cond_wait(&d->cond, &d->lock);
+	g_mutex_unlock(&d->lock);
+	for (i = 0; i < k; i++)
+		if (t[i].y == t[i].x + 1)
+			(*good)++;
+	return 0;
+}
+
+static int gt_run(const struct bench_case *c, const struct bench_ctx *ctx,
+		  struct bench_result *r)
+{
+	unsigned int batch = c->arg ? POOL_BATCH : 1, k;
+	struct gt_task tasks[POOL_BATCH];
+	uint64_t n = bench_ops(c, ctx), good, done, t0, base = 0;
+	struct gt_done d;
+	GThreadPool *gp;
+	GError *err = NULL;
+	int i, ret = 0;
+
+	/* Exclusive: the workers start now and stay, like a knitk pool. */
+	gp = g_thread_pool_new(gt_func, NULL, (gint)ctx->workers, TRUE, &err);
+	if (!gp) {
+		bench_fail(r, "g_thread_pool_new: %s", err ? err->message : "?");
+		if (err)
+			g_error_free(err);
+		return -EAGAIN;
+	}
+	g_mutex_init(&d.lock);
+	g_cond_init(&d.cond);
+	r->ops = n;
+	r->has_msgs = 1;
+	for (i = -1; i < ctx->reps && !ret; i++) {
+		uint64_t m = i < 0 ? n / 10 + 1 : n;
+
+		good = 0;
+		t0 = bench_now_ns();
+		for (done = 0; done < m && !ret; done += k) {
+			k = m - done < batch ? (unsigned int)(m - done) : batch;
+			ret = gt_round(gp, tasks, k, &d, base + done, &good);
+		}
+		if (ret) {
+			bench_fail(r, "g_thread_pool_push failed");
+			break;
+		}
+		if (i >= 0) {
+			r->ns[r->nreps++] = (double)(bench_now_ns() - t0) / (double)m;
+			r->msgs_expected += m;
+			r->msgs_moved += good;
+		}
+		base += m;
+	}
+	g_thread_pool_free(gp, FALSE, TRUE);
+	g_mutex_clear(&d.lock);
+	g_cond_clear(&d.cond);
+	return ret;
+}
+
+/* ------------------------------------------------------------- idle */
+
+static double cpu_ns(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return -1;
+	return ((double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec) * 1e9 +
+	       ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) * 1e3;
+}
+
+static int idle_run(const struct bench_case *c, const struct bench_ctx *ctx,
+		    struct bench_result *r)
+{
+	struct knitk_pool_opts o = {
+		.kind = KNITK_WORKER_THREADS, .nr_workers = IDLE_WORKERS,
+		.knot_flags = ctx->knot_flags,
+	};
+	struct knitk_call_opts co = { .flags = KNITK_CALL_WORKER, .worker = 0 };
+	struct knitk_worker_info before[IDLE_WORKERS], after[IDLE_WORKERS];
+	uint64_t n = bench_ops(c, ctx), good = 0, t0, base = 0;
+	uint64_t wall = ctx->quick ? 300000000ULL : 2000000000ULL;
+	struct timespec ts = { (time_t)(wall / 1000000000ULL),
+			       (long)(wall % 1000000000ULL) };
+	struct knitk_pool *pool;
+	double c0, c1;
+	unsigned int w;
+	int i, ret;
+
+	ret = knitk_pool_create(&o, &bench_tasks, &pool);
+	if (ret) {
+		bench_fail(r, "knitk_pool_create: %s", strerror(-ret));
+		return ret;
+	}
+	for (w = 0; w < IDLE_WORKERS && !ret; w++) {
+		ret = knitk_pool_worker_info(pool, w, &before[w]);
+		if (!ret && !before[w].db_valid)
+			ret = -EOPNOTSUPP;
+	}
+	if (ret) {
+		bench_fail(r, "worker counters: %s", strerror(-ret));
+		goto out;
+	}
+	r->ops = n;
+	r->has_msgs = 1;
+	/* Load: calls to worker 0 only, timed like rows of the pool group. */
+	for (i = 0; i < ctx->reps && !ret; i++) {
+		good = 0;
+		t0 = bench_now_ns();
+		ret = kp_sync(pool, base, n, &co, &good);
+		if (ret) {
+			bench_fail(r, "calls: %s", strerror(-ret));
+			goto out;
+		}
+		r->ns[r->nreps++] = (double)(bench_now_ns() - t0) / (double)n;
+		r->msgs_expected += n;
+		r->msgs_moved += good;
+		base += n;
+	}
+	/* Then nothing: every worker parked, the collector too. */
+	c0 = cpu_ns();
+	t0 = bench_now_ns();
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+	c1 = cpu_ns();
+	r->idle.wall_ns = (double)(bench_now_ns() - t0);
+	if (c0 < 0 || c1 < 0) {
+		ret = -errno;
+		bench_fail(r, "getrusage: %s", strerror(errno));
+		goto out;
+	}
+	r->has_idle = 1;
+	r->idle.cpu_ns = c1 - c0;
+	r->idle.workers = IDLE_WORKERS;
+	r->idle.idle_workers = IDLE_WORKERS - 1;
+	for (w = 0; w < IDLE_WORKERS; w++) {
+		ret = knitk_pool_worker_info(pool, w, &after[w]);
+		if (ret) {
+			bench_fail(r, "worker counters: %s", strerror(-ret));
+			goto out;
+		}
+		if (w == 0) {
+			r->idle.loaded_wakes = after[w].db.wakes - before[w].db.wakes;
+			continue;
+		}
+		r->idle.idle_wakes += after[w].db.wakes - before[w].db.wakes +
+				      after[w].db.spurious - before[w].db.spurious;
+		r->idle.idle_waits += after[w].db.waits - before[w].db.waits;
+	}
+out:
+	knitk_pool_destroy(pool);
+	return ret;
+}
+
+/* ------------------------------------------------------------ cases */
+
+#define KP(grp, var, kind, batch, n, nq) \
+	{ grp "/" var, grp, "ops/s", grp "/gthreadpool", 1, kp_run, \
+	  (kind) | ((batch) << 4), n, nq }
+#define GT(grp, batch, n, nq) \
+	{ grp "/gthreadpool", grp, "ops/s", grp "/gthreadpool", 0, gt_run, \
+	  batch, n, nq }
+
+const struct bench_case bench_pool_cases[] = {
+	GT("pool-call", 0, 50000, 1000),
+	KP("pool-call", "knitk-threads", KNITK_WORKER_THREADS, 0, 50000, 1000),
+	KP("pool-call", "knitk-processes", KNITK_WORKER_PROCESSES, 0, 50000, 1000),
+	GT("pool-batch", 1, 200000, 4000),
+	KP("pool-batch", "knitk-threads", KNITK_WORKER_THREADS, 1, 200000, 4000),
+	KP("pool-batch", "knitk-processes", KNITK_WORKER_PROCESSES, 1, 200000, 4000),
+	{ "idle/knitk-8-threads", "idle", "ns/op", NULL, 1, idle_run, 0,
+	  20000, 300 },
+	{ NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0 },
+};

@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * knitk-bench: one-way messages per second between two threads, with
+ * batching on every path.
+ *
+ * knitk: the host claims up to BATCH lanes, writes each payload (inline
+ * for 8 bytes, in the arena for 4 KiB), publishes them with one
+ * knitk_lane_publish_batch and rings; the worker decodes, copies the
+ * payload out, acks the batch with one store and returns a credit on its
+ * return mailbox.  Under backpressure the host parks until a credit comes
+ * (sleeping allowed on both sides, no spinning beyond a short poll).
+ * pipe: one write of BATCH messages, reads of up to 64 KiB.  eventfd: a
+ * count of BATCH per write, no payload at all (so not a like-for-like
+ * channel: it is the floor of a kernel counter).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <knitk.h>
+
+#include "bench.h"
+
+#define TP_BATCH	16
+#define TP_POLLS	256		/* like the pool's default spin */
+#define TP_READ_BUF	(64 * 1024)
+
+struct tp_state {
+	int fd[2];
+	size_t size;
+	struct bench_kpair kp;
+};
+
+/* ------------------------------------------------------------ knitk */
+
+static int tk_setup(void *st, const struct bench_ctx *ctx, long size)
+{
+	struct tp_state *s = st;
+
+	s->size = (size_t)size;
+	/* 8 bytes go inline; 4 KiB goes to a 2 MiB arena (room for 2 rings). */
+	return bench_kpair_host_open(&s->kp, ctx->knot_flags, 64,
+				     s->size > 64 ? 2U << 20 : 0);
+}
+
+static void tk_teardown(void *st)
+{
+	bench_kpair_host_close(&((struct tp_state *)st)->kp);
+}
+
+static int tk_peer_init(void *st, int process)
+{
+	return bench_kpair_peer_open(&((struct tp_state *)st)->kp, process);
+}
+
+static void tk_peer_fini(void *st)
+{
+	bench_kpair_peer_close(&((struct tp_state *)st)->kp);
+}
+
+/* Retire every credit on the return mailbox; returns how many. */
+static int tk_drain(struct knitk_consumer *c)
+{
+	uint64_t pend;
+	int got;
+
+	got = knitk_lane_scan(c, &pend);
+	if (got <= 0)
+		return got;
+	return knitk_lane_ack(c, pend) ? -EPROTO : got;
+}
+
+static int tk_host(void *st, uint64_t n, uint64_t *moved)
+{
+	struct tp_state *s = st;
+	struct knitk_producer *p = s->kp.hp;
+	struct knitk_lane_header *h;
+	uint64_t sent = 0, mask;
+	unsigned int k;
+	unsigned char *src;
+	void *buf;
+	int lane, ret = 0;
+
+	(void)moved;	/* the consumer counts */
+	src = malloc(s->size);
+	if (!src)
+		return -ENOMEM;
+	memset(src, 0xa5, s->size);
+	while (sent < n) {
+		mask = 0;
+		for (k = 0; k < TP_BATCH && sent + k < n; k++) {
+			lane = knitk_lane_claim(p);
+			if (lane == -EAGAIN)
+				break;
+			if (lane < 0) {
+				ret = lane;
+				goto out;
+			}
+			ret = knitk_lane_reserve(p, (unsigned int)lane, s->size, &buf);
+			if (ret) {
+				knitk_lane_release(p, (unsigned int)lane);
+				if (ret != -ENOSPC)
+					goto out;
+				ret = 0;
+				break;
+			}
+			/* The payload carries its sequence number up front. */
+			memcpy(src, &(uint64_t){ sent + k }, sizeof(uint64_t));
+			memcpy(buf, src, s->size);
+			ret = knitk_lane_header(p, (unsigned int)lane, &h);
+			if (ret)
+				goto out;
+			h->task_id = sent + k;
+			mask |= 1ULL << lane;
+		}
+		if (k) {
+			ret = knitk_lane_publish_batch(p, mask);
+			if (ret < 0)
+				goto out;
+			ret = knitk_producer_notify(p);
+			if (ret < 0)
+				goto out;
+			sent += k;
+			ret = tk_drain(s->kp.hc);
+			if (ret < 0)
+				goto out;
+			continue;
+		}
+		/* Backpressure: sleep until the worker returns a credit. */
+		ret = tk_drain(s->kp.hc);
+		if (ret < 0)
+			goto out;
+		if (ret == 0) {
+			ret = knitk_doorbell_park(s->kp.host, KNITK_WAIT_FOREVER);
+			if (ret)
+				goto out;
+		}
+	}
+	ret = 0;
+out:
+	free(src);
+	return ret;
+}
+
+static int tk_peer(void *st, uint64_t n, uint64_t *moved)
+{
+	struct tp_state *s = st;
+	struct knitk_consumer *c = s->kp.pc;
+	struct knitk_msg m;
+	uint64_t got = 0, pend, batch, seq;
+	unsigned int polls = 0;
+	unsigned char *dst;
+	int lane, ret = 0;
+
+	dst = malloc(s->size);
+	if (!dst)
+		return -ENOMEM;
+	while (got < n) {
+		ret = knitk_lane_scan(c, &pend);
+		if (ret < 0)
+			goto out;
+		if (ret == 0) {
+			if (polls++ < TP_POLLS) {
+				bench_relax();
+				continue;
+			}
+			ret = knitk_doorbell_park(s->kp.peer, KNITK_WAIT_FOREVER);
+			if (ret)
+				goto out;
+			continue;
+		}
+		polls = 0;
+		batch = pend;
+		while ((lane = knitk_lane_next(c, &pend)) >= 0) {
+			ret = knitk_lane_decode(c, (unsigned int)lane, &m);
+			if (ret)
+				goto out;
+			if (m.header.task_id != got || m.len != s->size) {
+				ret = -EPROTO;
+				goto out;
+			}
+			/* Read the payload, as a pipe reader would get it. */
+			memcpy(dst, m.data, s->size);
+			memcpy(&seq, dst, sizeof(seq));
+			if (seq != got) {
+				ret = -EPROTO;
+				goto out;
+			}
+			got++;
+		}
+		ret = knitk_lane_ack(c, batch);
+		if (ret)
+			goto out;
+		/*
+		 * The credit wakes a host parked under backpressure.  A full
+		 * return mailbox means the host has credits to drain and is
+		 * not asleep, so this one may be skipped.
+		 */
+		{
+			struct knitk_lane_header h = { .value = got };
+
+			ret = knitk_producer_send(s->kp.pp, &h, NULL, 0);
+			if (ret >= 0)
+				ret = knitk_producer_notify(s->kp.pp);
+			if (ret < 0 && ret != -EAGAIN)
+				goto out;
+		}
+	}
+	ret = 0;
+out:
+	*moved = got;
+	free(dst);
+	return ret;
+}
+
+/* ------------------------------------------------------ pipe, eventfd */
+
+static int pipe_setup(void *st, const struct bench_ctx *ctx, long size)
+{
+	struct tp_state *s = st;
+
+	(void)ctx;
+	s->size = (size_t)size;
+	return pipe2(s->fd, O_CLOEXEC) ? -errno : 0;
+}
+
+static int efd_setup(void *st, const struct bench_ctx *ctx, long size)
+{
+	struct tp_state *s = st;
+
+	(void)ctx;
+	s->size = (size_t)size;
+	s->fd[0] = eventfd(0, EFD_CLOEXEC);
+	if (s->fd[0] < 0)
+		return -errno;
+	s->fd[1] = s->fd[0];
+	return 0;
+}
+
+static void fd_teardown(void *st)
+{
+	struct tp_state *s = st;
+
+	close(s->fd[0]);
+	if (s->fd[1] != s->fd[0])
+		close(s->fd[1]);
+}
+
+static int pipe_host(void *st, uint64_t n, uint64_t *moved)
+{
+	struct tp_state *s = st;
+	uint64_t sent = 0, seq;
+	unsigned int k;
+	unsigned char *buf;
+	int ret = 0;
+
+	(void)moved;
+	buf = malloc(TP_BATCH * s->size);
+	if (!buf)
+		return -ENOMEM;
+	memset(buf, 0xa5, TP_BATCH * s->size);
+	while (sent < n && !ret) {
+		for (k = 0; k < TP_BATCH && sent + k < n; k++) {
+			seq = sent + k;
+			memcpy(buf + k * s->size, &seq, sizeof(seq));
+		}
+		ret = bench_write_all(s->fd[1], buf, k * s->size);
+		sent += k;
+	}
+	free(buf);
+	return ret;
+}
+
+static int pipe_peer(void *st, uint64_t n, uint64_t *moved)
+{
+	struct tp_state *s = st;
+	uint64_t bytes = 0, want = n * s->size;
+	unsigned char *buf;
+	ssize_t got;
+	int ret = 0;
+
+	buf = malloc(TP_READ_BUF);
+	if (!buf)
+		return -ENOMEM;
+	while (bytes < want) {
+		size_t len = want - bytes < TP_READ_BUF ? want - bytes : TP_READ_BUF;
+
+		got = read(s->fd[0], buf, len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			ret = got ? -errno : -EPIPE;
+			break;
+		}
+		bytes += (uint64_t)got;
+	}
+	*moved = bytes / s->size;
+	free(buf);
+	return ret;
+}
+
+static int efd_host(void *st, uint64_t n, uint64_t *moved)
+{
+	struct tp_state *s = st;
+	uint64_t sent = 0, k;
+	int ret;
+
+	(void)moved;
+	while (sent < n) {
+		k = n - sent < TP_BATCH ? n - sent : TP_BATCH;
+		ret = bench_write_all(s->fd[0], &k, sizeof(k));
+		if (ret)
+			return ret;
+		sent += k;
+	}
+	return 0;
+}
+
+static int efd_peer(void *st, uint64_t n, uint64_t *moved)
+{
+	struct tp_state *s = st;
+	uint64_t got = 0, v;
+	int ret;
+
+	while (got < n) {
+		ret = bench_read_all(s->fd[0], &v, sizeof(v));
+		if (ret)
+			return ret;
+		got += v;
+	}
+	*moved = got;
+	return 0;
+}
+
+/* ------------------------------------------------------------ cases */
+
+static const struct bench_pair_ops tp_knitk = {
+	sizeof(struct tp_state), tk_setup, tk_peer_init, tk_host, tk_peer,
+	tk_peer_fini, tk_teardown,
+};
+static const struct bench_pair_ops tp_pipe = {
+	sizeof(struct tp_state), pipe_setup, NULL, pipe_host, pipe_peer, NULL,
+	fd_teardown,
+};
+static const struct bench_pair_ops tp_efd = {
+	sizeof(struct tp_state), efd_setup, NULL, efd_host, efd_peer, NULL,
+	fd_teardown,
+};
+
+enum { T_KNITK, T_PIPE, T_EVENTFD };
+
+/* arg: payload bytes | (mechanism << 16) */
+static int tp_run(const struct bench_case *c, const struct bench_ctx *ctx,
+		  struct bench_result *r)
+{
+	static const struct bench_pair_ops *const ops[] = {
+		[T_KNITK] = &tp_knitk, [T_PIPE] = &tp_pipe, [T_EVENTFD] = &tp_efd,
+	};
+
+	return bench_pair_run(ops[c->arg >> 16], c, ctx, BENCH_THREAD,
+			      c->arg & 0xffff, 1, r);
+}
+
+#define TP(grp, var, size, mech, kn, n, nq) \
+	{ grp "/" var, grp, "ops/s", grp "/pipe", kn, tp_run, \
+	  (size) | ((long)(mech) << 16), n, nq }
+
+const struct bench_case bench_throughput_cases[] = {
+	TP("tput-8B", "pipe", 8, T_PIPE, 0, 2000000, 20000),
+	TP("tput-8B", "eventfd", 8, T_EVENTFD, 0, 2000000, 20000),
+	TP("tput-8B", "knitk", 8, T_KNITK, 1, 2000000, 20000),
+	TP("tput-4K", "pipe", 4096, T_PIPE, 0, 200000, 4000),
+	TP("tput-4K", "knitk", 4096, T_KNITK, 1, 200000, 4000),
+	{ NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0 },
+};
