@@ -50,6 +50,8 @@ done
 "$here/check_exports.sh" "$BUILD/libknitk.so.0.1" \
 	<(cat "$here/../include/knitk.h" "$here/../include/knitk_pool.h") "$here/../libknitk.map" || failed=1
 "$here/check_install.sh" "$here/.." || failed=1
+# knitk-bench --quick: structure and sanity of its output, not speed.
+"$TOP/tools/bench/smoke.sh" || failed=1
 
 for v in asan tsan; do
 	for t in layout_test arena_test lane_test doorbell_test knot_test; do
