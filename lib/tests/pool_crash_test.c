@@ -48,18 +48,13 @@ static void *load_thread(void *arg)
 		knitk_pool_wait_all(l->pool, c, WINDOW, KNITK_WAIT_FOREVER);
 		for (i = 0; i < WINDOW; i++) {
 			int st = knitk_call_status(c[i]);
-			const void *d;
-			size_t len;
-			uint64_t y = 0;
 
 			if (st == -EOWNERDEAD &&
 			    knitk_call_worker(c[i]) == atomic_load(&l->killed)) {
 				atomic_fetch_add(&l->dead, 1);
 			} else if (i % 4 == 0 && st == 1) {
 				atomic_fetch_add(&l->ok, 1);
-			} else if (i % 4 && st == 0 &&
-				   !knitk_call_result(c[i], &d, &len) && len == 8 &&
-				   (memcpy(&y, d, 8), y == mix64(x[i]))) {
+			} else if (i % 4 && st == 0 && mix_result_ok(c[i], x[i])) {
 				atomic_fetch_add(&l->ok, 1);
 			} else {
 				printf("# call %u on worker %d: status %d\n", i,
@@ -70,12 +65,6 @@ static void *load_thread(void *arg)
 		}
 	}
 	return NULL;
-}
-
-static void wait_ok(struct load *l, unsigned long n)
-{
-	while (atomic_load(&l->ok) < n && !atomic_load(&l->bad))
-		sched_yield();
 }
 
 static unsigned long calls_after(struct knitk_pool *pool, unsigned long n,
@@ -95,15 +84,8 @@ static unsigned long calls_after(struct knitk_pool *pool, unsigned long n,
 		}
 		knitk_pool_wait_all(pool, c, k, KNITK_WAIT_FOREVER);
 		for (i = 0; i < k; i++) {
-			const void *d;
-			size_t len;
-			uint64_t y;
-
-			if (knitk_call_status(c[i]) == 0 &&
-			    !knitk_call_result(c[i], &d, &len) && len == 8) {
-				memcpy(&y, d, 8);
-				good += y == mix64(x[i]);
-			}
+			good += knitk_call_status(c[i]) == 0 &&
+				mix_result_ok(c[i], x[i]);
 			knitk_call_release(c[i]);
 		}
 		done += k;
@@ -128,7 +110,7 @@ static void crash(bool respawn)
 	REQUIRE(knitk_pool_create(&o, &test_tasks, &l.pool) == 0);
 	for (i = 0; i < THREADS; i++)
 		pthread_create(&th[i], NULL, load_thread, &l);
-	wait_ok(&l, 2000);
+	wait_ok_count(&l.ok, &l.bad, 2000);
 	REQUIRE(knitk_pool_worker_info(l.pool, 1, &wi) == 0);
 	victim = wi.pid;
 	printf("# killing worker 1 (pid %d) holding %u calls\n", victim, wi.inflight);
@@ -140,7 +122,7 @@ static void crash(bool respawn)
 			break;
 		sched_yield();
 	}
-	wait_ok(&l, atomic_load(&l.ok) + 2000);
+	wait_ok_count(&l.ok, &l.bad, atomic_load(&l.ok) + 2000);
 	atomic_store(&l.stop, 1);
 	for (i = 0; i < THREADS; i++)
 		pthread_join(th[i], NULL);

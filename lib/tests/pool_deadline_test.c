@@ -51,17 +51,7 @@ static void wait_stale(struct knitk_pool *pool, uint64_t n)
 /* Some correct calls after the disturbance. */
 static void check_clean_calls(struct knitk_pool *pool, unsigned int n)
 {
-	unsigned int i, good = 0;
-
-	for (i = 0; i < n; i++) {
-		uint64_t x = i * 977 + 5, y = 0;
-		size_t len = 0;
-
-		if (knitk_pool_call(pool, T_MIX, &x, 8, NULL, &y, 8, &len) == 0 &&
-		    len == 8 && y == mix64(x))
-			good++;
-	}
-	CHECK_EQ(good, n);
+	CHECK_EQ(mix_calls_good(pool, n, NULL, 5, 977), n);
 }
 
 static void deadline_expires(void)

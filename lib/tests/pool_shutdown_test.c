@@ -6,7 +6,6 @@
  * get -ESHUTDOWN, and destroy reaps everything.
  */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -53,17 +52,12 @@ static void *load_thread(void *arg)
 			knitk_pool_wait_all(l->pool, c, n, KNITK_WAIT_FOREVER);
 		for (i = 0; i < n; i++) {
 			int st = knitk_call_status(c[i]);
-			const void *d;
-			size_t len;
-			uint64_t y = 0;
 
 			if (st == -ECANCELED && l->mode == KNITK_SHUTDOWN_CANCEL)
 				atomic_fetch_add(&l->canceled, 1);
 			else if (i % 8 == 0 && st == 1)
 				atomic_fetch_add(&l->ok, 1);
-			else if (i % 8 && st == 0 &&
-				 !knitk_call_result(c[i], &d, &len) && len == 8 &&
-				 (memcpy(&y, d, 8), y == mix64(x[i])))
+			else if (i % 8 && st == 0 && mix_result_ok(c[i], x[i]))
 				atomic_fetch_add(&l->ok, 1);
 			else
 				atomic_fetch_add(&l->bad, 1);
@@ -85,8 +79,7 @@ static void shutdown_under_load(unsigned int kind, unsigned int mode)
 	REQUIRE(knitk_pool_create(&o, &test_tasks, &l.pool) == 0);
 	for (i = 0; i < THREADS; i++)
 		pthread_create(&th[i], NULL, load_thread, &l);
-	while (atomic_load(&l.ok) < 3000 && !atomic_load(&l.bad))
-		sched_yield();
+	wait_ok_count(&l.ok, &l.bad, 3000);
 	CHECK_EQ(knitk_pool_shutdown(l.pool, mode), 0);
 	for (i = 0; i < THREADS; i++)
 		pthread_join(th[i], NULL);

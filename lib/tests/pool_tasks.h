@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The task table shared by the pool tests (and by their process workers,
- * which are the test programs themselves, re-executed by the pool).
+ * The task table shared by the pool tests on the host and in the guest
+ * (selftests/knitk/pool_test.c), and by their process workers, which are
+ * the test programs themselves, re-executed by the pool; with the checks of
+ * T_MIX results those tests share.
  */
 #ifndef KNITK_POOL_TASKS_H
 #define KNITK_POOL_TASKS_H
 
 #include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -55,17 +59,25 @@ static int task_mix(const void *in, size_t len, struct knitk_reply *out,
 	return knitk_reply_set(out, &x, sizeof(x));
 }
 
+/*
+ * T_SLEEP's step between two looks at the abort flag, in microseconds (a
+ * divisor of 1000).  The guest, under TCG, takes longer steps.
+ */
+#ifndef POOL_TASKS_SLEEP_STEP_US
+#define POOL_TASKS_SLEEP_STEP_US	200
+#endif
+
 static int task_sleep(const void *in, size_t len, struct knitk_reply *out,
 		      void *ctx)
 {
-	struct timespec ts = { 0, 200 * 1000 };
+	struct timespec ts = { 0, POOL_TASKS_SLEEP_STEP_US * 1000 };
 	uint32_t ms, i;
 
 	(void)out;
 	if (len != sizeof(ms))
 		return -EINVAL;
 	memcpy(&ms, in, sizeof(ms));
-	for (i = 0; i < ms * 5; i++) {
+	for (i = 0; i < ms * (1000 / POOL_TASKS_SLEEP_STEP_US); i++) {
 		if (knitk_task_aborted(ctx))
 			return -EINTR;
 		nanosleep(&ts, NULL);
@@ -150,6 +162,47 @@ static inline uint64_t after_ms(uint64_t ms)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec +
 	       ms * 1000000ULL;
+}
+
+/* The result of finished call @c of T_MIX(@x) is the 8 bytes mix64(@x). */
+static inline bool mix_result_ok(struct knitk_call *c, uint64_t x)
+{
+	const void *d;
+	size_t len;
+	uint64_t y = 0;
+
+	return !knitk_call_result(c, &d, &len) && len == 8 &&
+	       (memcpy(&y, d, 8), y == mix64(x));
+}
+
+/*
+ * @n synchronous T_MIX calls with @co, of arguments @x0, @x0 + @step,
+ * @x0 + 2 * @step, ...: how many returned the right result.
+ */
+static inline unsigned long mix_calls_good(struct knitk_pool *pool,
+					   unsigned long n,
+					   const struct knitk_call_opts *co,
+					   uint64_t x0, uint64_t step)
+{
+	unsigned long i, good = 0;
+
+	for (i = 0; i < n; i++) {
+		uint64_t x = i * step + x0, y = 0;
+		size_t len = 0;
+
+		if (knitk_pool_call(pool, T_MIX, &x, 8, co, &y, 8, &len) == 0 &&
+		    len == 8 && y == mix64(x))
+			good++;
+	}
+	return good;
+}
+
+/* Yield until *@ok reaches @n, or *@bad counts anything. */
+static inline void wait_ok_count(_Atomic unsigned long *ok,
+				 _Atomic unsigned long *bad, unsigned long n)
+{
+	while (atomic_load(ok) < n && !atomic_load(bad))
+		sched_yield();
 }
 
 #endif /* KNITK_POOL_TASKS_H */

@@ -21,53 +21,12 @@
 #include "kselftest_harness.h"
 #include "knitk.h"
 
+/* Longer sleep steps than on the host: the guest runs under TCG. */
+#define POOL_TASKS_SLEEP_STEP_US	500
+#include "../../lib/tests/pool_tasks.h"
+
 #define THREADS	4
 #define WINDOW	16
-
-enum { T_MIX, T_SLEEP, T_NR };
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	return x;
-}
-
-static int task_mix(const void *in, size_t len, struct knitk_reply *out,
-		    void *ctx)
-{
-	uint64_t x;
-
-	(void)ctx;
-	if (len != 8)
-		return -EINVAL;
-	memcpy(&x, in, 8);
-	x = mix64(x);
-	return knitk_reply_set(out, &x, 8);
-}
-
-/* Sleeps @ms (u32), returning early when aborted; returns @ms. */
-static int task_sleep(const void *in, size_t len, struct knitk_reply *out,
-		      void *ctx)
-{
-	struct timespec ts = { 0, 500 * 1000 };
-	uint32_t ms, i;
-
-	(void)out;
-	if (len != 4)
-		return -EINVAL;
-	memcpy(&ms, in, 4);
-	for (i = 0; i < ms * 2; i++) {
-		if (knitk_task_aborted(ctx))
-			return -EINTR;
-		nanosleep(&ts, NULL);
-	}
-	return (int)ms;
-}
-
-static const knitk_task_fn fns[T_NR] = { task_mix, task_sleep };
-static const struct knitk_task_table tasks = { fns, T_NR };
 
 #define REQUIRE_KNITK() do {						\
 	if (access("/dev/knitk", F_OK))					\
@@ -102,9 +61,6 @@ static void *load_thread(void *arg)
 			knitk_pool_wait_all(l->pool, c, n, KNITK_WAIT_FOREVER);
 		for (i = 0; i < n; i++) {
 			int st = knitk_call_status(c[i]);
-			const void *d;
-			size_t len;
-			uint64_t y = 0;
 
 			if (st == -EOWNERDEAD &&
 			    knitk_call_worker(c[i]) == atomic_load(&l->killed))
@@ -113,9 +69,7 @@ static void *load_thread(void *arg)
 				atomic_fetch_add(&l->canceled, 1);
 			else if (i % 4 == 0 && st == 1)
 				atomic_fetch_add(&l->ok, 1);
-			else if (i % 4 && st == 0 &&
-				 !knitk_call_result(c[i], &d, &len) && len == 8 &&
-				 (memcpy(&y, d, 8), y == mix64(x[i])))
+			else if (i % 4 && st == 0 && mix_result_ok(c[i], x[i]))
 				atomic_fetch_add(&l->ok, 1);
 			else
 				atomic_fetch_add(&l->bad, 1);
@@ -127,26 +81,10 @@ static void *load_thread(void *arg)
 	return NULL;
 }
 
-static void wait_ok(struct load *l, unsigned long n)
-{
-	while (atomic_load(&l->ok) < n && !atomic_load(&l->bad))
-		sched_yield();
-}
-
 static unsigned long calls_checked(struct knitk_pool *pool, unsigned long n,
 				   const struct knitk_call_opts *co)
 {
-	unsigned long i, good = 0;
-
-	for (i = 0; i < n; i++) {
-		uint64_t x = i * 31 + 7, y = 0;
-		size_t len = 0;
-
-		if (knitk_pool_call(pool, T_MIX, &x, 8, co, &y, 8, &len) == 0 &&
-		    len == 8 && y == mix64(x))
-			good++;
-	}
-	return good;
+	return mix_calls_good(pool, n, co, 7, 31);
 }
 
 static void run_load(struct load *l, pthread_t *th)
@@ -177,11 +115,11 @@ TEST(process_calls)
 
 	REQUIRE_KNITK();
 	atomic_store(&l.killed, -1);
-	ASSERT_EQ(0, knitk_pool_create(&o, &tasks, &l.pool));
+	ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &l.pool));
 	ASSERT_EQ(0, knitk_pool_knot(l.pool, &knot));
 	ASSERT_EQ(KNITK_BACKEND_KMOD, knitk_knot_backend(knot));
 	run_load(&l, th);
-	wait_ok(&l, 2000);
+	wait_ok_count(&l.ok, &l.bad, 2000);
 	join_load(&l, th);
 	EXPECT_EQ(0, atomic_load(&l.bad));
 	EXPECT_EQ(0, knitk_pool_stats(l.pool, &st));
@@ -206,9 +144,9 @@ static void crash(struct __test_metadata *_metadata, bool respawn)
 	pid_t victim;
 
 	atomic_store(&l.killed, -1);
-	ASSERT_EQ(0, knitk_pool_create(&o, &tasks, &l.pool));
+	ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &l.pool));
 	run_load(&l, th);
-	wait_ok(&l, 500);
+	wait_ok_count(&l.ok, &l.bad, 500);
 	ASSERT_EQ(0, knitk_pool_worker_info(l.pool, 1, &wi));
 	victim = wi.pid;
 	atomic_store(&l.killed, 1);
@@ -219,7 +157,7 @@ static void crash(struct __test_metadata *_metadata, bool respawn)
 			break;
 		sched_yield();
 	}
-	wait_ok(&l, atomic_load(&l.ok) + 500);
+	wait_ok_count(&l.ok, &l.bad, atomic_load(&l.ok) + 500);
 	join_load(&l, th);
 	knitk_pool_stats(l.pool, &st);
 	TH_LOG("%lu ok, %lu -EOWNERDEAD, %lu bad", atomic_load(&l.ok),
@@ -271,9 +209,9 @@ TEST(shutdown_cancel_processes)
 
 	REQUIRE_KNITK();
 	atomic_store(&l.killed, -1);
-	ASSERT_EQ(0, knitk_pool_create(&o, &tasks, &l.pool));
+	ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &l.pool));
 	run_load(&l, th);
-	wait_ok(&l, 500);
+	wait_ok_count(&l.ok, &l.bad, 500);
 	EXPECT_EQ(0, knitk_pool_shutdown(l.pool, KNITK_SHUTDOWN_CANCEL));
 	for (i = 0; i < THREADS; i++)
 		pthread_join(th[i], NULL);
@@ -294,7 +232,7 @@ TEST(idle_lanes)
 	unsigned int w;
 
 	REQUIRE_KNITK();
-	ASSERT_EQ(0, knitk_pool_create(&o, &tasks, &pool));
+	ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &pool));
 	for (w = 0; w < 8; w++) {
 		ASSERT_EQ(0, knitk_pool_worker_info(pool, w, &before[w]));
 		ASSERT_EQ(1, before[w].db_valid);
@@ -324,7 +262,7 @@ TEST(idle_lanes)
 int main(int argc, char **argv)
 {
 	/* Process workers of the pools above are this program, re-run. */
-	if (knitk_worker_main(argc, argv, &tasks, NULL))
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
 		return 1;
 	return test_harness_run(argc, argv);
 }
