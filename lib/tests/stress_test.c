@@ -13,27 +13,27 @@
 
 static uint64_t n = 1000000;
 
+/* One side's counters: the rings it sent and the sleeps it took. */
+static void report_side(const char *mode, const char *side,
+			const struct knitk_wake_stats *w)
+{
+	printf("# %s: %s rings: sent %llu, suppressed awake %llu, idle %llu;"
+	       " %s waits %llu wakes %llu spurious %llu\n", mode, side,
+	       (unsigned long long)w->sent,
+	       (unsigned long long)w->suppressed_awake,
+	       (unsigned long long)w->suppressed_idle, side,
+	       (unsigned long long)w->waits,
+	       (unsigned long long)w->wakes,
+	       (unsigned long long)w->spurious);
+}
+
 static void report(const char *mode, const struct stress_result *r)
 {
 	printf("# %s: %llu messages, %.1f MB in %.2f s: %.0f messages/s\n",
 	       mode, (unsigned long long)r->n, (double)r->bytes / 1e6, r->secs,
 	       (double)r->n / r->secs);
-	printf("# %s: host rings: sent %llu, suppressed awake %llu, idle %llu;"
-	       " host waits %llu wakes %llu spurious %llu\n", mode,
-	       (unsigned long long)r->host.sent,
-	       (unsigned long long)r->host.suppressed_awake,
-	       (unsigned long long)r->host.suppressed_idle,
-	       (unsigned long long)r->host.waits,
-	       (unsigned long long)r->host.wakes,
-	       (unsigned long long)r->host.spurious);
-	printf("# %s: worker rings: sent %llu, suppressed awake %llu, idle %llu;"
-	       " worker waits %llu wakes %llu spurious %llu\n", mode,
-	       (unsigned long long)r->worker.sent,
-	       (unsigned long long)r->worker.suppressed_awake,
-	       (unsigned long long)r->worker.suppressed_idle,
-	       (unsigned long long)r->worker.waits,
-	       (unsigned long long)r->worker.wakes,
-	       (unsigned long long)r->worker.spurious);
+	report_side(mode, "host", &r->host);
+	report_side(mode, "worker", &r->worker);
 }
 
 static void check_result(const char *mode, int ret, const struct stress_result *r)
@@ -50,20 +50,23 @@ static void check_result(const char *mode, int ret, const struct stress_result *
 	CHECK_EQ(r->host.waits, r->host.wakes);
 }
 
-static void stress_processes(void)
+/* n messages with the worker as a thread or as a process. */
+static void stress_case(const char *mode, int processes)
 {
 	struct stress_result r;
-	int ret = stress_run(KNITK_KNOT_FUTEX, 1, n, &r);
+	int ret = stress_run(KNITK_KNOT_FUTEX, processes, n, &r);
 
-	check_result("processes", ret, &r);
+	check_result(mode, ret, &r);
+}
+
+static void stress_processes(void)
+{
+	stress_case("processes", 1);
 }
 
 static void stress_threads(void)
 {
-	struct stress_result r;
-	int ret = stress_run(KNITK_KNOT_FUTEX, 0, n, &r);
-
-	check_result("threads", ret, &r);
+	stress_case("threads", 0);
 }
 
 int main(int argc, char **argv)

@@ -17,6 +17,18 @@ static __u64 ioctl_bit(unsigned long cmd)
 	return 1ULL << _IOC_NR(cmd);
 }
 
+/* A new endpoint that created a knot of the small geometry, not joined. */
+static int open_created(struct __test_metadata *_metadata)
+{
+	struct knitk_geometry g;
+	int fd = knitk_open();
+
+	ASSERT_LE(0, fd);
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knitk_create(fd, &g, NULL));
+	return fd;
+}
+
 TEST(api_handshake_reports_features_and_ioctls)
 {
 	struct knitk_api api = { .api = KNITK_API };
@@ -102,24 +114,24 @@ TEST(unknown_ioctl_enotty)
 	};
 	struct knitk_geometry g;
 	unsigned char buf[512];
-	unsigned int i;
+	unsigned int i, pass;
 	int fd;
 
 	KNITK_REQUIRE_DEV();
 	fd = knitk_open();
 	ASSERT_LE(0, fd);
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		memset(buf, 0, sizeof(buf));
-		EXPECT_EQ(-ENOTTY, knitk_ioctl(fd, bad[i], buf))
-			TH_LOG("cmd %#lx not -ENOTTY before create", bad[i]);
-	}
-	/* Same answer once the endpoint has a knot. */
-	knitk_geom_small(&g);
-	ASSERT_EQ(0, knitk_create(fd, &g, NULL));
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		memset(buf, 0, sizeof(buf));
-		EXPECT_EQ(-ENOTTY, knitk_ioctl(fd, bad[i], buf))
-			TH_LOG("cmd %#lx not -ENOTTY after create", bad[i]);
+	/* Same answer before and once the endpoint has a knot. */
+	for (pass = 0; pass < 2; pass++) {
+		if (pass) {
+			knitk_geom_small(&g);
+			ASSERT_EQ(0, knitk_create(fd, &g, NULL));
+		}
+		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			memset(buf, 0, sizeof(buf));
+			EXPECT_EQ(-ENOTTY, knitk_ioctl(fd, bad[i], buf))
+				TH_LOG("cmd %#lx not -ENOTTY %s create", bad[i],
+				       pass ? "after" : "before");
+		}
 	}
 	close(fd);
 }
@@ -174,14 +186,10 @@ TEST(stats_before_create_enotconn)
 /* Joined is not the same as attached: a created endpoint still waits -ENOTCONN. */
 TEST(wait_before_join_enotconn)
 {
-	struct knitk_geometry g;
 	int fd;
 
 	KNITK_REQUIRE_DEV();
-	fd = knitk_open();
-	ASSERT_LE(0, fd);
-	knitk_geom_small(&g);
-	ASSERT_EQ(0, knitk_create(fd, &g, NULL));
+	fd = open_created(_metadata);
 	EXPECT_EQ(-ENOTCONN, knitk_wait(fd, 0, 0));
 	close(fd);
 }
@@ -192,10 +200,8 @@ TEST(create_twice_ebusy)
 	int fd;
 
 	KNITK_REQUIRE_DEV();
-	fd = knitk_open();
-	ASSERT_LE(0, fd);
+	fd = open_created(_metadata);
 	knitk_geom_small(&g);
-	ASSERT_EQ(0, knitk_create(fd, &g, NULL));
 	EXPECT_EQ(-EBUSY, knitk_create(fd, &g, NULL));
 	close(fd);
 }

@@ -65,28 +65,28 @@ FIXTURE_TEARDOWN(stress)
 {
 }
 
-TEST_F_TIMEOUT(stress, threads, 280)
+/* STRESS_N messages with the worker as a thread or as a process. */
+static void stress_case(struct __test_metadata *_metadata, const char *mode,
+			int processes)
 {
 	struct stress_result r;
-	int ret = stress_run(0, 0, STRESS_N, &r);
+	int ret = stress_run(0, processes, STRESS_N, &r);
 
 	if (ret)
-		ksft_print_msg("threads: %d %s\n", ret, r.why);
+		ksft_print_msg("%s: %d %s\n", mode, ret, r.why);
 	ASSERT_EQ(0, ret);
 	ASSERT_EQ(1, r.ok);
-	stress_report(_metadata, "threads", &r);
+	stress_report(_metadata, mode, &r);
+}
+
+TEST_F_TIMEOUT(stress, threads, 280)
+{
+	stress_case(_metadata, "threads", 0);
 }
 
 TEST_F_TIMEOUT(stress, processes, 280)
 {
-	struct stress_result r;
-	int ret = stress_run(0, 1, STRESS_N, &r);
-
-	if (ret)
-		ksft_print_msg("processes: %d %s\n", ret, r.why);
-	ASSERT_EQ(0, ret);
-	ASSERT_EQ(1, r.ok);
-	stress_report(_metadata, "processes", &r);
+	stress_case(_metadata, "processes", 1);
 }
 
 TEST_HARNESS_MAIN

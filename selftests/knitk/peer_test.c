@@ -102,6 +102,55 @@ static void *killer_run(void *arg)
 }
 
 /*
+ * Fork a child that takes @role (worker @worker) on the knot, says so and
+ * pauses until it is killed; return once it has joined.
+ */
+static void fork_joined_child(struct __test_metadata *_metadata,
+			      FIXTURE_DATA(peer) *self, __u32 role,
+			      __u32 worker)
+{
+	self->child = fork();
+	ASSERT_LE(0, self->child);
+	if (self->child == 0) {
+		struct knot c;
+		int step = child_join(&self->k, &c, role, worker);
+
+		if (step)
+			_exit(step);
+		tell_ready(self->ready[1]);
+		for (;;)
+			pause();
+	}
+	ASSERT_EQ(0, wait_ready(self->ready[0]));
+}
+
+/*
+ * Sleep on @db through endpoint @fd while a killer thread SIGKILLs the
+ * child: the wait must return @expect, and the child must be reaped dead
+ * of SIGKILL.
+ */
+static void wait_child_killed(struct __test_metadata *_metadata,
+			      FIXTURE_DATA(peer) *self, struct killer *kl,
+			      struct knitk_doorbell *db, int fd, int expect)
+{
+	int status;
+	__u32 seq;
+
+	kl->pid = self->child;
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	ASSERT_EQ(0, pthread_create(&kl->thread, NULL, killer_run, kl));
+	EXPECT_EQ(expect, knitk_wait(fd, seq, knitk_now_ns() + KNITK_LONG_NS));
+	knitk_doorbell_sleeping(db, 0);
+	pthread_join(kl->thread, NULL);
+	EXPECT_EQ(0, kl->ret);
+
+	ASSERT_EQ(self->child, waitpid(self->child, &status, 0));
+	self->child = -1;
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+/*
  * The host sleeps on its one doorbell; a worker process publishes in its
  * return mailbox and rings the host.
  */
@@ -164,39 +213,14 @@ TEST_F(peer, worker_sigkill_seen_dead_and_host_woken)
 	struct knitk_doorbell *db = knot_doorbell(&self->k, HOST);
 	struct killer kl = { .fd = self->k.fd, .doorbell = HOST };
 	struct knitk_doorbell_stats st;
-	int status;
-	__u32 seq;
 
 	ASSERT_EQ(0, knitk_join(self->k.fd, KNITK_ROLE_HOST, 0, NULL));
-	self->child = fork();
-	ASSERT_LE(0, self->child);
-	if (self->child == 0) {
-		struct knot c;
-		int step = child_join(&self->k, &c, KNITK_ROLE_WORKER, 0);
-
-		if (step)
-			_exit(step);
-		tell_ready(self->ready[1]);
-		for (;;)
-			pause();
-	}
-	ASSERT_EQ(0, wait_ready(self->ready[0]));
+	fork_joined_child(_metadata, self, KNITK_ROLE_WORKER, 0);
 	EXPECT_EQ(HOST_BIT | 1ULL, knitk_load64(&ctl->live));
 	EXPECT_EQ(0ULL, knitk_load64(&ctl->dead));
 	EXPECT_EQ(0U, knitk_load32(&ctl->death_seq));
 
-	kl.pid = self->child;
-	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
-	ASSERT_EQ(0, pthread_create(&kl.thread, NULL, killer_run, &kl));
-	EXPECT_EQ(0, knitk_wait(self->k.fd, seq, knitk_now_ns() + KNITK_LONG_NS));
-	knitk_doorbell_sleeping(db, 0);
-	pthread_join(kl.thread, NULL);
-	EXPECT_EQ(0, kl.ret);
-
-	ASSERT_EQ(self->child, waitpid(self->child, &status, 0));
-	self->child = -1;
-	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	wait_child_killed(_metadata, self, &kl, db, self->k.fd, 0);
 	EXPECT_EQ(1ULL, knitk_load64(&ctl->dead));
 	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
 	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
@@ -214,39 +238,15 @@ TEST_F(peer, host_death_wakes_worker_epipe)
 	struct knitk_doorbell *db = knot_doorbell(&self->k, 0);
 	struct killer kl = { .doorbell = 0 };
 	struct knitk_doorbell_stats st;
-	int status, w;
-	__u32 seq;
+	int w;
 
-	self->child = fork();
-	ASSERT_LE(0, self->child);
-	if (self->child == 0) {
-		struct knot c;
-		int step = child_join(&self->k, &c, KNITK_ROLE_HOST, 0);
-
-		if (step)
-			_exit(step);
-		tell_ready(self->ready[1]);
-		for (;;)
-			pause();
-	}
-	ASSERT_EQ(0, wait_ready(self->ready[0]));
+	fork_joined_child(_metadata, self, KNITK_ROLE_HOST, 0);
 	w = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
 	ASSERT_LE(0, w);
 	EXPECT_EQ(HOST_BIT | 1ULL, knitk_load64(&ctl->live));
 
 	kl.fd = w;
-	kl.pid = self->child;
-	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
-	ASSERT_EQ(0, pthread_create(&kl.thread, NULL, killer_run, &kl));
-	EXPECT_EQ(-EPIPE, knitk_wait(w, seq, knitk_now_ns() + KNITK_LONG_NS));
-	knitk_doorbell_sleeping(db, 0);
-	pthread_join(kl.thread, NULL);
-	EXPECT_EQ(0, kl.ret);
-
-	ASSERT_EQ(self->child, waitpid(self->child, &status, 0));
-	self->child = -1;
-	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	wait_child_killed(_metadata, self, &kl, db, w, -EPIPE);
 	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->dead));
 	EXPECT_EQ(1ULL, knitk_load64(&ctl->live));
 	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));

@@ -232,6 +232,25 @@ static void poker_stop(struct poker *p)
 	pthread_join(p->thread, NULL);
 }
 
+/*
+ * Sleep on @db through endpoint @fd while @p pokes: the sleeping flag up,
+ * the poker started, one KNITK_IOC_WAIT on @seq until @deadline, the flag
+ * down, the poker joined.  Returns what the wait returned.
+ */
+static int poked_wait(struct __test_metadata *_metadata, struct poker *p,
+		      struct knitk_doorbell *db, int fd, __u32 seq,
+		      __u64 deadline)
+{
+	int ret;
+
+	knitk_doorbell_sleeping(db, 1);
+	ASSERT_EQ(0, poker_start(p));
+	ret = knitk_wait(fd, seq, deadline);
+	knitk_doorbell_sleeping(db, 0);
+	poker_stop(p);
+	return ret;
+}
+
 TEST_F(wk, wait_woken_by_notify_from_thread)
 {
 	struct poker p = { .wake = 1 };
@@ -246,11 +265,8 @@ TEST_F(wk, wait_woken_by_notify_from_thread)
 	p.mailbox = request_mb(self, 0);
 
 	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
-	ASSERT_EQ(0, poker_start(&p));
-	EXPECT_EQ(0, knitk_wait(self->w[0], seq, knitk_now_ns() + KNITK_LONG_NS));
-	knitk_doorbell_sleeping(db, 0);
-	poker_stop(&p);
+	EXPECT_EQ(0, poked_wait(_metadata, &p, db, self->w[0], seq,
+				knitk_now_ns() + KNITK_LONG_NS));
 
 	EXPECT_EQ(0, p.ret);
 	EXPECT_EQ(1ULL, p.woken);
@@ -281,11 +297,8 @@ TEST_F(wk, wait_forever_woken_by_notify)
 	p.mailbox = return_mb(self, 1);
 
 	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
-	ASSERT_EQ(0, poker_start(&p));
-	EXPECT_EQ(0, knitk_wait(self->k.fd, seq, KNITK_WAIT_FOREVER));
-	knitk_doorbell_sleeping(db, 0);
-	poker_stop(&p);
+	EXPECT_EQ(0, poked_wait(_metadata, &p, db, self->k.fd, seq,
+				KNITK_WAIT_FOREVER));
 
 	EXPECT_EQ(0, p.ret);
 	EXPECT_EQ(HOST_BIT, p.woken);
@@ -339,12 +352,8 @@ TEST_F(wk, wait_signal_eintr)
 	catch_signal(0);
 
 	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
-	ASSERT_EQ(0, poker_start(&p));
-	EXPECT_EQ(-EINTR, knitk_wait(self->w[0], seq,
+	EXPECT_EQ(-EINTR, poked_wait(_metadata, &p, db, self->w[0], seq,
 				     knitk_now_ns() + KNITK_LONG_NS));
-	knitk_doorbell_sleeping(db, 0);
-	poker_stop(&p);
 
 	EXPECT_EQ(0, p.ret);
 	EXPECT_LE(1, handled);
@@ -373,11 +382,8 @@ TEST_F(wk, wait_signal_restart_until_woken)
 	catch_signal(SA_RESTART);
 
 	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
-	ASSERT_EQ(0, poker_start(&p));
-	EXPECT_EQ(0, knitk_wait(self->w[0], seq, knitk_now_ns() + KNITK_LONG_NS));
-	knitk_doorbell_sleeping(db, 0);
-	poker_stop(&p);
+	EXPECT_EQ(0, poked_wait(_metadata, &p, db, self->w[0], seq,
+				knitk_now_ns() + KNITK_LONG_NS));
 
 	EXPECT_EQ(3, handled);
 	EXPECT_EQ(0, p.ret);
@@ -405,14 +411,11 @@ TEST_F(wk, wait_signal_restart_until_deadline)
 	catch_signal(SA_RESTART);
 
 	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
 	/* Generous: the poker needs only to land one signal before it. */
 	deadline = knitk_now_ns() + 5000 * KNITK_MS;
-	ASSERT_EQ(0, poker_start(&p));
-	EXPECT_EQ(-ETIMEDOUT, knitk_wait(self->w[0], seq, deadline));
+	EXPECT_EQ(-ETIMEDOUT, poked_wait(_metadata, &p, db, self->w[0], seq,
+					 deadline));
 	EXPECT_LE(deadline, knitk_now_ns());
-	knitk_doorbell_sleeping(db, 0);
-	poker_stop(&p);
 
 	EXPECT_EQ(0, p.ret);
 	EXPECT_LE(1, handled);
@@ -422,44 +425,47 @@ TEST_F(wk, wait_signal_restart_until_deadline)
 	EXPECT_EQ(0ULL, st.spurious);
 }
 
+/*
+ * Ring doorbell 0, whose state the caller set up so that the filter drops
+ * the ring: nothing woken, the sequence still @seq, and the drop counted
+ * once, as idle (@idle) or as awake.
+ */
+static void notify_expect_suppressed(struct __test_metadata *_metadata,
+				     FIXTURE_DATA(wk) *self, __u32 seq,
+				     bool idle)
+{
+	struct knitk_doorbell_stats st;
+	__u64 woken = ~0ULL;
+
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
+	EXPECT_EQ(0ULL, woken);
+	EXPECT_EQ(seq, knitk_doorbell_seq(knot_doorbell(&self->k, 0)));
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(idle ? 1ULL : 0ULL, st.suppressed_idle);
+	EXPECT_EQ(idle ? 0ULL : 1ULL, st.suppressed_awake);
+	EXPECT_EQ(0ULL, st.wakes);
+}
+
 TEST_F(wk, notify_suppressed_idle)
 {
 	struct knitk_doorbell *db;
-	struct knitk_doorbell_stats st;
-	__u64 woken = ~0ULL;
 	__u32 seq;
 
 	wk_open_small(_metadata, self);
 	db = knot_doorbell(&self->k, 0);
 	seq = knitk_doorbell_seq(db);
 	knitk_doorbell_sleeping(db, 1);
-	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
-	EXPECT_EQ(0ULL, woken);
-	EXPECT_EQ(seq, knitk_doorbell_seq(db));
-	stats_of(_metadata, self->k.fd, 0, &st);
-	EXPECT_EQ(1ULL, st.suppressed_idle);
-	EXPECT_EQ(0ULL, st.suppressed_awake);
-	EXPECT_EQ(0ULL, st.wakes);
+	notify_expect_suppressed(_metadata, self, seq, true);
 }
 
 TEST_F(wk, notify_suppressed_awake)
 {
-	struct knitk_doorbell *db;
-	struct knitk_doorbell_stats st;
-	__u64 woken = ~0ULL;
 	__u32 seq;
 
 	wk_open_small(_metadata, self);
-	db = knot_doorbell(&self->k, 0);
-	seq = knitk_doorbell_seq(db);
+	seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
 	knot_lane_publish(request_mb(self, 0), 7);
-	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
-	EXPECT_EQ(0ULL, woken);
-	EXPECT_EQ(seq, knitk_doorbell_seq(db));
-	stats_of(_metadata, self->k.fd, 0, &st);
-	EXPECT_EQ(1ULL, st.suppressed_awake);
-	EXPECT_EQ(0ULL, st.suppressed_idle);
-	EXPECT_EQ(0ULL, st.wakes);
+	notify_expect_suppressed(_metadata, self, seq, false);
 }
 
 /* Sleeping and pending rings; once the consumer acks, it is idle again. */
