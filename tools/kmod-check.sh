@@ -20,18 +20,22 @@ failed=0
 
 indent() { sed 's/^/#   /'; }
 
+# report NAME LOG RC: "ok - kmod: NAME" when make exited RC 0 and LOG holds
+# no warning or error; otherwise "not ok" with the findings (or the tail).
+report() {
+	if [ "$3" -eq 0 ] && ! grep -qE 'warning:|error:' "$2"; then
+		echo "ok - kmod: $1"
+	else
+		echo "not ok - kmod: $1 (make exit $3)"
+		{ grep -E 'warning:|error:' "$2" || tail -n 20 "$2"; } | indent
+		failed=1
+	fi
+}
+
 # The W=1 flags differ from the plain build this script leaves behind, so
 # kbuild recompiles every file and no warning hides in an old object.
 make -C "$kdir" M="$repo" W=1 modules >"$tmp/build.log" 2>&1
-rc=$?
-if [ "$rc" -eq 0 ] && ! grep -qE 'warning:|error:' "$tmp/build.log"; then
-	echo "ok - kmod: build W=1"
-else
-	echo "not ok - kmod: build W=1 (make exit $rc)"
-	{ grep -E 'warning:|error:' "$tmp/build.log" ||
-	  tail -n 20 "$tmp/build.log"; } | indent
-	failed=1
-fi
+report "build W=1" "$tmp/build.log" $?
 
 # C=2 runs sparse on every source file even when its object is up to
 # date, so this pass reports sparse's findings only.
@@ -56,14 +60,7 @@ make -C "$kdir" M="$repo" W=1 C=2 CONFIG_KNITK_KUNIT_TEST=y \
 	kmod/knitk_kunit.o >"$tmp/kunit.log" 2>&1
 rc=$?
 rm -f kmod/knitk_kunit.o kmod/.knitk_kunit.o.cmd
-if [ "$rc" -eq 0 ] && ! grep -qE 'warning:|error:' "$tmp/kunit.log"; then
-	echo "ok - kmod: KUnit suites build W=1 and sparse"
-else
-	echo "not ok - kmod: KUnit suites build W=1 and sparse (make exit $rc)"
-	{ grep -E 'warning:|error:' "$tmp/kunit.log" ||
-	  tail -n 20 "$tmp/kunit.log"; } | indent
-	failed=1
-fi
+report "KUnit suites build W=1 and sparse" "$tmp/kunit.log" "$rc"
 
 if [ ! -x "$src/scripts/checkpatch.pl" ]; then
 	echo "# unpacking /usr/src/linux-source-6.1.tar.xz into $cache"

@@ -74,15 +74,19 @@ parse_console() {
 			print "not ok - vm: " name ": " nres " of " plan " results"
 		}
 	}
+	# One "knitk-vm: <what> status=N" line of the guest script.
+	function step_status(what,    st) {
+		st = substr($0, index($0, "=") + 1)
+		if (st == 0) print "ok - vm: " what
+		else print "not ok - vm: " what ": status " st
+	}
 	BEGIN {
 		n = split(names, order, " ")
 		next_prog = 1
 	}
 	/^knitk-vm: modprobe knitk status=/ {
-		st = substr($0, index($0, "=") + 1)
 		modprobe = 1
-		if (st == 0) print "ok - vm: modprobe knitk"
-		else print "not ok - vm: modprobe knitk: status " st
+		step_status("modprobe knitk")
 		next
 	}
 	/^knitk-vm: begin / {
@@ -98,10 +102,8 @@ parse_console() {
 		next
 	}
 	/^knitk-vm: rmmod knitk status=/ {
-		st = substr($0, index($0, "=") + 1)
 		rmmod = 1
-		if (st == 0) print "ok - vm: rmmod knitk"
-		else print "not ok - vm: rmmod knitk: status " st
+		step_status("rmmod knitk")
 		next
 	}
 	inprog && /^1\.\.[0-9]+/ {
