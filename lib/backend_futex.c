@@ -70,7 +70,6 @@ fail:
 static int futex_attach(struct knitk_knot *k, int fd)
 {
 	const struct knitk_control *ctl;
-	struct knitk_layout expect;
 	struct stat st;
 	void *p;
 	int ret;
@@ -89,9 +88,8 @@ static int futex_attach(struct knitk_knot *k, int fd)
 		goto out;
 	k->geom = ctl->geometry;
 	k->layout = ctl->layout;
-	if (knitk_layout_compute(&k->geom, &expect) ||
-	    memcmp(&expect, &k->layout, sizeof(expect)) ||
-	    (uint64_t)st.st_size != expect.size)
+	if (!layout_matches_geometry(&k->geom, &k->layout) ||
+	    (uint64_t)st.st_size != k->layout.size)
 		goto out;
 	k->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (k->fd < 0) {

@@ -65,14 +65,29 @@ fail:
 	return ret;
 }
 
-/* The module and knitk_layout_compute must agree on every offset. */
-static int kmod_check_layout(const struct knitk_knot *k)
+/* Close the endpoint of a knot that failed to open; returns @ret. */
+static int kmod_fail(struct knitk_knot *k, int ret)
 {
-	struct knitk_layout expect;
+	close(k->fd);
+	k->fd = -1;
+	return ret;
+}
 
-	if (knitk_layout_compute(&k->geom, &expect))
-		return -EPROTO;
-	return memcmp(&expect, &k->layout, sizeof(expect)) ? -EPROTO : 0;
+/*
+ * Open an endpoint into k->fd and issue @cmd (CREATE or ATTACH) with @arg.
+ * On failure nothing stays open.
+ */
+static int kmod_open_ioctl(struct knitk_knot *k, unsigned long cmd, void *arg)
+{
+	int ret;
+
+	ret = kmod_open();
+	if (ret < 0)
+		return ret;
+	k->fd = ret;
+	if (ioctl(k->fd, cmd, arg) < 0)
+		return kmod_fail(k, -errno);
+	return 0;
 }
 
 static int kmod_create(struct knitk_knot *k)
@@ -80,28 +95,16 @@ static int kmod_create(struct knitk_knot *k)
 	struct knitk_create c;
 	int ret;
 
-	ret = kmod_open();
-	if (ret < 0)
-		return ret;
-	k->fd = ret;
 	memset(&c, 0, sizeof(c));
 	c.geometry = k->geom;
-	if (ioctl(k->fd, KNITK_IOC_CREATE, &c) < 0) {
-		ret = -errno;
-		goto fail;
-	}
-	k->layout = c.layout;
-	ret = kmod_check_layout(k);
+	ret = kmod_open_ioctl(k, KNITK_IOC_CREATE, &c);
 	if (ret)
-		goto fail;
+		return ret;
+	/* The module and knitk_layout_compute must agree on every offset. */
+	if (memcmp(&c.layout, &k->layout, sizeof(c.layout)))
+		return kmod_fail(k, -EPROTO);
 	ret = kmod_map(k);
-	if (ret)
-		goto fail;
-	return 0;
-fail:
-	close(k->fd);
-	k->fd = -1;
-	return ret;
+	return ret ? kmod_fail(k, ret) : 0;
 }
 
 static int kmod_attach(struct knitk_knot *k, int fd)
@@ -109,32 +112,22 @@ static int kmod_attach(struct knitk_knot *k, int fd)
 	struct knitk_attach a;
 	int ret;
 
-	ret = kmod_open();
-	if (ret < 0)
-		return ret;
-	k->fd = ret;
 	memset(&a, 0, sizeof(a));
 	a.fd = fd;
-	if (ioctl(k->fd, KNITK_IOC_ATTACH, &a) < 0) {
-		ret = -errno;
-		goto fail;
-	}
+	ret = kmod_open_ioctl(k, KNITK_IOC_ATTACH, &a);
+	if (ret)
+		return ret;
 	k->layout = a.layout;
 	ret = kmod_map(k);
 	if (ret)
-		goto fail;
-	k->geom = ((const struct knitk_control *)k->base)->geometry;
-	ret = kmod_check_layout(k);
-	if (ret) {
+		return kmod_fail(k, ret);
+	k->geom = knot_control(k)->geometry;
+	if (!layout_matches_geometry(&k->geom, &k->layout)) {
 		munmap(k->base, k->layout.size);
 		k->base = NULL;
-		goto fail;
+		return kmod_fail(k, -EPROTO);
 	}
 	return 0;
-fail:
-	close(k->fd);
-	k->fd = -1;
-	return ret;
 }
 
 static int kmod_join(struct knitk_knot *k, unsigned int role,

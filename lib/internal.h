@@ -43,7 +43,10 @@ struct knitk_knot;
 /* The small table of what differs between /dev/knitk and memfd + futex. */
 struct knitk_backend_ops {
 	int kind;
-	/* Make a knot of k->geom; set k->fd, k->layout, k->base. */
+	/*
+	 * Make a knot of k->geom, whose layout is computed in k->layout; set
+	 * k->fd, k->base.
+	 */
 	int (*create)(struct knitk_knot *k);
 	/* Join the knot of @fd; set k->fd, k->layout, k->geom, k->base. */
 	int (*attach)(struct knitk_knot *k, int fd);
@@ -117,6 +120,10 @@ static inline bool knot_mailbox_steals(const struct knitk_knot *k,
 }
 
 /* Mask of doorbells whose owners consume mailbox @m. */
+/* @layout is valid and the one knitk_layout_compute gives for @geom. */
+bool layout_matches_geometry(const struct knitk_geometry *geom,
+			     const struct knitk_layout *layout);
+
 uint64_t knot_mailbox_doorbells(const struct knitk_knot *k, unsigned int m);
 /* Pending lanes over every mailbox doorbell @d's owner consumes. */
 uint64_t knot_doorbell_pending(const struct knitk_knot *k, unsigned int d);

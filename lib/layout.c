@@ -2,8 +2,8 @@
 /*
  * Geometry validation and the layout formula of <linux/knitk.h>.  This is
  * the only place in userspace that computes an offset of a knot; the futex
- * backend maps what it returns, and the kmod backend's CREATE output is
- * checked against it by the selftests.
+ * backend maps what it returns, and the layout the module returns (and the
+ * one a futex knot's control page holds) is checked against it.
  */
 #include <errno.h>
 #include <string.h>
@@ -84,4 +84,13 @@ KNITK_EXPORT int knitk_layout_compute(const struct knitk_geometry *geom,
 	l.size = l.mailbox_off + nr_mailboxes * l.mailbox_stride;
 	*layout = l;
 	return 0;
+}
+
+bool layout_matches_geometry(const struct knitk_geometry *geom,
+			     const struct knitk_layout *layout)
+{
+	struct knitk_layout expect;
+
+	return !knitk_layout_compute(geom, &expect) &&
+	       !memcmp(&expect, layout, sizeof(expect));
 }
