@@ -116,6 +116,23 @@ static int pool_start_workers(struct knitk_pool *pool)
 	return 0;
 }
 
+/*
+ * The program process workers run.  Without a prefix, /proc/self/exe as
+ * is: the spawned child execs the host's own binary even after it was
+ * replaced on disk.  A prefix command would resolve that link to itself,
+ * so it gets the binary's real path.
+ */
+static int pool_worker_exe(const struct knitk_pool_opts *opts, char **exe)
+{
+	if (opts->worker_path)
+		*exe = strdup(opts->worker_path);
+	else if (!opts->prefix_argv || !opts->prefix_argv[0])
+		*exe = strdup("/proc/self/exe");
+	else if (!(*exe = realpath("/proc/self/exe", NULL)))
+		return -errno;
+	return *exe ? 0 : -ENOMEM;
+}
+
 static int pool_setup(struct knitk_pool *pool)
 {
 	struct knitk_geometry geom = {
@@ -146,7 +163,6 @@ static int pool_setup(struct knitk_pool *pool)
 	for (w = 0; w < pool->nr_workers; w++) {
 		pool->workers[w].pool = pool;
 		pool->workers[w].id = w;
-		pool->workers[w].pidfd = -1;
 		ret = knitk_consumer_create(pool->knot,
 			(unsigned int)knitk_knot_return_mailbox(pool->knot, w),
 			&pool->workers[w].ret);
@@ -178,6 +194,7 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 {
 	struct knitk_pool *pool;
 	pthread_condattr_t ca;
+	unsigned int w;
 	int ret;
 
 	if (!opts || !poolp)
@@ -209,13 +226,12 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 		ret = -ENOMEM;
 		goto fail;
 	}
+	for (w = 0; w < pool->nr_workers; w++)
+		pool->workers[w].pidfd = -1;
 	if (pool->opts.kind == KNITK_WORKER_PROCESSES) {
-		pool->exe = pool->opts.worker_path ? strdup(pool->opts.worker_path) :
-			    realpath("/proc/self/exe", NULL);
-		if (!pool->exe) {
-			ret = -ENOMEM;
+		ret = pool_worker_exe(&pool->opts, &pool->exe);
+		if (ret)
 			goto fail;
-		}
 	}
 	ret = pool_setup(pool);
 	if (!ret)

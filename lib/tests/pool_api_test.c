@@ -2,7 +2,12 @@
 /*
  * Every pool API function rejects bad arguments with the documented errno.
  */
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "knitk.h"
 #include "pool_tasks.h"
@@ -148,12 +153,70 @@ static void handle_outlives_pool(void)
 	knitk_call_release(c);
 }
 
+/* In a copy of this program that has deleted itself: a process pool. */
+static int run_deleted_self(void)
+{
+	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES,
+				     .nr_workers = 2 };
+	struct knitk_pool *pool;
+	char path[4096], out[8];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	size_t len = 0;
+	int ret;
+
+	if (n <= 0)
+		return 10;
+	path[n] = '\0';
+	if (unlink(path))
+		return 11;
+	ret = knitk_pool_create(&o, &test_tasks, &pool);
+	if (ret)
+		return 12;
+	ret = knitk_pool_call(pool, T_ECHO, "gone", 4, NULL, out, sizeof(out),
+			      &len);
+	knitk_pool_destroy(pool);
+	return ret == 0 && len == 4 && !memcmp(out, "gone", 4) ? 0 : 13;
+}
+
+/*
+ * Process workers still start when the host's binary was replaced or
+ * deleted on disk while it runs (a rebuild under a long-running host).
+ */
+static void process_workers_after_binary_deleted(void)
+{
+	char copy[] = "/tmp/knitk-pool-api-XXXXXX", buf[65536];
+	char *argv[] = { copy, "--deleted-self", NULL };
+	extern char **environ;
+	int in, outfd, status;
+	ssize_t n;
+	pid_t pid;
+
+	in = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	REQUIRE(in >= 0);
+	outfd = mkstemp(copy);
+	REQUIRE(outfd >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		REQUIRE(write(outfd, buf, (size_t)n) == n);
+	close(in);
+	REQUIRE(fchmod(outfd, 0700) == 0);
+	close(outfd);
+	REQUIRE(posix_spawn(&pid, copy, NULL, NULL, argv, environ) == 0);
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), 0);
+	CHECK(access(copy, F_OK) != 0);
+	unlink(copy);
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
 		return 2;
+	if (argc == 2 && !strcmp(argv[1], "--deleted-self"))
+		return run_deleted_self();
 	TEST(create_args);
 	TEST(call_args);
 	TEST(handle_outlives_pool);
+	TEST(process_workers_after_binary_deleted);
 	return tap_exit();
 }
