@@ -110,30 +110,12 @@ KNITK_EXPORT int knitk_doorbell_cancel(struct knitk_knot *knot)
 	return 0;
 }
 
-KNITK_EXPORT int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
-				     uint64_t deadline_ns)
+/* Sleep on the backend and count how the sleep ended. */
+static int doorbell_sleep(struct knitk_knot *knot, unsigned int d,
+			  uint32_t seq, uint64_t deadline_ns)
 {
-	struct knitk_doorbell *db;
-	unsigned int d;
-	int ret;
+	int ret = knot->ops->wait(knot, seq, deadline_ns);
 
-	if (!knot)
-		return -EINVAL;
-	if (knot->slot < 0)
-		return -ENOTCONN;
-	d = (unsigned int)knot->slot;
-	db = knot_doorbell(knot, d);
-	/* Pairs with the fence in knitk_doorbell_ring (the CAS is one too). */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (d != KNITK_DOORBELL_HOST && knot_host_dead(knot)) {
-		ret = -EPIPE;
-		goto out;
-	}
-	if (knot_doorbell_pending(knot, d) || knot_peer_event(knot)) {
-		ret = 0;
-		goto out;
-	}
-	ret = knot->ops->wait(knot, seq, deadline_ns);
 	switch (ret) {
 	case 0:
 		knot_count(knot, KC_WAITS, 1);
@@ -157,6 +139,37 @@ KNITK_EXPORT int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
 	default:
 		break;
 	}
+	return ret;
+}
+
+KNITK_EXPORT int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
+				     uint64_t deadline_ns)
+{
+	struct knitk_doorbell *db;
+	unsigned int d;
+	int ret;
+
+	if (!knot)
+		return -EINVAL;
+	if (knot->slot < 0)
+		return -ENOTCONN;
+	d = (unsigned int)knot->slot;
+	db = knot_doorbell(knot, d);
+	/* Pairs with the fence in knitk_doorbell_ring (the CAS is one too). */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (d != KNITK_DOORBELL_HOST && knot_host_dead(knot)) {
+		ret = -EPIPE;
+		goto out;
+	}
+	/*
+	 * Work or a peer event found by the re-check ends the wait at once;
+	 * the host-death test below still applies, since a death seen here
+	 * through death_seq may have escaped the test above.
+	 */
+	if (knot_doorbell_pending(knot, d) || knot_peer_event(knot))
+		ret = 0;
+	else
+		ret = doorbell_sleep(knot, d, seq, deadline_ns);
 	if (ret == 0 && d != KNITK_DOORBELL_HOST && knot_host_dead(knot) &&
 	    !knot_doorbell_pending(knot, d))
 		ret = -EPIPE;
