@@ -30,6 +30,22 @@ static struct knitk_doorbell *knitk_doorbell_shared(struct knitk_knot *knot,
 	       (u64)d * knot->layout.doorbell_stride;
 }
 
+/*
+ * A doorbell's seq and sleeping words as one 64-bit word: a notify
+ * advances seq and clears sleeping in one compare-and-swap, so of several
+ * notifies for one sleep only the first is delivered.
+ */
+union knitk_bell_word {
+	u64 word;
+	struct {
+		u32 seq;
+		u32 sleeping;
+	};
+};
+
+static_assert(offsetof(struct knitk_doorbell, seq) == 0);
+static_assert(offsetof(struct knitk_doorbell, sleeping) == sizeof(u32));
+
 /**
  * knitk_doorbell_valid() - may doorbell @d be rung or waited on in a knot?
  * @g: the knot's geometry
@@ -150,6 +166,20 @@ void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d)
 	wake_up_interruptible_all(&knot->bells[d].wq);
 }
 
+/*
+ * Advance seq and clear sleeping if the doorbell still holds @w.  The
+ * cmpxchg is fully ordered: the new seq follows the caller's loads of the
+ * mailbox words, and pairs with the waiter's load of seq.
+ */
+static bool knitk_doorbell_advance(u64 *word, union knitk_bell_word w)
+{
+	union knitk_bell_word next = w;
+
+	next.seq++;
+	next.sleeping = 0;
+	return cmpxchg64(word, w.word, next.word) == w.word;
+}
+
 /**
  * knitk_doorbell_notify() - KNITK_IOC_NOTIFY on a knot
  * @knot: the knot
@@ -177,15 +207,17 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u64 *woken)
 	smp_mb();
 	for (d = 0; d < KNITK_NR_DOORBELLS; d++) {
 		struct knitk_bell *bell = &knot->bells[d];
+		union knitk_bell_word w;
+		u64 *word;
 		bool pending;
-		u32 sleeping;
 
 		if (!(doorbells & BIT_ULL(d)))
 			continue;
 		pending = knitk_doorbell_pending(knot->base, g, &knot->layout,
 						 d);
-		sleeping = READ_ONCE(knitk_doorbell_shared(knot, d)->sleeping);
-		switch (knitk_notify_verdict(pending, sleeping)) {
+		word = (u64 *)knitk_doorbell_shared(knot, d);
+		w.word = READ_ONCE(*word);
+		switch (knitk_notify_verdict(pending, w.sleeping)) {
 		case KNITK_NOTIFY_IDLE:
 			atomic64_inc(&bell->suppressed_idle);
 			break;
@@ -193,7 +225,12 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u64 *woken)
 			atomic64_inc(&bell->suppressed_awake);
 			break;
 		case KNITK_NOTIFY_DELIVER:
-			knitk_doorbell_kick(knot, d);
+			if (!knitk_doorbell_advance(word, w)) {
+				/* The owner woke, or another notify won. */
+				atomic64_inc(&bell->suppressed_awake);
+				break;
+			}
+			wake_up_interruptible_all(&bell->wq);
 			atomic64_inc(&bell->wakes);
 			*woken |= BIT_ULL(d);
 			break;

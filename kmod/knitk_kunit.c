@@ -475,10 +475,16 @@ static void knitk_notify_on_knot(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(1));
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 1U);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 0U);
+	/* The delivery cleared sleeping: a second notify finds it awake. */
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->sleeping, 0U);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), &woken),
+			0);
+	KUNIT_EXPECT_EQ(test, woken, 0ULL);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 1U);
 
 	knitk_doorbell_stats(knot, 1, &st);
 	KUNIT_EXPECT_EQ(test, st.suppressed_idle, 1ULL);
-	KUNIT_EXPECT_EQ(test, st.suppressed_awake, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.suppressed_awake, 2ULL);
 	KUNIT_EXPECT_EQ(test, st.wakes, 1ULL);
 	knitk_doorbell_stats(knot, 0, &st);
 	KUNIT_EXPECT_EQ(test, st.suppressed_idle, 1ULL);

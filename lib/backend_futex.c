@@ -166,7 +166,11 @@ static int futex_wait(struct knitk_knot *k, uint32_t seq, uint64_t deadline_ns)
 	}
 }
 
-/* Advance seq of @db if its owner still sleeps in cycle @w. */
+/*
+ * Advance seq of @db and clear its sleeping flag if its owner still sleeps
+ * in cycle @w, as the module does: later rings for the same sleep then
+ * find the owner awake.
+ */
 static bool doorbell_advance(struct knitk_doorbell *db, uint64_t w)
 {
 	/*
@@ -176,7 +180,7 @@ static bool doorbell_advance(struct knitk_doorbell *db, uint64_t w)
 	 * doorbell_set_sleeping.
 	 */
 	return atomic_compare_exchange_strong_explicit(doorbell_word(db), &w,
-			dbw_make(dbw_seq(w) + 1, dbw_sleeping(w)),
+			dbw_make(dbw_seq(w) + 1, 0),
 			memory_order_seq_cst, memory_order_relaxed);
 }
 

@@ -503,6 +503,34 @@ TEST_F(wk, notify_wakes_sleeping_with_pending)
 	EXPECT_EQ(0ULL, st.suppressed_awake);
 }
 
+/*
+ * A delivered notify clears the sleeping flag with the same compare-and-
+ * swap that advances seq: a second notify for the same sleep finds the
+ * owner awake, and seq moves once.
+ */
+TEST_F(wk, notify_once_per_sleep)
+{
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u64 woken = 0;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, 1);
+	seq = knitk_doorbell_seq(db);
+	knitk_doorbell_sleeping(db, 1);
+	knot_lane_publish(request_mb(self, 1), 7);
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 1, &woken));
+	EXPECT_EQ(1ULL << 1, woken);
+	EXPECT_EQ(0U, knitk_load32(&db->sleeping));
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 1, &woken));
+	EXPECT_EQ(0ULL, woken);
+	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
+	stats_of(_metadata, self->k.fd, 1, &st);
+	EXPECT_EQ(1ULL, st.wakes);
+	EXPECT_EQ(1ULL, st.suppressed_awake);
+}
+
 /* One notify, three doorbells, three verdicts; woken names only the rung. */
 TEST_F(wk, notify_woken_mask_per_doorbell)
 {
@@ -629,19 +657,22 @@ TEST_F(wk, host_doorbell_covers_every_return_mailbox)
 	wk_open(_metadata, self, &g);
 	db = knot_doorbell(&self->k, HOST);
 	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
 	for (w = 0; w < 4; w++) {
 		struct knitk_sector *mb = return_mb(self, w);
 
+		/* The host sleeps again: a delivery clears the flag. */
+		knitk_doorbell_sleeping(db, 1);
 		woken = 0;
 		knot_lane_publish(mb, w);
 		EXPECT_EQ(0, knitk_notify(self->w[w], HOST_BIT, &woken));
 		EXPECT_EQ(HOST_BIT, woken) TH_LOG("return mailbox of %u", w);
 		EXPECT_EQ(seq + w + 1, knitk_doorbell_seq(db));
+		EXPECT_EQ(0U, knitk_load32(&db->sleeping));
 		/* The host consumes it: idle again. */
 		knot_lane_ack(&mb->ack, w);
 	}
 	/* Request mailboxes are not the host's work. */
+	knitk_doorbell_sleeping(db, 1);
 	knot_lane_publish(knot_mailbox(&self->k, 0), 9);
 	EXPECT_EQ(0, knitk_notify(self->w[0], HOST_BIT, &woken));
 	EXPECT_EQ(0ULL, woken);
@@ -719,11 +750,12 @@ TEST_F(wk, worker_doorbell_covers_every_submitter_mailbox)
 	knitk_geom(&g, 0, 2, 3, 64, 64, 0);
 	wk_open(_metadata, self, &g);
 	ASSERT_EQ(6U, self->k.layout.nr_request);
-	knitk_doorbell_sleeping(knot_doorbell(&self->k, 0), 1);
-	knitk_doorbell_sleeping(knot_doorbell(&self->k, 1), 1);
 	for (s = 0; s < 3; s++) {
 		struct knitk_sector *mb = knot_mailbox(&self->k, s * 2 + 1);
 
+		/* Both workers asleep again (a delivery clears the flag). */
+		knitk_doorbell_sleeping(knot_doorbell(&self->k, 0), 1);
+		knitk_doorbell_sleeping(knot_doorbell(&self->k, 1), 1);
 		woken = ~0ULL;
 		knot_lane_publish(mb, s);
 		EXPECT_EQ(0, knitk_notify(self->k.fd, 3, &woken));
@@ -751,16 +783,18 @@ TEST_F(wk, steal_covers_every_submit_mailbox)
 	wk_open(_metadata, self, &g);
 	ASSERT_EQ(2U, self->k.layout.nr_request);
 	ASSERT_EQ(6U, self->k.layout.nr_steal);
-	knitk_doorbell_sleeping(knot_doorbell(&self->k, 2), 1);
 	for (m = 0; m < 2; m++) {
 		struct knitk_sector *mb = knot_mailbox(&self->k, m);
 
+		knitk_doorbell_sleeping(knot_doorbell(&self->k, 2), 1);
 		woken = 0;
 		knot_lane_publish(mb, 4 + m);
 		EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 2, &woken));
 		EXPECT_EQ(1ULL << 2, woken) TH_LOG("submit mailbox %u", m);
 		/* Worker 0 takes it, through its own line of mailbox m. */
 		knot_lane_ack(&knot_steal_line(&self->k, m * 3 + 0)->ack, 4 + m);
+		/* Worker 2 asleep again, but nothing is left: idle. */
+		knitk_doorbell_sleeping(knot_doorbell(&self->k, 2), 1);
 		woken = ~0ULL;
 		EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 2, &woken));
 		EXPECT_EQ(0ULL, woken) TH_LOG("submit mailbox %u", m);

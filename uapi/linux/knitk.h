@@ -189,8 +189,11 @@ struct knitk_layout {
  * @seq: wake sequence.  A waiter reads it, sets @sleeping, re-checks its
  *	mailboxes, then sleeps while @seq is unchanged.  With the module, only
  *	the kernel advances it (KNITK_IOC_NOTIFY); without it, the waker does.
- * @sleeping: non-zero while the owner is about to sleep or asleep; written
- *	by the owner only, read by wakers with a full barrier in between.
+ * @sleeping: non-zero while the owner is about to sleep or asleep; set and
+ *	cleared by the owner.  A delivered wake advances @seq and clears
+ *	@sleeping in one 64-bit compare-and-swap of both words, so further
+ *	notifies for the same sleep are suppressed; the owner therefore
+ *	updates @sleeping with a compare-and-swap of both words too.
  * @pad: fills the cache line.
  */
 struct knitk_doorbell {
