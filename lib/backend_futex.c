@@ -227,6 +227,19 @@ static void doorbell_kick(struct knitk_doorbell *db)
 	sys_futex(&db->seq, FUTEX_WAKE, INT_MAX, NULL, 0);
 }
 
+/*
+ * A host-private wake of the own doorbell, for a pool thread that must end
+ * another thread's park (a hand-off or an abort): the module's notify
+ * filters such a wake as idle, so only the futex backend offers it.
+ */
+int knot_kick_self(struct knitk_knot *k)
+{
+	if (knitk_knot_backend(k) != KNITK_BACKEND_FUTEX || k->slot < 0)
+		return -EOPNOTSUPP;
+	doorbell_kick(knot_doorbell(k, (unsigned int)k->slot));
+	return 0;
+}
+
 static int futex_mark_dead(struct knitk_knot *k, unsigned int slot)
 {
 	struct knitk_control *ctl = futex_control(k);

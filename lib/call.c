@@ -3,7 +3,7 @@
  * Call handles: completion, waiting, deadlines, abort and release.
  *
  * A handle is completed exactly once, under pool->lock, by whoever gets
- * there first: the completer with the worker's result, the death handler
+ * there first: the drainer with the worker's result, the death handler
  * with -EOWNERDEAD, an abort or a cancelling shutdown with -ECANCELED, or
  * any thread that looks at the handle after its deadline (-ETIMEDOUT; the
  * waiters' timed sleeps end at the earliest deadline they cover, so an
@@ -103,6 +103,17 @@ static uint64_t wake_time(uint64_t until, const struct knitk_call *call)
 	return until;
 }
 
+/* Some call is in flight. */
+static bool pool_busy_locked(struct knitk_pool *pool)
+{
+	unsigned int w;
+
+	for (w = 0; w < pool->nr_workers; w++)
+		if (pool->workers[w].inflight)
+			return true;
+	return false;
+}
+
 /*
  * Wait until @want of @calls are done (1: any, nr: all); returns the index
  * of a done call (any) or 0 (all), -EINPROGRESS at @deadline_ns.
@@ -110,13 +121,23 @@ static uint64_t wake_time(uint64_t until, const struct knitk_call *call)
 static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 		      unsigned int nr, bool all, uint64_t deadline_ns)
 {
-	unsigned int i, done;
+	unsigned int i, done, k0;
 	int first;
 
 	pthread_mutex_lock(&pool->lock);
+	pool->activity++;
+	/*
+	 * seq_cst pairs with the completer's load after its prepare: it sees
+	 * us and leaves the role, or our kick ends its park.
+	 */
+	atomic_fetch_add_explicit(&pool->waiters, 1, memory_order_seq_cst);
+	if (pool->completer_draining)
+		pool_kick_drainer_locked(pool);
 	for (;;) {
 		uint64_t now = pool_now_ns(), until = deadline_ns;
 
+		/* Before the look at the calls: a later abort changes it. */
+		k0 = atomic_load_explicit(&pool->kicks, memory_order_seq_cst);
 		done = 0;
 		first = -1;
 		for (i = 0; i < nr; i++) {
@@ -132,12 +153,37 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 		if (all ? done == nr : done > 0)
 			break;
 		if (deadline_ns != KNITK_WAIT_FOREVER && now >= deadline_ns) {
+			first = -EINPROGRESS;
+			break;
+		}
+		if (pool->leader && !pool->draining && !pool->completer_done) {
+			/* Leader: drain for everyone until our calls are done. */
+			pool->draining = true;
 			pthread_mutex_unlock(&pool->lock);
-			return -EINPROGRESS;
+			pool_drain_once(pool, k0, until);
+			pthread_mutex_lock(&pool->lock);
+			pool->draining = false;
+			/* Hand-off: another waiter may take the role now. */
+			pthread_cond_broadcast(&pool->cond);
+			if (pool->passive)
+				pthread_cond_signal(&pool->ccond);
+			continue;
 		}
 		pool_sleep_locked(pool, until);
 	}
+	if (atomic_fetch_sub_explicit(&pool->waiters, 1, memory_order_seq_cst) == 1 &&
+	    pool->leader && pool_busy_locked(pool)) {
+		/*
+		 * The last waiter leaves calls in flight: their results must
+		 * be taken now (a worker's arena waits for it), so wake the
+		 * completer instead of letting it linger.
+		 */
+		pool->orphans = true;
+		pthread_cond_signal(&pool->ccond);
+	}
 	pthread_mutex_unlock(&pool->lock);
+	if (first == -EINPROGRESS)
+		return first;
 	return all ? 0 : first;
 }
 
@@ -174,14 +220,32 @@ KNITK_EXPORT int knitk_pool_wait_all(struct knitk_pool *pool,
 
 KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 {
+	struct knitk_pool *pool;
 	int ret;
 
 	if (!call)
 		return -EINVAL;
-	pthread_mutex_lock(&call->pool->lock);
+	pool = call->pool;
+	pthread_mutex_lock(&pool->lock);
 	call_expire_locked(call, pool_now_ns());
+	if (call->state != CALL_DONE && pool->leader && !pool->draining &&
+	    !pool->completer_done) {
+		/*
+		 * A poller makes progress as a waiter would, without parking:
+		 * with nobody waiting the completer may be lingering.
+		 */
+		pool->draining = true;
+		pthread_mutex_unlock(&pool->lock);
+		pool_drain_once(pool, 0, 0);
+		pthread_mutex_lock(&pool->lock);
+		pool->draining = false;
+		pthread_cond_broadcast(&pool->cond);
+		if (pool->passive)
+			pthread_cond_signal(&pool->ccond);
+		call_expire_locked(call, pool_now_ns());
+	}
 	ret = call->state == CALL_DONE ? call->status : -EINPROGRESS;
-	pthread_mutex_unlock(&call->pool->lock);
+	pthread_mutex_unlock(&pool->lock);
 	return ret;
 }
 
@@ -229,6 +293,8 @@ static int call_abort_locked(struct knitk_call *call)
 				 1ULL << (idx % 64), memory_order_release);
 	call_complete_locked(pool, call, -ECANCELED, NULL, 0);
 	pthread_cond_broadcast(&pool->cond);
+	/* A drainer parked for this call has no result to wake it. */
+	pool_kick_drainer_locked(pool);
 	return 0;
 }
 

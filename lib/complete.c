@@ -1,12 +1,23 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
- * The completer: the one pool thread that consumes every return mailbox,
- * completes handles, and handles worker deaths (crash attribution).
+ * The drainer role: consuming every return mailbox, completing handles and
+ * handling worker deaths (crash attribution), held by one thread at a time
+ * (pool->draining, under pool->lock, which also orders the hand-over of
+ * the role's unlocked state: the consumers, death_seq, the host knot's
+ * doorbell nonce).  Only the holder parks on the host doorbell: one park
+ * covers every return mailbox (rule 5), and a worker's death rings it too
+ * (death_seq).
  *
- * It is the host role's only consumer and the only thread that parks on the
- * host doorbell: one park covers every return mailbox (rule 5), and a
- * worker's death rings it too (death_seq).  Waiting user threads sleep on
- * pool->cond, which the completer broadcasts after each batch.
+ * Leader/follower (futex backend): a thread waiting for a result takes the
+ * role when it is free and parks itself, so a result wakes its waiter
+ * directly; other waiters sleep on pool->cond, broadcast after each batch
+ * and each time the role is left, so one of them takes it over and drains
+ * (and re-checks) before it parks: nothing published meanwhile is missed.
+ * The completer thread holds the role only while nobody waits (see
+ * completer_main).  On the kmod backend a parked host wakes only for work
+ * or a death, so no thread could end the completer's park for a waiter or
+ * an abort: there the completer keeps the role and waiters sleep on
+ * pool->cond, as before.
  *
  * A death of worker w (rule 7): stop dispatching to w; cycle every slot lock
  * so no submitter is between its liveness check and its publish; take the
@@ -24,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "pool_internal.h"
 
@@ -241,35 +253,119 @@ static bool check_deaths(struct knitk_pool *pool)
 }
 
 /* Nothing left to serve: every worker stopped or dead for good. */
-static bool completer_should_exit(struct knitk_pool *pool)
+static bool completer_should_exit_locked(struct knitk_pool *pool)
 {
 	unsigned int w;
-	bool exit = true;
 
-	pthread_mutex_lock(&pool->lock);
 	for (w = 0; w < pool->nr_workers; w++)
 		if (pool->workers[w].state == WORKER_RUNNING)
-			exit = false;
-	if (pool->respawning)
-		exit = false;
+			return false;
+	return !pool->respawning;
+}
+
+static bool completer_should_exit(struct knitk_pool *pool)
+{
+	bool exit;
+
+	pthread_mutex_lock(&pool->lock);
+	exit = completer_should_exit_locked(pool);
 	pthread_mutex_unlock(&pool->lock);
 	return exit;
 }
 
-static void *completer_main(void *arg)
+/* Drain every return mailbox and handle deaths; returns the work done. */
+static unsigned int drain_all(struct knitk_pool *pool)
 {
-	struct knitk_pool *pool = arg;
-	unsigned int w, spins = 0;
+	unsigned int w, n = 0;
+
+	for (w = 0; w < pool->nr_workers; w++)
+		n += drain_worker(pool, w);
+	if (check_deaths(pool))
+		n++;
+	return n;
+}
+
+/*
+ * End the park of the drainer: a new waiter wants the role from the
+ * completer, or a call the drainer may wait for completed without a
+ * result (abort, cancel).  The kicks bump pairs with the drainer's
+ * seq_cst load after its prepare (pool_drain_once, completer_drain): it
+ * either sees the bump and does not sleep, or the kick's seq increment
+ * comes after its prepare read seq and ends the wait.
+ */
+void pool_kick_drainer_locked(struct knitk_pool *pool)
+{
+	if (!pool->leader || !pool->draining)
+		return;
+	atomic_fetch_add_explicit(&pool->kicks, 1, memory_order_seq_cst);
+	knot_kick_self(pool->knot);
+}
+
+/*
+ * A thread waiting for progress it does not drain for itself (a free
+ * entry, arena space, shutdown): the completer takes the role at once.
+ */
+void pool_wait_passive_locked(struct knitk_pool *pool)
+{
+	pool->passive++;
+	pthread_cond_signal(&pool->ccond);
+	pthread_cond_wait(&pool->cond, &pool->lock);
+	pool->passive--;
+}
+
+/*
+ * One round of a waiting thread that holds the drainer role: take what
+ * is there, else spin boundedly, else park on the host doorbell until a
+ * result, a death, a kick or @deadline_ns.  @k0: pool->kicks read under
+ * pool->lock when the caller last looked at its calls.  @deadline_ns 0:
+ * one look, no spin, no park.
+ */
+int pool_drain_once(struct knitk_pool *pool, unsigned int k0,
+		    uint64_t deadline_ns)
+{
+	unsigned int i;
+	uint32_t seq;
+
+	if (!deadline_ns) {
+		drain_all(pool);
+		return 0;
+	}
+	for (i = 0; i <= pool->opts.spin; i++)
+		if (drain_all(pool))
+			return 0;
+	if (knitk_doorbell_prepare(pool->knot, &seq))
+		return -EPIPE;
+	/*
+	 * After the seq_cst flag store: a death or a kick before prepare is
+	 * seen here; one after it moves seq and ends the wait.
+	 */
+	if (atomic_load_explicit(A32(&pool->ctl->death_seq),
+				 memory_order_acquire) != pool->death_seq ||
+	    atomic_load_explicit(&pool->kicks, memory_order_seq_cst) != k0) {
+		knitk_doorbell_cancel(pool->knot);
+		return 0;
+	}
+	return knitk_doorbell_wait(pool->knot, seq, deadline_ns);
+}
+
+/*
+ * The completer's rounds as drainer.  With @leader it leaves the role as
+ * soon as a thread waits (that thread drains from then on); it returns
+ * when every worker is gone.
+ */
+static void completer_drain(struct knitk_pool *pool)
+{
+	unsigned int spins = 0;
 
 	for (;;) {
-		unsigned int n = 0;
+		unsigned int k0;
 		uint32_t seq;
 
-		for (w = 0; w < pool->nr_workers; w++)
-			n += drain_worker(pool, w);
-		if (check_deaths(pool))
-			n++;
-		if (n) {
+		/* seq_cst pairs with the increment in calls_wait. */
+		if (pool->leader &&
+		    atomic_load_explicit(&pool->waiters, memory_order_seq_cst))
+			return;
+		if (drain_all(pool)) {
 			spins = 0;
 			continue;
 		}
@@ -281,22 +377,74 @@ static void *completer_main(void *arg)
 		 * make this true, so checking before each park is enough.
 		 */
 		if (completer_should_exit(pool))
-			break;
+			return;
+		k0 = atomic_load_explicit(&pool->kicks, memory_order_seq_cst);
 		if (knitk_doorbell_prepare(pool->knot, &seq))
-			break;
+			return;
 		/*
 		 * A death after check_deaths and before prepare would be
-		 * hidden from the wait's own death_seq check: look again
-		 * now that the sleeping flag is set.
+		 * hidden from the wait's own death_seq check, and a waiter
+		 * that came before prepare kicked a seq we did not read:
+		 * look again now that the sleeping flag is set.
 		 */
 		if (atomic_load_explicit(A32(&pool->ctl->death_seq),
-					 memory_order_acquire) != pool->death_seq) {
+					 memory_order_acquire) != pool->death_seq ||
+		    (pool->leader &&
+		     (atomic_load_explicit(&pool->waiters, memory_order_seq_cst) ||
+		      atomic_load_explicit(&pool->kicks, memory_order_seq_cst) != k0))) {
 			knitk_doorbell_cancel(pool->knot);
 			continue;
 		}
 		knitk_doorbell_wait(pool->knot, seq, KNITK_WAIT_FOREVER);
 	}
+}
+
+/*
+ * The completer keeps what no waiting thread provides: it drains while
+ * nobody waits (calls submitted and not yet waited for, late results,
+ * deaths and respawns of an idle pool, stop replies at shutdown).  It
+ * takes the role at once for a passive waiter, a closed pool or calls the
+ * last waiter left in flight, else only after POOL_LINGER_NS without any
+ * wait: a program calling in a loop keeps the role among its own threads
+ * and never wakes the completer for it, and an idle pool still gets a
+ * parked drainer (deaths, respawns) within that time.
+ */
+static void *completer_main(void *arg)
+{
+	struct knitk_pool *pool = arg;
+	uint64_t seen;
+
 	pthread_mutex_lock(&pool->lock);
+	seen = pool->activity;
+	for (;;) {
+		if (completer_should_exit_locked(pool))
+			break;
+		if (pool->leader &&
+		    (pool->draining || atomic_load(&pool->waiters) ||
+		     (!pool->passive && !pool->closed && !pool->orphans &&
+		      seen != pool->activity))) {
+			uint64_t until = pool_now_ns() + POOL_LINGER_NS;
+			struct timespec ts = {
+				.tv_sec = (time_t)(until / 1000000000ULL),
+				.tv_nsec = (long)(until % 1000000000ULL),
+			};
+
+			seen = pool->activity;
+			pthread_cond_timedwait(&pool->ccond, &pool->lock, &ts);
+			continue;
+		}
+		pool->draining = true;
+		pool->completer_draining = true;
+		pool->orphans = false;
+		pthread_mutex_unlock(&pool->lock);
+		completer_drain(pool);
+		pthread_mutex_lock(&pool->lock);
+		pool->draining = false;
+		pool->completer_draining = false;
+		/* Hand-off: a waiter takes the role. */
+		pthread_cond_broadcast(&pool->cond);
+		seen = pool->activity;
+	}
 	pool->completer_done = true;
 	pthread_cond_broadcast(&pool->cond);
 	pthread_mutex_unlock(&pool->lock);

@@ -127,6 +127,8 @@ bool layout_matches_geometry(const struct knitk_geometry *geom,
 uint64_t knot_mailbox_doorbells(const struct knitk_knot *k, unsigned int m);
 /* Pending lanes over every mailbox doorbell @d's owner consumes. */
 uint64_t knot_doorbell_pending(const struct knitk_knot *k, unsigned int d);
+/* Wake the own doorbell's sleeper with no work pending (futex only). */
+int knot_kick_self(struct knitk_knot *k);
 /* Effective ack word of mailbox @m (acquire loads). */
 uint64_t knot_mailbox_ack(const struct knitk_knot *k, unsigned int m);
 

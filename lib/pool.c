@@ -31,6 +31,7 @@ void pool_free(struct knitk_pool *pool)
 {
 	pthread_mutex_destroy(&pool->lock);
 	pthread_cond_destroy(&pool->cond);
+	pthread_cond_destroy(&pool->ccond);
 	free(pool);
 }
 
@@ -217,6 +218,7 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&pool->cond, &ca);
+	pthread_cond_init(&pool->ccond, &ca);
 	pthread_condattr_destroy(&ca);
 	pool->workers = calloc(pool->nr_workers, sizeof(*pool->workers));
 	pool->entries = calloc((size_t)pool->nr_workers * KNITK_LANES,
@@ -234,8 +236,11 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 			goto fail;
 	}
 	ret = pool_setup(pool);
-	if (!ret)
+	if (!ret) {
+		/* Only the futex backend can end another thread's park. */
+		pool->leader = knitk_knot_backend(pool->knot) == KNITK_BACKEND_FUTEX;
 		ret = pool_start_workers(pool);
+	}
 	if (!ret)
 		ret = completer_start(pool);
 	if (ret)
@@ -316,7 +321,7 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 			pthread_mutex_unlock(&pool->lock);
 			return -EPIPE;
 		}
-		pthread_cond_wait(&pool->cond, &pool->lock);
+		pool_wait_passive_locked(pool);
 	}
 	pw = &pool->workers[w];
 	k = (unsigned int)__builtin_ctzll(~pw->busy);
@@ -400,7 +405,7 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 		pthread_mutex_lock(&pool->lock);
 		progress = pool->progress;
 		while (progress == pool->progress && atomic_load(&pw->alive))
-			pthread_cond_wait(&pool->cond, &pool->lock);
+			pool_wait_passive_locked(pool);
 		pthread_mutex_unlock(&pool->lock);
 	}
 	/* Ring only the worker we published to; a no-op while it is awake. */
@@ -500,7 +505,7 @@ static void pool_stop_workers(struct knitk_pool *pool)
 	}
 	pthread_mutex_lock(&pool->lock);
 	while (!pool->completer_done)
-		pthread_cond_wait(&pool->cond, &pool->lock);
+		pool_wait_passive_locked(pool);
 	pthread_mutex_unlock(&pool->lock);
 }
 
@@ -530,7 +535,7 @@ KNITK_EXPORT int knitk_pool_shutdown(struct knitk_pool *pool, unsigned int mode)
 		pool_cancel_all_locked(pool);
 	/* Drain: every call completes; cancel: every worker answers. */
 	while (!pool_idle_locked(pool) && !pool->completer_done)
-		pthread_cond_wait(&pool->cond, &pool->lock);
+		pool_wait_passive_locked(pool);
 	pthread_mutex_unlock(&pool->lock);
 	if (pool->completer_started)
 		pool_stop_workers(pool);

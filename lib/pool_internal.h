@@ -4,8 +4,8 @@
  * call handles.  Not installed.
  *
  * Locks: pool->lock guards every call handle's state, the in-flight entry
- * table and the workers' counters; pool->cond is broadcast on every change
- * of those.  A submitter slot's lock guards that slot's producers.  No
+ * table, the workers' counters and the drainer role; pool->cond is
+ * broadcast on every change of those.  A submitter slot's lock guards that slot's producers.  No
  * thread ever holds pool->lock while taking a slot lock, or the reverse.
  */
 #ifndef KNITK_POOL_INTERNAL_H
@@ -33,6 +33,11 @@
 #define POOL_DEF_INLINE		192
 #define POOL_DEF_ARENA		(64 * 1024)
 #define POOL_DEF_SPIN		256
+/*
+ * How long the pool must go without a waiting thread before the completer
+ * takes the drainer role back (see complete.c).
+ */
+#define POOL_LINGER_NS		10000000ULL
 /* The environment variable that makes a process a worker. */
 #define POOL_ENV		"KNITK_WORKER"
 
@@ -92,7 +97,7 @@ struct pool_worker {
 	pid_t pid;
 	int pidfd;			/* owned by the monitor once started */
 	uint32_t join_gen;		/* control generation after join */
-	/* The completer's consumer of the worker's return mailbox. */
+	/* The drainer's consumer of the worker's return mailbox. */
 	struct knitk_consumer *ret;
 };
 
@@ -128,7 +133,23 @@ struct knitk_pool {
 
 	pthread_t completer;
 	bool completer_started;
-	uint32_t death_seq;		/* completer: last death_seq handled */
+	uint32_t death_seq;		/* the drainer: last death_seq handled */
+
+	/*
+	 * The drainer role (complete.c): one thread at a time consumes the
+	 * return mailboxes, handles deaths and parks on the host doorbell.
+	 * Waiting threads take it when @leader (the futex backend, whose
+	 * park another thread can end); otherwise only the completer does.
+	 */
+	bool leader;
+	bool draining;			/* the role is held, pool->lock */
+	bool completer_draining;	/* ... by the completer, pool->lock */
+	_Atomic unsigned int waiters;	/* threads in calls_wait, changed under pool->lock */
+	_Atomic unsigned int kicks;	/* bumped before each kick of the drainer */
+	unsigned int passive;		/* threads waiting for progress, not draining */
+	bool orphans;			/* calls in flight and nobody waits, pool->lock */
+	uint64_t activity;		/* bumped by every wait, pool->lock */
+	pthread_cond_t ccond;		/* the completer's sleep */
 
 	/* Process workers. */
 	char *exe;
@@ -165,6 +186,10 @@ void pool_free(struct knitk_pool *pool);
 /* complete.c */
 int completer_start(struct knitk_pool *pool);
 void completer_drain_worker(struct knitk_pool *pool, unsigned int w);
+int pool_drain_once(struct knitk_pool *pool, unsigned int k0,
+		    uint64_t deadline_ns);
+void pool_kick_drainer_locked(struct knitk_pool *pool);
+void pool_wait_passive_locked(struct knitk_pool *pool);
 
 /* worker.c */
 struct worker_args {

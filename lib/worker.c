@@ -48,7 +48,7 @@ KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
 		return -EMSGSIZE;
 	/*
 	 * -ENOSPC: the host has not yet taken earlier results out of our
-	 * arena.  Its completer is awake (we rang it when we published
+	 * arena.  Its drainer is awake (we rang it when we published
 	 * them) and frees them shortly; yield until it has.  Only results
 	 * bigger than the inline bytes ever wait here.
 	 */
