@@ -28,8 +28,10 @@ struct vm_area_struct;
 /**
  * struct knitk_bell - the kernel-side half of one doorbell
  * @wq: sleepers of KNITK_IOC_WAIT on this doorbell.
- * @waits..@interrupts: the counters reported by KNITK_IOC_STATS; kept in
+ * @waits..@kicks: the counters reported by KNITK_IOC_STATS; kept in
  *	kernel memory so userspace cannot forge them.
+ * @kick_seq: incremented before each kick's seq advance, so a wait can
+ *	tell a kick from a spurious wake (like death_seq for a death).
  */
 struct knitk_bell {
 	wait_queue_head_t wq;
@@ -41,6 +43,8 @@ struct knitk_bell {
 	atomic64_t timeouts;
 	atomic64_t mismatches;
 	atomic64_t interrupts;
+	atomic64_t kicks;
+	atomic_t kick_seq;
 };
 
 /**
@@ -99,7 +103,8 @@ bool knitk_doorbell_pending(const void *base, const struct knitk_geometry *g,
 enum knitk_verdict knitk_notify_verdict(bool pending, u32 sleeping);
 void knitk_bell_init(struct knitk_bell *bell);
 void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d);
-int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u64 *woken);
+int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
+			  u64 *woken);
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 			u64 deadline_ns);
 __poll_t knitk_doorbell_poll(struct knitk_knot *knot, unsigned int d,

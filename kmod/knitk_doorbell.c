@@ -145,6 +145,8 @@ void knitk_bell_init(struct knitk_bell *bell)
 	atomic64_set(&bell->timeouts, 0);
 	atomic64_set(&bell->mismatches, 0);
 	atomic64_set(&bell->interrupts, 0);
+	atomic64_set(&bell->kicks, 0);
+	atomic_set(&bell->kick_seq, 0);
 }
 
 /**
@@ -180,16 +182,39 @@ static bool knitk_doorbell_advance(u64 *word, union knitk_bell_word w)
 	return cmpxchg64(word, w.word, next.word) == w.word;
 }
 
+/* KNITK_NOTIFY_KICK: ring every doorbell of @doorbells, past the filter. */
+static void knitk_doorbell_kick_all(struct knitk_knot *knot, u64 doorbells)
+{
+	unsigned int d;
+
+	for (d = 0; d < KNITK_NR_DOORBELLS; d++) {
+		struct knitk_bell *bell = &knot->bells[d];
+
+		if (!(doorbells & BIT_ULL(d)))
+			continue;
+		/*
+		 * Before the seq advance (the kick's barrier orders it): the
+		 * woken waiter reads kick_seq after seeing seq move, see
+		 * knitk_doorbell_wait().
+		 */
+		atomic_inc(&bell->kick_seq);
+		knitk_doorbell_kick(knot, d);
+		atomic64_inc(&bell->kicks);
+	}
+}
+
 /**
  * knitk_doorbell_notify() - KNITK_IOC_NOTIFY on a knot
  * @knot: the knot
  * @doorbells: bit d rings doorbell d
+ * @flags: 0 or KNITK_NOTIFY_KICK (checked by the caller)
  * @woken: out: the doorbells whose seq was advanced
  *
  * Return: 0, or -EINVAL (before anything is rung) for a bit that names no
  * doorbell of the knot.
  */
-int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u64 *woken)
+int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
+			  u64 *woken)
 {
 	const struct knitk_geometry *g = &knot->geometry;
 	unsigned int d;
@@ -198,6 +223,11 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u64 *woken)
 		if ((doorbells & BIT_ULL(d)) && !knitk_doorbell_valid(g, d))
 			return -EINVAL;
 
+	if (flags & KNITK_NOTIFY_KICK) {
+		knitk_doorbell_kick_all(knot, doorbells);
+		*woken = doorbells;
+		return 0;
+	}
 	*woken = 0;
 	/*
 	 * The caller published its pub words before this call; order those
@@ -309,7 +339,7 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 {
 	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
 	struct knitk_bell *bell = &knot->bells[d];
-	u32 death_seq;
+	u32 death_seq, kick_seq;
 	int ret;
 
 	if (d != KNITK_DOORBELL_HOST && knitk_peer_host_dead(knot->control))
@@ -322,6 +352,7 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 	}
 	atomic64_inc(&bell->waits);
 	death_seq = knitk_peer_death_seq(knot->control);
+	kick_seq = atomic_read(&bell->kick_seq);
 	ret = knitk_doorbell_sleep(knot, d, expected, deadline_ns);
 	switch (ret) {
 	case -ETIMEDOUT:
@@ -339,9 +370,11 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 			ret = -EPIPE;
 			break;
 		}
+		/* A death or a kick is an event, not a spurious wake. */
 		if (!knitk_doorbell_pending(knot->base, &knot->geometry,
 					    &knot->layout, d) &&
-		    knitk_peer_death_seq(knot->control) == death_seq)
+		    knitk_peer_death_seq(knot->control) == death_seq &&
+		    atomic_read(&bell->kick_seq) == kick_seq)
 			atomic64_inc(&bell->spurious);
 		break;
 	}
@@ -398,4 +431,5 @@ void knitk_doorbell_stats(struct knitk_knot *knot, unsigned int d,
 	st->timeouts = atomic64_read(&bell->timeouts);
 	st->mismatches = atomic64_read(&bell->mismatches);
 	st->interrupts = atomic64_read(&bell->interrupts);
+	st->kicks = atomic64_read(&bell->kicks);
 }

@@ -25,7 +25,7 @@ static atomic64_t knitk_knot_ids = ATOMIC64_INIT(0);
 
 static const char * const knitk_counter_names[] = {
 	"waits", "wakes", "suppressed_idle", "suppressed_awake",
-	"spurious", "timeouts", "mismatches", "interrupts",
+	"spurious", "timeouts", "mismatches", "interrupts", "kicks",
 };
 
 static int knitk_knot_show(struct seq_file *m, void *unused)

@@ -452,32 +452,32 @@ static void knitk_notify_on_knot(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, knot->control->magic, (u32)KNITK_MAGIC);
 	KUNIT_EXPECT_EQ(test, knot->control->layout.size, l.size);
 
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(2), &woken),
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(2), 0, &woken),
 			-EINVAL);
 	KUNIT_EXPECT_EQ(test, woken, ~0ULL);
 
 	/* Idle: nothing pending for worker 1. */
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), &woken),
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), 0, &woken),
 			0);
 	KUNIT_EXPECT_EQ(test, woken, 0ULL);
 
 	/* Pending but awake. */
 	mb = knot->base + l.mailbox_off + 1 * l.mailbox_stride;
 	mb->pub = 1;
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), &woken),
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), 0, &woken),
 			0);
 	KUNIT_EXPECT_EQ(test, woken, 0ULL);
 
 	/* Pending and asleep: delivered, seq advanced. */
 	knitk_test_bell(knot, 1)->sleeping = 1;
 	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1) |
-						    BIT_ULL(0), &woken), 0);
+						    BIT_ULL(0), 0, &woken), 0);
 	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(1));
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 1U);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 0U);
 	/* The delivery cleared sleeping: a second notify finds it awake. */
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->sleeping, 0U);
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), &woken),
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), 0, &woken),
 			0);
 	KUNIT_EXPECT_EQ(test, woken, 0ULL);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 1U);
@@ -502,6 +502,56 @@ static void knitk_notify_on_knot(struct kunit *test)
 	knitk_knot_put(knot);
 }
 
+/* A kick rings past the filter: idle, awake, or both. */
+static void knitk_notify_kick(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(2, 1);
+	struct knitk_doorbell_stats st;
+	struct knitk_knot *knot;
+	struct knitk_layout l;
+	u64 woken = 0;
+
+	knitk_layout_compute(&g, &l);
+	knot = knitk_knot_create(&g, &l);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(knot));
+
+	/* Bad doorbells still fail first, with nothing rung. */
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(0) |
+						    BIT_ULL(2),
+						    KNITK_NOTIFY_KICK, &woken),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 0U);
+
+	/* Idle and awake (sleeping clear): delivered all the same. */
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(0) |
+						    BIT_ULL(KNITK_DOORBELL_HOST),
+						    KNITK_NOTIFY_KICK, &woken),
+			0);
+	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(0) | BIT_ULL(KNITK_DOORBELL_HOST));
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 1U);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq,
+			1U);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 0U);
+
+	/* Idle with the sleeping flag set: delivered, the flag left alone. */
+	knitk_test_bell(knot, 0)->sleeping = 7;
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(0),
+						    KNITK_NOTIFY_KICK, &woken),
+			0);
+	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(0));
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 2U);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->sleeping, 7U);
+
+	knitk_doorbell_stats(knot, 0, &st);
+	KUNIT_EXPECT_EQ(test, st.kicks, 2ULL);
+	KUNIT_EXPECT_EQ(test, st.wakes, 0ULL);
+	KUNIT_EXPECT_EQ(test, st.suppressed_idle, 0ULL);
+	KUNIT_EXPECT_EQ(test, st.suppressed_awake, 0ULL);
+	knitk_doorbell_stats(knot, 1, &st);
+	KUNIT_EXPECT_EQ(test, st.kicks, 0ULL);
+	knitk_knot_put(knot);
+}
+
 static struct kunit_case knitk_notify_cases[] = {
 	KUNIT_CASE(knitk_notify_private_idle),
 	KUNIT_CASE(knitk_notify_private_pending),
@@ -510,6 +560,7 @@ static struct kunit_case knitk_notify_cases[] = {
 	KUNIT_CASE(knitk_notify_verdicts),
 	KUNIT_CASE(knitk_notify_doorbell_valid),
 	KUNIT_CASE(knitk_notify_on_knot),
+	KUNIT_CASE(knitk_notify_kick),
 	{}
 };
 
@@ -741,7 +792,7 @@ static void knitk_wait_woken_by_notify(struct kunit *test)
 	mb = knot->base + knot->layout.mailbox_off + knot->layout.mailbox_stride;
 	WRITE_ONCE(mb->pub, 1);
 	WRITE_ONCE(knitk_test_bell(knot, 1)->sleeping, 1);
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), &woken),
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), 0, &woken),
 			0);
 	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(1));
 	wait_for_completion(&s.done);
@@ -766,6 +817,30 @@ static void knitk_wait_counts_spurious(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, s.ret, 0);
 	knitk_doorbell_stats(knot, KNITK_DOORBELL_HOST, &st);
 	KUNIT_EXPECT_EQ(test, st.spurious, 1ULL);
+	knitk_knot_put(knot);
+}
+
+static void knitk_wait_woken_by_kick(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 1);
+	struct knitk_test_sleeper s;
+	struct knitk_doorbell_stats st;
+	u64 woken;
+
+	/* Nothing pending, sleeping flag clear: the kick still wakes. */
+	knitk_test_sleep_on(test, &s, knot, KNITK_DOORBELL_HOST);
+	KUNIT_EXPECT_EQ(test,
+			knitk_doorbell_notify(knot,
+					      BIT_ULL(KNITK_DOORBELL_HOST),
+					      KNITK_NOTIFY_KICK, &woken), 0);
+	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(KNITK_DOORBELL_HOST));
+	wait_for_completion(&s.done);
+	KUNIT_EXPECT_EQ(test, s.ret, 0);
+	knitk_doorbell_stats(knot, KNITK_DOORBELL_HOST, &st);
+	KUNIT_EXPECT_EQ(test, st.waits, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.kicks, 1ULL);
+	/* A kick is an event, not a spurious wake. */
+	KUNIT_EXPECT_EQ(test, st.spurious, 0ULL);
 	knitk_knot_put(knot);
 }
 
@@ -811,6 +886,7 @@ static void knitk_wait_host_death_is_epipe(struct kunit *test)
 static struct kunit_case knitk_wait_cases[] = {
 	KUNIT_CASE(knitk_wait_woken_by_notify),
 	KUNIT_CASE(knitk_wait_counts_spurious),
+	KUNIT_CASE(knitk_wait_woken_by_kick),
 	KUNIT_CASE(knitk_wait_worker_death_wakes_host),
 	KUNIT_CASE(knitk_wait_host_death_is_epipe),
 	{}

@@ -22,7 +22,8 @@
  *   ioctl(fd, KNITK_IOC_WAIT, &w)         sleep on the own doorbell while
  *                                         its seq equals w.expected
  *   ioctl(fd, KNITK_IOC_NOTIFY, &n)       ring doorbells; only a sleeping
- *                                         owner with pending work is woken
+ *                                         owner with pending work is woken,
+ *                                         or any with KNITK_NOTIFY_KICK
  *   ioctl(fd, KNITK_IOC_STATS, &s)        a doorbell's counters
  *   poll(fd)                              the own doorbell (the host's when
  *                                         not joined): POLLIN while work is
@@ -62,7 +63,8 @@ module_param(max_knot_bytes, ulong, 0644);
 MODULE_PARM_DESC(max_knot_bytes, "largest knot CREATE accepts, in bytes");
 
 #define KNITK_FEATURES	(KNITK_FEATURE_STEAL | KNITK_FEATURE_PEER_DEATH | \
-			 KNITK_FEATURE_STATS | KNITK_FEATURE_POLL)
+			 KNITK_FEATURE_STATS | KNITK_FEATURE_POLL | \
+			 KNITK_FEATURE_KICK)
 
 #define KNITK_NO_SLOT	(-1)
 
@@ -255,9 +257,9 @@ static int knitk_ioctl_notify(struct knitk_knot *knot, void __user *argp)
 
 	if (copy_from_user(&n, argp, sizeof(n)))
 		return -EFAULT;
-	if (n.flags || n.reserved)
+	if ((n.flags & ~KNITK_NOTIFY_FLAGS) || n.reserved)
 		return -EINVAL;
-	ret = knitk_doorbell_notify(knot, n.doorbells, &n.woken);
+	ret = knitk_doorbell_notify(knot, n.doorbells, n.flags, &n.woken);
 	if (ret)
 		return ret;
 	if (copy_to_user(argp, &n, sizeof(n)))

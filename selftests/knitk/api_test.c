@@ -10,7 +10,8 @@
 #include "knitk_test.h"
 
 #define KNOWN_FEATURES	(KNITK_FEATURE_STEAL | KNITK_FEATURE_PEER_DEATH | \
-			 KNITK_FEATURE_STATS | KNITK_FEATURE_POLL)
+			 KNITK_FEATURE_STATS | KNITK_FEATURE_POLL | \
+			 KNITK_FEATURE_KICK)
 
 static __u64 ioctl_bit(unsigned long cmd)
 {
@@ -81,8 +82,8 @@ TEST(api_version_mismatch_einval)
 
 TEST(api_unknown_feature_bits_einval)
 {
-	static const __u64 bad[] = { 1ULL << 4, 1ULL << 31, 1ULL << 63,
-				     KNOWN_FEATURES | (1ULL << 5) };
+	static const __u64 bad[] = { 1ULL << 5, 1ULL << 31, 1ULL << 63,
+				     KNOWN_FEATURES | (1ULL << 6) };
 	unsigned int i;
 	int fd;
 

@@ -185,6 +185,18 @@ static inline int knitk_notify(int fd, __u64 doorbells, __u64 *woken)
 	return ret;
 }
 
+/* KNITK_NOTIFY_KICK: ring @doorbells past the idle filter. */
+static inline int knitk_kick(int fd, __u64 doorbells, __u64 *woken)
+{
+	struct knitk_notify n = { .doorbells = doorbells,
+				  .flags = KNITK_NOTIFY_KICK };
+	int ret = knitk_ioctl(fd, KNITK_IOC_NOTIFY, &n);
+
+	if (!ret && woken)
+		*woken = n.woken;
+	return ret;
+}
+
 static inline int knitk_stats(int fd, __u32 doorbell,
 			      struct knitk_doorbell_stats *st)
 {

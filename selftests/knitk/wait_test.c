@@ -172,6 +172,7 @@ struct poker {
 	struct knitk_sector *mailbox;	/* one the waiter consumes */
 	int signals;		/* signals to send before the wake */
 	int wake;		/* publish and notify at the end */
+	int kick;		/* or, with nothing published, kick */
 	int ret;
 	__u64 woken;
 	volatile int done;	/* the waiter has returned */
@@ -212,6 +213,8 @@ static void *poker_run(void *arg)
 		       !p->done)
 			usleep(1000);
 	}
+	if (p->kick && !p->done)
+		p->ret = knitk_kick(p->fd, 1ULL << p->doorbell, &p->woken);
 	if (p->wake && !p->done) {
 		knot_lane_publish(p->mailbox, 5);
 		p->ret = knitk_notify(p->fd, 1ULL << p->doorbell, &p->woken);
@@ -308,6 +311,61 @@ TEST_F(wk, wait_forever_woken_by_notify)
 	EXPECT_EQ(1ULL, st.wakes);
 	EXPECT_EQ(0ULL, st.spurious);
 	EXPECT_EQ(0ULL, st.timeouts);
+}
+
+/* A kick wakes a waiter that has nothing pending, and is no spurious wake. */
+TEST_F(wk, kick_wakes_waiter_with_nothing_pending)
+{
+	struct poker p = { .kick = 1 };
+	struct knitk_doorbell *db;
+	struct knitk_doorbell_stats st;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	db = knot_doorbell(&self->k, HOST);
+	/* The host kicks its own doorbell, as one host thread for another. */
+	p.fd = self->k.fd;
+	p.doorbell = HOST;
+
+	seq = knitk_doorbell_seq(db);
+	EXPECT_EQ(0, poked_wait(_metadata, &p, db, self->k.fd, seq,
+				KNITK_WAIT_FOREVER));
+
+	EXPECT_EQ(0, p.ret);
+	EXPECT_EQ(HOST_BIT, p.woken);
+	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
+	stats_of(_metadata, self->k.fd, HOST, &st);
+	EXPECT_EQ(1ULL, st.waits);
+	EXPECT_EQ(1ULL, st.kicks);
+	EXPECT_EQ(0ULL, st.wakes);
+	EXPECT_EQ(0ULL, st.spurious);
+	EXPECT_EQ(0ULL, st.timeouts);
+}
+
+/* The idle filter does not apply to a kick: idle and awake, seq moves. */
+TEST_F(wk, kick_idle_awake_advances_seq)
+{
+	struct knitk_doorbell_stats st;
+	__u64 woken = 0;
+	__u32 seq;
+
+	wk_open_small(_metadata, self);
+	seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	EXPECT_EQ(0, knitk_kick(self->k.fd, 1ULL << 0, &woken));
+	EXPECT_EQ(1ULL << 0, woken);
+	EXPECT_EQ(seq + 1, knitk_doorbell_seq(knot_doorbell(&self->k, 0)));
+	/* A waiter that read the old seq does not sleep through it. */
+	EXPECT_EQ(-EAGAIN, knitk_wait(self->w[0], seq, KNITK_WAIT_FOREVER));
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.kicks);
+	EXPECT_EQ(0ULL, st.wakes);
+	EXPECT_EQ(0ULL, st.suppressed_idle);
+	EXPECT_EQ(0ULL, st.suppressed_awake);
+	EXPECT_EQ(1ULL, st.mismatches);
+	/* Bad doorbells still fail, with nothing rung. */
+	EXPECT_EQ(-EINVAL, knitk_kick(self->k.fd, 1ULL << 0 | 1ULL << 40,
+				      NULL));
+	EXPECT_EQ(seq + 1, knitk_doorbell_seq(knot_doorbell(&self->k, 0)));
 }
 
 /*
@@ -614,10 +672,18 @@ TEST_F(wk, notify_invalid_doorbell_einval)
 
 TEST_F(wk, notify_flags_reserved_einval)
 {
-	struct knitk_notify n = { .doorbells = 1, .flags = 1 };
+	static const __u32 bad[] = { 1U << 1, 1U << 31, ~0U,
+				     KNITK_NOTIFY_KICK | 1U << 2 };
+	struct knitk_notify n = { .doorbells = 1 };
+	unsigned int i;
 
 	wk_open_small(_metadata, self);
-	EXPECT_EQ(-EINVAL, knitk_ioctl(self->k.fd, KNITK_IOC_NOTIFY, &n));
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		n.flags = bad[i];
+		EXPECT_EQ(-EINVAL, knitk_ioctl(self->k.fd, KNITK_IOC_NOTIFY, &n))
+			TH_LOG("notify flags %#x accepted", bad[i]);
+	}
+	EXPECT_EQ(0U, knitk_doorbell_seq(knot_doorbell(&self->k, 0)));
 	n.flags = 0;
 	n.reserved = 1;
 	EXPECT_EQ(-EINVAL, knitk_ioctl(self->k.fd, KNITK_IOC_NOTIFY, &n));

@@ -83,6 +83,7 @@
 #define KNITK_FEATURE_PEER_DEATH	(1ULL << 1)
 #define KNITK_FEATURE_STATS		(1ULL << 2)
 #define KNITK_FEATURE_POLL		(1ULL << 3)
+#define KNITK_FEATURE_KICK		(1ULL << 4)
 
 /* Fixed shape. */
 #define KNITK_LANES			64
@@ -349,17 +350,29 @@ struct knitk_wait {
 	__u64 reserved;
 };
 
+/* struct knitk_notify.flags */
+#define KNITK_NOTIFY_KICK		(1U << 0)
+#define KNITK_NOTIFY_FLAGS		(KNITK_NOTIFY_KICK)
+
 /**
  * struct knitk_notify - KNITK_IOC_NOTIFY, ring several doorbells
  * @doorbells: in: bit d rings doorbell d (worker d, or KNITK_DOORBELL_HOST);
  *	a bit for a worker beyond nr_workers gives -EINVAL.
  * @woken: out: the doorbells whose seq was advanced and waiter woken.
- * @flags: in: must be zero.
+ * @flags: in: zero, or KNITK_NOTIFY_KICK; other bits give -EINVAL.
  * @reserved: must be zero.
  *
  * A doorbell is rung only if its sleeping flag is set and a mailbox it
  * consumes holds a pending lane; otherwise the notify is suppressed and
  * counted.
+ *
+ * With KNITK_NOTIFY_KICK every named doorbell is rung regardless of that
+ * filter: its seq is advanced and its waiters woken (its sleeping flag is
+ * left to its owner), and the kick is counted.  It is meant for an event
+ * of the doorbell's own side that no mailbox shows, such as one host
+ * thread handing its park over to another or an abort; a wait it ends
+ * returns 0 and is not counted as spurious.  Every named doorbell is in
+ * @woken.
  */
 struct knitk_notify {
 	__u64 doorbells;
@@ -378,6 +391,7 @@ struct knitk_notify {
  * @timeouts: waits that reached their deadline.
  * @mismatches: waits that returned -EAGAIN without sleeping.
  * @interrupts: waits ended by a signal.
+ * @kicks: kicks (KNITK_NOTIFY_KICK) received.
  */
 struct knitk_doorbell_stats {
 	__u64 waits;
@@ -388,6 +402,7 @@ struct knitk_doorbell_stats {
 	__u64 timeouts;
 	__u64 mismatches;
 	__u64 interrupts;
+	__u64 kicks;
 };
 
 /**
