@@ -60,6 +60,7 @@ static int futex_create(struct knitk_knot *k)
 	ctl->layout = k->layout;
 	/* Release pairs with the acquire of magic in futex_attach. */
 	atomic_store_explicit(A32(&ctl->magic), KNITK_MAGIC, memory_order_release);
+	k->can_kick = true;
 	return 0;
 fail:
 	close(k->fd);
@@ -100,6 +101,8 @@ static int futex_attach(struct knitk_knot *k, int fd)
 	if (ret) {
 		close(k->fd);
 		k->fd = -1;
+	} else {
+		k->can_kick = true;
 	}
 out:
 	munmap(p, KNITK_PAGE_BYTES);
@@ -227,15 +230,9 @@ static void doorbell_kick(struct knitk_doorbell *db)
 	sys_futex(&db->seq, FUTEX_WAKE, INT_MAX, NULL, 0);
 }
 
-/*
- * A host-private wake of the own doorbell, for a pool thread that must end
- * another thread's park (a hand-off or an abort): the module's notify
- * filters such a wake as idle, so only the futex backend offers it.
- */
-int knot_kick_self(struct knitk_knot *k)
+/* Wake the own doorbell past the idle filter (see knot_kick_self). */
+static int futex_kick(struct knitk_knot *k)
 {
-	if (knitk_knot_backend(k) != KNITK_BACKEND_FUTEX || k->slot < 0)
-		return -EOPNOTSUPP;
 	doorbell_kick(knot_doorbell(k, (unsigned int)k->slot));
 	return 0;
 }
@@ -285,5 +282,6 @@ const struct knitk_backend_ops knitk_backend_futex = {
 	.notify		= futex_notify,
 	.stats		= NULL,
 	.mark_dead	= futex_mark_dead,
+	.kick		= futex_kick,
 	.release	= futex_release,
 };

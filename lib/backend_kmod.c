@@ -17,7 +17,8 @@
 
 #define KNITK_DEV "/dev/knitk"
 
-static int kmod_open(void)
+/* Open an endpoint; *@features gets the module's features. */
+static int kmod_open(uint64_t *features)
 {
 	struct knitk_api api = { .api = KNITK_API };
 	int fd = open(KNITK_DEV, O_RDWR | O_CLOEXEC);
@@ -33,6 +34,7 @@ static int kmod_open(void)
 		close(fd);
 		return ret == -ENOTTY ? -ENODEV : ret;
 	}
+	*features = api.features;
 	return fd;
 }
 
@@ -79,14 +81,16 @@ static int kmod_fail(struct knitk_knot *k, int ret)
  */
 static int kmod_open_ioctl(struct knitk_knot *k, unsigned long cmd, void *arg)
 {
+	uint64_t features = 0;
 	int ret;
 
-	ret = kmod_open();
+	ret = kmod_open(&features);
 	if (ret < 0)
 		return ret;
 	k->fd = ret;
 	if (ioctl(k->fd, cmd, arg) < 0)
 		return kmod_fail(k, -errno);
+	k->can_kick = features & KNITK_FEATURE_KICK;
 	return 0;
 }
 
@@ -180,6 +184,18 @@ static int kmod_mark_dead(struct knitk_knot *k, unsigned int slot)
 	return -EOPNOTSUPP;
 }
 
+static int kmod_kick(struct knitk_knot *k)
+{
+	struct knitk_notify n = {
+		.doorbells = 1ULL << k->slot,
+		.flags = KNITK_NOTIFY_KICK,
+	};
+
+	if (ioctl(k->fd, KNITK_IOC_NOTIFY, &n) < 0)
+		return -errno;
+	return 0;
+}
+
 static void kmod_release(struct knitk_knot *k)
 {
 	if (k->base)
@@ -197,5 +213,6 @@ const struct knitk_backend_ops knitk_backend_kmod = {
 	.notify		= kmod_notify,
 	.stats		= kmod_stats,
 	.mark_dead	= kmod_mark_dead,
+	.kick		= kmod_kick,
 	.release	= kmod_release,
 };

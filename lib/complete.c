@@ -8,16 +8,17 @@
  * covers every return mailbox (rule 5), and a worker's death rings it too
  * (death_seq).
  *
- * Leader/follower (futex backend): a thread waiting for a result takes the
- * role when it is free and parks itself, so a result wakes its waiter
- * directly; other waiters sleep on pool->cond, broadcast after each batch
+ * Leader/follower (whenever the backend can kick: futex, or a module with
+ * KNITK_FEATURE_KICK): a thread waiting for a result takes the role when
+ * it is free and parks itself, so a result wakes its waiter directly;
+ * other waiters sleep on pool->cond, broadcast after each batch
  * and each time the role is left, so one of them takes it over and drains
  * (and re-checks) before it parks: nothing published meanwhile is missed.
  * The completer thread holds the role only while nobody waits (see
- * completer_main).  On the kmod backend a parked host wakes only for work
- * or a death, so no thread could end the completer's park for a waiter or
- * an abort: there the completer keeps the role and waiters sleep on
- * pool->cond, as before.
+ * completer_main).  The park of the role's holder is ended for a new
+ * waiter or an abort by knot_kick_self.  Without a kick (a module older
+ * than KNITK_FEATURE_KICK) a parked host wakes only for work or a death:
+ * there the completer keeps the role and waiters sleep on pool->cond.
  *
  * A death of worker w (rule 7): stop dispatching to w; cycle every slot lock
  * so no submitter is between its liveness check and its publish; take the

@@ -74,6 +74,32 @@ static bool knot_host_dead(const struct knitk_knot *k)
 	return (dead & host) && !(live & host);
 }
 
+bool knot_can_kick(const struct knitk_knot *k)
+{
+	return k->can_kick && k->ops->kick;
+}
+
+int knot_kick_self(struct knitk_knot *k)
+{
+	if (!knot_can_kick(k) || k->slot < 0)
+		return -EOPNOTSUPP;
+	/*
+	 * seq_cst, before the kick advances seq: pairs with the load in
+	 * doorbell_sleep once the wait has seen seq move, so the woken
+	 * sleeper counts a kick, not a spurious wake.
+	 */
+	atomic_fetch_add_explicit(&k->kick_seq, 1, memory_order_seq_cst);
+	return k->ops->kick(k);
+}
+
+/* Some thread of this endpoint kicked it since prepare. */
+static bool knot_kicked(const struct knitk_knot *k)
+{
+	/* Pairs with the increment in knot_kick_self. */
+	return atomic_load_explicit(&k->kick_seq, memory_order_seq_cst) !=
+	       k->kick_seen;
+}
+
 static bool knot_peer_event(const struct knitk_knot *k)
 {
 	/* Pairs with the death_seq increment (futex_mark_dead, or the module). */
@@ -95,6 +121,8 @@ KNITK_EXPORT int knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq)
 		knot->nonce = 1;
 	knot->death_seq = atomic_load_explicit(A32(&knot_control(knot)->death_seq),
 					       memory_order_acquire);
+	knot->kick_seen = atomic_load_explicit(&knot->kick_seq,
+					       memory_order_seq_cst);
 	old = doorbell_set_sleeping(db, knot->nonce);
 	*seq = dbw_seq(old);
 	return 0;
@@ -121,6 +149,8 @@ static int doorbell_sleep(struct knitk_knot *knot, unsigned int d,
 		knot_count(knot, KC_WAITS, 1);
 		if (knot_doorbell_pending(knot, d) || knot_peer_event(knot))
 			knot_count(knot, KC_WAKES, 1);
+		else if (knot_kicked(knot))
+			knot_count(knot, KC_KICKS, 1);
 		else
 			knot_count(knot, KC_SPURIOUS, 1);
 		break;
@@ -248,6 +278,7 @@ KNITK_EXPORT int knitk_knot_wake_stats(const struct knitk_knot *knot,
 						       memory_order_relaxed);
 	stats->suppressed_idle = atomic_load_explicit(&c[KC_SUPPRESSED_IDLE],
 						      memory_order_relaxed);
+	stats->kicks = atomic_load_explicit(&c[KC_KICKS], memory_order_relaxed);
 	return 0;
 }
 

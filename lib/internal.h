@@ -35,6 +35,7 @@ enum knitk_counter {
 	KC_SENT,
 	KC_SUPPRESSED_AWAKE,
 	KC_SUPPRESSED_IDLE,
+	KC_KICKS,
 	KC_NR,
 };
 
@@ -62,6 +63,11 @@ struct knitk_backend_ops {
 	int (*stats)(struct knitk_knot *k, unsigned int doorbell,
 		     struct knitk_doorbell_stats *st);
 	int (*mark_dead)(struct knitk_knot *k, unsigned int slot);
+	/*
+	 * Advance the own doorbell's seq and wake its sleeper with no work
+	 * pending (KNITK_NOTIFY_KICK on the module); only if k->can_kick.
+	 */
+	int (*kick)(struct knitk_knot *k);
 	/* Leave the role, unmap, close. */
 	void (*release)(struct knitk_knot *k);
 };
@@ -78,6 +84,9 @@ struct knitk_knot {
 	int slot;			/* role slot, -1 until joined */
 	uint32_t nonce;			/* last sleeping-flag value written */
 	uint32_t death_seq;		/* death_seq seen at prepare */
+	bool can_kick;			/* the backend offers ops->kick */
+	_Atomic uint32_t kick_seq;	/* bumped before each knot_kick_self */
+	uint32_t kick_seen;		/* kick_seq seen at prepare */
 	_Atomic uint64_t counters[KC_NR];
 };
 
@@ -127,8 +136,13 @@ bool layout_matches_geometry(const struct knitk_geometry *geom,
 uint64_t knot_mailbox_doorbells(const struct knitk_knot *k, unsigned int m);
 /* Pending lanes over every mailbox doorbell @d's owner consumes. */
 uint64_t knot_doorbell_pending(const struct knitk_knot *k, unsigned int d);
-/* Wake the own doorbell's sleeper with no work pending (futex only). */
+/*
+ * Wake the own doorbell's sleeper with no work pending: one thread of an
+ * endpoint ending another's park (a hand-off, an abort).  -EOPNOTSUPP
+ * unless knot_can_kick().
+ */
 int knot_kick_self(struct knitk_knot *k);
+bool knot_can_kick(const struct knitk_knot *k);
 /* Effective ack word of mailbox @m (acquire loads). */
 uint64_t knot_mailbox_ack(const struct knitk_knot *k, unsigned int m);
 

@@ -237,8 +237,8 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	}
 	ret = pool_setup(pool);
 	if (!ret) {
-		/* Only the futex backend can end another thread's park. */
-		pool->leader = knitk_knot_backend(pool->knot) == KNITK_BACKEND_FUTEX;
+		/* Leader/follower needs a way to end another thread's park. */
+		pool->leader = knot_can_kick(pool->knot);
 		ret = pool_start_workers(pool);
 	}
 	if (!ret)
@@ -648,6 +648,7 @@ KNITK_EXPORT int knitk_pool_worker_info(struct knitk_pool *pool,
 		info->db.timeouts = ws.timeouts;
 		info->db.mismatches = ws.mismatches;
 		info->db.interrupts = ws.interrupts;
+		info->db.kicks = ws.kicks;
 		info->db_valid = 1;
 	}
 	return 0;

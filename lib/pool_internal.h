@@ -138,8 +138,8 @@ struct knitk_pool {
 	/*
 	 * The drainer role (complete.c): one thread at a time consumes the
 	 * return mailboxes, handles deaths and parks on the host doorbell.
-	 * Waiting threads take it when @leader (the futex backend, whose
-	 * park another thread can end); otherwise only the completer does.
+	 * Waiting threads take it when @leader (the backend can kick, so
+	 * another thread can end the park); otherwise only the completer does.
 	 */
 	bool leader;
 	bool draining;			/* the role is held, pool->lock */

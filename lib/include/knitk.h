@@ -410,6 +410,8 @@ int knitk_doorbell_ring(struct knitk_knot *knot, uint64_t doorbells);
  * @sent: rings that woke a doorbell.
  * @suppressed_awake: rings dropped because the owner was not sleeping.
  * @suppressed_idle: rings dropped because the owner had nothing pending.
+ * @kicks: waits ended by a kick (another thread of the endpoint handing
+ *	over its park, or an abort) with nothing pending and no peer event.
  */
 struct knitk_wake_stats {
 	uint64_t waits;
@@ -421,6 +423,7 @@ struct knitk_wake_stats {
 	uint64_t sent;
 	uint64_t suppressed_awake;
 	uint64_t suppressed_idle;
+	uint64_t kicks;
 };
 
 int knitk_knot_wake_stats(const struct knitk_knot *knot,
