@@ -331,9 +331,11 @@ int pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 		drain_all(pool);
 		return 0;
 	}
-	for (i = 0; i <= pool->opts.spin; i++)
+	for (i = 0; i <= pool->opts.spin; i++) {
 		if (drain_all(pool))
 			return 0;
+		pool_spin_relax(i);
+	}
 	if (knitk_doorbell_prepare(pool->knot, &seq))
 		return -EPIPE;
 	/*
@@ -370,8 +372,10 @@ static void completer_drain(struct knitk_pool *pool)
 			spins = 0;
 			continue;
 		}
-		if (spins++ < pool->opts.spin)
+		if (spins < pool->opts.spin) {
+			pool_spin_relax(spins++);
 			continue;
+		}
 		spins = 0;
 		/*
 		 * Only a stop reply or a death (both of which wake us) can

@@ -11,6 +11,7 @@
 #ifndef KNITK_POOL_INTERNAL_H
 #define KNITK_POOL_INTERNAL_H
 
+#include <sched.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/types.h>
@@ -207,5 +208,18 @@ int spawn_worker(struct knitk_pool *pool, unsigned int w);
 int monitor_start(struct knitk_pool *pool);
 void monitor_poke(struct knitk_pool *pool);
 void monitor_stop(struct knitk_pool *pool);
+
+/*
+ * One round of a bounded spin: a pause hint, and every few rounds a yield,
+ * so a spinner sharing a CPU with the thread it waits for lets it run.
+ */
+static inline void pool_spin_relax(unsigned int round)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+	if ((round & 15) == 15)
+		sched_yield();
+}
 
 #endif /* KNITK_POOL_INTERNAL_H */

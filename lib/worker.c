@@ -215,7 +215,7 @@ int worker_run(const struct worker_args *a)
 			continue;
 		}
 		if (spins < a->spin) {
-			spins++;
+			pool_spin_relax(spins++);
 			continue;
 		}
 		spins = 0;
