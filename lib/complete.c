@@ -187,6 +187,7 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	atomic_store_explicit(&pw->alive, 0, memory_order_seq_cst);
 	pool->stats.deaths++;
 	pthread_mutex_unlock(&pool->lock);
+	POOL_HOOK(pool, POOL_HOOK_DEATH, w);
 
 	/* After this no submitter publishes to w (see pool_publish). */
 	for (s = 0; s < pool->nr_submitters; s++) {

@@ -27,6 +27,10 @@
 
 #include "pool_internal.h"
 
+#ifdef KNITK_TEST_HOOKS
+_Atomic(pool_hook_fn) knitk__test_hook;
+#endif
+
 void pool_free(struct knitk_pool *pool)
 {
 	pthread_mutex_destroy(&pool->lock);
@@ -321,6 +325,7 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 			pthread_mutex_unlock(&pool->lock);
 			return -EPIPE;
 		}
+		POOL_HOOK(pool, POOL_HOOK_SUBMIT_WAIT, 0);
 		pool_wait_passive_locked(pool);
 	}
 	pw = &pool->workers[w];
@@ -397,6 +402,7 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 			break;
 		if (ret != -ENOSPC && ret != -EAGAIN)
 			return ret;
+		POOL_HOOK(pool, POOL_HOOK_PUBLISH_FULL, call->worker);
 		/*
 		 * Backpressure: the worker has not yet retired earlier
 		 * requests' arena bytes.  It does so before answering them,

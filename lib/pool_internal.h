@@ -18,6 +18,7 @@
 
 #include "internal.h"
 #include "knitk_pool.h"
+#include "pool_hooks.h"
 
 /*
  * In-flight calls per worker.  Every in-flight call of worker w holds at

@@ -28,6 +28,7 @@ enum {
 	T_PID,		/* -> i32 getpid() */
 	T_FAIL,		/* returns -(i32 argument) */
 	T_ENV,		/* 1 if KNITK_PREFIX_TEST is set in the worker */
+	T_HOLD,		/* u32 ms, then any bytes: T_SLEEP with a payload */
 	T_NR,
 };
 
@@ -67,14 +68,14 @@ static int task_mix(const void *in, size_t len, struct knitk_reply *out,
 #define POOL_TASKS_SLEEP_STEP_US	200
 #endif
 
-static int task_sleep(const void *in, size_t len, struct knitk_reply *out,
-		      void *ctx)
+static int task_hold(const void *in, size_t len, struct knitk_reply *out,
+		     void *ctx)
 {
 	struct timespec ts = { 0, POOL_TASKS_SLEEP_STEP_US * 1000 };
 	uint32_t ms, i;
 
 	(void)out;
-	if (len != sizeof(ms))
+	if (len < sizeof(ms))
 		return -EINVAL;
 	memcpy(&ms, in, sizeof(ms));
 	for (i = 0; i < ms * (1000 / POOL_TASKS_SLEEP_STEP_US); i++) {
@@ -83,6 +84,12 @@ static int task_sleep(const void *in, size_t len, struct knitk_reply *out,
 		nanosleep(&ts, NULL);
 	}
 	return (int)ms;
+}
+
+static int task_sleep(const void *in, size_t len, struct knitk_reply *out,
+		      void *ctx)
+{
+	return len == sizeof(uint32_t) ? task_hold(in, len, out, ctx) : -EINVAL;
 }
 
 static int task_fill(const void *in, size_t len, struct knitk_reply *out,
@@ -150,6 +157,7 @@ static const knitk_task_fn test_task_fns[T_NR] = {
 	[T_PID] = task_pid,
 	[T_FAIL] = task_fail,
 	[T_ENV] = task_env,
+	[T_HOLD] = task_hold,
 };
 
 static const struct knitk_task_table test_tasks = { test_task_fns, T_NR };

@@ -46,8 +46,13 @@ static const char *tap_skip_why;
 
 #define SKIP(why) do { tap_skip_why = (why); return; } while (0)
 
+/* TAP_ONLY=<case> in the environment runs that case alone (debugging). */
 static inline void tap_run(const char *name, void (*fn)(void))
 {
+	const char *only = getenv("TAP_ONLY");
+
+	if (only && strcmp(only, name))
+		return;
 	tap_case_failed = 0;
 	tap_skip_why = NULL;
 	fflush(stdout);

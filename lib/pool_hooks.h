@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later OR MIT */
+/*
+ * Test hooks of the pool: calls at points inside narrow windows, so that
+ * a regression test can act deterministically in the window (complete a
+ * call, submit, look at the state).  Compiled only into test builds of the
+ * library (-DKNITK_TEST_HOOKS: the sanitizer builds and libknitk-hooks.a),
+ * never into the installed one.  Not installed.
+ */
+#ifndef KNITK_POOL_HOOKS_H
+#define KNITK_POOL_HOOKS_H
+
+#include <stdatomic.h>
+
+struct knitk_pool;
+
+enum pool_hook {
+	/* pool_publish: a send found no room; no lock held; @arg: worker. */
+	POOL_HOOK_PUBLISH_FULL,
+	/* pool_register: about to wait for a worker; pool->lock held. */
+	POOL_HOOK_SUBMIT_WAIT,
+	/* handle_death: worker @arg marked dead; no lock held. */
+	POOL_HOOK_DEATH,
+};
+
+typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,
+			     unsigned int arg);
+
+/* Set by a test (atomic: the pool's threads may be running). */
+extern _Atomic(pool_hook_fn) knitk__test_hook;
+
+#ifdef KNITK_TEST_HOOKS
+#define POOL_HOOK(pool, point, arg) do {				\
+	pool_hook_fn hook_ = atomic_load(&knitk__test_hook);		\
+									\
+	if (hook_)							\
+		hook_(pool, point, arg);				\
+} while (0)
+#else
+#define POOL_HOOK(pool, point, arg) do { } while (0)
+#endif
+
+#endif /* KNITK_POOL_HOOKS_H */

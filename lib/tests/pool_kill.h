@@ -1,0 +1,380 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Worker deaths under load, shared by the host's pool_kill_test (futex
+ * backend) and the guest's pool_test (module): the kill storm, the torn
+ * acknowledgement, and the counts of what a pool must not leak (fds,
+ * pidfds, children).  Include after pool_tasks.h.  The functions print
+ * "# " comments and return what they measured; the callers assert.
+ */
+#ifndef KNITK_POOL_KILL_H
+#define KNITK_POOL_KILL_H
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include "knitk_pool.h"
+
+/* Open fds of this process; with @pidfds only the pidfds. */
+static inline int count_fds(bool pidfds)
+{
+	char link[64];
+	struct dirent *d;
+	DIR *dir = opendir("/proc/self/fd");
+	int n = 0;
+	ssize_t r;
+
+	if (!dir)
+		return -1;
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] == '.' || atoi(d->d_name) == dirfd(dir))
+			continue;
+		if (!pidfds) {
+			n++;
+			continue;
+		}
+		r = readlinkat(dirfd(dir), d->d_name, link, sizeof(link) - 1);
+		if (r > 0) {
+			link[r] = '\0';
+			n += !strcmp(link, "anon_inode:[pidfd]");
+		}
+	}
+	closedir(dir);
+	return n;
+}
+
+/* Our child processes, running or zombie (a /proc scan of PPid). */
+static inline int count_children(void)
+{
+	char path[300], line[256];
+	struct dirent *d;
+	DIR *dir = opendir("/proc");
+	int n = 0;
+
+	if (!dir)
+		return -1;
+	while ((d = readdir(dir))) {
+		FILE *f;
+
+		if (d->d_name[0] < '1' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/status", d->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "PPid:", 5)) {
+				n += atoi(line + 5) == getpid();
+				break;
+			}
+		fclose(f);
+	}
+	closedir(dir);
+	return n;
+}
+
+/* 1 if @pid is a child of ours not yet reaped (zombie or running). */
+static inline int is_our_child(pid_t pid)
+{
+	siginfo_t si = { 0 };
+
+	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
+}
+
+/* Poll the stats (yielding) until @deaths deaths and @respawns respawns. */
+static inline void wait_deaths(struct knitk_pool *pool, uint64_t deaths,
+			       uint64_t respawns)
+{
+	struct knitk_pool_stats st;
+
+	for (;;) {
+		knitk_pool_stats(pool, &st);
+		if (st.deaths >= deaths && st.respawns >= respawns)
+			return;
+		sched_yield();
+	}
+}
+
+/* ------------------------------------------------------- kill storm */
+
+static inline uint64_t storm_rand(uint64_t *seed)
+{
+	*seed = mix64(*seed + 0x9e3779b97f4a7c15ULL);
+	return *seed;
+}
+
+#define STORM_WINDOW	8
+#define STORM_MAX_KILLS	1000
+
+struct storm {
+	/* In: the pool (process workers, KNITK_POOL_RESPAWN), threads, kills. */
+	struct knitk_pool *pool;
+	unsigned int workers, threads, kills;
+	/* Out. */
+	_Atomic unsigned long ok, dead, bad, epipe;
+	/* The killer's record: kill k (1-based) hit worker target[k]. */
+	_Atomic unsigned int started, handled;
+	unsigned char target[STORM_MAX_KILLS + 1];
+	_Atomic int stop;
+};
+
+/* One call's argument: T_ECHO of 0..3000 bytes (inline and arena). */
+struct storm_call {
+	struct knitk_call *c;
+	unsigned int handled0;	/* kills handled before it was submitted */
+	size_t len;
+	unsigned char buf[3000];
+};
+
+static inline bool storm_echo_ok(struct storm_call *sc)
+{
+	const void *d;
+	size_t len;
+
+	return !knitk_call_result(sc->c, &d, &len) && len == sc->len &&
+	       (!len || !memcmp(d, sc->buf, len));
+}
+
+/* -EOWNERDEAD is right only if a kill since its submission hit its worker. */
+static inline bool storm_death_ok(struct storm *s, struct storm_call *sc)
+{
+	unsigned int k, end = atomic_load(&s->started);
+	int w = knitk_call_worker(sc->c);
+
+	for (k = sc->handled0 + 1; k <= end; k++)
+		if (s->target[k] == w)
+			return true;
+	return false;
+}
+
+static inline void *storm_submitter(void *arg)
+{
+	struct storm *s = arg;
+	struct storm_call *sc = calloc(STORM_WINDOW, sizeof(*sc));
+	struct knitk_call *c[STORM_WINDOW];
+	uint64_t seed = (uintptr_t)sc | 1;
+	unsigned int i, j, n;
+	int ret;
+
+	if (!sc) {
+		atomic_fetch_add(&s->bad, 1);
+		return NULL;
+	}
+	while (!atomic_load(&s->stop)) {
+		for (n = 0; n < STORM_WINDOW; n++) {
+			struct storm_call *p = &sc[n];
+
+			uint64_t r = storm_rand(&seed);
+
+			p->len = r % (n % 2 ? sizeof(p->buf) : 64);
+			for (j = 0; j < p->len; j++)
+				p->buf[j] = (unsigned char)((r >> (j % 8 * 8)) + j);
+			p->handled0 = atomic_load(&s->handled);
+			ret = knitk_pool_submit(s->pool, T_ECHO, p->buf, p->len,
+						NULL, &p->c);
+			if (ret) {
+				printf("# submit: %d\n", ret);
+				atomic_fetch_add(ret == -EPIPE ? &s->epipe : &s->bad, 1);
+				break;
+			}
+			c[n] = p->c;
+		}
+		if (n)
+			knitk_pool_wait_all(s->pool, c, n, KNITK_WAIT_FOREVER);
+		for (i = 0; i < n; i++) {
+			int st = knitk_call_status(sc[i].c);
+
+			if (st == 0 && storm_echo_ok(&sc[i])) {
+				atomic_fetch_add(&s->ok, 1);
+			} else if (st == -EOWNERDEAD && storm_death_ok(s, &sc[i])) {
+				atomic_fetch_add(&s->dead, 1);
+			} else {
+				printf("# call on worker %d: status %d\n",
+				       knitk_call_worker(sc[i].c), st);
+				atomic_fetch_add(&s->bad, 1);
+			}
+			knitk_call_release(sc[i].c);
+		}
+		if (n < STORM_WINDOW)
+			break;
+	}
+	free(sc);
+	return NULL;
+}
+
+/*
+ * Run @s->threads submitters while SIGKILLing a random live worker
+ * @s->kills times, each after some calls succeeded and after the previous
+ * death was handled (so every kill hits a worker the pool believes alive,
+ * and is one death).  Returns the submitters' stop.
+ */
+static inline void storm_run(struct storm *s)
+{
+	pthread_t th[16];
+	uint64_t seed = 0x5eed;
+	unsigned int i, t;
+
+	if (s->kills > STORM_MAX_KILLS)
+		s->kills = STORM_MAX_KILLS;
+	if (s->threads > 16)
+		s->threads = 16;
+	for (t = 0; t < s->threads; t++)
+		pthread_create(&th[t], NULL, storm_submitter, s);
+	for (i = 1; i <= s->kills && !atomic_load(&s->bad) && !atomic_load(&s->epipe); i++) {
+		struct knitk_worker_info wi;
+		unsigned int w;
+
+		wait_ok_count(&s->ok, &s->bad, atomic_load(&s->ok) + 20);
+		/* A live worker with its process: it may be respawning. */
+		do {
+			w = (unsigned int)(storm_rand(&seed) % s->workers);
+			knitk_pool_worker_info(s->pool, w, &wi);
+		} while ((!wi.alive || wi.pid <= 0) && (sched_yield(), 1));
+		s->target[i] = (unsigned char)w;
+		atomic_store(&s->started, i);
+		kill(wi.pid, SIGKILL);
+		wait_deaths(s->pool, i, 0);
+		atomic_store(&s->handled, i);
+	}
+	s->kills = i - 1;
+	wait_ok_count(&s->ok, &s->bad, atomic_load(&s->ok) + 20);
+	atomic_store(&s->stop, 1);
+	for (t = 0; t < s->threads; t++)
+		pthread_join(th[t], NULL);
+	printf("# %u kills: %lu calls ok, %lu -EOWNERDEAD, %lu bad, %lu -EPIPE\n",
+	       s->kills, atomic_load(&s->ok), atomic_load(&s->dead),
+	       atomic_load(&s->bad), atomic_load(&s->epipe));
+}
+
+/* Pinned calls to each of @workers workers: how many of @n each succeeded. */
+static inline unsigned long storm_serves_all(struct knitk_pool *pool,
+					     unsigned int workers,
+					     unsigned long n)
+{
+	struct knitk_call_opts pin = { .flags = KNITK_CALL_WORKER };
+	unsigned long good = 0;
+
+	for (pin.worker = 0; pin.worker < workers; pin.worker++)
+		good += mix_calls_good(pool, n, &pin, pin.worker * 1000, 1);
+	return good;
+}
+
+/* ----------------------------------------------------------- torn ack */
+
+/*
+ * The single pending request lane of @pool's mailbox (0, 0) carries an
+ * arena payload: do the first of the consumer's two stores of
+ * knitk_lane_ack (free the payload's arena slot), not the second (the ack
+ * word), as a worker killed between them would.  Returns the arena slot,
+ * or a negative errno if there is no such lane.
+ */
+static inline int torn_ack_free(struct knitk_pool *pool)
+{
+	const struct knitk_lane_header *h;
+	struct knitk_sector *sec;
+	struct knitk_layout lay;
+	struct knitk_knot *knot;
+	uint64_t pending;
+	void *base;
+	int m;
+
+	if (knitk_pool_knot(pool, &knot) || knitk_knot_base(knot, &base) ||
+	    knitk_knot_layout(knot, &lay, NULL))
+		return -EINVAL;
+	m = knitk_knot_request_mailbox(knot, 0, 0);
+	if (m < 0 || knitk_mailbox_pending(knot, (unsigned int)m, &pending) != 1)
+		return -ENOENT;
+	sec = (struct knitk_sector *)((char *)base + lay.mailbox_off +
+				      (uint64_t)m * lay.mailbox_stride);
+	h = (const void *)((char *)sec + lay.lane_off +
+			   (uint64_t)__builtin_ctzll(pending) * lay.lane_stride);
+	if (h->kind != KNITK_PAYLOAD_ARENA || h->arena_slot >= KNITK_ARENA_SLOTS)
+		return -EBADMSG;
+	/* The consumer's release store of its free word, as knitk_lane_ack does. */
+	atomic_fetch_xor_explicit((_Atomic uint64_t *)(void *)&sec->arena_free,
+				  1ULL << h->arena_slot, memory_order_release);
+	return (int)h->arena_slot;
+}
+
+/*
+ * One worker, one submitter slot, a 4 KiB arena, respawn: a call holding
+ * the whole arena is pending when its worker "dies between the two
+ * stores" of its acknowledgement (torn_ack_free, then SIGKILL).  After the
+ * respawn a call as large as the arena must be placed and answered (before
+ * the fix the reset freed the slot a second time, so it looked allocated
+ * forever and that submit blocked for good).  Returns 0 or the number of
+ * the failed step.
+ */
+static inline int torn_ack_run(unsigned int knot_flags)
+{
+	struct knitk_pool_opts o = {
+		.kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
+		.nr_submitters = 1, .arena_bytes = 4096,
+		.flags = KNITK_POOL_RESPAWN, .knot_flags = knot_flags,
+	};
+	struct knitk_worker_info wi;
+	struct knitk_layout lay;
+	struct knitk_knot *knot;
+	struct knitk_pool *pool;
+	struct knitk_call *c;
+	unsigned char *buf;
+	const void *d;
+	uint32_t ms = 600000;
+	size_t len, i;
+	int ret, step = 0;
+
+	if (knitk_pool_create(&o, &test_tasks, &pool))
+		return 1;
+	knitk_pool_knot(pool, &knot);
+	knitk_knot_layout(knot, &lay, NULL);
+	buf = malloc(lay.arena_size);
+	if (!buf) {
+		step = 2;
+		goto out;
+	}
+	memset(buf, 0, lay.arena_size);
+	memcpy(buf, &ms, sizeof(ms));
+	if (knitk_pool_submit(pool, T_HOLD, buf, lay.arena_size, NULL, &c)) {
+		step = 3;
+		goto out;
+	}
+	ret = torn_ack_free(pool);
+	printf("# torn ack of arena slot %d\n", ret);
+	knitk_pool_worker_info(pool, 0, &wi);
+	if (ret < 0 || wi.pid <= 0) {
+		step = 4;
+		knitk_call_release(c);
+		goto out;
+	}
+	kill(wi.pid, SIGKILL);
+	ret = knitk_call_wait(c, KNITK_WAIT_FOREVER);
+	knitk_call_release(c);
+	if (ret != -EOWNERDEAD) {
+		step = 5;
+		goto out;
+	}
+	wait_deaths(pool, 1, 1);
+	for (i = 0; i < lay.arena_size; i++)
+		buf[i] = (unsigned char)(i * 7 + 3);
+	/* Blocked here for good before the fix (no arena space, ever). */
+	ret = knitk_pool_submit(pool, T_ECHO, buf, lay.arena_size, NULL, &c);
+	if (ret) {
+		step = 6;
+		goto out;
+	}
+	ret = knitk_call_wait(c, KNITK_WAIT_FOREVER);
+	if (ret || knitk_call_result(c, &d, &len) || len != lay.arena_size ||
+	    memcmp(d, buf, len))
+		step = 7;
+	knitk_call_release(c);
+out:
+	free(buf);
+	knitk_pool_destroy(pool);
+	return step;
+}
+
+#endif /* KNITK_POOL_KILL_H */

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Narrow windows of the pool, made deterministic by the test hooks of
+ * pool_hooks.h (a -DKNITK_TEST_HOOKS build) and -Wl,--wrap=waitpid:
+ *  - lost_wakeup: the only call in flight completes between a submit's
+ *    failed publish (no arena space) and its wait for progress.
+ *  - respawn_gap: a submit while a dead worker is being replaced, with
+ *    KNITK_POOL_RESPAWN: it waits for the new worker, never -EPIPE.
+ *  - reap_eintr: the pool's wait for a dead worker is interrupted by a
+ *    signal (EINTR): the worker is still reaped.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include "knitk.h"
+#include "tap.h"
+#include "pool_tasks.h"
+#include "pool_kill.h"
+#include "../pool_hooks.h"
+
+/* ---------------------------------------------------------- lost_wakeup */
+
+static _Atomic int gate;
+
+/* Thread workers: hold the call until the test opens the gate. */
+static int task_gate(const void *in, size_t len, struct knitk_reply *out,
+		     void *ctx)
+{
+	(void)in;
+	(void)len;
+	(void)out;
+	(void)ctx;
+	while (!atomic_load(&gate))
+		sched_yield();
+	return 7;
+}
+
+static const knitk_task_fn gate_fns[] = { task_gate };
+static const struct knitk_task_table gate_tasks = { gate_fns, 1 };
+
+static struct knitk_call *held;
+static _Atomic int full_seen;
+
+/* In the submitter, between its failed send and its wait: complete @held. */
+static void hook_complete_held(struct knitk_pool *pool, enum pool_hook point,
+			       unsigned int arg)
+{
+	(void)pool;
+	(void)arg;
+	if (point != POOL_HOOK_PUBLISH_FULL || atomic_exchange(&full_seen, 1))
+		return;
+	atomic_store(&gate, 1);
+	knitk_call_wait(held, KNITK_WAIT_FOREVER);
+}
+
+static void lost_wakeup(void)
+{
+	struct knitk_pool_opts o = { .nr_workers = 1, .nr_submitters = 1,
+				     .arena_bytes = 4096 };
+	struct knitk_layout lay;
+	struct knitk_knot *knot;
+	struct knitk_pool *pool;
+	struct knitk_call *c;
+	unsigned char *buf;
+
+	REQUIRE(knitk_pool_create(&o, &gate_tasks, &pool) == 0);
+	knitk_pool_knot(pool, &knot);
+	knitk_knot_layout(knot, &lay, NULL);
+	buf = calloc(1, lay.arena_size);
+	REQUIRE(buf);
+	atomic_store(&gate, 0);
+	atomic_store(&full_seen, 0);
+	/* The held call has the whole arena: the next one cannot be placed. */
+	REQUIRE(knitk_pool_submit(pool, 0, buf, lay.arena_size, NULL, &held) == 0);
+	knitk__test_hook = hook_complete_held;
+	/* Hung here for good before the fix: its wakeup came too early. */
+	CHECK_EQ(knitk_pool_submit(pool, 0, buf, lay.arena_size, NULL, &c), 0);
+	CHECK_EQ(atomic_load(&full_seen), 1);
+	CHECK_EQ(knitk_call_status(held), 7);
+	CHECK_EQ(knitk_call_wait(c, KNITK_WAIT_FOREVER), 7);
+	knitk_call_release(c);
+	knitk_call_release(held);
+	knitk_pool_destroy(pool);
+	knitk__test_hook = NULL;
+	free(buf);
+}
+
+/* ---------------------------------------------------------- respawn_gap */
+
+static _Atomic int gap_go, gap_waiting, gap_done;
+static int gap_ret;
+
+/*
+ * In the death handler, after worker 0 was marked dead: let the submitter
+ * run, until it either returned or waits for a worker.
+ */
+static void hook_submit_in_gap(struct knitk_pool *pool, enum pool_hook point,
+			       unsigned int arg)
+{
+	(void)pool;
+	(void)arg;
+	if (point == POOL_HOOK_SUBMIT_WAIT) {
+		atomic_store(&gap_waiting, 1);
+	} else if (point == POOL_HOOK_DEATH && !atomic_exchange(&gap_go, 1)) {
+		while (!atomic_load(&gap_done) && !atomic_load(&gap_waiting))
+			sched_yield();
+	}
+}
+
+static void *gap_submitter(void *arg)
+{
+	struct knitk_pool *pool = arg;
+	struct knitk_call *c;
+	uint64_t x = 42;
+
+	while (!atomic_load(&gap_go))
+		sched_yield();
+	gap_ret = knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c);
+	if (!gap_ret) {
+		gap_ret = knitk_call_wait(c, KNITK_WAIT_FOREVER);
+		if (!gap_ret && !mix_result_ok(c, x))
+			gap_ret = -EBADMSG;
+		knitk_call_release(c);
+	}
+	atomic_store(&gap_done, 1);
+	return NULL;
+}
+
+static void respawn_gap(void)
+{
+	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
+				     .flags = KNITK_POOL_RESPAWN };
+	struct knitk_worker_info wi;
+	struct knitk_pool *pool;
+	pthread_t th;
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	knitk__test_hook = hook_submit_in_gap;
+	pthread_create(&th, NULL, gap_submitter, pool);
+	knitk_pool_worker_info(pool, 0, &wi);
+	kill(wi.pid, SIGKILL);
+	pthread_join(th, NULL);
+	CHECK_EQ(atomic_load(&gap_go), 1);
+	/* -EPIPE before the fix: the respawn was not counted yet. */
+	CHECK_EQ(gap_ret, 0);
+	CHECK_EQ(atomic_load(&gap_waiting), 1);
+	wait_deaths(pool, 1, 1);
+	knitk_pool_destroy(pool);
+	knitk__test_hook = NULL;
+}
+
+/* ----------------------------------------------------------- reap_eintr */
+
+pid_t __real_waitpid(pid_t pid, int *status, int options);
+
+static _Atomic int eintr_armed;
+
+/* The library's waitpid: interrupted once when armed, as by a signal. */
+pid_t __wrap_waitpid(pid_t pid, int *status, int options)
+{
+	if (!(options & WNOHANG) && atomic_exchange(&eintr_armed, 0)) {
+		errno = EINTR;
+		return -1;
+	}
+	return __real_waitpid(pid, status, options);
+}
+
+static void reap_eintr(void)
+{
+	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+				     .flags = KNITK_POOL_RESPAWN };
+	struct knitk_worker_info wi;
+	struct knitk_pool *pool;
+	int children = count_children();
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	knitk_pool_worker_info(pool, 1, &wi);
+	atomic_store(&eintr_armed, 1);
+	kill(wi.pid, SIGKILL);
+	wait_deaths(pool, 1, 1);
+	CHECK_EQ(atomic_load(&eintr_armed), 0);
+	CHECK_EQ(mix_calls_good(pool, 100, NULL, 1, 1), 100);
+	knitk_pool_destroy(pool);
+	/* Left a zombie before the fix: the interrupted wait was not retried. */
+	CHECK_EQ(is_our_child(wi.pid), 0);
+	CHECK_EQ(count_children(), children);
+	if (is_our_child(wi.pid))
+		__real_waitpid(wi.pid, NULL, 0);
+}
+
+int main(int argc, char **argv)
+{
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+		return 2;
+	TEST(lost_wakeup);
+	TEST(respawn_gap);
+	TEST(reap_eintr);
+	return tap_exit();
+}
