@@ -86,7 +86,7 @@ static void results_apply(struct knitk_pool *pool, unsigned int w,
 		call_complete_locked(pool, e->call, r->status, r->data, r->len);
 		entry_free_locked(pool, idx);
 	}
-	pool->progress++;
+	pool_progress_locked(pool);
 	pthread_cond_broadcast(&pool->cond);
 	pthread_mutex_unlock(&pool->lock);
 }
@@ -214,7 +214,7 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	pw->state = respawn ? WORKER_NONE : WORKER_DEAD;
 	if (respawn)
 		pool->respawning++;
-	pool->progress++;
+	pool_progress_locked(pool);
 	pthread_cond_broadcast(&pool->cond);
 	pthread_mutex_unlock(&pool->lock);
 

@@ -382,6 +382,13 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 	int ret;
 
 	for (;;) {
+		/*
+		 * Sampled before the attempt: a completion that frees room
+		 * after our send failed has bumped it by the time we wait.
+		 * Acquire pairs with the release in pool_progress_locked, so
+		 * room freed before a bump we see is seen by the send.
+		 */
+		progress = atomic_load_explicit(&pool->progress, memory_order_acquire);
 		s = slot_acquire(pool);
 		/*
 		 * seq_cst pairs with the stores in handle_death, which then
@@ -406,11 +413,11 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 		/*
 		 * Backpressure: the worker has not yet retired earlier
 		 * requests' arena bytes.  It does so before answering them,
-		 * so wait for the next completion batch (or its death).
+		 * so wait for a completion batch since our sample (or its death).
 		 */
 		pthread_mutex_lock(&pool->lock);
-		progress = pool->progress;
-		while (progress == pool->progress && atomic_load(&pw->alive))
+		while (progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
+		       atomic_load(&pw->alive))
 			pool_wait_passive_locked(pool);
 		pthread_mutex_unlock(&pool->lock);
 	}

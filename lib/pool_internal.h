@@ -125,7 +125,11 @@ struct knitk_pool {
 	struct pool_slot *slots;
 	unsigned int cursor;		/* balancer tie-break */
 	unsigned int respawning;	/* workers being restarted */
-	uint64_t progress;		/* bumped per completion batch */
+	/*
+	 * Bumped per completion batch and death, under pool->lock; a
+	 * submitter samples it before a publish (see pool_publish).
+	 */
+	_Atomic uint64_t progress;
 	bool closed;			/* no more submits */
 	bool shut;			/* knitk_pool_shutdown ran */
 	bool completer_done;
@@ -209,6 +213,13 @@ int spawn_worker(struct knitk_pool *pool, unsigned int w);
 int monitor_start(struct knitk_pool *pool);
 void monitor_poke(struct knitk_pool *pool);
 void monitor_stop(struct knitk_pool *pool);
+
+/* A completion batch or a death: a submitter waiting for room looks again. */
+static inline void pool_progress_locked(struct knitk_pool *pool)
+{
+	/* Release pairs with the acquire in pool_publish. */
+	atomic_fetch_add_explicit(&pool->progress, 1, memory_order_release);
+}
 
 /*
  * One round of a bounded spin: a pause hint, and every few rounds a yield,
