@@ -143,26 +143,22 @@ void completer_drain_worker(struct knitk_pool *pool, unsigned int w)
 		;
 }
 
-/* Acknowledge every pending lane of worker @w's request mailboxes. */
+/*
+ * Acknowledge every pending lane of worker @w's request mailboxes and free
+ * their arena bytes (their calls have completed), from the submitter
+ * side's record of what is outstanding: w may have died between the two
+ * stores of an acknowledgement (knot_producer_reset_consumer).  The dead
+ * worker was the only writer of those words and the next worker w is not
+ * started yet, so for now we are; a slot's lock keeps its producer still.
+ */
 static void reset_requests(struct knitk_pool *pool, unsigned int w)
 {
 	unsigned int s;
 
-	/*
-	 * The dead worker was the only writer of these ack and arena free
-	 * words; the next worker w is not started yet, so for now we are.
-	 */
 	for (s = 0; s < pool->nr_submitters; s++) {
-		struct knitk_consumer *c;
-		uint64_t pending;
-
-		if (knitk_consumer_create(pool->knot,
-				(unsigned int)knitk_knot_request_mailbox(pool->knot, s, w),
-				&c))
-			continue;
-		if (knitk_lane_scan(c, &pending) > 0)
-			knitk_lane_ack(c, pending);
-		knitk_consumer_destroy(c);
+		pthread_mutex_lock(&pool->slots[s].lock);
+		knot_producer_reset_consumer(pool->slots[s].producers[w]);
+		pthread_mutex_unlock(&pool->slots[s].lock);
 	}
 }
 

@@ -388,6 +388,34 @@ KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
 	return lane;
 }
 
+/*
+ * Stand in for the consumer of @p's mailbox, which died: every lane
+ * acknowledged and every arena slot free.  Both words are stored with the
+ * values that say so, derived from the producer's own record of what is
+ * outstanding (its pub word and its live arena slots), never toggled from
+ * lane headers: so a consumer that died between the two stores of
+ * knitk_lane_ack (its free word stored, its ack word not) is repaired
+ * instead of having its frees undone.  The caller holds @p, has no lane
+ * claimed, and no consumer of the mailbox runs until this returns.
+ */
+int knot_producer_reset_consumer(struct knitk_producer *p)
+{
+	uint64_t live;
+
+	if (knot_mailbox_steals(p->knot, p->mailbox))
+		return -EOPNOTSUPP;
+	knitk_arena_live(p->arena, &live);
+	if (live)
+		/* Pairs with the acquire in arena_freed, like knitk_lane_ack. */
+		atomic_store_explicit(A64(&p->sector->arena_free),
+				      atomic_load_explicit(A64(&p->sector->arena_free),
+							   memory_order_relaxed) ^ live,
+				      memory_order_release);
+	/* Pairs with the acquire in producer_load_ack and knot_mailbox_ack. */
+	atomic_store_explicit(A64(&p->sector->ack), p->pub, memory_order_release);
+	return 0;
+}
+
 KNITK_EXPORT int knitk_producer_notify(struct knitk_producer *producer)
 {
 	if (!producer)
