@@ -181,6 +181,13 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	/* seq_cst pairs with the re-check in pool_publish under a slot lock. */
 	atomic_fetch_add_explicit(&pw->epoch, 1, memory_order_seq_cst);
 	atomic_store_explicit(&pw->alive, 0, memory_order_seq_cst);
+	/*
+	 * Counted with the death: a submit must never see w gone and no
+	 * respawn under way (it waits for the new worker, not -EPIPE).
+	 */
+	respawn = (pool->opts.flags & KNITK_POOL_RESPAWN) && !pool->closed;
+	if (respawn)
+		pool->respawning++;
 	pool->stats.deaths++;
 	pthread_mutex_unlock(&pool->lock);
 	POOL_HOOK(pool, POOL_HOOK_DEATH, w);
@@ -206,10 +213,12 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 					     -EOWNERDEAD, NULL, 0);
 		entry_free_locked(pool, idx);
 	}
-	respawn = (pool->opts.flags & KNITK_POOL_RESPAWN) && !pool->closed;
+	if (respawn && pool->closed) {
+		/* Shut down meanwhile: no new worker after all. */
+		respawn = false;
+		pool->respawning--;
+	}
 	pw->state = respawn ? WORKER_NONE : WORKER_DEAD;
-	if (respawn)
-		pool->respawning++;
 	pool_progress_locked(pool);
 	pthread_cond_broadcast(&pool->cond);
 	pthread_mutex_unlock(&pool->lock);

@@ -145,7 +145,9 @@ struct knitk_call_opts {
  * once, before this returns) and return its handle in *@call.  Blocks
  * while every eligible worker is at capacity.  -EINVAL for bad arguments or
  * an unknown @fn or @opts->worker, -EMSGSIZE when @len fits no lane or
- * arena, -ESHUTDOWN after shutdown, -EPIPE when no worker is left.
+ * arena, -ESHUTDOWN after shutdown, -EPIPE when no worker is left.  With
+ * KNITK_POOL_RESPAWN a dead worker being replaced is not gone: the submit
+ * waits for its successor (-EPIPE only if the restart fails).
  */
 int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
 		      size_t len, const struct knitk_call_opts *opts,
