@@ -35,7 +35,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 
 #include "pool_internal.h"
@@ -168,6 +167,7 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	bool respawn;
 	uint64_t busy;
 	unsigned int s;
+	pid_t pid;
 	int ret;
 
 	pthread_mutex_lock(&pool->lock);
@@ -181,6 +181,9 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	/* seq_cst pairs with the re-check in pool_publish under a slot lock. */
 	atomic_fetch_add_explicit(&pw->epoch, 1, memory_order_seq_cst);
 	atomic_store_explicit(&pw->alive, 0, memory_order_seq_cst);
+	/* Reaped below: never handed out (knitk_pool_worker_info) again. */
+	pid = pw->pid;
+	pw->pid = 0;
 	/*
 	 * Counted with the death: a submit must never see w gone and no
 	 * respawn under way (it waits for the new worker, not -EPIPE).
@@ -199,10 +202,8 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	}
 	/* Results w published before it died complete normally. */
 	completer_drain_worker(pool, w);
-	if (pw->pid > 0) {
-		waitpid(pw->pid, NULL, 0);
-		pw->pid = 0;
-	}
+	if (pid > 0)
+		spawn_reap(pid);
 
 	pthread_mutex_lock(&pool->lock);
 	for (busy = pw->busy; busy; busy &= busy - 1) {

@@ -22,7 +22,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pool_internal.h"
@@ -593,7 +592,7 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 	}
 	for (w = 0; pool->workers && w < pool->nr_workers; w++)
 		if (pool->workers[w].pid > 0)
-			waitpid(pool->workers[w].pid, NULL, 0);
+			spawn_reap(pool->workers[w].pid);
 	for (w = 0; pool->workers && w < pool->nr_workers; w++)
 		if (pool->workers[w].pidfd >= 0)
 			close(pool->workers[w].pidfd);

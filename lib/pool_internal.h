@@ -96,7 +96,7 @@ struct pool_worker {
 	bool thread_started;
 	struct knitk_knot *knot;	/* the worker's endpoint */
 	/* Process workers. */
-	pid_t pid;
+	pid_t pid;			/* pool->lock; 0 from its death on */
 	int pidfd;			/* owned by the monitor once started */
 	uint32_t join_gen;		/* control generation after join */
 	/* The drainer's consumer of the worker's return mailbox. */
@@ -210,6 +210,7 @@ void *worker_thread_main(void *arg);
 
 /* spawn.c */
 int spawn_worker(struct knitk_pool *pool, unsigned int w);
+void spawn_reap(pid_t pid);
 int monitor_start(struct knitk_pool *pool);
 void monitor_poke(struct knitk_pool *pool);
 void monitor_stop(struct knitk_pool *pool);

@@ -67,6 +67,13 @@ static char **worker_env(char *var)
 	return env;
 }
 
+/* Wait for child @pid to exit and reap it, through signals (EINTR). */
+void spawn_reap(pid_t pid)
+{
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
 /* Wait for the child to join role @w (generation past @gen). */
 static int spawn_wait_join(struct knitk_pool *pool, unsigned int w,
 			   uint32_t gen, int pidfd)
@@ -132,13 +139,13 @@ int spawn_worker(struct knitk_pool *pool, unsigned int w)
 	pidfd = pidfd_open_(pid);
 	if (pidfd < 0) {
 		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+		spawn_reap(pid);
 		return pidfd;
 	}
 	ret = spawn_wait_join(pool, w, gen, pidfd);
 	if (ret) {
 		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+		spawn_reap(pid);
 		close(pidfd);
 		return ret;
 	}

@@ -286,7 +286,9 @@ int knitk_pool_stats(struct knitk_pool *pool, struct knitk_pool_stats *stats);
 
 /**
  * struct knitk_worker_info - one worker of a pool
- * @pid: process id (process workers), else 0.
+ * @pid: process id (process workers), else 0; 0 too from the worker's
+ *	death on (its process is then reaped by the pool, so the number may
+ *	be reused), until a respawned worker has joined.
  * @alive: 1 while the worker serves calls.
  * @inflight: calls it holds now.
  * @calls: results it has returned.
