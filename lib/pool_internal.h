@@ -97,7 +97,7 @@ struct pool_worker {
 	struct knitk_knot *knot;	/* the worker's endpoint */
 	/* Process workers. */
 	pid_t pid;			/* pool->lock; 0 from its death on */
-	int pidfd;			/* owned by the monitor once started */
+	int pidfd;			/* futex: owned by the monitor once started */
 	uint32_t join_gen;		/* control generation after join */
 	/* The drainer's consumer of the worker's return mailbox. */
 	struct knitk_consumer *ret;

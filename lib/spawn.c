@@ -149,6 +149,11 @@ int spawn_worker(struct knitk_pool *pool, unsigned int w)
 		close(pidfd);
 		return ret;
 	}
+	/* Only the futex backend's monitor needs it from now on. */
+	if (!pool->monitor_started) {
+		close(pidfd);
+		pidfd = -1;
+	}
 	pthread_mutex_lock(&pool->lock);
 	pw->pid = pid;
 	pw->pidfd = pidfd;
