@@ -210,7 +210,7 @@ static inline void *storm_submitter(void *arg)
  * Run @s->threads submitters while SIGKILLing a random live worker
  * @s->kills times, each after some calls succeeded and after the previous
  * death was handled (so every kill hits a worker the pool believes alive,
- * and is one death).  Returns the submitters' stop.
+ * and is one death); then stops and joins the submitters.
  */
 static inline void storm_run(struct storm *s)
 {
@@ -250,17 +250,96 @@ static inline void storm_run(struct storm *s)
 	       atomic_load(&s->bad), atomic_load(&s->epipe));
 }
 
-/* Pinned calls to each of @workers workers: how many of @n each succeeded. */
-static inline unsigned long storm_serves_all(struct knitk_pool *pool,
-					     unsigned int workers,
-					     unsigned long n)
-{
-	struct knitk_call_opts pin = { .flags = KNITK_CALL_WORKER };
-	unsigned long good = 0;
+/* What a kill storm left behind, for the caller to assert on. */
+struct storm_report {
+	int created;			/* 0: knitk_pool_create's result */
+	unsigned int kills;		/* done (asked for, unless a call failed) */
+	unsigned long ok, dead, bad, epipe;
+	unsigned long served;		/* of 50 calls pinned to each worker, after */
+	struct knitk_pool_stats st;	/* at the end, before destroy */
+	int fds[2], children[2];	/* before the pool, after its destroy */
+};
 
+/*
+ * A pool of @workers process workers with respawn on backend @knot_flags,
+ * @threads submitting threads and @kills SIGKILLs (storm_run); then calls
+ * pinned to every worker, destroy, and the fds and children left.
+ */
+static inline void storm_pool(unsigned int workers, unsigned int threads,
+			      unsigned int kills, unsigned int knot_flags,
+			      struct storm_report *r)
+{
+	struct knitk_pool_opts o = {
+		.kind = KNITK_WORKER_PROCESSES, .nr_workers = workers,
+		.flags = KNITK_POOL_RESPAWN, .knot_flags = knot_flags,
+	};
+	struct knitk_call_opts pin = { .flags = KNITK_CALL_WORKER };
+	struct storm *s = calloc(1, sizeof(*s));
+
+	memset(r, 0, sizeof(*r));
+	r->created = -ENOMEM;
+	if (!s)
+		return;
+	r->fds[0] = count_fds(false);
+	r->children[0] = count_children();
+	r->created = knitk_pool_create(&o, &test_tasks, &s->pool);
+	if (r->created) {
+		free(s);
+		return;
+	}
+	s->workers = workers;
+	s->threads = threads;
+	s->kills = kills;
+	storm_run(s);
+	r->kills = s->kills;
+	r->ok = atomic_load(&s->ok);
+	r->dead = atomic_load(&s->dead);
+	r->bad = atomic_load(&s->bad);
+	r->epipe = atomic_load(&s->epipe);
 	for (pin.worker = 0; pin.worker < workers; pin.worker++)
-		good += mix_calls_good(pool, n, &pin, pin.worker * 1000, 1);
-	return good;
+		r->served += mix_calls_good(s->pool, 50, &pin, pin.worker * 1000, 1);
+	knitk_pool_stats(s->pool, &r->st);
+	knitk_pool_destroy(s->pool);
+	r->fds[1] = count_fds(false);
+	r->children[1] = count_children();
+	free(s);
+}
+
+/*
+ * Pidfds of this process before a pool of two process workers with
+ * respawn (@knot_flags), with it, after @n deaths, after its destroy.
+ */
+static inline int pidfds_over_deaths(unsigned int n, unsigned int knot_flags,
+				     int counts[4])
+{
+	struct knitk_pool_opts o = {
+		.kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+		.flags = KNITK_POOL_RESPAWN, .knot_flags = knot_flags,
+	};
+	struct knitk_worker_info wi;
+	struct knitk_pool *pool;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < 4; i++)
+		counts[i] = -1;
+	counts[0] = count_fds(true);
+	ret = knitk_pool_create(&o, &test_tasks, &pool);
+	if (ret)
+		return ret;
+	counts[1] = count_fds(true);
+	for (i = 1; i <= n; i++) {
+		knitk_pool_worker_info(pool, i % 2, &wi);
+		kill(wi.pid, SIGKILL);
+		wait_deaths(pool, i, i);
+	}
+	counts[2] = count_fds(true);
+	ret = mix_calls_good(pool, 100, NULL, 1, 1) == 100 ? 0 : -EIO;
+	knitk_pool_destroy(pool);
+	counts[3] = count_fds(true);
+	printf("# pidfds: %d before the pool, %d with it, %d after %u deaths, %d after destroy\n",
+	       counts[0], counts[1], counts[2], n, counts[3]);
+	return ret;
 }
 
 /* ----------------------------------------------------------- torn ack */

@@ -28,35 +28,21 @@ static unsigned int nr_kills = 300;
 
 static void storm(unsigned int workers, unsigned int kills)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES,
-				     .nr_workers = workers,
-				     .flags = KNITK_POOL_RESPAWN };
-	struct knitk_pool_stats st;
-	struct storm *s = calloc(1, sizeof(*s));
-	int fds, children;
+	struct storm_report r;
 
-	REQUIRE(s);
-	fds = count_fds(false);
-	children = count_children();
-	REQUIRE(knitk_pool_create(&o, &test_tasks, &s->pool) == 0);
-	s->workers = o.nr_workers;
-	s->threads = 3;
-	s->kills = kills;
-	storm_run(s);
-	CHECK_EQ(s->kills, kills);
-	CHECK_EQ(atomic_load(&s->bad), 0);
-	CHECK_EQ(atomic_load(&s->epipe), 0);
-	CHECK(atomic_load(&s->ok) > 0);
-	CHECK_EQ(storm_serves_all(s->pool, s->workers, 50), 50 * s->workers);
-	knitk_pool_stats(s->pool, &st);
-	CHECK_EQ(st.deaths, s->kills);
-	CHECK_EQ(st.respawns, s->kills);
-	CHECK_EQ(st.ownerdead, atomic_load(&s->dead));
-	CHECK_EQ(st.completed, st.submitted);
-	knitk_pool_destroy(s->pool);
-	CHECK_EQ(count_fds(false), fds);
-	CHECK_EQ(count_children(), children);
-	free(s);
+	storm_pool(workers, 3, kills, 0, &r);
+	REQUIRE(r.created == 0);
+	CHECK_EQ(r.kills, kills);
+	CHECK_EQ(r.bad, 0);
+	CHECK_EQ(r.epipe, 0);
+	CHECK(r.ok > 0);
+	CHECK_EQ(r.served, 50 * workers);
+	CHECK_EQ(r.st.deaths, r.kills);
+	CHECK_EQ(r.st.respawns, r.kills);
+	CHECK_EQ(r.st.ownerdead, r.dead);
+	CHECK_EQ(r.st.completed, r.st.submitted);
+	CHECK_EQ(r.fds[1], r.fds[0]);
+	CHECK_EQ(r.children[1], r.children[0]);
 }
 
 static void kill_storm(void)
@@ -77,26 +63,11 @@ static void torn_ack(void)
 
 static void respawn_pidfds(void)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
-				     .flags = KNITK_POOL_RESPAWN };
-	struct knitk_worker_info wi;
-	struct knitk_pool *pool;
-	int before = count_fds(true), with_pool;
-	unsigned int i, n = nr_kills / 10 + 5;
+	int n[4];
 
-	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
-	with_pool = count_fds(true);
-	for (i = 1; i <= n; i++) {
-		knitk_pool_worker_info(pool, i % 2, &wi);
-		kill(wi.pid, SIGKILL);
-		wait_deaths(pool, i, i);
-	}
-	CHECK_EQ(mix_calls_good(pool, 100, NULL, 1, 1), 100);
-	printf("# pidfds: %d before the pool, %d with it, %d after %u deaths\n",
-	       before, with_pool, count_fds(true), n);
-	CHECK_EQ(count_fds(true), with_pool);
-	knitk_pool_destroy(pool);
-	CHECK_EQ(count_fds(true), before);
+	CHECK_EQ(pidfds_over_deaths(nr_kills / 10 + 5, 0, n), 0);
+	CHECK_EQ(n[2], n[1]);
+	CHECK_EQ(n[3], n[0]);
 }
 
 struct info_reader {

@@ -2,9 +2,11 @@
 /*
  * The libknitk worker pool on the module: process workers that get the
  * knot by fd inheritance, crash attribution from the kernel's dead bit and
- * death_seq (with and without respawn), shutdown, and the idle-lane cost
- * read from the kernel's per-doorbell STATS.  Small counts: the guest runs
- * under TCG.
+ * death_seq (with and without respawn), shutdown, the idle-lane cost
+ * read from the kernel's per-doorbell STATS, and worker deaths with
+ * respawn (pool_kill.h: the kill storm, a torn acknowledgement, pidfds,
+ * reaping while signals interrupt the pool's threads).  Small counts: the
+ * guest runs under TCG.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,6 +26,7 @@
 /* Longer sleep steps than on the host: the guest runs under TCG. */
 #define POOL_TASKS_SLEEP_STEP_US	500
 #include "../../lib/tests/pool_tasks.h"
+#include "../../lib/tests/pool_kill.h"
 
 #define THREADS	4
 #define WINDOW	16
@@ -257,6 +260,127 @@ TEST(idle_lanes)
 	EXPECT_EQ(500, after[3].calls);
 	EXPECT_EQ(0, after[3].db.spurious);
 	knitk_pool_destroy(pool);
+}
+
+static void storm_kmod(struct __test_metadata *_metadata,
+		       unsigned int workers, unsigned int kills)
+{
+	struct storm_report r;
+
+	storm_pool(workers, 3, kills, KNITK_KNOT_KMOD, &r);
+	ASSERT_EQ(0, r.created);
+	EXPECT_EQ(kills, r.kills);
+	EXPECT_EQ(0, r.bad);
+	EXPECT_EQ(0, r.epipe);
+	EXPECT_LT(0, r.ok);
+	EXPECT_EQ(50 * workers, r.served);
+	EXPECT_EQ(r.kills, r.st.deaths);
+	EXPECT_EQ(r.kills, r.st.respawns);
+	EXPECT_EQ(r.dead, r.st.ownerdead);
+	EXPECT_EQ(r.st.submitted, r.st.completed);
+	EXPECT_EQ(r.fds[0], r.fds[1]);
+	EXPECT_EQ(r.children[0], r.children[1]);
+}
+
+TEST(kill_storm)
+{
+	REQUIRE_KNITK();
+	storm_kmod(_metadata, 3, 40);
+}
+
+TEST(kill_storm_one)
+{
+	REQUIRE_KNITK();
+	storm_kmod(_metadata, 1, 15);
+}
+
+TEST(torn_ack)
+{
+	REQUIRE_KNITK();
+	EXPECT_EQ(0, torn_ack_run(KNITK_KNOT_KMOD));
+}
+
+TEST(respawn_pidfds)
+{
+	int n[4];
+
+	REQUIRE_KNITK();
+	ASSERT_EQ(0, pidfds_over_deaths(20, KNITK_KNOT_KMOD, n));
+	EXPECT_EQ(n[1], n[2]);
+	EXPECT_EQ(n[0], n[3]);
+}
+
+static _Atomic unsigned long signals_caught;
+
+static void on_sigusr1(int sig)
+{
+	(void)sig;
+	atomic_fetch_add_explicit(&signals_caught, 1, memory_order_relaxed);
+}
+
+/* SIGUSR1 to every other thread of this process, until *@arg is set. */
+static void *signaller(void *arg)
+{
+	_Atomic int *stop = arg;
+	pid_t self = gettid();
+
+	while (!atomic_load(stop)) {
+		DIR *dir = opendir("/proc/self/task");
+		struct dirent *d;
+
+		if (!dir)
+			break;
+		while ((d = readdir(dir)))
+			if (atoi(d->d_name) > 0 && atoi(d->d_name) != self)
+				tgkill(getpid(), atoi(d->d_name), SIGUSR1);
+		closedir(dir);
+		sched_yield();
+	}
+	return NULL;
+}
+
+/*
+ * Workers killed while every thread of the host gets signals whose
+ * handler has no SA_RESTART: the pool's wait for each dead worker may
+ * fail with EINTR, and must be retried (no zombie left after destroy).
+ */
+TEST(reap_signals)
+{
+	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+				     .flags = KNITK_POOL_RESPAWN,
+				     .knot_flags = KNITK_KNOT_KMOD };
+	struct sigaction sa = { .sa_handler = on_sigusr1 }, old;
+	struct knitk_worker_info wi;
+	struct knitk_pool *pool;
+	int children = count_children();
+	pid_t victims[20];
+	_Atomic int stop = 0;
+	unsigned int i, n = 20;
+	pthread_t th;
+
+	REQUIRE_KNITK();
+	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, &old));
+	ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &pool));
+	pthread_create(&th, NULL, signaller, &stop);
+	for (i = 0; i < n; i++) {
+		knitk_pool_worker_info(pool, i % 2, &wi);
+		victims[i] = wi.pid;
+		kill(wi.pid, SIGKILL);
+		wait_deaths(pool, i + 1, i + 1);
+	}
+	atomic_store(&stop, 1);
+	pthread_join(th, NULL);
+	EXPECT_EQ(100, mix_calls_good(pool, 100, NULL, 1, 1));
+	knitk_pool_destroy(pool);
+	TH_LOG("%lu signals caught", atomic_load(&signals_caught));
+	EXPECT_LT(0, atomic_load(&signals_caught));
+	for (i = 0; i < n; i++) {
+		EXPECT_EQ(0, is_our_child(victims[i]));
+		if (is_our_child(victims[i]))
+			waitpid(victims[i], NULL, 0);
+	}
+	EXPECT_EQ(children, count_children());
+	sigaction(SIGUSR1, &old, NULL);
 }
 
 int main(int argc, char **argv)
