@@ -27,7 +27,7 @@ static int task_count(const void *in, size_t len, struct knitk_reply *out,
 static const knitk_task_fn fns[] = {
 	[T_ECHO] = task_echo, [T_MIX] = task_mix, [T_SLEEP] = task_sleep,
 	[T_FILL] = task_fill, [T_PID] = task_pid, [T_FAIL] = task_fail,
-	[T_ENV] = task_env,
+	[T_ENV] = task_env, [T_HOLD] = task_hold,
 	[T_NR] = task_count,
 };
 static const struct knitk_task_table tasks = { fns, T_NR + 1 };
