@@ -353,9 +353,9 @@ TEST(reap_signals)
 	struct knitk_worker_info wi;
 	struct knitk_pool *pool;
 	int children = count_children();
-	pid_t victims[20];
+	pid_t victims[40];
 	_Atomic int stop = 0;
-	unsigned int i, n = 20;
+	unsigned int i, n = 40;
 	pthread_t th;
 
 	REQUIRE_KNITK();
