@@ -123,4 +123,13 @@ int knitk_knot_join(struct knitk_knot *knot, unsigned int slot,
 		    u32 *generation);
 void knitk_knot_leave(struct knitk_knot *knot, unsigned int slot);
 
+/* knitk_hooks.c: the kselftests' fault injection (KNITK_TEST_HOOKS=y). */
+#ifdef KNITK_TEST_HOOKS
+void knitk_hooks_init(struct dentry *root);
+void knitk_hook_kick(unsigned int d);
+#else
+static inline void knitk_hooks_init(struct dentry *root) { }
+static inline void knitk_hook_kick(unsigned int d) { }
+#endif
+
 #endif /* _KNITK_INTERNAL_H */

@@ -158,6 +158,7 @@ void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d)
 {
 	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
 
+	knitk_hook_kick(d);
 	/*
 	 * Order the caller's earlier stores (a death in the control page)
 	 * before the new seq; pairs with the smp_mb() in knitk_doorbell_wait()

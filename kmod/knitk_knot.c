@@ -64,6 +64,7 @@ DEFINE_SHOW_ATTRIBUTE(knitk_knot);
 void knitk_knot_debugfs_init(void)
 {
 	knitk_debugfs_root = debugfs_create_dir("knitk", NULL);
+	knitk_hooks_init(knitk_debugfs_root);
 }
 
 void knitk_knot_debugfs_exit(void)
