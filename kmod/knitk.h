@@ -60,6 +60,8 @@ struct knitk_bell {
  * @control: the control page, at @base.
  * @debugfs: the knot's debugfs file, or an error pointer.
  * @bells: the kernel half of each doorbell.
+ * @pollers: woken on a death; every attached endpoint's poll state is
+ *	chained to it (knitk_poll.c).
  */
 struct knitk_knot {
 	struct kref ref;
@@ -73,6 +75,23 @@ struct knitk_knot {
 	struct knitk_control *control;
 	struct dentry *debugfs;
 	struct knitk_bell bells[KNITK_NR_DOORBELLS];
+	wait_queue_head_t pollers;
+};
+
+/**
+ * struct knitk_poller - the poll state of one endpoint
+ * @wq: what poll() registers on, always; epoll registers only once.
+ * @bell: chained to the wait queue of the doorbell the endpoint watches.
+ * @events: chained to the knot's @pollers.
+ * @bell_wq: where @bell is queued, or NULL.
+ * @events_wq: where @events is queued, or NULL.
+ */
+struct knitk_poller {
+	wait_queue_head_t wq;
+	struct wait_queue_entry bell;
+	struct wait_queue_entry events;
+	wait_queue_head_t *bell_wq;
+	wait_queue_head_t *events_wq;
 };
 
 /* knitk_layout.c: geometry validation and layout math, pure. */
@@ -107,10 +126,19 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 			  u64 *woken);
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 			u64 deadline_ns);
-__poll_t knitk_doorbell_poll(struct knitk_knot *knot, unsigned int d,
-			     struct file *file, struct poll_table_struct *pt);
 void knitk_doorbell_stats(struct knitk_knot *knot, unsigned int d,
 			  struct knitk_doorbell_stats *st);
+
+/* knitk_poll.c: poll() of an endpoint and its wakes. */
+void knitk_poller_init(struct knitk_poller *p);
+void knitk_poller_watch(struct knitk_poller *p, struct knitk_knot *knot,
+			unsigned int d);
+void knitk_poller_wake(struct knitk_poller *p);
+void knitk_poller_release(struct knitk_poller *p);
+void knitk_poller_register(struct knitk_poller *p, struct file *file,
+			   struct poll_table_struct *pt);
+__poll_t knitk_poll_mask(struct knitk_knot *knot, unsigned int d);
+void knitk_knot_wake_pollers(struct knitk_knot *knot);
 
 /* knitk_peer.c: roles, join and death bookkeeping. */
 int knitk_peer_slot(const struct knitk_geometry *g, u32 role, u32 worker);

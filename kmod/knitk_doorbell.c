@@ -12,7 +12,6 @@
 #include <linux/errno.h>
 #include <linux/hrtimer.h>
 #include <linux/ktime.h>
-#include <linux/poll.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 
@@ -380,37 +379,6 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 		break;
 	}
 	return ret;
-}
-
-/**
- * knitk_doorbell_poll() - poll() on doorbell @d
- * @knot: the knot
- * @d: a valid doorbell
- * @file: the polled file
- * @pt: the poll table
- *
- * Level-triggered: EPOLLIN while a mailbox the doorbell consumes holds a
- * pending lane, EPOLLPRI while some role is dead and not joined again,
- * EPOLLHUP for a worker whose host died.  Wakes come from delivered
- * notifies, so a poller sets its sleeping flag and re-checks first, just
- * as before KNITK_IOC_WAIT.
- */
-__poll_t knitk_doorbell_poll(struct knitk_knot *knot, unsigned int d,
-			     struct file *file, struct poll_table_struct *pt)
-{
-	__poll_t mask = 0;
-
-	poll_wait(file, &knot->bells[d].wq, pt);
-	/* Pairs with the notifier's smp_mb() and the kick's barrier. */
-	smp_mb();
-	if (knitk_doorbell_pending(knot->base, &knot->geometry, &knot->layout,
-				   d))
-		mask |= EPOLLIN | EPOLLRDNORM;
-	if (READ_ONCE(knot->control->dead))
-		mask |= EPOLLPRI;
-	if (d != KNITK_DOORBELL_HOST && knitk_peer_host_dead(knot->control))
-		mask |= EPOLLHUP;
-	return mask;
 }
 
 /**

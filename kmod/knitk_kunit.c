@@ -12,6 +12,7 @@
 #include <linux/delay.h>
 #include <linux/err.h>
 #include <linux/kthread.h>
+#include <linux/poll.h>
 #include <linux/slab.h>
 
 #include "knitk.h"
@@ -897,5 +898,84 @@ static struct kunit_suite knitk_wait_suite = {
 	.test_cases = knitk_wait_cases,
 };
 
+/* ---- poll state chained to a knot ---------------------------------------- */
+
+/* Stands for a poller registered on an endpoint: counts its wakes. */
+struct knitk_test_pollee {
+	struct wait_queue_entry wait;
+	int wakes;
+};
+
+static int knitk_test_pollee_fn(struct wait_queue_entry *wait,
+				unsigned int mode, int sync, void *key)
+{
+	container_of(wait, struct knitk_test_pollee, wait)->wakes++;
+	return 0;
+}
+
+static void knitk_test_pollee_add(struct knitk_test_pollee *pe,
+				  struct knitk_poller *p)
+{
+	pe->wakes = 0;
+	init_waitqueue_func_entry(&pe->wait, knitk_test_pollee_fn);
+	add_wait_queue(&p->wq, &pe->wait);
+}
+
+/*
+ * Registered before the endpoint watches anything: woken by the host's
+ * doorbell while unjoined, by its own after JOIN, by deaths throughout,
+ * and by nothing of the knot once released.
+ */
+static void knitk_poll_follows_watched_doorbell(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 2);
+	struct knitk_test_pollee pe;
+	struct knitk_poller p;
+	u32 gen;
+
+	knitk_poller_init(&p);
+	knitk_test_pollee_add(&pe, &p);
+	knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 0);
+
+	knitk_poller_watch(&p, knot, KNITK_DOORBELL_HOST);
+	knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 1);
+	knitk_doorbell_kick(knot, 0);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 1);
+
+	knitk_poller_watch(&p, knot, 0);
+	knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 1);
+	knitk_doorbell_kick(knot, 0);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 2);
+
+	/* Worker 1's death rings only the host's doorbell, and the pollers. */
+	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, 1, &gen), 0);
+	knitk_knot_leave(knot, 1);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 3);
+	KUNIT_EXPECT_TRUE(test, knitk_poll_mask(knot, 0) == EPOLLPRI);
+
+	knitk_poller_release(&p);
+	knitk_doorbell_kick(knot, 0);
+	knitk_knot_wake_pollers(knot);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 3);
+	KUNIT_EXPECT_TRUE(test, list_empty(&knot->pollers.head));
+	KUNIT_EXPECT_TRUE(test, list_empty(&knot->bells[0].wq.head));
+	remove_wait_queue(&p.wq, &pe.wait);
+	knitk_knot_put(knot);
+}
+
+static struct kunit_case knitk_poll_cases[] = {
+	KUNIT_CASE(knitk_poll_follows_watched_doorbell),
+	{}
+};
+
+static struct kunit_suite knitk_poll_suite = {
+	.name = "knitk_poll",
+	.test_cases = knitk_poll_cases,
+};
+
 kunit_test_suites(&knitk_geometry_suite, &knitk_layout_suite,
-		  &knitk_notify_suite, &knitk_peer_suite, &knitk_wait_suite);
+		  &knitk_notify_suite, &knitk_peer_suite, &knitk_wait_suite,
+		  &knitk_poll_suite);

@@ -22,8 +22,12 @@
  *     same doorbell (an attached endpoint that has not joined watches the
  *     host's): POLLIN while a mailbox it consumes holds a pending lane,
  *     POLLPRI while some role is dead, POLLHUP for a worker whose host has
- *     died.  Delivered notifies wake pollers too, so a poller sets its
- *     sleeping flag and re-checks first, as before KNITK_IOC_WAIT.
+ *     died, POLLERR while not attached.  Delivered notifies wake pollers
+ *     too, so a poller sets its sleeping flag and re-checks first, as
+ *     before KNITK_IOC_WAIT; kicks, deaths, CREATE, ATTACH and JOIN wake
+ *     them as well.  An epoll registration made at any point of the
+ *     endpoint's life (before CREATE or ATTACH, before JOIN, after it)
+ *     follows the doorbell the endpoint watches.
  *  7. close() (or exit, or SIGKILL) releases the endpoint.  The release of a
  *     joined endpoint marks its role dead in the control page and wakes the
  *     host (or, for the host, every worker).  The knot is freed when its last
