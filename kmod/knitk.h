@@ -30,8 +30,11 @@ struct vm_area_struct;
  * @wq: sleepers of KNITK_IOC_WAIT on this doorbell.
  * @waits..@kicks: the counters reported by KNITK_IOC_STATS; kept in
  *	kernel memory so userspace cannot forge them.
- * @kick_seq: incremented before each kick's seq advance, so a wait can
- *	tell a kick from a spurious wake (like death_seq for a death).
+ * @events_begun: kicks and deaths (knitk_doorbell_kick()) that began:
+ *	incremented before their seq advance.
+ * @events_done: those that ended: incremented after it.  A wait takes
+ *	@events_done before its seq check and compares @events_begun once
+ *	woken, so an event in flight when it began is not a spurious wake.
  */
 struct knitk_bell {
 	wait_queue_head_t wq;
@@ -44,7 +47,8 @@ struct knitk_bell {
 	atomic64_t mismatches;
 	atomic64_t interrupts;
 	atomic64_t kicks;
-	atomic_t kick_seq;
+	atomic_t events_begun;
+	atomic_t events_done;
 };
 
 /**
@@ -120,6 +124,7 @@ bool knitk_doorbell_valid(const struct knitk_geometry *g, unsigned int d);
 bool knitk_doorbell_pending(const void *base, const struct knitk_geometry *g,
 			    const struct knitk_layout *l, unsigned int d);
 enum knitk_verdict knitk_notify_verdict(bool pending, u32 sleeping);
+bool knitk_wait_spurious(bool pending, u32 events_begun, u32 events_done);
 void knitk_bell_init(struct knitk_bell *bell);
 void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d);
 int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,

@@ -391,7 +391,8 @@ struct knitk_notify {
  * @wakes: notifies delivered (seq advanced, waiter woken).
  * @suppressed_idle: notifies dropped because no consumed mailbox had work.
  * @suppressed_awake: notifies dropped because the owner was not sleeping.
- * @spurious: waits woken with no pending work and no peer event.
+ * @spurious: waits woken with no pending work and no kick or peer death
+ *	(a kick or death in flight when the wait began counts as an event).
  * @timeouts: waits that reached their deadline.
  * @mismatches: waits that returned -EAGAIN without sleeping.
  * @interrupts: waits ended by a signal.
