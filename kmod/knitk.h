@@ -20,6 +20,7 @@ struct dentry;
 struct file;
 struct page;
 struct poll_table_struct;
+struct user_struct;
 struct vm_area_struct;
 
 /* Every doorbell a role can own: workers 0..KNITK_MAX_WORKERS-1 and host. */
@@ -64,6 +65,8 @@ struct knitk_bell {
  * @control: the control page, at @base.
  * @debugfs: the knot's debugfs file, or an error pointer.
  * @bells: the kernel half of each doorbell.
+ * @user: the creator, whose locked_vm is charged @nr_pages; NULL when the
+ *	creator had CAP_IPC_LOCK.
  * @pollers: woken on a death; every attached endpoint's poll state is
  *	chained to it (knitk_poll.c).
  */
@@ -79,6 +82,7 @@ struct knitk_knot {
 	struct knitk_control *control;
 	struct dentry *debugfs;
 	struct knitk_bell bells[KNITK_NR_DOORBELLS];
+	struct user_struct *user;
 	wait_queue_head_t pollers;
 };
 

@@ -39,7 +39,13 @@
  * fields or unknown flags, -ENOTTY for an unknown ioctl, -ENOTCONN when the
  * endpoint is not attached (or, for WAIT, not joined), -EBUSY for a second
  * CREATE/ATTACH/JOIN or a role already held, -E2BIG for a knot larger than
- * the max_knot_bytes parameter.
+ * the max_knot_bytes parameter, -ENOMEM for a knot that does not fit in
+ * memory or in the creating user's RLIMIT_MEMLOCK.
+ *
+ * /dev/knitk is 0666 by default, so knot memory is bounded per user too: a
+ * knot's pages are pinned and charged, the way io_uring charges its rings,
+ * to the creating user's locked_vm against RLIMIT_MEMLOCK (not for
+ * CAP_IPC_LOCK) until the knot is freed, besides the creator's memcg.
  */
 #include <linux/compat.h>
 #include <linux/err.h>

@@ -293,6 +293,15 @@ struct knitk_api {
  *	fields give -EINVAL; a knot larger than the module's max_knot_bytes
  *	parameter gives -E2BIG.
  * @layout: out: where everything lives.
+ *
+ * The knot's pages are pinned, so, like io_uring's rings, they are charged
+ * to the creating user's locked memory (the locked_vm of its user_struct,
+ * shared by all its processes) against the caller's RLIMIT_MEMLOCK, from
+ * CREATE until the knot is freed; a caller with CAP_IPC_LOCK is not
+ * charged.  Endpoints that ATTACH are not charged.  -ENOMEM when the knot
+ * would take the user past RLIMIT_MEMLOCK, or when its memory cannot be
+ * allocated (a knot larger than the machine's memory fails at once); the
+ * pages also count against the creator's memory cgroup.
  */
 struct knitk_create {
 	struct knitk_geometry geometry;
