@@ -20,7 +20,7 @@
 #define HOST		KNITK_DOORBELL_HOST
 #define HOST_BIT	(1ULL << KNITK_DOORBELL_HOST)
 
-/* Only a lost wake reaches this: epoll_wait's and poll's hang guard, ms. */
+/* Only a lost wake reaches this: epoll_wait's hang guard, in ms. */
 #define HANG_GUARD_MS	20000
 
 /* Readiness of fd right now (a zero timeout never sleeps). */
@@ -139,7 +139,11 @@ static void *poller_run(void *arg)
 			      .events = p->events ? p->events : POLLIN };
 
 	__atomic_store_n(&p->tid, knitk_gettid(), __ATOMIC_RELEASE);
-	p->ret = poll(&pfd, 1, p->events ? HANG_GUARD_MS : -1);
+	/*
+	 * No timeout: poll() reports the level once more when one expires, so
+	 * only a wake can end this; a lost one is the runner's watchdog's.
+	 */
+	p->ret = poll(&pfd, 1, -1);
 	p->revents = pfd.revents;
 	return NULL;
 }
