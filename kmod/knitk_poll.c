@@ -5,8 +5,8 @@
  *
  * epoll registers once, at EPOLL_CTL_ADD, so poll() always registers on
  * the endpoint's own wait queue, whatever the endpoint's state then.  That
- * queue is woken from everything that can make a level poll() reports
- * true: the doorbell the endpoint watches (the host's once attached, its
+ * queue is woken by everything that can make a state poll() reports
+ * become true: the doorbell the endpoint watches (the host's once attached, its
  * own once joined; entries chained on the doorbell's wait queue, moved on
  * JOIN), the knot's deaths (knitk_knot_wake_pollers()), and CREATE, ATTACH
  * and JOIN themselves, which change what poll() reports.
