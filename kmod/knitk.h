@@ -20,6 +20,7 @@ struct dentry;
 struct file;
 struct page;
 struct poll_table_struct;
+struct user_struct;
 struct vm_area_struct;
 
 /* Every doorbell a role can own: workers 0..KNITK_MAX_WORKERS-1 and host. */
@@ -30,8 +31,11 @@ struct vm_area_struct;
  * @wq: sleepers of KNITK_IOC_WAIT on this doorbell.
  * @waits..@kicks: the counters reported by KNITK_IOC_STATS; kept in
  *	kernel memory so userspace cannot forge them.
- * @kick_seq: incremented before each kick's seq advance, so a wait can
- *	tell a kick from a spurious wake (like death_seq for a death).
+ * @events_begun: kicks and deaths (knitk_doorbell_kick()) that began:
+ *	incremented before their seq advance.
+ * @events_done: those that ended: incremented after it.  A wait takes
+ *	@events_done before its seq check and compares @events_begun once
+ *	woken, so an event in flight when it began is not a spurious wake.
  */
 struct knitk_bell {
 	wait_queue_head_t wq;
@@ -44,7 +48,8 @@ struct knitk_bell {
 	atomic64_t mismatches;
 	atomic64_t interrupts;
 	atomic64_t kicks;
-	atomic_t kick_seq;
+	atomic_t events_begun;
+	atomic_t events_done;
 };
 
 /**
@@ -60,6 +65,10 @@ struct knitk_bell {
  * @control: the control page, at @base.
  * @debugfs: the knot's debugfs file, or an error pointer.
  * @bells: the kernel half of each doorbell.
+ * @user: the creator, whose locked_vm is charged @nr_pages; NULL when the
+ *	creator had CAP_IPC_LOCK.
+ * @pollers: woken on a death; every attached endpoint's poll state is
+ *	chained to it (knitk_poll.c).
  */
 struct knitk_knot {
 	struct kref ref;
@@ -73,6 +82,24 @@ struct knitk_knot {
 	struct knitk_control *control;
 	struct dentry *debugfs;
 	struct knitk_bell bells[KNITK_NR_DOORBELLS];
+	struct user_struct *user;
+	wait_queue_head_t pollers;
+};
+
+/**
+ * struct knitk_poller - the poll state of one endpoint
+ * @wq: what poll() registers on, always; epoll registers only once.
+ * @bell: chained to the wait queue of the doorbell the endpoint watches.
+ * @events: chained to the knot's @pollers.
+ * @bell_wq: where @bell is queued, or NULL.
+ * @events_wq: where @events is queued, or NULL.
+ */
+struct knitk_poller {
+	wait_queue_head_t wq;
+	struct wait_queue_entry bell;
+	struct wait_queue_entry events;
+	wait_queue_head_t *bell_wq;
+	wait_queue_head_t *events_wq;
 };
 
 /* knitk_layout.c: geometry validation and layout math, pure. */
@@ -101,16 +128,26 @@ bool knitk_doorbell_valid(const struct knitk_geometry *g, unsigned int d);
 bool knitk_doorbell_pending(const void *base, const struct knitk_geometry *g,
 			    const struct knitk_layout *l, unsigned int d);
 enum knitk_verdict knitk_notify_verdict(bool pending, u32 sleeping);
+bool knitk_wait_spurious(bool pending, u32 events_begun, u32 events_done);
 void knitk_bell_init(struct knitk_bell *bell);
 void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d);
 int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 			  u64 *woken);
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 			u64 deadline_ns);
-__poll_t knitk_doorbell_poll(struct knitk_knot *knot, unsigned int d,
-			     struct file *file, struct poll_table_struct *pt);
 void knitk_doorbell_stats(struct knitk_knot *knot, unsigned int d,
 			  struct knitk_doorbell_stats *st);
+
+/* knitk_poll.c: poll() of an endpoint and its wakes. */
+void knitk_poller_init(struct knitk_poller *p);
+void knitk_poller_watch(struct knitk_poller *p, struct knitk_knot *knot,
+			unsigned int d);
+void knitk_poller_wake(struct knitk_poller *p);
+void knitk_poller_release(struct knitk_poller *p);
+void knitk_poller_register(struct knitk_poller *p, struct file *file,
+			   struct poll_table_struct *pt);
+__poll_t knitk_poll_mask(struct knitk_knot *knot, unsigned int d);
+void knitk_knot_wake_pollers(struct knitk_knot *knot);
 
 /* knitk_peer.c: roles, join and death bookkeeping. */
 int knitk_peer_slot(const struct knitk_geometry *g, u32 role, u32 worker);
@@ -122,5 +159,14 @@ u32 knitk_peer_death_seq(const struct knitk_control *ctl);
 int knitk_knot_join(struct knitk_knot *knot, unsigned int slot,
 		    u32 *generation);
 void knitk_knot_leave(struct knitk_knot *knot, unsigned int slot);
+
+/* knitk_hooks.c: the kselftests' fault injection (KNITK_TEST_HOOKS=y). */
+#ifdef KNITK_TEST_HOOKS
+void knitk_hooks_init(struct dentry *root);
+void knitk_hook_kick(unsigned int d);
+#else
+static inline void knitk_hooks_init(struct dentry *root) { }
+static inline void knitk_hook_kick(unsigned int d) { }
+#endif
 
 #endif /* _KNITK_INTERNAL_H */

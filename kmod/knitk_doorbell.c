@@ -3,16 +3,17 @@
  * knitk: doorbells - the idle filter, wait/notify and their counters.
  *
  * A doorbell's seq and sleeping words live in the shared pages; its wait
- * queue and counters live here.  The kernel only reads the shared words
- * (with READ_ONCE, after a full barrier) and only ever writes seq, so
- * whatever userspace stores there cannot harm the kernel: at worst a wake
- * is delivered or suppressed wrongly for that knot.
+ * queue and counters live here.  The kernel reads the shared words with
+ * READ_ONCE after a full barrier, and writes them only with atomics: a
+ * kick advances seq, a delivered notify advances seq and clears sleeping
+ * in one compare-and-swap.  So whatever userspace stores there cannot harm
+ * the kernel: at worst a wake is delivered or suppressed wrongly, or
+ * counted wrongly, for that knot.
  */
 #include <linux/bits.h>
 #include <linux/errno.h>
 #include <linux/hrtimer.h>
 #include <linux/ktime.h>
-#include <linux/poll.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 
@@ -134,6 +135,21 @@ enum knitk_verdict knitk_notify_verdict(bool pending, u32 sleeping)
 	return KNITK_NOTIFY_DELIVER;
 }
 
+/**
+ * knitk_wait_spurious() - was a wait's wake spurious?
+ * @pending: a consumed mailbox holds a pending lane after the wake
+ * @events_begun: the bell's events_begun, read after the wait saw seq move
+ * @events_done: the bell's events_done, read before the wait's seq check
+ *
+ * Spurious when there is no work and no kick or death began since the
+ * wait's check: an event whose seq advance woke the wait was not done at
+ * the check (it had not advanced seq yet), and has begun by the wake.
+ */
+bool knitk_wait_spurious(bool pending, u32 events_begun, u32 events_done)
+{
+	return !pending && events_begun == events_done;
+}
+
 void knitk_bell_init(struct knitk_bell *bell)
 {
 	init_waitqueue_head(&bell->wq);
@@ -146,26 +162,39 @@ void knitk_bell_init(struct knitk_bell *bell)
 	atomic64_set(&bell->mismatches, 0);
 	atomic64_set(&bell->interrupts, 0);
 	atomic64_set(&bell->kicks, 0);
-	atomic_set(&bell->kick_seq, 0);
+	atomic_set(&bell->events_begun, 0);
+	atomic_set(&bell->events_done, 0);
 }
 
 /**
  * knitk_doorbell_kick() - advance doorbell @d's seq and wake its waiters
  * @knot: the knot
  * @d: a valid doorbell
+ *
+ * For an event, a kick or a death, that the woken wait does not count as
+ * spurious (see knitk_wait_spurious()).
  */
 void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d)
 {
 	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
+	struct knitk_bell *bell = &knot->bells[d];
 
+	atomic_inc(&bell->events_begun);
+	knitk_hook_kick(d);
 	/*
-	 * Order the caller's earlier stores (a death in the control page)
-	 * before the new seq; pairs with the smp_mb() in knitk_doorbell_wait()
-	 * after the waiter sees seq move.
+	 * Order the caller's earlier stores (a death in the control page) and
+	 * events_begun before the new seq; pairs with the smp_mb() in
+	 * knitk_doorbell_wait() after the waiter sees seq move.
 	 */
 	smp_mb__before_atomic();
 	atomic_inc((atomic_t *)&db->seq);
-	wake_up_interruptible_all(&knot->bells[d].wq);
+	/*
+	 * The new seq before events_done; pairs with the smp_mb() between the
+	 * waiter's load of events_done and its seq check.
+	 */
+	smp_mb__after_atomic();
+	atomic_inc(&bell->events_done);
+	wake_up_interruptible_all(&bell->wq);
 }
 
 /*
@@ -192,12 +221,6 @@ static void knitk_doorbell_kick_all(struct knitk_knot *knot, u64 doorbells)
 
 		if (!(doorbells & BIT_ULL(d)))
 			continue;
-		/*
-		 * Before the seq advance (the kick's barrier orders it): the
-		 * woken waiter reads kick_seq after seeing seq move, see
-		 * knitk_doorbell_wait().
-		 */
-		atomic_inc(&bell->kick_seq);
 		knitk_doorbell_kick(knot, d);
 		atomic64_inc(&bell->kicks);
 	}
@@ -339,20 +362,23 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 {
 	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
 	struct knitk_bell *bell = &knot->bells[d];
-	u32 death_seq, kick_seq;
+	u32 events_done;
 	int ret;
 
 	if (d != KNITK_DOORBELL_HOST && knitk_peer_host_dead(knot->control))
 		return -EPIPE;
-	/* Pairs with the barrier in knitk_doorbell_kick() and the notifier's. */
+	/* Before the seq check: an event not done here has not moved seq. */
+	events_done = atomic_read(&bell->events_done);
+	/*
+	 * Pairs with the barriers in knitk_doorbell_kick() (around its seq
+	 * advance) and the notifier's.
+	 */
 	smp_mb();
 	if (READ_ONCE(db->seq) != expected) {
 		atomic64_inc(&bell->mismatches);
 		return -EAGAIN;
 	}
 	atomic64_inc(&bell->waits);
-	death_seq = knitk_peer_death_seq(knot->control);
-	kick_seq = atomic_read(&bell->kick_seq);
 	ret = knitk_doorbell_sleep(knot, d, expected, deadline_ns);
 	switch (ret) {
 	case -ETIMEDOUT:
@@ -371,45 +397,16 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 			break;
 		}
 		/* A death or a kick is an event, not a spurious wake. */
-		if (!knitk_doorbell_pending(knot->base, &knot->geometry,
-					    &knot->layout, d) &&
-		    knitk_peer_death_seq(knot->control) == death_seq &&
-		    atomic_read(&bell->kick_seq) == kick_seq)
+		if (knitk_wait_spurious(knitk_doorbell_pending(knot->base,
+							       &knot->geometry,
+							       &knot->layout,
+							       d),
+					atomic_read(&bell->events_begun),
+					events_done))
 			atomic64_inc(&bell->spurious);
 		break;
 	}
 	return ret;
-}
-
-/**
- * knitk_doorbell_poll() - poll() on doorbell @d
- * @knot: the knot
- * @d: a valid doorbell
- * @file: the polled file
- * @pt: the poll table
- *
- * Level-triggered: EPOLLIN while a mailbox the doorbell consumes holds a
- * pending lane, EPOLLPRI while some role is dead and not joined again,
- * EPOLLHUP for a worker whose host died.  Wakes come from delivered
- * notifies, so a poller sets its sleeping flag and re-checks first, just
- * as before KNITK_IOC_WAIT.
- */
-__poll_t knitk_doorbell_poll(struct knitk_knot *knot, unsigned int d,
-			     struct file *file, struct poll_table_struct *pt)
-{
-	__poll_t mask = 0;
-
-	poll_wait(file, &knot->bells[d].wq, pt);
-	/* Pairs with the notifier's smp_mb() and the kick's barrier. */
-	smp_mb();
-	if (knitk_doorbell_pending(knot->base, &knot->geometry, &knot->layout,
-				   d))
-		mask |= EPOLLIN | EPOLLRDNORM;
-	if (READ_ONCE(knot->control->dead))
-		mask |= EPOLLPRI;
-	if (d != KNITK_DOORBELL_HOST && knitk_peer_host_dead(knot->control))
-		mask |= EPOLLHUP;
-	return mask;
 }
 
 /**

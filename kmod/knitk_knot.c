@@ -4,7 +4,10 @@
  *
  * A knot's pages are allocated one by one with GFP_KERNEL_ACCOUNT so they
  * are charged to the memcg of the process that created it, and vmap'd so
- * the kernel can read mailbox words and write doorbell seqs.  The knot
+ * the kernel can read mailbox words and write doorbell seqs.  They are
+ * pinned and in no process's RSS, so, as io_uring does for its rings, they
+ * are also charged to the creating user's locked_vm against its
+ * RLIMIT_MEMLOCK (unless it has CAP_IPC_LOCK) until the knot is freed.  The knot
  * holds one reference per attached endpoint; a mapping holds its file and
  * so its endpoint, so the memory outlives every mapping of it.
  */
@@ -13,7 +16,12 @@
 #include <linux/err.h>
 #include <linux/gfp.h>
 #include <linux/mm.h>
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/overflow.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/user.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
@@ -64,6 +72,7 @@ DEFINE_SHOW_ATTRIBUTE(knitk_knot);
 void knitk_knot_debugfs_init(void)
 {
 	knitk_debugfs_root = debugfs_create_dir("knitk", NULL);
+	knitk_hooks_init(knitk_debugfs_root);
 }
 
 void knitk_knot_debugfs_exit(void)
@@ -79,6 +88,39 @@ static void knitk_knot_free_pages(struct knitk_knot *knot)
 		if (knot->pages[i])
 			__free_page(knot->pages[i]);
 	kvfree(knot->pages);
+}
+
+/*
+ * Charge @knot's pages to the current user's locked_vm, or refuse with
+ * -ENOMEM past RLIMIT_MEMLOCK; CAP_IPC_LOCK is not charged.
+ */
+static int knitk_knot_charge(struct knitk_knot *knot)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	struct user_struct *user;
+	unsigned long cur, next;
+
+	if (ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK))
+		return 0;
+	user = get_uid(current_user());
+	cur = atomic_long_read(&user->locked_vm);
+	do {
+		if (check_add_overflow(cur, knot->nr_pages, &next) ||
+		    next > limit) {
+			free_uid(user);
+			return -ENOMEM;
+		}
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, next));
+	knot->user = user;
+	return 0;
+}
+
+static void knitk_knot_uncharge(struct knitk_knot *knot)
+{
+	if (!knot->user)
+		return;
+	atomic_long_sub(knot->nr_pages, &knot->user->locked_vm);
+	free_uid(knot->user);
 }
 
 /**
@@ -107,15 +149,28 @@ struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 		return ERR_PTR(-ENOMEM);
 	kref_init(&knot->ref);
 	mutex_init(&knot->lock);
+	init_waitqueue_head(&knot->pollers);
 	for (i = 0; i < KNITK_NR_DOORBELLS; i++)
 		knitk_bell_init(&knot->bells[i]);
 	knot->geometry = *g;
 	knot->layout = *l;
 	knot->nr_pages = l->size >> PAGE_SHIFT;
-	knot->pages = kvcalloc(knot->nr_pages, sizeof(*knot->pages),
-			       GFP_KERNEL_ACCOUNT);
-	if (!knot->pages)
+	/* Larger than memory (max_knot_bytes raised): it cannot fit. */
+	if (knot->nr_pages > totalram_pages())
 		goto err_knot;
+	err = knitk_knot_charge(knot);
+	if (err)
+		goto err_knot;
+	err = -ENOMEM;
+	/*
+	 * Quietly, and without the OOM killer: the array of a knot near the
+	 * size of memory is large, and past INT_MAX bytes kvmalloc warns.
+	 */
+	knot->pages = kvcalloc(knot->nr_pages, sizeof(*knot->pages),
+			       GFP_KERNEL_ACCOUNT | __GFP_NORETRY |
+			       __GFP_NOWARN);
+	if (!knot->pages)
+		goto err_charge;
 	for (i = 0; i < knot->nr_pages; i++) {
 		/*
 		 * NORETRY: a knot that does not fit the creator's memcg (or
@@ -153,6 +208,8 @@ struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 
 err_pages:
 	knitk_knot_free_pages(knot);
+err_charge:
+	knitk_knot_uncharge(knot);
 err_knot:
 	kfree(knot);
 	return ERR_PTR(err);
@@ -171,6 +228,7 @@ static void knitk_knot_free(struct kref *ref)
 	debugfs_remove(knot->debugfs);
 	vunmap(knot->base);
 	knitk_knot_free_pages(knot);
+	knitk_knot_uncharge(knot);
 	mutex_destroy(&knot->lock);
 	kfree(knot);
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * KUnit suites for the pure logic of knitk: geometry validation, layout
- * math, the notify filter and peer-death bookkeeping, plus the wait path
- * on a real knot with a sleeping kernel thread.  Linked into the
+ * math, the notify filter, the spurious-wake verdict and peer-death
+ * bookkeeping, plus the wait path on a real knot with a sleeping kernel
+ * thread and the poll state's wakes.  Linked into the
  * module under CONFIG_KNITK_KUNIT_TEST, so the tests call the module's
  * internal functions directly.  Expected layouts are worked out by hand
  * from the formula in <linux/knitk.h>, not with the code under test.
@@ -12,6 +13,7 @@
 #include <linux/delay.h>
 #include <linux/err.h>
 #include <linux/kthread.h>
+#include <linux/poll.h>
 #include <linux/slab.h>
 
 #include "knitk.h"
@@ -810,9 +812,14 @@ static void knitk_wait_counts_spurious(struct kunit *test)
 	struct knitk_test_sleeper s;
 	struct knitk_doorbell_stats st;
 
-	/* A seq advance with nothing pending and no death is spurious. */
+	/*
+	 * A seq advance that is no notify, kick or death (here: one forged
+	 * as userspace could), with nothing pending, is spurious.
+	 */
 	knitk_test_sleep_on(test, &s, knot, KNITK_DOORBELL_HOST);
-	knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);
+	WRITE_ONCE(knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq,
+		   s.expected + 1);
+	wake_up_interruptible_all(&knot->bells[KNITK_DOORBELL_HOST].wq);
 	wait_for_completion(&s.done);
 	KUNIT_EXPECT_EQ(test, s.ret, 0);
 	knitk_doorbell_stats(knot, KNITK_DOORBELL_HOST, &st);
@@ -883,7 +890,43 @@ static void knitk_wait_host_death_is_epipe(struct kunit *test)
 	knitk_knot_put(knot);
 }
 
+/*
+ * The spurious verdict: no work and no event begun since the wait's check.
+ * An event in flight at the check (begun, not done) that woke the wait
+ * leaves begun ahead of the done count the wait took.
+ */
+static void knitk_wait_spurious_verdicts(struct kunit *test)
+{
+	KUNIT_EXPECT_TRUE(test, knitk_wait_spurious(false, 5, 5));
+	KUNIT_EXPECT_FALSE(test, knitk_wait_spurious(true, 5, 5));
+	/* In flight at the check: begun 5, done 4; its seq advance woke us. */
+	KUNIT_EXPECT_FALSE(test, knitk_wait_spurious(false, 5, 4));
+	/* Begun after the check. */
+	KUNIT_EXPECT_FALSE(test, knitk_wait_spurious(false, 6, 5));
+	KUNIT_EXPECT_FALSE(test, knitk_wait_spurious(false, 0, U32_MAX));
+	KUNIT_EXPECT_TRUE(test, knitk_wait_spurious(false, U32_MAX, U32_MAX));
+}
+
+/* A kick counts its event begun before its seq advance, done after. */
+static void knitk_wait_kick_counts_event(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 1);
+	struct knitk_bell *bell = &knot->bells[KNITK_DOORBELL_HOST];
+	u32 seq = READ_ONCE(knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq);
+
+	knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);
+	KUNIT_EXPECT_EQ(test, atomic_read(&bell->events_begun), 1);
+	KUNIT_EXPECT_EQ(test, atomic_read(&bell->events_done), 1);
+	KUNIT_EXPECT_EQ(test,
+			READ_ONCE(knitk_test_bell(knot,
+						  KNITK_DOORBELL_HOST)->seq),
+			seq + 1);
+	knitk_knot_put(knot);
+}
+
 static struct kunit_case knitk_wait_cases[] = {
+	KUNIT_CASE(knitk_wait_spurious_verdicts),
+	KUNIT_CASE(knitk_wait_kick_counts_event),
 	KUNIT_CASE(knitk_wait_woken_by_notify),
 	KUNIT_CASE(knitk_wait_counts_spurious),
 	KUNIT_CASE(knitk_wait_woken_by_kick),
@@ -897,5 +940,84 @@ static struct kunit_suite knitk_wait_suite = {
 	.test_cases = knitk_wait_cases,
 };
 
+/* ---- poll state chained to a knot ---------------------------------------- */
+
+/* Stands for a poller registered on an endpoint: counts its wakes. */
+struct knitk_test_pollee {
+	struct wait_queue_entry wait;
+	int wakes;
+};
+
+static int knitk_test_pollee_fn(struct wait_queue_entry *wait,
+				unsigned int mode, int sync, void *key)
+{
+	container_of(wait, struct knitk_test_pollee, wait)->wakes++;
+	return 0;
+}
+
+static void knitk_test_pollee_add(struct knitk_test_pollee *pe,
+				  struct knitk_poller *p)
+{
+	pe->wakes = 0;
+	init_waitqueue_func_entry(&pe->wait, knitk_test_pollee_fn);
+	add_wait_queue(&p->wq, &pe->wait);
+}
+
+/*
+ * Registered before the endpoint watches anything: woken by the host's
+ * doorbell while unjoined, by its own after JOIN, by deaths throughout,
+ * and by nothing of the knot once released.
+ */
+static void knitk_poll_follows_watched_doorbell(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 2);
+	struct knitk_test_pollee pe;
+	struct knitk_poller p;
+	u32 gen;
+
+	knitk_poller_init(&p);
+	knitk_test_pollee_add(&pe, &p);
+	knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 0);
+
+	knitk_poller_watch(&p, knot, KNITK_DOORBELL_HOST);
+	knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 1);
+	knitk_doorbell_kick(knot, 0);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 1);
+
+	knitk_poller_watch(&p, knot, 0);
+	knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 1);
+	knitk_doorbell_kick(knot, 0);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 2);
+
+	/* Worker 1's death rings only the host's doorbell, and the pollers. */
+	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, 1, &gen), 0);
+	knitk_knot_leave(knot, 1);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 3);
+	KUNIT_EXPECT_TRUE(test, knitk_poll_mask(knot, 0) == EPOLLPRI);
+
+	knitk_poller_release(&p);
+	knitk_doorbell_kick(knot, 0);
+	knitk_knot_wake_pollers(knot);
+	KUNIT_EXPECT_EQ(test, pe.wakes, 3);
+	KUNIT_EXPECT_TRUE(test, list_empty(&knot->pollers.head));
+	KUNIT_EXPECT_TRUE(test, list_empty(&knot->bells[0].wq.head));
+	remove_wait_queue(&p.wq, &pe.wait);
+	knitk_knot_put(knot);
+}
+
+static struct kunit_case knitk_poll_cases[] = {
+	KUNIT_CASE(knitk_poll_follows_watched_doorbell),
+	{}
+};
+
+static struct kunit_suite knitk_poll_suite = {
+	.name = "knitk_poll",
+	.test_cases = knitk_poll_cases,
+};
+
 kunit_test_suites(&knitk_geometry_suite, &knitk_layout_suite,
-		  &knitk_notify_suite, &knitk_peer_suite, &knitk_wait_suite);
+		  &knitk_notify_suite, &knitk_peer_suite, &knitk_wait_suite,
+		  &knitk_poll_suite);

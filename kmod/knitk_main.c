@@ -28,7 +28,8 @@
  *   poll(fd)                              the own doorbell (the host's when
  *                                         not joined): POLLIN while work is
  *                                         pending, POLLPRI while a role is
- *                                         dead, POLLHUP when the host died
+ *                                         dead, POLLHUP when the host died;
+ *                                         epoll may register at any time
  *   close(fd)                             a joined role is marked dead in
  *                                         the control page and its peers
  *                                         woken; the last endpoint frees
@@ -38,7 +39,13 @@
  * fields or unknown flags, -ENOTTY for an unknown ioctl, -ENOTCONN when the
  * endpoint is not attached (or, for WAIT, not joined), -EBUSY for a second
  * CREATE/ATTACH/JOIN or a role already held, -E2BIG for a knot larger than
- * the max_knot_bytes parameter.
+ * the max_knot_bytes parameter, -ENOMEM for a knot that does not fit in
+ * memory or in the creating user's RLIMIT_MEMLOCK.
+ *
+ * /dev/knitk is 0666 by default, so knot memory is bounded per user too: a
+ * knot's pages are pinned and charged, the way io_uring charges its rings,
+ * to the creating user's locked_vm against RLIMIT_MEMLOCK (not for
+ * CAP_IPC_LOCK) until the knot is freed, besides the creator's memcg.
  */
 #include <linux/compat.h>
 #include <linux/err.h>
@@ -73,11 +80,13 @@ MODULE_PARM_DESC(max_knot_bytes, "largest knot CREATE accepts, in bytes");
  * @lock: serialises CREATE and ATTACH.
  * @knot: the attached knot; set once, published with a release store.
  * @slot: the joined role slot or KNITK_NO_SLOT; set once under knot->lock.
+ * @poller: what poll() registers on, from open to release.
  */
 struct knitk_endpoint {
 	struct mutex lock; /* knot is set once */
 	struct knitk_knot *knot;
 	int slot;
+	struct knitk_poller poller;
 };
 
 static const struct file_operations knitk_fops;
@@ -91,8 +100,12 @@ static struct knitk_knot *knitk_endpoint_knot(struct knitk_endpoint *ep)
 static void knitk_endpoint_attach(struct knitk_endpoint *ep,
 				  struct knitk_knot *knot)
 {
+	/* Unjoined, the endpoint's pollers watch the host's doorbell. */
+	knitk_poller_watch(&ep->poller, knot, KNITK_DOORBELL_HOST);
 	/* The knot is fully built before other threads of ep can see it. */
 	smp_store_release(&ep->knot, knot);
+	/* No more EPOLLERR, and maybe EPOLLIN: after the store poll() reads. */
+	knitk_poller_wake(&ep->poller);
 }
 
 static int knitk_ioctl_api(void __user *argp)
@@ -229,6 +242,8 @@ static int knitk_ioctl_join(struct knitk_endpoint *ep, struct knitk_knot *knot,
 	mutex_unlock(&knot->lock);
 	if (ret)
 		return ret;
+	knitk_poller_watch(&ep->poller, knot, slot);
+	knitk_poller_wake(&ep->poller);
 	/* The join stands even if the result cannot be copied out. */
 	if (copy_to_user(argp, &j, sizeof(j)))
 		return -EFAULT;
@@ -321,14 +336,18 @@ static long knitk_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 static __poll_t knitk_poll(struct file *file, struct poll_table_struct *pt)
 {
 	struct knitk_endpoint *ep = file->private_data;
-	struct knitk_knot *knot = knitk_endpoint_knot(ep);
-	int slot = READ_ONCE(ep->slot);
+	struct knitk_knot *knot;
+	int slot;
 
+	/* First: a CREATE, ATTACH or JOIN after the loads below wakes it. */
+	knitk_poller_register(&ep->poller, file, pt);
+	knot = knitk_endpoint_knot(ep);
 	if (!knot)
 		return EPOLLERR;
+	slot = READ_ONCE(ep->slot);
 	if (slot == KNITK_NO_SLOT)
 		slot = KNITK_DOORBELL_HOST;
-	return knitk_doorbell_poll(knot, slot, file, pt);
+	return knitk_poll_mask(knot, slot);
 }
 
 static int knitk_mmap(struct file *file, struct vm_area_struct *vma)
@@ -350,6 +369,7 @@ static int knitk_open(struct inode *inode, struct file *file)
 		return -ENOMEM;
 	mutex_init(&ep->lock);
 	ep->slot = KNITK_NO_SLOT;
+	knitk_poller_init(&ep->poller);
 	file->private_data = ep;
 	return stream_open(inode, file);
 }
@@ -363,6 +383,7 @@ static int knitk_release(struct inode *inode, struct file *file)
 	if (knot) {
 		if (ep->slot != KNITK_NO_SLOT)
 			knitk_knot_leave(knot, ep->slot);
+		knitk_poller_release(&ep->poller);
 		knitk_knot_put(knot);
 	}
 	mutex_destroy(&ep->lock);

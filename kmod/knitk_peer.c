@@ -129,6 +129,7 @@ void knitk_knot_leave(struct knitk_knot *knot, unsigned int slot)
 	mutex_lock(&knot->lock);
 	knitk_peer_leave(knot->control, slot);
 	mutex_unlock(&knot->lock);
+	knitk_knot_wake_pollers(knot);
 
 	if (slot != KNITK_SLOT_HOST) {
 		knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);

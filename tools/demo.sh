@@ -5,7 +5,8 @@
 # and runs knitk-demo (the pool example lib/examples/primes.c: a prime count
 # on thread and on process workers, checked against a serial count, with
 # each doorbell's waits and wakes sent, suppressed and spurious from the
-# module's STATS), showing the guest console (the kernel log is cut down to
+# module's STATS; it fails on a wrong count, a wake of an idle worker or any
+# spurious wake), showing the guest console (the kernel log is cut down to
 # knitk's own lines).
 #
 # Without a VM (no qemu-system-x86_64 or no /boot/vmlinuz-6.1.*) it runs

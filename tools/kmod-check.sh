@@ -33,13 +33,14 @@ report() {
 }
 
 # The W=1 flags differ from the plain build this script leaves behind, so
-# kbuild recompiles every file and no warning hides in an old object.
-make -C "$kdir" M="$repo" W=1 modules >"$tmp/build.log" 2>&1
+# kbuild recompiles every file and no warning hides in an old object.  The
+# test hooks (KNITK_TEST_HOOKS=y) are built in, so they are checked too.
+make -C "$kdir" M="$repo" W=1 KNITK_TEST_HOOKS=y modules >"$tmp/build.log" 2>&1
 report "build W=1" "$tmp/build.log" $?
 
 # C=2 runs sparse on every source file even when its object is up to
 # date, so this pass reports sparse's findings only.
-make -C "$kdir" M="$repo" W=1 C=2 modules >"$tmp/sparse.log" 2>&1
+make -C "$kdir" M="$repo" W=1 C=2 KNITK_TEST_HOOKS=y modules >"$tmp/sparse.log" 2>&1
 rc=$?
 if [ "$rc" -eq 0 ] && grep -q '^  CHECK ' "$tmp/sparse.log" &&
    ! grep -qE 'warning:|error:' "$tmp/sparse.log"; then

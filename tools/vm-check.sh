@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# The "vm" step of make check: builds the module, the kselftests (static)
+# The "vm" step of make check: builds the module (with the kselftests'
+# fault-injection points, KNITK_TEST_HOOKS=y), the kselftests (static)
 # and the demo, boots Debian's 6.1 kernel once under QEMU (tools/vm.sh), and
 # turns the guest console into flat TAP lines:
 #
@@ -189,7 +190,7 @@ fi
 
 # Without the module nothing can run; a broken test program only loses
 # itself (make -k), and is reported as not built below.
-build module make module || exit 1
+build module make module KNITK_TEST_HOOKS=y || exit 1
 if [ -f lib/Makefile ]; then
 	build lib make -C lib || true
 fi

@@ -6,7 +6,9 @@
  * worker calls, doorbell waits and wakes (the module's STATS with
  * /dev/knitk, else the library's counters), and the host's rings sent and
  * suppressed.  Then it shows the idle-lane rule: calls pinned to one worker
- * leave every other doorbell untouched.
+ * leave every other doorbell untouched.  It fails if a count is off, an
+ * idle worker was woken, or any doorbell saw a spurious wake: each has one
+ * consumer, so a wake always finds its work or is a kick or a death.
  *
  *   primes [-t|-p] [-w workers] [N]   -t: thread workers, -p: process
  *                                     workers (default: one run of each)
@@ -86,8 +88,10 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void print_lanes(struct knitk_pool *pool, unsigned int workers)
+/* Prints the lanes' counters; returns the spurious wakes among them. */
+static uint64_t print_lanes(struct knitk_pool *pool, unsigned int workers)
 {
+	uint64_t spurious = 0;
 	struct knitk_doorbell_stats hdb;
 	struct knitk_worker_info wi;
 	struct knitk_wake_stats hs;
@@ -112,16 +116,20 @@ static void print_lanes(struct knitk_pool *pool, unsigned int workers)
 		       (unsigned long long)wi.db.suppressed_idle,
 		       (unsigned long long)wi.db.suppressed_awake,
 		       (unsigned long long)wi.db.spurious);
+		spurious += wi.db.spurious;
 	}
-	if (knitk_knot_doorbell_stats(knot, KNITK_DOORBELL_HOST, &hdb) == 0)
+	if (knitk_knot_doorbell_stats(knot, KNITK_DOORBELL_HOST, &hdb) == 0) {
 		printf("  host       %6s %8llu %8llu %10llu %10llu %9llu\n", "-",
 		       (unsigned long long)hdb.waits, (unsigned long long)hdb.wakes,
 		       (unsigned long long)hdb.suppressed_idle,
 		       (unsigned long long)hdb.suppressed_awake,
 		       (unsigned long long)hdb.spurious);
+		spurious += hdb.spurious;
+	}
 	knitk_knot_wake_stats(knot, &hs);
 	printf("  host rings: %llu sent, %llu suppressed (owner awake)\n",
 	       (unsigned long long)hs.sent, (unsigned long long)hs.suppressed_awake);
+	return spurious;
 }
 
 static int run(unsigned int kind, unsigned int workers, uint64_t n)
@@ -134,6 +142,7 @@ static int run(unsigned int kind, unsigned int workers, uint64_t n)
 	struct knitk_pool *pool;
 	struct knitk_knot *knot;
 	unsigned int i, nr, w, idle_wakes = 0;
+	uint64_t spurious;
 	double t0, t1, t2;
 	int ret;
 
@@ -186,7 +195,7 @@ static int run(unsigned int kind, unsigned int workers, uint64_t n)
 	       (unsigned long long)total, nr, t1 - t0);
 	printf("serial: %llu primes, %.3f s  -> %s\n", (unsigned long long)serial,
 	       t2 - t1, total == serial ? "match" : "MISMATCH");
-	print_lanes(pool, workers);
+	spurious = print_lanes(pool, workers);
 
 	/* Idle lanes: 200 calls pinned to worker 0, nothing for the others. */
 	for (w = 0; w < workers; w++)
@@ -197,7 +206,7 @@ static int run(unsigned int kind, unsigned int workers, uint64_t n)
 			return 1;
 		}
 	printf("idle lanes: 200 more calls, all to worker 0\n");
-	print_lanes(pool, workers);
+	spurious = print_lanes(pool, workers);
 	for (w = 1; w < workers; w++) {
 		knitk_pool_worker_info(pool, w, &wi);
 		if (wi.db_valid)
@@ -205,9 +214,11 @@ static int run(unsigned int kind, unsigned int workers, uint64_t n)
 	}
 	printf("wakes delivered to the %u idle workers: %u\n", workers - 1,
 	       idle_wakes);
+	printf("spurious wakes: %llu%s\n", (unsigned long long)spurious,
+	       spurious ? " (must be 0)" : "");
 	knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN);
 	knitk_pool_destroy(pool);
-	return total == serial && idle_wakes == 0 ? 0 : 1;
+	return total == serial && idle_wakes == 0 && spurious == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv)

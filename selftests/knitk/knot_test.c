@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Knot resources: the max_knot_bytes memory cap, and the knot's lifetime,
- * which ends with its last endpoint and last mapping (seen through the
- * module's reference count, which every live knot file holds).
+ * Knot resources: the max_knot_bytes memory cap, the per-user bound of
+ * RLIMIT_MEMLOCK (knot pages are charged to the creating user's locked_vm
+ * unless it has CAP_IPC_LOCK), and the knot's lifetime, which ends with its
+ * last endpoint and last mapping (seen through the module's reference
+ * count, which every live knot file holds).
  */
+#define _GNU_SOURCE
+#include <grp.h>
+#include <sys/resource.h>
+
 #include "kselftest_harness.h"
 #include "knitk_test.h"
 
@@ -76,6 +82,194 @@ TEST_F(cap, max_knot_bytes_e2big)
 	/* The refused endpoint is still free to create. */
 	EXPECT_EQ(0, knitk_create(self->fd[1], &big, NULL));
 	EXPECT_EQ(0, knitk_create(self->fd[2], &big, NULL));
+}
+
+/* Kernel log lines from the fd's position on that name a warning. */
+static int kmsg_warnings(int fd)
+{
+	char rec[2048];
+	int n = 0;
+	ssize_t len;
+
+	/* One record per read; -EAGAIN at the end, -EPIPE if overrun. */
+	while ((len = read(fd, rec, sizeof(rec) - 1)) > 0 || errno == EPIPE) {
+		if (len <= 0)
+			continue;
+		rec[len] = '\0';
+		if (strstr(rec, "WARNING:") || strstr(rec, "Call Trace") ||
+		    strstr(rec, "invoked oom-killer"))
+			n++;
+	}
+	return n;
+}
+
+/*
+ * With the cap raised, a geometry of many TiB (its page-pointer array alone
+ * is larger than kvmalloc takes) fails with -ENOMEM, and quietly.
+ */
+TEST_F(cap, raised_cap_huge_knot_enomem_without_warning)
+{
+	struct knitk_geometry huge;
+	struct knitk_layout l;
+	int kmsg;
+
+	knitk_geom(&huge, 0, KNITK_MAX_WORKERS, KNITK_MAX_SUBMITTERS, 64, 64,
+		   KNITK_MAX_ARENA_BYTES);
+	knitk_layout_expect(&huge, &l);
+	ASSERT_LE(l.nr_mailboxes, KNITK_MAX_MAILBOXES);
+	ASSERT_LT(1ULL << 40, l.size);
+	kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	ASSERT_LE(0, kmsg);
+	ASSERT_EQ(0, (int)lseek(kmsg, 0, SEEK_END));
+	ASSERT_EQ(0, knitk_sysfs_write(MAX_KNOT_BYTES, 1ULL << 62));
+	EXPECT_EQ(-ENOMEM, knitk_create(self->fd[0], &huge, NULL));
+	EXPECT_EQ(0, kmsg_warnings(kmsg));
+	close(kmsg);
+	ASSERT_EQ(0, knitk_sysfs_write(MAX_KNOT_BYTES, self->saved));
+	/* The refused endpoint is still free to create. */
+	knitk_geom_small(&huge);
+	EXPECT_EQ(0, knitk_create(self->fd[0], &huge, NULL));
+}
+
+#define NOBODY		65534
+#define MAX_TRIES	16
+
+/*
+ * Run in a child: create knots of g on fresh endpoints until CREATE fails.
+ * Returns how many were made; *err gets the failure, fds[] the endpoints.
+ */
+static int create_until_refused(const struct knitk_geometry *g, int *fds,
+				int *err)
+{
+	int n;
+
+	*err = 0;
+	for (n = 0; n < MAX_TRIES; n++) {
+		fds[n] = knitk_open();
+		if (fds[n] < 0) {
+			*err = fds[n];
+			break;
+		}
+		*err = knitk_create(fds[n], g, NULL);
+		if (*err) {
+			close(fds[n]);
+			break;
+		}
+	}
+	return n;
+}
+
+static void close_all(int *fds, int n)
+{
+	while (n--)
+		close(fds[n]);
+}
+
+/*
+ * The child of memlock_bounds_unprivileged_user: drops to nobody with a
+ * memlock limit of 3.5 small knots.  Exit status: 0, or the failed step.
+ */
+static int unprivileged_child(void)
+{
+	struct knitk_geometry g;
+	struct knitk_layout l;
+	struct rlimit rl;
+	int fds[MAX_TRIES], n, err;
+
+	knitk_geom_small(&g);
+	knitk_layout_expect(&g, &l);
+	rl.rlim_cur = rl.rlim_max = 3 * l.size + l.size / 2;
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		return 10;
+	if (setgroups(0, NULL) || setresgid(NOBODY, NOBODY, NOBODY) ||
+	    setresuid(NOBODY, NOBODY, NOBODY))
+		return 11;
+	/* A uid change from root clears every capability, CAP_IPC_LOCK too. */
+	if (geteuid() != NOBODY)
+		return 12;
+
+	n = create_until_refused(&g, fds, &err);
+	if (n != 3 || err != -ENOMEM)
+		return printf("# nobody made %d knots, then %d\n", n, err), 13;
+	/* Closing one returns its charge: one more fits, and no second. */
+	close(fds[2]);
+	n = create_until_refused(&g, fds + 2, &err);
+	if (n != 1 || err != -ENOMEM)
+		return printf("# after a close: %d knots, then %d\n", n, err), 14;
+	close_all(fds, 3);
+	/* And everything is returned once the knots are gone. */
+	n = create_until_refused(&g, fds, &err);
+	if (n != 3 || err != -ENOMEM)
+		return printf("# after closing all: %d, then %d\n", n, err), 15;
+	close_all(fds, n);
+	return 0;
+}
+
+/* The child of memlock_ignored_with_cap_ipc_lock: root, tiny limit. */
+static int privileged_child(void)
+{
+	struct knitk_geometry g;
+	struct knitk_layout l;
+	struct rlimit rl;
+	int fds[MAX_TRIES], n, err, i;
+
+	knitk_geom_small(&g);
+	knitk_layout_expect(&g, &l);
+	rl.rlim_cur = rl.rlim_max = l.size / 2;
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		return 10;
+	for (n = 0; n < 4; n++) {
+		fds[n] = knitk_open();
+		if (fds[n] < 0)
+			return 11;
+		err = knitk_create(fds[n], &g, NULL);
+		if (err)
+			return printf("# root knot %d: %d\n", n, err), 12;
+	}
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	return 0;
+}
+
+static int run_child(int (*fn)(void))
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int rc = fn();
+
+		fflush(stdout);
+		_exit(rc);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		return -errno;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/*
+ * An unprivileged user is held to RLIMIT_MEMLOCK: its knots are refused
+ * with -ENOMEM once they would pass it, and closing them gives it back.
+ */
+TEST(memlock_bounds_unprivileged_user)
+{
+	KNITK_REQUIRE_DEV();
+	if (geteuid() != 0)
+		SKIP(return, "needs root to drop to uid %d", NOBODY);
+	EXPECT_EQ(0, run_child(unprivileged_child));
+}
+
+/* CAP_IPC_LOCK is not held to it. */
+TEST(memlock_ignored_with_cap_ipc_lock)
+{
+	KNITK_REQUIRE_DEV();
+	if (geteuid() != 0)
+		SKIP(return, "needs root for CAP_IPC_LOCK");
+	EXPECT_EQ(0, run_child(privileged_child));
 }
 
 FIXTURE(life) {

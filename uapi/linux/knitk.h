@@ -22,8 +22,12 @@
  *     same doorbell (an attached endpoint that has not joined watches the
  *     host's): POLLIN while a mailbox it consumes holds a pending lane,
  *     POLLPRI while some role is dead, POLLHUP for a worker whose host has
- *     died.  Delivered notifies wake pollers too, so a poller sets its
- *     sleeping flag and re-checks first, as before KNITK_IOC_WAIT.
+ *     died, POLLERR while not attached.  Delivered notifies wake pollers
+ *     too, so a poller sets its sleeping flag and re-checks first, as
+ *     before KNITK_IOC_WAIT; kicks, deaths, CREATE, ATTACH and JOIN wake
+ *     them as well.  An epoll registration made at any point of the
+ *     endpoint's life (before CREATE or ATTACH, before JOIN, after it)
+ *     follows the doorbell the endpoint watches.
  *  7. close() (or exit, or SIGKILL) releases the endpoint.  The release of a
  *     joined endpoint marks its role dead in the control page and wakes the
  *     host (or, for the host, every worker).  The knot is freed when its last
@@ -289,6 +293,15 @@ struct knitk_api {
  *	fields give -EINVAL; a knot larger than the module's max_knot_bytes
  *	parameter gives -E2BIG.
  * @layout: out: where everything lives.
+ *
+ * The knot's pages are pinned, so, like io_uring's rings, they are charged
+ * to the creating user's locked memory (the locked_vm of its user_struct,
+ * shared by all its processes) against the caller's RLIMIT_MEMLOCK, from
+ * CREATE until the knot is freed; a caller with CAP_IPC_LOCK is not
+ * charged.  Endpoints that ATTACH are not charged.  -ENOMEM when the knot
+ * would take the user past RLIMIT_MEMLOCK, or when its memory cannot be
+ * allocated (a knot larger than the machine's memory fails at once); the
+ * pages also count against the creator's memory cgroup.
  */
 struct knitk_create {
 	struct knitk_geometry geometry;
@@ -387,7 +400,8 @@ struct knitk_notify {
  * @wakes: notifies delivered (seq advanced, waiter woken).
  * @suppressed_idle: notifies dropped because no consumed mailbox had work.
  * @suppressed_awake: notifies dropped because the owner was not sleeping.
- * @spurious: waits woken with no pending work and no peer event.
+ * @spurious: waits woken with no pending work and no kick or peer death
+ *	(a kick or death in flight when the wait began counts as an event).
  * @timeouts: waits that reached their deadline.
  * @mismatches: waits that returned -EAGAIN without sleeping.
  * @interrupts: waits ended by a signal.
