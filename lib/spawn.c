@@ -12,8 +12,9 @@
  * handshake: it polls the child's pidfd with a short timeout so a child
  * that exits before joining is an error, not a hang).
  *
- * Deaths: with the module, the kernel marks a released endpoint dead and
- * rings the host.  On the futex backend the monitor thread polls every
+ * Deaths: with the module, the kernel marks a worker's role dead when its
+ * process exits or closes its endpoint (whatever children it forked hold)
+ * and rings the host.  On the futex backend the monitor thread polls every
  * worker's pidfd and calls knitk_knot_mark_dead(), which does the same.
  */
 #define _GNU_SOURCE
