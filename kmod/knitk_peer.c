@@ -6,8 +6,9 @@
  * control page records which slots are held by a live endpoint (live), which
  * lost their endpoint (dead), how often each was joined (generation) and how
  * many joined roles ended (death_seq).  Only the kernel writes the control
- * page, always under knot->lock and with WRITE_ONCE so that a reader in
- * userspace sees whole words.
+ * page, always under knot->lock, with WRITE_ONCE so that a reader in
+ * userspace sees whole words and with release stores where a reader
+ * acquires one word and then reads the others.
  *
  * A role belongs to the process (thread group) that joined it, not to the
  * file: a forked child or another process may hold the same endpoint and
@@ -72,7 +73,12 @@ int knitk_peer_join(struct knitk_control *ctl, unsigned int slot,
 	gen = READ_ONCE(ctl->generation[slot]) + 1;
 	WRITE_ONCE(ctl->generation[slot], gen);
 	WRITE_ONCE(ctl->dead, READ_ONCE(ctl->dead) & ~bit);
-	WRITE_ONCE(ctl->live, READ_ONCE(ctl->live) | bit);
+	/*
+	 * The new generation and the cleared dead bit before the live bit:
+	 * pairs with the acquire of live, then generation, in
+	 * spawn_wait_join() (lib/spawn.c).
+	 */
+	smp_store_release(&ctl->live, READ_ONCE(ctl->live) | bit);
 	*generation = gen;
 	return 0;
 }
@@ -90,8 +96,17 @@ void knitk_peer_leave(struct knitk_control *ctl, unsigned int slot)
 	u64 bit = BIT_ULL(slot);
 
 	WRITE_ONCE(ctl->live, READ_ONCE(ctl->live) & ~bit);
-	WRITE_ONCE(ctl->dead, READ_ONCE(ctl->dead) | bit);
-	WRITE_ONCE(ctl->death_seq, READ_ONCE(ctl->death_seq) + 1);
+	/*
+	 * The cleared live bit before the dead bit: pairs with the acquire of
+	 * dead, then live, in knot_host_dead() (lib/doorbell.c).
+	 */
+	smp_store_release(&ctl->dead, READ_ONCE(ctl->dead) | bit);
+	/*
+	 * Both before the new death_seq: pairs with the acquire of death_seq,
+	 * then dead, in check_deaths() (lib/complete.c) and with the one in
+	 * knot_peer_event() (lib/doorbell.c).
+	 */
+	smp_store_release(&ctl->death_seq, READ_ONCE(ctl->death_seq) + 1);
 }
 
 /**

@@ -75,7 +75,11 @@ static int spawn_wait_join(struct knitk_pool *pool, unsigned int w,
 	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
 
 	for (;;) {
-		/* Acquire pairs with the join's update of the control page. */
+		/*
+		 * Acquire pairs with the release of live in knitk_peer_join()
+		 * (kmod/knitk_peer.c), after the new generation, or with the
+		 * RMWs of futex_join().
+		 */
 		uint64_t live = atomic_load_explicit(A64(&pool->ctl->live),
 						     memory_order_acquire);
 		uint32_t g = atomic_load_explicit(A32(&pool->ctl->generation[w]),

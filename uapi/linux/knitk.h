@@ -258,10 +258,14 @@ struct knitk_steal_line {
  * @magic: KNITK_MAGIC.
  * @api: KNITK_API.
  * @live: bit r set while role r is held (bit KNITK_DOORBELL_HOST for the
- *	host).
+ *	host).  A join stores it with release semantics after @generation,
+ *	so a reader that acquires the new bit sees the new generation.
  * @dead: bit r set when role r ended (step 7 of the protocol); cleared
- *	when the role is joined again.
- * @death_seq: incremented once per ended role.
+ *	when the role is joined again.  Stored with release semantics after
+ *	@live is cleared.
+ * @death_seq: incremented once per ended role, with release semantics
+ *	after @dead and @live: a reader that acquires a new value sees the
+ *	dead bit of that death.
  * @reserved0: zero.
  * @generation: per role, incremented on every join.
  * @geometry: the geometry the knot was created from.
