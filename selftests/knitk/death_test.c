@@ -436,4 +436,43 @@ TEST_F(death, sigkill_of_joiner_sharing_its_file_table)
 	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
 }
 
+/*
+ * The owner's exit and the endpoint's release race (the release by the
+ * parent closing the shared table's fd as the joiner dies): whichever
+ * ends the role, it dies once, and nothing of the exit watch outlives the
+ * endpoint (the guest's kernel log is checked after the run).
+ */
+TEST_F(death, exit_and_release_race_die_once)
+{
+	const struct knitk_control *ctl = self->k.ctl;
+	unsigned int i;
+	int status, fd;
+
+	for (i = 0; i < 20; i++) {
+		self->child = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD,
+					     0, 0, 0, 0);
+		ASSERT_LE(0, self->child);
+		if (self->child == 0) {
+			fd = knitk_open();
+			if (fd < 0 || knitk_attach(fd, self->k.fd, NULL) ||
+			    knitk_join(fd, KNITK_ROLE_WORKER, 1, NULL))
+				_exit(10);
+			if (write(self->ready[1], &fd, sizeof(fd)) !=
+			    sizeof(fd))
+				_exit(11);
+			for (;;)
+				pause();
+		}
+		ASSERT_EQ((ssize_t)sizeof(fd),
+			  read(self->ready[0], &fd, sizeof(fd)));
+		ASSERT_EQ(0, kill(self->child, SIGKILL));
+		close(fd);
+		ASSERT_EQ(self->child, waitpid(self->child, &status, 0));
+		self->child = -1;
+		/* The close ran the release: the role is dead, once. */
+		EXPECT_EQ(i + 1, knitk_load32(&ctl->death_seq));
+		EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
+	}
+}
+
 TEST_HARNESS_MAIN

@@ -335,15 +335,16 @@ struct knitk_attach {
  *
  * The calling process (its thread group) owns the role.  The role ends
  * when the process has exited, or when one of its threads closes an fd of
- * the endpoint and the file table it closed from holds no other fd of it:
- * a dup()ed fd keeps the role, while fds in other processes (inherited
- * across fork(), or received over SCM_RIGHTS) neither keep it nor end it
- * when closed.  A process that shares the file table through
- * clone(CLONE_FILES) without being a thread of the owner is another
- * process: its close does not end the role, and the table it keeps does
- * not keep the role past the owner's exit.  A thread of the owner that
- * unshared its file table ends the role when it closes the last fd of the
- * endpoint in that table.
+ * the endpoint and the file table it closed from holds no other fd of it
+ * (execve() closing an O_CLOEXEC fd counts as a close): a dup()ed fd keeps
+ * the role, while fds in other processes (inherited across fork(), or
+ * received over SCM_RIGHTS) neither keep it nor end it when closed, and an
+ * fd in flight in a socket is in no table.  A process that shares the
+ * file table through clone(CLONE_FILES) without being a thread of the
+ * owner is another process: its close does not end the role, and the
+ * table it keeps does not keep the role past the owner's exit.  A thread
+ * of the owner that unshared its file table ends the role when it closes
+ * the last fd of the endpoint in that table.
  */
 struct knitk_join {
 	__u32 role;
