@@ -394,6 +394,34 @@ TEST_F(death, fork_does_not_inherit_mappings)
 }
 
 /*
+ * Start a joiner of worker 1 that shares our file table (CLONE_FILES, no
+ * CLONE_VM); return the fd of its endpoint, which is in our table too.
+ */
+static int clone_files_joiner(struct __test_metadata *_metadata,
+			      FIXTURE_DATA(death) *self)
+{
+	int fd = -1;
+
+	self->child = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, 0, 0,
+				     0);
+	EXPECT_LE(0, self->child);
+	if (self->child == 0) {
+		fd = knitk_open();
+		if (fd < 0 || knitk_attach(fd, self->k.fd, NULL) ||
+		    knitk_join(fd, KNITK_ROLE_WORKER, 1, NULL))
+			_exit(10);
+		if (write(self->ready[1], &fd, sizeof(fd)) != sizeof(fd))
+			_exit(11);
+		for (;;)
+			pause();
+	}
+	if (self->child > 0)
+		EXPECT_EQ((ssize_t)sizeof(fd),
+			  read(self->ready[0], &fd, sizeof(fd)));
+	return fd;
+}
+
+/*
  * A joiner whose file table outlives it (shared with its parent through
  * CLONE_FILES): no close happens at its exit, and the exit alone must end
  * the role.  The fd stays in the shared table; its later close (by the
@@ -405,20 +433,8 @@ TEST_F(death, sigkill_of_joiner_sharing_its_file_table)
 	struct trigger t = { .close_fd = -1 };
 	int status, fd;
 
-	self->child = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, 0, 0,
-				     0);
-	ASSERT_LE(0, self->child);
-	if (self->child == 0) {
-		fd = knitk_open();
-		if (fd < 0 || knitk_attach(fd, self->k.fd, NULL) ||
-		    knitk_join(fd, KNITK_ROLE_WORKER, 1, NULL))
-			_exit(10);
-		if (write(self->ready[1], &fd, sizeof(fd)) != sizeof(fd))
-			_exit(11);
-		for (;;)
-			pause();
-	}
-	ASSERT_EQ((ssize_t)sizeof(fd), read(self->ready[0], &fd, sizeof(fd)));
+	fd = clone_files_joiner(_metadata, self);
+	ASSERT_LE(0, fd);
 	EXPECT_EQ(HOST_BIT | 2ULL, knitk_load64(&ctl->live));
 
 	t.kill_pid = self->child;
@@ -449,22 +465,8 @@ TEST_F(death, exit_and_release_race_die_once)
 	int status, fd;
 
 	for (i = 0; i < 20; i++) {
-		self->child = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD,
-					     0, 0, 0, 0);
-		ASSERT_LE(0, self->child);
-		if (self->child == 0) {
-			fd = knitk_open();
-			if (fd < 0 || knitk_attach(fd, self->k.fd, NULL) ||
-			    knitk_join(fd, KNITK_ROLE_WORKER, 1, NULL))
-				_exit(10);
-			if (write(self->ready[1], &fd, sizeof(fd)) !=
-			    sizeof(fd))
-				_exit(11);
-			for (;;)
-				pause();
-		}
-		ASSERT_EQ((ssize_t)sizeof(fd),
-			  read(self->ready[0], &fd, sizeof(fd)));
+		fd = clone_files_joiner(_metadata, self);
+		ASSERT_LE(0, fd);
 		ASSERT_EQ(0, kill(self->child, SIGKILL));
 		close(fd);
 		ASSERT_EQ(self->child, waitpid(self->child, &status, 0));

@@ -21,6 +21,7 @@
 #include "kselftest_harness.h"
 #include "knitk.h"
 #include "knitk_pool.h"
+#include "knitk_test.h"
 
 /* How long the helper sleeps unless killed: far past any notice. */
 #define HELPER_SLEEP_S	30
@@ -88,26 +89,6 @@ static pid_t read_pid(const char *path)
 	return n > 0 ? (pid_t)atoi(buf) : -1;
 }
 
-/* The scheduler state letter of process @pid ('Z' once it has exited). */
-static char proc_state(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return '?';
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return '?';
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' ? p[2] : '?';
-}
-
 TEST(crash_with_live_forked_helper)
 {
 	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES,
@@ -124,8 +105,7 @@ TEST(crash_with_live_forked_helper)
 	char state;
 	int fd;
 
-	if (access("/dev/knitk", F_OK))
-		SKIP(return, "/dev/knitk absent: modprobe knitk first");
+	KNITK_REQUIRE_DEV();
 	/* The helper, orphaned by the crash, comes to us to be reaped. */
 	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
 	fd = mkstemp(path);
@@ -141,7 +121,7 @@ TEST(crash_with_live_forked_helper)
 	helper = read_pid(path);
 	ASSERT_LT(0, helper);
 	/* The notice came while the helper still held the worker's fd. */
-	state = proc_state(helper);
+	state = knitk_thread_state(helper, helper);
 	EXPECT_TRUE(state == 'S' || state == 'R')
 		TH_LOG("helper %d in state %c", (int)helper, state);
 	kill(helper, SIGKILL);
