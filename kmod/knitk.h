@@ -10,21 +10,25 @@
 #define _KNITK_INTERNAL_H
 
 #include <linux/atomic.h>
+#include <linux/fs.h>
 #include <linux/kref.h>
 #include <linux/mutex.h>
 #include <linux/types.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 #include <linux/knitk.h>
 
 struct dentry;
 struct file;
 struct page;
+struct pid;
 struct poll_table_struct;
 struct user_struct;
 struct vm_area_struct;
 
 /* Every doorbell a role can own: workers 0..KNITK_MAX_WORKERS-1 and host. */
 #define KNITK_SLOT_HOST		KNITK_DOORBELL_HOST
+#define KNITK_NO_SLOT		(-1)
 
 /**
  * struct knitk_bell - the kernel-side half of one doorbell
@@ -102,6 +106,25 @@ struct knitk_poller {
 	wait_queue_head_t *events_wq;
 };
 
+/**
+ * struct knitk_role - the role an endpoint joined and the process owning it
+ * @knot: the endpoint's knot once joined, else NULL; published with a
+ *	release store after the fields below.
+ * @slot: the joined slot or KNITK_NO_SLOT; set once under knot->lock.
+ * @ended: the role was marked dead; set once under knot->lock.
+ * @owner: the joining thread group (a reference to its struct pid).
+ * @exit_wait: entry on @owner's wait_pidfd, woken when the group exits.
+ * @exit_work: ends the role after that wake, which runs in atomic context.
+ */
+struct knitk_role {
+	struct knitk_knot *knot;
+	int slot;
+	bool ended;
+	struct pid *owner;
+	struct wait_queue_entry exit_wait;
+	struct work_struct exit_work;
+};
+
 /* knitk_layout.c: geometry validation and layout math, pure. */
 int knitk_geometry_check(const struct knitk_geometry *g);
 void knitk_layout_compute(const struct knitk_geometry *g,
@@ -156,9 +179,15 @@ int knitk_peer_join(struct knitk_control *ctl, unsigned int slot,
 void knitk_peer_leave(struct knitk_control *ctl, unsigned int slot);
 bool knitk_peer_host_dead(const struct knitk_control *ctl);
 u32 knitk_peer_death_seq(const struct knitk_control *ctl);
-int knitk_knot_join(struct knitk_knot *knot, unsigned int slot,
-		    u32 *generation);
-void knitk_knot_leave(struct knitk_knot *knot, unsigned int slot);
+int knitk_peer_take(struct knitk_control *ctl, struct knitk_role *r,
+		    unsigned int slot, u32 *generation);
+bool knitk_peer_end(struct knitk_control *ctl, struct knitk_role *r);
+void knitk_role_init(struct knitk_role *r);
+int knitk_role_join(struct knitk_role *r, struct knitk_knot *knot,
+		    unsigned int slot, u32 *generation);
+void knitk_role_end(struct knitk_role *r);
+void knitk_role_flush(struct knitk_role *r, struct file *file, fl_owner_t id);
+void knitk_role_release(struct knitk_role *r);
 
 /* knitk_hooks.c: the kselftests' fault injection (KNITK_TEST_HOOKS=y). */
 #ifdef KNITK_TEST_HOOKS

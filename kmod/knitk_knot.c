@@ -304,8 +304,14 @@ int knitk_knot_mmap(struct knitk_knot *knot, struct vm_area_struct *vma)
 		   len != l->size - l->control_size) {
 		return -EINVAL;
 	}
-	knitk_vma_set_flags(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_MIXEDMAP,
-			    clear);
+	/*
+	 * VM_DONTCOPY: a forked child does not inherit the mapping (unless
+	 * asked with MADV_DOFORK), so one that holds no endpoint of its own
+	 * cannot write a knot whose roles may have been taken over since, nor
+	 * keep its memory pinned after every endpoint is gone.
+	 */
+	knitk_vma_set_flags(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_MIXEDMAP |
+			    VM_DONTCOPY, clear);
 	/* The vma holds the file, the file's endpoint holds the knot. */
 	vma->vm_private_data = knot;
 	vma->vm_ops = &knitk_knot_vm_ops;

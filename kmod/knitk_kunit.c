@@ -672,10 +672,21 @@ static void knitk_peer_host_death(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, knitk_peer_host_dead(ctl));
 }
 
-/* Release on a real knot: the death advances the right doorbells. */
+/* Join @slot of @knot with a fresh role, owned by the test's thread. */
+static void knitk_test_join(struct kunit *test, struct knitk_role *r,
+			    struct knitk_knot *knot, unsigned int slot)
+{
+	u32 gen;
+
+	knitk_role_init(r);
+	KUNIT_ASSERT_EQ(test, knitk_role_join(r, knot, slot, &gen), 0);
+}
+
+/* Ending a role on a real knot advances the right doorbells. */
 static void knitk_peer_death_rings_doorbells(struct kunit *test)
 {
 	struct knitk_geometry g = knitk_test_geom(3, 1);
+	struct knitk_role w1, again, host;
 	struct knitk_knot *knot;
 	struct knitk_layout l;
 	u32 gen;
@@ -683,17 +694,18 @@ static void knitk_peer_death_rings_doorbells(struct kunit *test)
 	knitk_layout_compute(&g, &l);
 	knot = knitk_knot_create(&g, &l);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(knot));
-	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, 1, &gen), 0);
-	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, KNITK_SLOT_HOST, &gen), 0);
-	KUNIT_EXPECT_EQ(test, knitk_knot_join(knot, 1, &gen), -EBUSY);
+	knitk_test_join(test, &w1, knot, 1);
+	knitk_test_join(test, &host, knot, KNITK_SLOT_HOST);
+	knitk_role_init(&again);
+	KUNIT_EXPECT_EQ(test, knitk_role_join(&again, knot, 1, &gen), -EBUSY);
 
-	knitk_knot_leave(knot, 1);
+	knitk_role_end(&w1);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq,
 			1U);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 0U);
 	KUNIT_EXPECT_EQ(test, knot->control->death_seq, 1U);
 
-	knitk_knot_leave(knot, KNITK_SLOT_HOST);
+	knitk_role_end(&host);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 1U);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 1U);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 2)->seq, 1U);
@@ -703,6 +715,115 @@ static void knitk_peer_death_rings_doorbells(struct kunit *test)
 	/* A worker of a dead host gets -EPIPE instead of sleeping. */
 	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 0, 1,
 						  KNITK_WAIT_FOREVER), -EPIPE);
+	knitk_role_release(&again);
+	knitk_role_release(&host);
+	knitk_role_release(&w1);
+	knitk_knot_put(knot);
+}
+
+/* Each path that ends a role (flush, exit, release) may come: one death. */
+static void knitk_peer_end_once(struct kunit *test)
+{
+	struct knitk_control *ctl = knitk_test_control(test);
+	struct knitk_role r = { .slot = KNITK_NO_SLOT };
+	struct knitk_role next = { .slot = KNITK_NO_SLOT };
+	u32 gen;
+
+	/* An endpoint that never joined has no role to end. */
+	KUNIT_EXPECT_FALSE(test, knitk_peer_end(ctl, &r));
+	KUNIT_EXPECT_EQ(test, ctl->death_seq, 0U);
+
+	KUNIT_ASSERT_EQ(test, knitk_peer_take(ctl, &r, 1, &gen), 0);
+	KUNIT_EXPECT_EQ(test, knitk_peer_take(ctl, &r, 2, &gen), -EBUSY);
+	KUNIT_EXPECT_TRUE(test, knitk_peer_end(ctl, &r));
+	KUNIT_EXPECT_FALSE(test, knitk_peer_end(ctl, &r));
+	KUNIT_EXPECT_EQ(test, ctl->death_seq, 1U);
+	KUNIT_EXPECT_EQ(test, ctl->dead, BIT_ULL(1));
+
+	/* The slot is free for another endpoint; r is not its holder. */
+	KUNIT_ASSERT_EQ(test, knitk_peer_take(ctl, &next, 1, &gen), 0);
+	KUNIT_EXPECT_EQ(test, gen, 2U);
+	KUNIT_EXPECT_FALSE(test, knitk_peer_end(ctl, &r));
+	KUNIT_EXPECT_EQ(test, ctl->live, BIT_ULL(1));
+	KUNIT_EXPECT_EQ(test, ctl->dead, 0ULL);
+	KUNIT_EXPECT_EQ(test, ctl->death_seq, 1U);
+	/* An endpoint joins once, even after its role ended. */
+	KUNIT_EXPECT_EQ(test, knitk_peer_take(ctl, &r, 0, &gen), -EBUSY);
+
+	KUNIT_EXPECT_TRUE(test, knitk_peer_end(ctl, &next));
+	KUNIT_EXPECT_EQ(test, ctl->death_seq, 2U);
+}
+
+/* The release of an endpoint whose role ended is no second death. */
+static void knitk_role_release_after_end(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(2, 1);
+	struct knitk_role w0, w1;
+	struct knitk_knot *knot;
+	struct knitk_layout l;
+
+	knitk_layout_compute(&g, &l);
+	knot = knitk_knot_create(&g, &l);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(knot));
+	knitk_test_join(test, &w0, knot, 0);
+	knitk_test_join(test, &w1, knot, 1);
+	knitk_role_end(&w0);
+	knitk_role_release(&w0);
+	KUNIT_EXPECT_EQ(test, knot->control->death_seq, 1U);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq,
+			1U);
+	/* A role nothing ended yet ends at its release. */
+	knitk_role_release(&w1);
+	KUNIT_EXPECT_EQ(test, knot->control->death_seq, 2U);
+	KUNIT_EXPECT_EQ(test, knot->control->dead, BIT_ULL(0) | BIT_ULL(1));
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq,
+			2U);
+	knitk_knot_put(knot);
+}
+
+struct knitk_test_joiner {
+	struct knitk_role *role;
+	struct knitk_knot *knot;
+	int ret;
+};
+
+static int knitk_test_joiner_fn(void *data)
+{
+	struct knitk_test_joiner *j = data;
+	u32 gen;
+
+	j->ret = knitk_role_join(j->role, j->knot, 0, &gen);
+	return 0;
+}
+
+/* A thread that joins and exits: its exit alone ends the role. */
+static void knitk_role_ends_at_owner_exit(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(1, 1);
+	struct knitk_test_joiner j = { .ret = 1 };
+	struct task_struct *task;
+	struct knitk_role r;
+	struct knitk_layout l;
+	struct knitk_knot *knot;
+
+	knitk_layout_compute(&g, &l);
+	knot = knitk_knot_create(&g, &l);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(knot));
+	knitk_role_init(&r);
+	j.role = &r;
+	j.knot = knot;
+	task = kthread_run(knitk_test_joiner_fn, &j, "knitk-kunit-join");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	/* A hang here is caught by KUnit's own test timeout. */
+	while (!READ_ONCE(knot->control->death_seq))
+		usleep_range(1000, 2000);
+	KUNIT_EXPECT_EQ(test, j.ret, 0);
+	KUNIT_EXPECT_EQ(test, knot->control->dead, BIT_ULL(0));
+	KUNIT_EXPECT_EQ(test, knot->control->live, 0ULL);
+	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq,
+			1U);
+	knitk_role_release(&r);
+	KUNIT_EXPECT_EQ(test, knot->control->death_seq, 1U);
 	knitk_knot_put(knot);
 }
 
@@ -713,6 +834,9 @@ static struct kunit_case knitk_peer_cases[] = {
 	KUNIT_CASE(knitk_peer_rejoin_after_death),
 	KUNIT_CASE(knitk_peer_host_death),
 	KUNIT_CASE(knitk_peer_death_rings_doorbells),
+	KUNIT_CASE(knitk_peer_end_once),
+	KUNIT_CASE(knitk_role_release_after_end),
+	KUNIT_CASE(knitk_role_ends_at_owner_exit),
 	{}
 };
 
@@ -856,37 +980,43 @@ static void knitk_wait_worker_death_wakes_host(struct kunit *test)
 	struct knitk_knot *knot = knitk_test_real_knot(test, 2);
 	struct knitk_test_sleeper s;
 	struct knitk_doorbell_stats st;
-	u32 gen;
+	struct knitk_role host, w0;
 
-	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, KNITK_SLOT_HOST, &gen), 0);
-	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, 0, &gen), 0);
+	knitk_test_join(test, &host, knot, KNITK_SLOT_HOST);
+	knitk_test_join(test, &w0, knot, 0);
 	knitk_test_sleep_on(test, &s, knot, KNITK_DOORBELL_HOST);
-	knitk_knot_leave(knot, 0);
+	knitk_role_end(&w0);
 	wait_for_completion(&s.done);
 	KUNIT_EXPECT_EQ(test, s.ret, 0);
 	/* A peer event is not a spurious wake. */
 	knitk_doorbell_stats(knot, KNITK_DOORBELL_HOST, &st);
 	KUNIT_EXPECT_EQ(test, st.spurious, 0ULL);
 	KUNIT_EXPECT_EQ(test, knot->control->dead, BIT_ULL(0));
+	knitk_role_release(&w0);
+	knitk_role_release(&host);
 	knitk_knot_put(knot);
 }
 
 static void knitk_wait_host_death_is_epipe(struct kunit *test)
 {
 	struct knitk_knot *knot = knitk_test_real_knot(test, 2);
+	struct knitk_role host, w1, next;
 	struct knitk_test_sleeper s;
-	u32 gen, seq;
+	u32 seq;
 
-	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, KNITK_SLOT_HOST, &gen), 0);
-	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, 1, &gen), 0);
+	knitk_test_join(test, &host, knot, KNITK_SLOT_HOST);
+	knitk_test_join(test, &w1, knot, 1);
 	knitk_test_sleep_on(test, &s, knot, 1);
-	knitk_knot_leave(knot, KNITK_SLOT_HOST);
+	knitk_role_end(&host);
 	wait_for_completion(&s.done);
 	KUNIT_EXPECT_EQ(test, s.ret, -EPIPE);
 	/* A new host lets the worker sleep again. */
-	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, KNITK_SLOT_HOST, &gen), 0);
+	knitk_test_join(test, &next, knot, KNITK_SLOT_HOST);
 	seq = READ_ONCE(knitk_test_bell(knot, 1)->seq);
 	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, seq, 0), -ETIMEDOUT);
+	knitk_role_release(&next);
+	knitk_role_release(&w1);
+	knitk_role_release(&host);
 	knitk_knot_put(knot);
 }
 
@@ -973,7 +1103,7 @@ static void knitk_poll_follows_watched_doorbell(struct kunit *test)
 	struct knitk_knot *knot = knitk_test_real_knot(test, 2);
 	struct knitk_test_pollee pe;
 	struct knitk_poller p;
-	u32 gen;
+	struct knitk_role w1;
 
 	knitk_poller_init(&p);
 	knitk_test_pollee_add(&pe, &p);
@@ -993,8 +1123,9 @@ static void knitk_poll_follows_watched_doorbell(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, pe.wakes, 2);
 
 	/* Worker 1's death rings only the host's doorbell, and the pollers. */
-	KUNIT_ASSERT_EQ(test, knitk_knot_join(knot, 1, &gen), 0);
-	knitk_knot_leave(knot, 1);
+	knitk_test_join(test, &w1, knot, 1);
+	knitk_role_end(&w1);
+	knitk_role_release(&w1);
 	KUNIT_EXPECT_EQ(test, pe.wakes, 3);
 	KUNIT_EXPECT_TRUE(test, knitk_poll_mask(knot, 0) == EPOLLPRI);
 

@@ -30,14 +30,18 @@
  *                                         pending, POLLPRI while a role is
  *                                         dead, POLLHUP when the host died;
  *                                         epoll may register at any time
- *   close(fd)                             a joined role is marked dead in
- *                                         the control page and its peers
- *                                         woken; the last endpoint frees
- *                                         the knot
+ *   close(fd)                             the joining process's last close
+ *                                         of the endpoint, or its exit,
+ *                                         marks its role dead in the control
+ *                                         page and wakes its peers, whatever
+ *                                         forked children, fds in other
+ *                                         processes or mappings still hold
+ *                                         the file; the last endpoint (and
+ *                                         mapping) frees the knot
  *
  * Errors are negative errno values: -EINVAL for bad arguments, reserved
  * fields or unknown flags, -ENOTTY for an unknown ioctl, -ENOTCONN when the
- * endpoint is not attached (or, for WAIT, not joined), -EBUSY for a second
+ * endpoint is not attached (or, for WAIT, holds no role), -EBUSY for a second
  * CREATE/ATTACH/JOIN or a role already held, -E2BIG for a knot larger than
  * the max_knot_bytes parameter, -ENOMEM for a knot that does not fit in
  * memory or in the creating user's RLIMIT_MEMLOCK.
@@ -73,19 +77,17 @@ MODULE_PARM_DESC(max_knot_bytes, "largest knot CREATE accepts, in bytes");
 			 KNITK_FEATURE_STATS | KNITK_FEATURE_POLL | \
 			 KNITK_FEATURE_KICK)
 
-#define KNITK_NO_SLOT	(-1)
-
 /**
  * struct knitk_endpoint - one open of /dev/knitk
  * @lock: serialises CREATE and ATTACH.
  * @knot: the attached knot; set once, published with a release store.
- * @slot: the joined role slot or KNITK_NO_SLOT; set once under knot->lock.
+ * @role: the joined role and the process that owns it.
  * @poller: what poll() registers on, from open to release.
  */
 struct knitk_endpoint {
 	struct mutex lock; /* knot is set once */
 	struct knitk_knot *knot;
-	int slot;
+	struct knitk_role role;
 	struct knitk_poller poller;
 };
 
@@ -230,16 +232,7 @@ static int knitk_ioctl_join(struct knitk_endpoint *ep, struct knitk_knot *knot,
 	if (slot < 0)
 		return slot;
 
-	/* knot->lock makes "joins once" and "role free" one decision. */
-	mutex_lock(&knot->lock);
-	if (ep->slot != KNITK_NO_SLOT) {
-		ret = -EBUSY;
-	} else {
-		ret = knitk_peer_join(knot->control, slot, &j.generation);
-		if (!ret)
-			WRITE_ONCE(ep->slot, slot);
-	}
-	mutex_unlock(&knot->lock);
+	ret = knitk_role_join(&ep->role, knot, slot, &j.generation);
 	if (ret)
 		return ret;
 	knitk_poller_watch(&ep->poller, knot, slot);
@@ -254,13 +247,13 @@ static int knitk_ioctl_wait(struct knitk_endpoint *ep, struct knitk_knot *knot,
 			    void __user *argp)
 {
 	struct knitk_wait w;
-	int slot = READ_ONCE(ep->slot);
+	int slot = READ_ONCE(ep->role.slot);
 
 	if (copy_from_user(&w, argp, sizeof(w)))
 		return -EFAULT;
 	if (w.flags || w.reserved)
 		return -EINVAL;
-	if (slot == KNITK_NO_SLOT)
+	if (slot == KNITK_NO_SLOT || READ_ONCE(ep->role.ended))
 		return -ENOTCONN;
 	return knitk_doorbell_wait(knot, slot, w.expected, w.deadline_ns);
 }
@@ -344,7 +337,7 @@ static __poll_t knitk_poll(struct file *file, struct poll_table_struct *pt)
 	knot = knitk_endpoint_knot(ep);
 	if (!knot)
 		return EPOLLERR;
-	slot = READ_ONCE(ep->slot);
+	slot = READ_ONCE(ep->role.slot);
 	if (slot == KNITK_NO_SLOT)
 		slot = KNITK_DOORBELL_HOST;
 	return knitk_poll_mask(knot, slot);
@@ -368,10 +361,19 @@ static int knitk_open(struct inode *inode, struct file *file)
 	if (!ep)
 		return -ENOMEM;
 	mutex_init(&ep->lock);
-	ep->slot = KNITK_NO_SLOT;
+	knitk_role_init(&ep->role);
 	knitk_poller_init(&ep->poller);
 	file->private_data = ep;
 	return stream_open(inode, file);
+}
+
+/* Every close of an fd: the owner's last close ends its role. */
+static int knitk_flush(struct file *file, fl_owner_t id)
+{
+	struct knitk_endpoint *ep = file->private_data;
+
+	knitk_role_flush(&ep->role, file, id);
+	return 0;
 }
 
 /* Undoes JOIN, then CREATE/ATTACH, then open. */
@@ -381,8 +383,7 @@ static int knitk_release(struct inode *inode, struct file *file)
 	struct knitk_knot *knot = ep->knot;
 
 	if (knot) {
-		if (ep->slot != KNITK_NO_SLOT)
-			knitk_knot_leave(knot, ep->slot);
+		knitk_role_release(&ep->role);
 		knitk_poller_release(&ep->poller);
 		knitk_knot_put(knot);
 	}
@@ -394,6 +395,7 @@ static int knitk_release(struct inode *inode, struct file *file)
 static const struct file_operations knitk_fops = {
 	.owner		= THIS_MODULE,
 	.open		= knitk_open,
+	.flush		= knitk_flush,
 	.release	= knitk_release,
 	.unlocked_ioctl	= knitk_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,

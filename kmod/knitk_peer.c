@@ -5,13 +5,32 @@
  * A role slot is a worker id (0..nr_workers-1) or KNITK_SLOT_HOST.  The
  * control page records which slots are held by a live endpoint (live), which
  * lost their endpoint (dead), how often each was joined (generation) and how
- * many joined endpoints were released (death_seq).  Only the kernel writes
- * the control page, always under knot->lock and with WRITE_ONCE so that a
- * reader in userspace sees whole words.
+ * many joined roles ended (death_seq).  Only the kernel writes the control
+ * page, always under knot->lock, with WRITE_ONCE so that a reader in
+ * userspace sees whole words and with release stores where a reader
+ * acquires one word and then reads the others.
+ *
+ * A role belongs to the process (thread group) that joined it, not to the
+ * file: a forked child or another process may hold the same endpoint and
+ * its mappings may outlive every fd.  The role ends, exactly once, at the
+ * first of:
+ *  - flush: a task of the joining process closes an fd of the endpoint and
+ *    the file table it closed from holds no other fd of it (a dup()ed fd
+ *    keeps the role; fds of other processes, inherited or received over
+ *    SCM_RIGHTS, neither keep nor end it);
+ *  - exit: the joining process has exited, seen from its struct pid the
+ *    way a pidfd sees it, for the case where its file table outlives it
+ *    (shared with another process through CLONE_FILES);
+ *  - release: the last reference to the file goes.
  */
 #include <linux/bits.h>
 #include <linux/errno.h>
+#include <linux/fdtable.h>
 #include <linux/kernel.h>
+#include <linux/pid.h>
+#include <linux/sched/signal.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
 
 #include "knitk.h"
 
@@ -54,7 +73,12 @@ int knitk_peer_join(struct knitk_control *ctl, unsigned int slot,
 	gen = READ_ONCE(ctl->generation[slot]) + 1;
 	WRITE_ONCE(ctl->generation[slot], gen);
 	WRITE_ONCE(ctl->dead, READ_ONCE(ctl->dead) & ~bit);
-	WRITE_ONCE(ctl->live, READ_ONCE(ctl->live) | bit);
+	/*
+	 * The new generation and the cleared dead bit before the live bit:
+	 * pairs with the acquire of live, then generation, in
+	 * spawn_wait_join() (lib/spawn.c).
+	 */
+	smp_store_release(&ctl->live, READ_ONCE(ctl->live) | bit);
 	*generation = gen;
 	return 0;
 }
@@ -72,8 +96,17 @@ void knitk_peer_leave(struct knitk_control *ctl, unsigned int slot)
 	u64 bit = BIT_ULL(slot);
 
 	WRITE_ONCE(ctl->live, READ_ONCE(ctl->live) & ~bit);
-	WRITE_ONCE(ctl->dead, READ_ONCE(ctl->dead) | bit);
-	WRITE_ONCE(ctl->death_seq, READ_ONCE(ctl->death_seq) + 1);
+	/*
+	 * The cleared live bit before the dead bit: pairs with the acquire of
+	 * dead, then live, in knot_host_dead() (lib/doorbell.c).
+	 */
+	smp_store_release(&ctl->dead, READ_ONCE(ctl->dead) | bit);
+	/*
+	 * Both before the new death_seq: pairs with the acquire of death_seq,
+	 * then dead, in check_deaths() (lib/complete.c) and with the one in
+	 * knot_peer_event() (lib/doorbell.c).
+	 */
+	smp_store_release(&ctl->death_seq, READ_ONCE(ctl->death_seq) + 1);
 }
 
 /**
@@ -97,44 +130,187 @@ u32 knitk_peer_death_seq(const struct knitk_control *ctl)
 }
 
 /**
- * knitk_knot_join() - give an endpoint the role slot @slot of @knot
- * @knot: the knot
+ * knitk_peer_take() - let the endpoint of @r join @slot
+ * @ctl: the control page (caller holds the knot lock)
+ * @r: the endpoint's role
  * @slot: a slot from knitk_peer_slot()
  * @generation: out: the slot's generation after this join
  *
- * Return: 0 or -EBUSY.
+ * Return: 0, or -EBUSY if the endpoint joined before (even if its role
+ * has ended since) or a live endpoint holds the slot.
  */
-int knitk_knot_join(struct knitk_knot *knot, unsigned int slot,
-		    u32 *generation)
+int knitk_peer_take(struct knitk_control *ctl, struct knitk_role *r,
+		    unsigned int slot, u32 *generation)
 {
 	int ret;
 
-	mutex_lock(&knot->lock);
-	ret = knitk_peer_join(knot->control, slot, generation);
-	mutex_unlock(&knot->lock);
+	if (r->slot != KNITK_NO_SLOT)
+		return -EBUSY;
+	ret = knitk_peer_join(ctl, slot, generation);
+	if (!ret)
+		WRITE_ONCE(r->slot, slot);
 	return ret;
 }
 
 /**
- * knitk_knot_leave() - a joined endpoint of @knot is being released
- * @knot: the knot
- * @slot: the slot the endpoint held
+ * knitk_peer_end() - end the role @r once
+ * @ctl: the control page (caller holds the knot lock)
+ * @r: the endpoint's role
+ *
+ * Only the first call for a joined role marks its slot dead: the slot may
+ * belong to a later joiner by the time another path gets here.
+ *
+ * Return: true if this call ended the role.
+ */
+bool knitk_peer_end(struct knitk_control *ctl, struct knitk_role *r)
+{
+	if (r->slot == KNITK_NO_SLOT || r->ended)
+		return false;
+	WRITE_ONCE(r->ended, true);
+	knitk_peer_leave(ctl, r->slot);
+	return true;
+}
+
+/**
+ * knitk_role_end() - end the role @r once and wake who must hear of it
+ * @r: a joined role
  *
  * A worker's death wakes the host; the host's death wakes every worker.
  */
-void knitk_knot_leave(struct knitk_knot *knot, unsigned int slot)
+void knitk_role_end(struct knitk_role *r)
 {
+	struct knitk_knot *knot = r->knot;
 	unsigned int w;
+	bool ended;
 
 	mutex_lock(&knot->lock);
-	knitk_peer_leave(knot->control, slot);
+	ended = knitk_peer_end(knot->control, r);
 	mutex_unlock(&knot->lock);
+	if (!ended)
+		return;
 	knitk_knot_wake_pollers(knot);
 
-	if (slot != KNITK_SLOT_HOST) {
+	if (r->slot != KNITK_SLOT_HOST) {
 		knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);
 		return;
 	}
 	for (w = 0; w < knot->geometry.nr_workers; w++)
 		knitk_doorbell_kick(knot, w);
+}
+
+/* In process context, after a wake of the owner's wait_pidfd. */
+static void knitk_role_exit_work(struct work_struct *work)
+{
+	struct knitk_role *r = container_of(work, struct knitk_role, exit_work);
+
+	/* Also woken when a ptraced leader exits before its threads. */
+	if (thread_group_exited(r->owner))
+		knitk_role_end(r);
+}
+
+/*
+ * Called under the wait_pidfd lock (and tasklist_lock) when the owner's
+ * thread group has exited: no sleeping here, the work does the rest.
+ */
+static int knitk_role_exit_wake(struct wait_queue_entry *wait,
+				unsigned int mode, int sync, void *key)
+{
+	struct knitk_role *r = container_of(wait, struct knitk_role,
+					    exit_wait);
+
+	schedule_work(&r->exit_work);
+	return 0;
+}
+
+/**
+ * knitk_role_init() - an endpoint's role before JOIN
+ * @r: the role
+ */
+void knitk_role_init(struct knitk_role *r)
+{
+	r->knot = NULL;
+	r->slot = KNITK_NO_SLOT;
+	r->ended = false;
+	r->owner = NULL;
+	init_waitqueue_func_entry(&r->exit_wait, knitk_role_exit_wake);
+	INIT_WORK(&r->exit_work, knitk_role_exit_work);
+}
+
+/**
+ * knitk_role_join() - KNITK_IOC_JOIN: take @slot of @knot for the caller
+ * @r: the endpoint's role
+ * @knot: the endpoint's knot
+ * @slot: a slot from knitk_peer_slot()
+ * @generation: out: the slot's generation after this join
+ *
+ * The calling thread group becomes the owner and its exit is watched.
+ * The caller is alive here, so the wake at its exit comes after the wait
+ * entry is queued.
+ *
+ * Return: 0 or -EBUSY.
+ */
+int knitk_role_join(struct knitk_role *r, struct knitk_knot *knot,
+		    unsigned int slot, u32 *generation)
+{
+	int ret;
+
+	/* knot->lock makes "joins once" and "role free" one decision. */
+	mutex_lock(&knot->lock);
+	ret = knitk_peer_take(knot->control, r, slot, generation);
+	if (!ret) {
+		r->owner = get_pid(task_tgid(current));
+		add_wait_queue(&r->owner->wait_pidfd, &r->exit_wait);
+		/* Pairs with the smp_load_acquire() in knitk_role_flush(). */
+		smp_store_release(&r->knot, knot);
+	}
+	mutex_unlock(&knot->lock);
+	return ret;
+}
+
+static int knitk_role_fd_is(const void *file, struct file *f, unsigned int fd)
+{
+	return f == file;
+}
+
+/**
+ * knitk_role_flush() - an fd of the endpoint of @r is being closed
+ * @r: the endpoint's role
+ * @file: the endpoint's file
+ * @id: the file table the fd was closed from (NULL for a close by the
+ *	kernel outside any table)
+ *
+ * Ends the role if the closing task belongs to the owner and @id holds no
+ * other fd of @file.  Called for every close, so a task of a forked child
+ * or of a process that received the fd is told apart by its thread group;
+ * at the owner's exit its table is closed fd by fd, and the last of them
+ * ends the role here.
+ */
+void knitk_role_flush(struct knitk_role *r, struct file *file, fl_owner_t id)
+{
+	/* Pairs with the smp_store_release() in knitk_role_join(). */
+	struct knitk_knot *knot = smp_load_acquire(&r->knot);
+
+	if (!knot || !id || task_tgid(current) != r->owner)
+		return;
+	/* The fd being closed has left the table already. */
+	if (iterate_fd(id, 0, knitk_role_fd_is, file))
+		return;
+	knitk_role_end(r);
+}
+
+/**
+ * knitk_role_release() - the endpoint of @r is being released
+ * @r: the endpoint's role
+ *
+ * Stops watching the owner, then ends the role if nothing ended it yet.
+ */
+void knitk_role_release(struct knitk_role *r)
+{
+	if (!r->knot)
+		return;
+	/* No wake queues the work after this; then none runs or is queued. */
+	remove_wait_queue(&r->owner->wait_pidfd, &r->exit_wait);
+	cancel_work_sync(&r->exit_work);
+	put_pid(r->owner);
+	knitk_role_end(r);
 }

@@ -244,7 +244,11 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 /* Returns true when some death was handled. */
 static bool check_deaths(struct knitk_pool *pool)
 {
-	/* Acquire pairs with the kernel's (or mark_dead's) update. */
+	/*
+	 * Acquire pairs with the release of death_seq in knitk_peer_leave()
+	 * (kmod/knitk_peer.c) or the increment in futex_mark_dead(): the
+	 * dead bit of every death counted is seen below.
+	 */
 	uint32_t seq = atomic_load_explicit(A32(&pool->ctl->death_seq),
 					    memory_order_acquire);
 	uint64_t dead;

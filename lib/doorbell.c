@@ -66,6 +66,11 @@ static uint64_t doorbell_set_sleeping(struct knitk_doorbell *db, uint32_t v)
 static bool knot_host_dead(const struct knitk_knot *k)
 {
 	const uint64_t host = 1ULL << KNITK_DOORBELL_HOST;
+	/*
+	 * Acquire of dead pairs with its release in knitk_peer_leave()
+	 * (kmod/knitk_peer.c), after live was cleared, or with the RMWs of
+	 * futex_mark_dead(): a new dead bit comes with its live bit clear.
+	 */
 	uint64_t dead = atomic_load_explicit(A64(&knot_control(k)->dead),
 					     memory_order_acquire);
 	uint64_t live = atomic_load_explicit(A64(&knot_control(k)->live),
@@ -102,7 +107,10 @@ static bool knot_kicked(const struct knitk_knot *k)
 
 static bool knot_peer_event(const struct knitk_knot *k)
 {
-	/* Pairs with the death_seq increment (futex_mark_dead, or the module). */
+	/*
+	 * Pairs with the release of death_seq in knitk_peer_leave()
+	 * (kmod/knitk_peer.c) or the increment in futex_mark_dead().
+	 */
 	return atomic_load_explicit(A32(&knot_control(k)->death_seq),
 				    memory_order_acquire) != k->death_seq;
 }

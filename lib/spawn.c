@@ -12,8 +12,9 @@
  * handshake: it polls the child's pidfd with a short timeout so a child
  * that exits before joining is an error, not a hang).
  *
- * Deaths: with the module, the kernel marks a released endpoint dead and
- * rings the host.  On the futex backend the monitor thread polls every
+ * Deaths: with the module, the kernel marks a worker's role dead when its
+ * process exits or closes its endpoint (whatever children it forked hold)
+ * and rings the host.  On the futex backend the monitor thread polls every
  * worker's pidfd and calls knitk_knot_mark_dead(), which does the same.
  */
 #define _GNU_SOURCE
@@ -81,7 +82,11 @@ static int spawn_wait_join(struct knitk_pool *pool, unsigned int w,
 	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
 
 	for (;;) {
-		/* Acquire pairs with the join's update of the control page. */
+		/*
+		 * Acquire pairs with the release of live in knitk_peer_join()
+		 * (kmod/knitk_peer.c), after the new generation, or with the
+		 * RMWs of futex_join().
+		 */
 		uint64_t live = atomic_load_explicit(A64(&pool->ctl->live),
 						     memory_order_acquire);
 		uint32_t g = atomic_load_explicit(A32(&pool->ctl->generation[w]),

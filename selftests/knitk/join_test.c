@@ -3,8 +3,6 @@
  * Endpoints of one knot: KNITK_IOC_ATTACH by fd, KNITK_IOC_JOIN with a role,
  * and the control page's live mask and per-role generations.
  */
-#include <sys/socket.h>
-
 #include "kselftest_harness.h"
 #include "knitk_test.h"
 
@@ -250,43 +248,6 @@ TEST_F(knot, generation_counts_joins_per_role)
 	EXPECT_EQ(1U, ctl->generation[KNITK_DOORBELL_HOST]);
 }
 
-static int send_fd(int sock, int fd)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
-	char byte = 'k';
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-			      .msg_control = cbuf,
-			      .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	return sendmsg(sock, &msg, 0) == 1 ? 0 : -errno;
-}
-
-static int recv_fd(int sock)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
-	char byte;
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-			      .msg_control = cbuf,
-			      .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *cm;
-	int fd;
-
-	if (recvmsg(sock, &msg, 0) != 1)
-		return -1;
-	cm = CMSG_FIRSTHDR(&msg);
-	if (!cm || cm->cmsg_type != SCM_RIGHTS)
-		return -1;
-	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	return fd;
-}
-
 /*
  * A process that never inherited the knot (forked before it existed) gets
  * an fd of it over a Unix socket, attaches and joins through it.
@@ -308,7 +269,7 @@ TEST(attach_by_fd_passed_over_unix_socket)
 		int got;
 
 		close(sv[0]);
-		got = recv_fd(sv[1]);
+		got = knitk_recv_fd(sv[1]);
 		if (got < 0)
 			_exit(10);
 		c.fd = knitk_open();
@@ -336,7 +297,7 @@ TEST(attach_by_fd_passed_over_unix_socket)
 	knitk_geom_small(&g);
 	ASSERT_EQ(0, knot_make(&k, &g));
 	k.data[42] = 0x42;
-	ASSERT_EQ(0, send_fd(sv[0], k.fd));
+	ASSERT_EQ(0, knitk_send_fd(sv[0], k.fd));
 	if (read(sv[0], &done, 1) != 1) {
 		/* The receiver died early: its exit status names the step. */
 		ASSERT_EQ(pid, waitpid(pid, &status, 0));

@@ -28,10 +28,19 @@
  *     them as well.  An epoll registration made at any point of the
  *     endpoint's life (before CREATE or ATTACH, before JOIN, after it)
  *     follows the doorbell the endpoint watches.
- *  7. close() (or exit, or SIGKILL) releases the endpoint.  The release of a
- *     joined endpoint marks its role dead in the control page and wakes the
- *     host (or, for the host, every worker).  The knot is freed when its last
- *     endpoint and mapping are gone.
+ *  7. A role belongs to the process (thread group) that joined it, not to
+ *     the endpoint's file, which forked children, processes that received
+ *     an fd of it and mappings may hold as well.  The role ends when that
+ *     process exits (by exit, a fatal signal or SIGKILL), when it closes its
+ *     last fd of the endpoint (see struct knitk_join), or when the endpoint
+ *     is released, whichever comes first, and only once: its bit moves from
+ *     live to dead, death_seq is incremented and the host (or, for the
+ *     host, every worker) is woken.  Another endpoint may then join the
+ *     role; the ended endpoint cannot join again.  Mappings are not
+ *     inherited across fork() unless the process asks with
+ *     madvise(MADV_DOFORK): a child that uses the knot attaches and maps an
+ *     endpoint of its own.  The knot is freed when its last endpoint and
+ *     mapping are gone.
  *
  * Memory of a knot, in order (every offset comes from struct knitk_layout):
  *
@@ -252,11 +261,15 @@ struct knitk_steal_line {
  * struct knitk_control - the kernel-written control page
  * @magic: KNITK_MAGIC.
  * @api: KNITK_API.
- * @live: bit r set while role r is joined by a live endpoint (bit
- *	KNITK_DOORBELL_HOST for the host).
- * @dead: bit r set when the endpoint that held role r was released; cleared
- *	when the role is joined again.
- * @death_seq: incremented on every release of a joined endpoint.
+ * @live: bit r set while role r is held (bit KNITK_DOORBELL_HOST for the
+ *	host).  A join stores it with release semantics after @generation,
+ *	so a reader that acquires the new bit sees the new generation.
+ * @dead: bit r set when role r ended (step 7 of the protocol); cleared
+ *	when the role is joined again.  Stored with release semantics after
+ *	@live is cleared.
+ * @death_seq: incremented once per ended role, with release semantics
+ *	after @dead and @live: a reader that acquires a new value sees the
+ *	dead bit of that death.
  * @reserved0: zero.
  * @generation: per role, incremented on every join.
  * @geometry: the geometry the knot was created from.
@@ -332,6 +345,19 @@ struct knitk_attach {
  * @generation: out: the role's join generation after this join.
  *
  * A role held by a live endpoint gives -EBUSY; an endpoint joins once.
+ *
+ * The calling process (its thread group) owns the role.  The role ends
+ * when the process has exited, or when one of its threads closes an fd of
+ * the endpoint and the file table it closed from holds no other fd of it
+ * (execve() closing an O_CLOEXEC fd counts as a close): a dup()ed fd keeps
+ * the role, while fds in other processes (inherited across fork(), or
+ * received over SCM_RIGHTS) neither keep it nor end it when closed, and an
+ * fd in flight in a socket is in no table.  A process that shares the
+ * file table through clone(CLONE_FILES) without being a thread of the
+ * owner is another process: its close does not end the role, and the
+ * table it keeps does not keep the role past the owner's exit.  A thread
+ * of the owner that unshared its file table ends the role when it closes
+ * the last fd of the endpoint in that table.
  */
 struct knitk_join {
 	__u32 role;
@@ -354,7 +380,8 @@ struct knitk_join {
  * Returns 0 when woken (seq moved while asleep), -EAGAIN when seq already
  * differs from @expected, -ETIMEDOUT at the deadline, -EINTR on a signal
  * (restarted instead under SA_RESTART; the deadline is absolute), -EPIPE
- * for a worker whose host has died, -ENOTCONN when not joined.
+ * for a worker whose host has died, -ENOTCONN when not joined or when the
+ * endpoint's role has ended.
  */
 struct knitk_wait {
 	__u32 expected;
