@@ -142,7 +142,8 @@ static void crash(struct __test_metadata *_metadata, bool respawn)
 	struct knitk_pool_stats st;
 	struct load l = { 0 };
 	pthread_t th[THREADS];
-	struct knitk_call *c;
+	struct knitk_call *c, *held;
+	uint32_t long_ms = 600000;
 	unsigned int i;
 	pid_t victim;
 
@@ -150,6 +151,8 @@ static void crash(struct __test_metadata *_metadata, bool respawn)
 	ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &l.pool));
 	run_load(&l, th);
 	wait_ok_count(&l.ok, &l.bad, 500);
+	/* The load may leave worker 1 idle: make sure it holds a call. */
+	ASSERT_EQ(0, knitk_pool_submit(l.pool, T_SLEEP, &long_ms, 4, &pin, &held));
 	ASSERT_EQ(0, knitk_pool_worker_info(l.pool, 1, &wi));
 	victim = wi.pid;
 	atomic_store(&l.killed, 1);
@@ -162,12 +165,13 @@ static void crash(struct __test_metadata *_metadata, bool respawn)
 	}
 	wait_ok_count(&l.ok, &l.bad, atomic_load(&l.ok) + 500);
 	join_load(&l, th);
+	EXPECT_EQ(-EOWNERDEAD, knitk_call_wait(held, KNITK_WAIT_FOREVER));
+	knitk_call_release(held);
 	knitk_pool_stats(l.pool, &st);
 	TH_LOG("%lu ok, %lu -EOWNERDEAD, %lu bad", atomic_load(&l.ok),
 	       atomic_load(&l.dead), atomic_load(&l.bad));
 	EXPECT_EQ(0, atomic_load(&l.bad));
-	EXPECT_LE(1, atomic_load(&l.dead));
-	EXPECT_EQ(st.ownerdead, atomic_load(&l.dead));
+	EXPECT_EQ(st.ownerdead, atomic_load(&l.dead) + 1);
 	EXPECT_EQ(2000, calls_checked(l.pool, 2000, NULL));
 	ASSERT_EQ(0, knitk_pool_worker_info(l.pool, 1, &wi));
 	if (respawn) {
