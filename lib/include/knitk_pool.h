@@ -42,7 +42,9 @@ struct knitk_reply;
  * @out receives the result bytes (knitk_reply_alloc/knitk_reply_set), @ctx
  * is the call's context (knitk_task_aborted, knitk_task_data).  The return
  * value is the call's status: >= 0 for success, a negative errno for an
- * error (both reach the caller unchanged).
+ * error (both reach the caller unchanged), except -EINPROGRESS, which is
+ * reserved for calls not completed yet: a task returning it completes its
+ * call with -EPROTO.
  */
 typedef int (*knitk_task_fn)(const void *in, size_t in_len,
 			     struct knitk_reply *out, void *ctx);
@@ -119,7 +121,13 @@ int knitk_pool_shutdown(struct knitk_pool *pool, unsigned int mode);
 /*
  * knitk_pool_destroy - shut down (cancel, if not done yet), join threads,
  * reap processes, free everything.  Handles not released yet stay valid
- * (completed) until knitk_call_release().
+ * until knitk_call_release(), all completed (a call still running at the
+ * destroy completes -ECANCELED): knitk_call_status, knitk_call_result,
+ * knitk_call_wait (returns the status at once, whatever the deadline),
+ * knitk_call_abort (-EALREADY), knitk_call_worker and knitk_call_release
+ * work on them in any order.  The pool pointer itself is invalid once
+ * this returns: no function may be given it, not even
+ * knitk_pool_wait_any/all on such handles.
  */
 void knitk_pool_destroy(struct knitk_pool *pool);
 
@@ -172,7 +180,8 @@ int knitk_pool_submit_batch(struct knitk_pool *pool,
 /*
  * knitk_call_wait - wait until @call completes or @deadline_ns (absolute
  * CLOCK_MONOTONIC, 0 = no wait, KNITK_WAIT_FOREVER); returns the call's
- * status (knitk_call_status) or -EINPROGRESS when the wait timed out.
+ * status (knitk_call_status) or -EINPROGRESS when the wait timed out (a
+ * completed call's status is never -EINPROGRESS, see knitk_task_fn).
  */
 int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns);
 
@@ -189,8 +198,9 @@ int knitk_pool_wait_all(struct knitk_pool *pool, struct knitk_call *const *calls
 
 /*
  * knitk_call_status - the status of a completed call (the task's return
- * value, or -ETIMEDOUT, -ECANCELED, -EOWNERDEAD, -EMSGSIZE for a result
- * too big); -EINPROGRESS while running.
+ * value, -EPROTO for a task that returned -EINPROGRESS, or -ETIMEDOUT,
+ * -ECANCELED, -EOWNERDEAD, -EMSGSIZE for a result too big); -EINPROGRESS
+ * while running, and only then.
  */
 int knitk_call_status(struct knitk_call *call);
 
