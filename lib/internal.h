@@ -143,6 +143,8 @@ uint64_t knot_doorbell_pending(const struct knitk_knot *k, unsigned int d);
  */
 int knot_kick_self(struct knitk_knot *k);
 bool knot_can_kick(const struct knitk_knot *k);
+/* The host joined once and its endpoint has been released (or marked dead). */
+bool knot_host_dead(const struct knitk_knot *k);
 /* Effective ack word of mailbox @m (acquire loads). */
 uint64_t knot_mailbox_ack(const struct knitk_knot *k, unsigned int m);
 

@@ -214,6 +214,7 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	pool->nr_workers = pool->opts.nr_workers;
 	pool->nr_submitters = pool->opts.nr_submitters;
 	pool->monitor_efd = -1;
+	pool->host_pidfd = -1;
 	pthread_mutex_init(&pool->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

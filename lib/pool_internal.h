@@ -158,6 +158,7 @@ struct knitk_pool {
 	bool monitor_started;
 	int monitor_efd;
 	bool monitor_stop;		/* pool->lock */
+	int host_pidfd;			/* futex: ours, inherited by workers */
 };
 
 static inline uint64_t pool_now_ns(void)
@@ -208,6 +209,17 @@ int spawn_worker(struct knitk_pool *pool, unsigned int w);
 int monitor_start(struct knitk_pool *pool);
 void monitor_poke(struct knitk_pool *pool);
 void monitor_stop(struct knitk_pool *pool);
+/* A process worker on the futex backend watching its host's pidfd. */
+struct host_watch {
+	struct knitk_knot *knot;
+	int pidfd;
+	int efd;			/* ends the watch */
+	pthread_t thread;
+	bool started;
+};
+int host_watch_start(struct host_watch *hw, struct knitk_knot *knot,
+		     int host_pidfd);
+void host_watch_stop(struct host_watch *hw);
 
 /*
  * One round of a bounded spin: a pause hint, and every few rounds a yield,

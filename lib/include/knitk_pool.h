@@ -260,8 +260,11 @@ void *knitk_task_data(void *ctx);
  * starts as a process worker (the host itself, by default).  In the host
  * (no KNITK_WORKER in the environment) it returns 0 at once.  In a worker
  * it attaches to the inherited knot, joins, runs @table until the pool
- * stops it and then exits the process; it never returns.  -EINVAL for a
- * bad @table.
+ * stops it and then exits the process; it never returns.  If the host
+ * process ends without destroying its pool (killed, or leaving main), the
+ * worker finishes the call it is running (a task waiting for room for its
+ * result gets -EPIPE) and exits; calls still queued to it are lost with
+ * the host.  -EINVAL for a bad @table.
  */
 int knitk_worker_main(int argc, char **argv,
 		      const struct knitk_task_table *table, void *task_data);
