@@ -557,6 +557,14 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 	pthread_mutex_lock(&pool->lock);
 	pool->closed = true;
 	pool->completer_done = true;
+	/*
+	 * A waiting thread may still hold the drainer role (the completer
+	 * can exit under it once the worker deaths it handles leave none):
+	 * let it finish before its consumers and knot go.  Nobody takes the
+	 * role after completer_done; each release broadcasts pool->cond.
+	 */
+	while (pool->draining)
+		pthread_cond_wait(&pool->cond, &pool->lock);
 	pthread_mutex_unlock(&pool->lock);
 	/*
 	 * Leaving the host role wakes every worker still parked (-EPIPE):

@@ -127,7 +127,10 @@ int knitk_pool_shutdown(struct knitk_pool *pool, unsigned int mode);
  * knitk_call_abort (-EALREADY), knitk_call_worker and knitk_call_release
  * work on them in any order.  The pool pointer itself is invalid once
  * this returns: no function may be given it, not even
- * knitk_pool_wait_any/all on such handles.
+ * knitk_pool_wait_any/all on such handles.  Threads blocked in a wait
+ * (knitk_call_wait, knitk_pool_wait_any/all) when the destroy starts
+ * return once it has completed their calls; no other call on the pool may
+ * run concurrently with its destroy.
  */
 void knitk_pool_destroy(struct knitk_pool *pool);
 
