@@ -29,6 +29,12 @@ void call_complete_locked(struct knitk_pool *pool, struct knitk_call *call,
 		free(data);
 		return;
 	}
+	/*
+	 * -EINPROGRESS means "not completed" (knitk_call_status, a wait that
+	 * timed out): a task returning it completes its call with -EPROTO.
+	 */
+	if (status == -EINPROGRESS)
+		status = -EPROTO;
 	call->state = CALL_DONE;
 	call->status = status;
 	call->data = data;
@@ -103,11 +109,13 @@ static uint64_t wake_time(uint64_t until, const struct knitk_call *call)
 	return until;
 }
 
-/* Some call is in flight. */
+/* Some call is in flight (none after destroy, which freed the workers). */
 static bool pool_busy_locked(struct knitk_pool *pool)
 {
 	unsigned int w;
 
+	if (pool->destroyed)
+		return false;
 	for (w = 0; w < pool->nr_workers; w++)
 		if (pool->workers[w].inflight)
 			return true;

@@ -224,6 +224,7 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	pthread_cond_broadcast(&pool->cond);
 	pthread_mutex_unlock(&pool->lock);
 
+	POOL_HOOK(pool, POOL_HOOK_RESET, w);
 	reset_requests(pool, w);
 	if (!respawn)
 		return;

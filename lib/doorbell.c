@@ -62,8 +62,7 @@ static uint64_t doorbell_set_sleeping(struct knitk_doorbell *db, uint32_t v)
 	return old;
 }
 
-/* The host joined once and its endpoint has been released since. */
-static bool knot_host_dead(const struct knitk_knot *k)
+bool knot_host_dead(const struct knitk_knot *k)
 {
 	const uint64_t host = 1ULL << KNITK_DOORBELL_HOST;
 	/*

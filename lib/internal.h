@@ -145,6 +145,8 @@ int knot_kick_self(struct knitk_knot *k);
 bool knot_can_kick(const struct knitk_knot *k);
 /* Acknowledge and free everything of @p's mailbox for its dead consumer. */
 int knot_producer_reset_consumer(struct knitk_producer *p);
+/* The host joined once and its endpoint has been released (or marked dead). */
+bool knot_host_dead(const struct knitk_knot *k);
 /* Effective ack word of mailbox @m (acquire loads). */
 uint64_t knot_mailbox_ack(const struct knitk_knot *k, unsigned int m);
 

@@ -217,6 +217,7 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	pool->nr_workers = pool->opts.nr_workers;
 	pool->nr_submitters = pool->opts.nr_submitters;
 	pool->monitor_efd = -1;
+	pool->host_pidfd = -1;
 	pthread_mutex_init(&pool->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -568,6 +569,14 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 	pthread_mutex_lock(&pool->lock);
 	pool->closed = true;
 	pool->completer_done = true;
+	/*
+	 * A waiting thread may still hold the drainer role (the completer
+	 * can exit under it once the worker deaths it handles leave none):
+	 * let it finish before its consumers and knot go.  Nobody takes the
+	 * role after completer_done; each release broadcasts pool->cond.
+	 */
+	while (pool->draining)
+		pthread_cond_wait(&pool->cond, &pool->lock);
 	pthread_mutex_unlock(&pool->lock);
 	/*
 	 * Leaving the host role wakes every worker still parked (-EPIPE):

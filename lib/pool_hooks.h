@@ -20,6 +20,11 @@ enum pool_hook {
 	POOL_HOOK_SUBMIT_WAIT,
 	/* handle_death: worker @arg marked dead; no lock held. */
 	POOL_HOOK_DEATH,
+	/*
+	 * handle_death: worker @arg's calls completed, its request
+	 * mailboxes not reset yet; no lock held.
+	 */
+	POOL_HOOK_RESET,
 };
 
 typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,

@@ -163,6 +163,7 @@ struct knitk_pool {
 	bool monitor_started;
 	int monitor_efd;
 	bool monitor_stop;		/* pool->lock */
+	int host_pidfd;			/* futex: ours, inherited by workers */
 };
 
 static inline uint64_t pool_now_ns(void)
@@ -214,6 +215,17 @@ void spawn_reap(pid_t pid);
 int monitor_start(struct knitk_pool *pool);
 void monitor_poke(struct knitk_pool *pool);
 void monitor_stop(struct knitk_pool *pool);
+/* A process worker on the futex backend watching its host's pidfd. */
+struct host_watch {
+	struct knitk_knot *knot;
+	int pidfd;
+	int efd;			/* ends the watch */
+	pthread_t thread;
+	bool started;
+};
+int host_watch_start(struct host_watch *hw, struct knitk_knot *knot,
+		     int host_pidfd);
+void host_watch_stop(struct host_watch *hw);
 
 /* A completion batch or a death: a submitter waiting for room looks again. */
 static inline void pool_progress_locked(struct knitk_pool *pool)

@@ -4,9 +4,10 @@
  *
  * A worker process is started with posix_spawn (never fork in a threaded
  * host): [prefix argv...] worker_path [worker argv...], with POOL_ENV set
- * to "fd,worker,spin".  The knot fd crosses by inheritance: it is O_CLOEXEC
- * in the host, and a dup2 onto itself in the spawn's file actions clears
- * the flag in the child only, so no other child inherits it.  The child
+ * to "fd,worker,spin,hostfd".  The knot fd crosses by inheritance: it is
+ * O_CLOEXEC in the host, and a dup2 onto itself in the spawn's file actions
+ * clears the flag in the child only, so no other child inherits it; so
+ * does hostfd, the host's own pidfd, on the futex backend (else -1).  The child
  * calls knitk_worker_main(), attaches with KNITK_ATTACH_TAKE_FD and joins.
  * spawn_worker() returns once the role shows the new join (a one-time
  * handshake: it polls the child's pidfd with a short timeout so a child
@@ -14,11 +15,19 @@
  *
  * Deaths: with the module, the kernel marks a worker's role dead when its
  * process exits or closes its endpoint (whatever children it forked hold)
- * and rings the host.  On the futex backend the monitor thread polls every
- * worker's pidfd and calls knitk_knot_mark_dead(), which does the same.
+ * and rings the host, or, when the host goes, every worker.  On the futex
+ * backend the monitor thread polls every worker's pidfd and calls
+ * knitk_knot_mark_dead(), which does the same; and in each worker process
+ * a watch thread polls the host's pidfd and marks the host dead, so a
+ * worker whose host was killed, or left without destroying its pool, sees
+ * the host gone (-EPIPE) when it parks or between two calls, and exits.
+ * A pidfd, not PR_SET_PDEATHSIG: that fires when the spawning *thread*
+ * ends (respawns run on whichever thread drains) and not at all through a
+ * prefix command, and a pidfd crosses pid namespaces.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -112,7 +121,8 @@ int spawn_worker(struct knitk_pool *pool, unsigned int w)
 	pid_t pid;
 	int ret, pidfd;
 
-	snprintf(var, sizeof(var), POOL_ENV "=%d,%u,%u", fd, w, pool->opts.spin);
+	snprintf(var, sizeof(var), POOL_ENV "=%d,%u,%u,%d", fd, w,
+		 pool->opts.spin, pool->host_pidfd);
 	argv = calloc(np + na + 2, sizeof(*argv));
 	env = worker_env(var);
 	if (!argv || !env) {
@@ -133,6 +143,9 @@ int spawn_worker(struct knitk_pool *pool, unsigned int w)
 	if (!ret) {
 		/* dup2 onto itself clears FD_CLOEXEC, in the child only. */
 		ret = posix_spawn_file_actions_adddup2(&fa, fd, fd);
+		if (!ret && pool->host_pidfd >= 0)
+			ret = posix_spawn_file_actions_adddup2(&fa, pool->host_pidfd,
+							       pool->host_pidfd);
 		if (!ret)
 			ret = posix_spawnp(&pid, argv[0], &fa, NULL, argv, env);
 		posix_spawn_file_actions_destroy(&fa);
@@ -235,6 +248,10 @@ int monitor_start(struct knitk_pool *pool)
 {
 	int ret;
 
+	/* For the workers' watch of us (O_CLOEXEC, like every pidfd). */
+	pool->host_pidfd = pidfd_open_(getpid());
+	if (pool->host_pidfd < 0)
+		return pool->host_pidfd;
 	pool->monitor_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (pool->monitor_efd < 0)
 		return -errno;
@@ -247,6 +264,10 @@ int monitor_start(struct knitk_pool *pool)
 
 void monitor_stop(struct knitk_pool *pool)
 {
+	/* Destroy: no worker is started after this. */
+	if (pool->host_pidfd >= 0)
+		close(pool->host_pidfd);
+	pool->host_pidfd = -1;
 	if (!pool->monitor_started)
 		return;
 	pthread_mutex_lock(&pool->lock);
@@ -255,4 +276,71 @@ void monitor_stop(struct knitk_pool *pool)
 	monitor_poke(pool);
 	pthread_join(pool->monitor, NULL);
 	pool->monitor_started = false;
+}
+
+/* ------------------------------------ futex: the worker's watch of its host */
+
+static void *host_watch_main(void *arg)
+{
+	struct host_watch *hw = arg;
+	struct pollfd pfd[2] = {
+		{ .fd = hw->pidfd, .events = POLLIN },
+		{ .fd = hw->efd, .events = POLLIN },
+	};
+
+	for (;;) {
+		if (poll(pfd, 2, -1) < 0)
+			continue;
+		if (pfd[1].revents)
+			return NULL;
+		if (pfd[0].revents) {
+			/*
+			 * The host exited: as its own release would, this
+			 * kicks every worker doorbell, and the worker loop
+			 * sees the host dead.
+			 */
+			knitk_knot_mark_dead(hw->knot, KNITK_DOORBELL_HOST);
+			return NULL;
+		}
+	}
+}
+
+/* In the worker, before it joins: watch the host of pidfd @host_pidfd. */
+int host_watch_start(struct host_watch *hw, struct knitk_knot *knot,
+		     int host_pidfd)
+{
+	int ret;
+
+	memset(hw, 0, sizeof(*hw));
+	hw->knot = knot;
+	hw->pidfd = host_pidfd;
+	/* The inherited fd lost O_CLOEXEC: our own children must not get it. */
+	if (fcntl(host_pidfd, F_SETFD, FD_CLOEXEC) < 0)
+		return -errno;
+	hw->efd = eventfd(0, EFD_CLOEXEC);
+	if (hw->efd < 0)
+		return -errno;
+	ret = pthread_create(&hw->thread, NULL, host_watch_main, hw);
+	if (ret) {
+		close(hw->efd);
+		return -ret;
+	}
+	hw->started = true;
+	return 0;
+}
+
+/* Before the worker's knot goes: the watch may be marking the host dead. */
+void host_watch_stop(struct host_watch *hw)
+{
+	uint64_t one = 1;
+
+	if (!hw->started)
+		return;
+	if (write(hw->efd, &one, sizeof(one)) < 0) {
+		/* A fresh eventfd cannot overflow. */
+	}
+	pthread_join(hw->thread, NULL);
+	close(hw->efd);
+	close(hw->pidfd);
+	hw->started = false;
 }

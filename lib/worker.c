@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "pool_internal.h"
 
 struct knitk_reply {
+	struct knitk_knot *knot;
 	struct knitk_producer *producer;
 	unsigned int lane;
 	uint64_t max;
@@ -49,11 +51,15 @@ KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
 	/*
 	 * -ENOSPC: the host has not yet taken earlier results out of our
 	 * arena.  Its drainer is awake (we rang it when we published
-	 * them) and frees them shortly; yield until it has.  Only results
-	 * bigger than the inline bytes ever wait here.
+	 * them) and frees them shortly; yield until it has, or until the
+	 * host is gone (-EPIPE: nobody will).  Only results bigger than the
+	 * inline bytes ever wait here.
 	 */
-	while ((ret = knitk_lane_reserve(out->producer, out->lane, len, buf)) == -ENOSPC)
+	while ((ret = knitk_lane_reserve(out->producer, out->lane, len, buf)) == -ENOSPC) {
+		if (knot_host_dead(out->knot))
+			return -EPIPE;
 		sched_yield();
+	}
 	return ret;
 }
 
@@ -122,7 +128,7 @@ static int worker_exec(struct worker_loop *l, const struct knitk_msg *msg,
 		       int decode_err, unsigned int rlane)
 {
 	const struct knitk_lane_header *h = &msg->header;
-	struct knitk_reply reply = { l->ret, rlane, l->max };
+	struct knitk_reply reply = { l->knot, l->ret, rlane, l->max };
 	struct task_ctx ctx = { 0 };
 	uint32_t abit;
 
@@ -207,8 +213,16 @@ int worker_run(const struct worker_args *a)
 			if (knitk_lane_scan(l.req[s], &pending) <= 0)
 				continue;
 			any = true;
-			while (!done && (lane = knitk_lane_next(l.req[s], &pending)) >= 0)
-				done = worker_handle(&l, l.req[s], (unsigned int)lane);
+			while (!done && (lane = knitk_lane_next(l.req[s], &pending)) >= 0) {
+				/*
+				 * A host gone (killed: its calls are lost with
+				 * it) ends the loop after the running call.
+				 */
+				if (knot_host_dead(l.knot))
+					done = 1;
+				else
+					done = worker_handle(&l, l.req[s], (unsigned int)lane);
+			}
 		}
 		if (done || any) {
 			spins = 0;
@@ -247,10 +261,12 @@ void *worker_thread_main(void *arg)
 }
 
 /*
- * A process worker: POOL_ENV is "fd,worker,spin", set by spawn_worker().
- * The knot fd came by inheritance; attaching with KNITK_ATTACH_TAKE_FD
- * closes it, so our own endpoint is the only one this process holds and
- * our exit is seen as our death.
+ * A process worker: POOL_ENV is "fd,worker,spin,hostfd", set by
+ * spawn_worker().  The knot fd came by inheritance; attaching with
+ * KNITK_ATTACH_TAKE_FD closes it, so our own endpoint is the only one this
+ * process holds and our exit is seen as our death.  hostfd (futex backend,
+ * else -1) is the host's pidfd: the watch of it marks the host dead when it
+ * exits (see spawn.c).
  */
 KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 				   const struct knitk_task_table *table,
@@ -258,9 +274,10 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 {
 	struct worker_args a = { .table = table, .task_data = task_data };
 	const char *env = getenv(POOL_ENV);
+	struct host_watch hw = { 0 };
 	int fd, ret;
 	char *end;
-	long v[3];
+	long v[4];
 	int i;
 
 	(void)argc;
@@ -269,9 +286,10 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 		return -EINVAL;
 	if (!env)
 		return 0;
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 4; i++) {
 		v[i] = strtol(env, &end, 10);
-		if (end == env || v[i] < 0 || (*end != (i < 2 ? ',' : '\0')))
+		if (end == env || v[i] < (i < 3 ? 0 : -1) || v[i] > INT_MAX ||
+		    (*end != (i < 3 ? ',' : '\0')))
 			exit(127);
 		env = end + 1;
 	}
@@ -283,12 +301,19 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 	ret = knitk_knot_attach(fd, KNITK_ATTACH_TAKE_FD, &a.knot);
 	if (ret)
 		exit(126);
+	/* Before the join: a host gone meanwhile is seen at the first park. */
+	if (v[3] >= 0 && host_watch_start(&hw, a.knot, (int)v[3])) {
+		knitk_knot_destroy(a.knot);
+		exit(124);
+	}
 	ret = knitk_knot_join(a.knot, KNITK_ROLE_WORKER, a.worker);
 	if (ret < 0) {
+		host_watch_stop(&hw);
 		knitk_knot_destroy(a.knot);
 		exit(125);
 	}
 	ret = worker_run(&a);
+	host_watch_stop(&hw);
 	knitk_knot_destroy(a.knot);
 	exit(ret ? 1 : 0);
 }

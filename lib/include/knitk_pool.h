@@ -42,7 +42,9 @@ struct knitk_reply;
  * @out receives the result bytes (knitk_reply_alloc/knitk_reply_set), @ctx
  * is the call's context (knitk_task_aborted, knitk_task_data).  The return
  * value is the call's status: >= 0 for success, a negative errno for an
- * error (both reach the caller unchanged).
+ * error (both reach the caller unchanged), except -EINPROGRESS, which is
+ * reserved for calls not completed yet: a task returning it completes its
+ * call with -EPROTO.
  */
 typedef int (*knitk_task_fn)(const void *in, size_t in_len,
 			     struct knitk_reply *out, void *ctx);
@@ -119,7 +121,16 @@ int knitk_pool_shutdown(struct knitk_pool *pool, unsigned int mode);
 /*
  * knitk_pool_destroy - shut down (cancel, if not done yet), join threads,
  * reap processes, free everything.  Handles not released yet stay valid
- * (completed) until knitk_call_release().
+ * until knitk_call_release(), all completed (a call still running at the
+ * destroy completes -ECANCELED): knitk_call_status, knitk_call_result,
+ * knitk_call_wait (returns the status at once, whatever the deadline),
+ * knitk_call_abort (-EALREADY), knitk_call_worker and knitk_call_release
+ * work on them in any order.  The pool pointer itself is invalid once
+ * this returns: no function may be given it, not even
+ * knitk_pool_wait_any/all on such handles.  Threads blocked in a wait
+ * (knitk_call_wait, knitk_pool_wait_any/all) when the destroy starts
+ * return once it has completed their calls; no other call on the pool may
+ * run concurrently with its destroy.
  */
 void knitk_pool_destroy(struct knitk_pool *pool);
 
@@ -174,7 +185,8 @@ int knitk_pool_submit_batch(struct knitk_pool *pool,
 /*
  * knitk_call_wait - wait until @call completes or @deadline_ns (absolute
  * CLOCK_MONOTONIC, 0 = no wait, KNITK_WAIT_FOREVER); returns the call's
- * status (knitk_call_status) or -EINPROGRESS when the wait timed out.
+ * status (knitk_call_status) or -EINPROGRESS when the wait timed out (a
+ * completed call's status is never -EINPROGRESS, see knitk_task_fn).
  */
 int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns);
 
@@ -191,8 +203,9 @@ int knitk_pool_wait_all(struct knitk_pool *pool, struct knitk_call *const *calls
 
 /*
  * knitk_call_status - the status of a completed call (the task's return
- * value, or -ETIMEDOUT, -ECANCELED, -EOWNERDEAD, -EMSGSIZE for a result
- * too big); -EINPROGRESS while running.
+ * value, -EPROTO for a task that returned -EINPROGRESS, or -ETIMEDOUT,
+ * -ECANCELED, -EOWNERDEAD, -EMSGSIZE for a result too big); -EINPROGRESS
+ * while running, and only then.
  */
 int knitk_call_status(struct knitk_call *call);
 
@@ -252,8 +265,11 @@ void *knitk_task_data(void *ctx);
  * starts as a process worker (the host itself, by default).  In the host
  * (no KNITK_WORKER in the environment) it returns 0 at once.  In a worker
  * it attaches to the inherited knot, joins, runs @table until the pool
- * stops it and then exits the process; it never returns.  -EINVAL for a
- * bad @table.
+ * stops it and then exits the process; it never returns.  If the host
+ * process ends without destroying its pool (killed, or leaving main), the
+ * worker finishes the call it is running (a task waiting for room for its
+ * result gets -EPIPE) and exits; calls still queued to it are lost with
+ * the host.  -EINVAL for a bad @table.
  */
 int knitk_worker_main(int argc, char **argv,
 		      const struct knitk_task_table *table, void *task_data);

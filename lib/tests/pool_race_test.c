@@ -26,9 +26,9 @@
 
 static _Atomic int gate;
 
-/* Thread workers: hold the call until the test opens the gate. */
-static int task_gate(const void *in, size_t len, struct knitk_reply *out,
-		     void *ctx)
+/* Thread workers: hold the call until the test opens the gate (a flag). */
+static int task_until_open(const void *in, size_t len,
+			   struct knitk_reply *out, void *ctx)
 {
 	(void)in;
 	(void)len;
@@ -39,7 +39,7 @@ static int task_gate(const void *in, size_t len, struct knitk_reply *out,
 	return 7;
 }
 
-static const knitk_task_fn gate_fns[] = { task_gate };
+static const knitk_task_fn gate_fns[] = { task_until_open };
 static const struct knitk_task_table gate_tasks = { gate_fns, 1 };
 
 static struct knitk_call *held;

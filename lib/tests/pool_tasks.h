@@ -29,6 +29,8 @@ enum {
 	T_FAIL,		/* returns -(i32 argument) */
 	T_ENV,		/* 1 if KNITK_PREFIX_TEST is set in the worker */
 	T_HOLD,		/* u32 ms, then any bytes: T_SLEEP with a payload */
+	/* Host death (pool_orphan_test). */
+	T_GATE,		/* i32 ready, gate fds, u32 n: see task_gate */
 	T_NR,
 };
 
@@ -149,6 +151,36 @@ static int task_env(const void *in, size_t len, struct knitk_reply *out,
 	return getenv("KNITK_PREFIX_TEST") != NULL;
 }
 
+/*
+ * T_GATE: writes 'r' to fd ready, reads one byte from fd gate, writes 'd'
+ * to ready and replies @n bytes (pipes the test program made and the
+ * workers inherited): the test sees the task start and end, and holds it
+ * in between.
+ */
+static int task_gate(const void *in, size_t len, struct knitk_reply *out,
+		     void *ctx)
+{
+	struct { int32_t ready, gate; uint32_t n; } a;
+	char b;
+	void *p;
+	int ret;
+
+	(void)ctx;
+	if (len != sizeof(a))
+		return -EINVAL;
+	memcpy(&a, in, sizeof(a));
+	if (write(a.ready, "r", 1) != 1 || read(a.gate, &b, 1) != 1 ||
+	    write(a.ready, "d", 1) != 1)
+		return -EIO;
+	if (!a.n)
+		return 0;
+	ret = knitk_reply_alloc(out, a.n, &p);
+	if (ret)
+		return ret;
+	memset(p, 'g', a.n);
+	return (int)a.n;
+}
+
 static const knitk_task_fn test_task_fns[T_NR] = {
 	[T_ECHO] = task_echo,
 	[T_MIX] = task_mix,
@@ -158,6 +190,7 @@ static const knitk_task_fn test_task_fns[T_NR] = {
 	[T_FAIL] = task_fail,
 	[T_ENV] = task_env,
 	[T_HOLD] = task_hold,
+	[T_GATE] = task_gate,
 };
 
 static const struct knitk_task_table test_tasks = { test_task_fns, T_NR };

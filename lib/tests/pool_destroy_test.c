@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * knitk_pool_destroy while another thread waits on a call: the waiter
+ * returns with its call completed, and the destroy frees nothing that
+ * thread still uses.  The narrow case: the waiting thread holds the
+ * drainer role and is handling a worker's death, after which no worker is
+ * left and the completer exits, so the destroy goes on to its teardown.
+ * The pool's hook (pool_hooks.h) holds the waiter there, in the death
+ * handler before its mailbox reset, until the destroy tears down the host's consumers (the
+ * defect: a --wrap of knitk_consumer_destroy sees it, and the test ends
+ * before the waiter touches the freed pool) or, when the destroy waits
+ * for the role as it must, for HOLD_NS, and goes on.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "knitk.h"
+#include "pool_tasks.h"
+#include "tap.h"
+#include "../pool_hooks.h"
+
+#define HOLD_NS		500000000ULL
+
+static _Thread_local bool is_waiter;
+static _Atomic int waiter_parked, armed, hooked, destroying, torn_down;
+
+int __real_knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq);
+void __real_knitk_consumer_destroy(struct knitk_consumer *consumer);
+
+/* The waiter parks as the drainer (only the role's holder parks here). */
+int __wrap_knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq)
+{
+	if (is_waiter)
+		atomic_store(&waiter_parked, 1);
+	return __real_knitk_doorbell_prepare(knot, seq);
+}
+
+/* In the death handler, on the thread that drains: hold it there. */
+static void hook_hold_death(struct knitk_pool *pool, enum pool_hook point,
+			    unsigned int arg)
+{
+	uint64_t until;
+
+	(void)pool;
+	(void)arg;
+	if (point != POOL_HOOK_RESET || !is_waiter || !atomic_exchange(&armed, 0))
+		return;
+	atomic_store(&hooked, 1);
+	while (!atomic_load(&destroying))
+		sched_yield();
+	until = tap_now_ns() + HOLD_NS;
+	while (!atomic_load(&torn_down) && tap_now_ns() < until)
+		sched_yield();
+	atomic_store(&hooked, 0);
+	if (atomic_load(&torn_down)) {
+		/* Going on would use the freed pool. */
+		printf("not ok - destroy_during_death: the pool was torn down under its drainer\n");
+		fflush(stdout);
+		_exit(1);
+	}
+}
+
+/* The destroy's teardown while the waiter is still held in the drain. */
+void __wrap_knitk_consumer_destroy(struct knitk_consumer *consumer)
+{
+	if (atomic_load(&hooked))
+		atomic_store(&torn_down, 1);
+	__real_knitk_consumer_destroy(consumer);
+}
+
+struct waiter {
+	struct knitk_call *call;
+	int status;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+
+	is_waiter = true;
+	w->status = knitk_call_wait(w->call, KNITK_WAIT_FOREVER);
+	return NULL;
+}
+
+/* The waiter handles its worker's death when the destroy starts. */
+static void destroy_during_death(void)
+{
+	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES,
+				     .nr_workers = 1, .nr_submitters = 1 };
+	struct knitk_pool *pool;
+	struct knitk_worker_info wi;
+	struct waiter w = { 0 };
+	uint32_t ms = 60000;
+	pthread_t th;
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0);
+	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &w.call) == 0);
+	REQUIRE(pthread_create(&th, NULL, waiter_main, &w) == 0);
+	while (!atomic_load(&waiter_parked))
+		sched_yield();
+	atomic_store(&armed, 1);
+	atomic_store(&knitk__test_hook, hook_hold_death);
+	CHECK_EQ(kill(wi.pid, SIGKILL), 0);
+	while (!atomic_load(&hooked))
+		sched_yield();
+	atomic_store(&destroying, 1);
+	knitk_pool_destroy(pool);
+	pthread_join(th, NULL);
+	atomic_store(&knitk__test_hook, NULL);
+	CHECK_EQ(atomic_load(&torn_down), 0);
+	CHECK_EQ(w.status, -EOWNERDEAD);
+	CHECK_EQ(knitk_call_status(w.call), -EOWNERDEAD);
+	knitk_call_release(w.call);
+}
+
+/* A thread waiting forever when the destroy starts: its call is cancelled. */
+static void destroy_with_waiter(unsigned int kind)
+{
+	struct knitk_pool_opts o = { .kind = kind, .nr_workers = 2 };
+	struct knitk_pool *pool;
+	struct waiter w = { 0 };
+	uint32_t ms = 60000;
+	pthread_t th;
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &w.call) == 0);
+	atomic_store(&waiter_parked, 0);
+	REQUIRE(pthread_create(&th, NULL, waiter_main, &w) == 0);
+	while (!atomic_load(&waiter_parked))
+		sched_yield();
+	knitk_pool_destroy(pool);
+	pthread_join(th, NULL);
+	CHECK_EQ(w.status, -ECANCELED);
+	knitk_call_release(w.call);
+}
+
+static void destroy_with_waiter_threads(void)
+{
+	destroy_with_waiter(KNITK_WORKER_THREADS);
+}
+
+static void destroy_with_waiter_processes(void)
+{
+	destroy_with_waiter(KNITK_WORKER_PROCESSES);
+}
+
+int main(int argc, char **argv)
+{
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+		return 2;
+	TEST(destroy_during_death);
+	TEST(destroy_with_waiter_threads);
+	TEST(destroy_with_waiter_processes);
+	return tap_exit();
+}

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Process workers do not outlive their host, on the module, which marks a
+ * killed host dead itself: idle workers leave their park with -EPIPE, a
+ * busy one after its task, one waiting for room for its result gives up
+ * (the scenarios: lib/tests/orphan.h).
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "knitk.h"
+
+#define POOL_TASKS_SLEEP_STEP_US	500
+#include "../../lib/tests/pool_tasks.h"
+#include "../../lib/tests/orphan.h"
+
+#define REQUIRE_KNITK() do {						\
+	if (access("/dev/knitk", F_OK))					\
+		SKIP(return, "/dev/knitk absent: modprobe knitk first");	\
+} while (0)
+
+TEST(kill_idle)
+{
+	REQUIRE_KNITK();
+	ASSERT_EQ(NULL, orphan_kill_idle(KNITK_KNOT_KMOD));
+}
+
+TEST(kill_busy)
+{
+	REQUIRE_KNITK();
+	ASSERT_EQ(NULL, orphan_kill_busy(KNITK_KNOT_KMOD));
+}
+
+TEST(kill_result_waiting)
+{
+	REQUIRE_KNITK();
+	ASSERT_EQ(NULL, orphan_kill_result_waiting(KNITK_KNOT_KMOD));
+}
+
+TEST(return_from_main)
+{
+	REQUIRE_KNITK();
+	ASSERT_EQ(NULL, orphan_host_leaves(KNITK_KNOT_KMOD, "return"));
+}
+
+TEST(exit_without_destroy)
+{
+	REQUIRE_KNITK();
+	ASSERT_EQ(NULL, orphan_host_leaves(KNITK_KNOT_KMOD, "_exit"));
+}
+
+int main(int argc, char **argv)
+{
+	int ret;
+
+	/* The hosts and their workers are this program, re-run. */
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+		return 1;
+	ret = orphan_host_main(argc, argv);
+	if (ret >= 0)
+		return ret;
+	return test_harness_run(argc, argv);
+}
