@@ -69,7 +69,11 @@ struct knitk_knot;
  * knitk_knot_create - make a new knot from @geom and an endpoint on it.
  * -EINVAL for a bad geometry or unknown flags, -ENODEV when the kmod
  * backend is forced but /dev/knitk does not open, -E2BIG when the module
- * refuses the size, -ENOMEM.
+ * refuses the size, -ENOMEM when memory runs out or, on the module, when
+ * the knot would take the user past RLIMIT_MEMLOCK (the module charges
+ * knot pages to it unless the caller has CAP_IPC_LOCK; there is no
+ * fallback to the futex backend then: raise the limit, or force
+ * KNITK_KNOT_FUTEX).
  */
 int knitk_knot_create(const struct knitk_geometry *geom, unsigned int flags,
 		      struct knitk_knot **knot);
