@@ -59,7 +59,8 @@ struct knitk_bell {
 /**
  * struct knitk_knot - one shared region and everything the kernel keeps on it
  * @ref: one reference per attached endpoint (mappings hold their file).
- * @lock: serialises join and release (live/dead/generation/death_seq).
+ * @lock: serialises join and release (live/dead/generation/death_seq/
+ *	death_done).
  * @id: number for debugfs, unique while the module is loaded.
  * @geometry: the geometry the knot was created from (kernel copy).
  * @layout: the knot's layout (kernel copy; never read back from the page).
@@ -76,7 +77,7 @@ struct knitk_bell {
  */
 struct knitk_knot {
 	struct kref ref;
-	struct mutex lock; /* live/dead/generation/death_seq */
+	struct mutex lock; /* live/dead/generation/death_seq/death_done */
 	u64 id;
 	struct knitk_geometry geometry;
 	struct knitk_layout layout;

@@ -704,6 +704,8 @@ static void knitk_peer_death_rings_doorbells(struct kunit *test)
 			1U);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 0U);
 	KUNIT_EXPECT_EQ(test, knot->control->death_seq, 1U);
+	/* Done once its kick moved the host's seq. */
+	KUNIT_EXPECT_EQ(test, knot->control->death_done, 1U);
 
 	knitk_role_end(&host);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 1U);
@@ -712,6 +714,7 @@ static void knitk_peer_death_rings_doorbells(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq,
 			1U);
 	KUNIT_EXPECT_EQ(test, knot->control->death_seq, 2U);
+	KUNIT_EXPECT_EQ(test, knot->control->death_done, 2U);
 	/* A worker of a dead host gets -EPIPE instead of sleeping. */
 	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 0, 1,
 						  KNITK_WAIT_FOREVER), -EPIPE);
@@ -752,6 +755,8 @@ static void knitk_peer_end_once(struct kunit *test)
 
 	KUNIT_EXPECT_TRUE(test, knitk_peer_end(ctl, &next));
 	KUNIT_EXPECT_EQ(test, ctl->death_seq, 2U);
+	/* Only knitk_role_end(), after the kicks, counts a death done. */
+	KUNIT_EXPECT_EQ(test, ctl->death_done, 0U);
 }
 
 /* The release of an endpoint whose role ended is no second death. */
@@ -814,8 +819,11 @@ static void knitk_role_ends_at_owner_exit(struct kunit *test)
 	j.knot = knot;
 	task = kthread_run(knitk_test_joiner_fn, &j, "knitk-kunit-join");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
-	/* A hang here is caught by KUnit's own test timeout. */
-	while (!READ_ONCE(knot->control->death_seq))
+	/*
+	 * Until the death is done, its kick too.  A hang here is caught by
+	 * KUnit's own test timeout.
+	 */
+	while (!smp_load_acquire(&knot->control->death_done))
 		usleep_range(1000, 2000);
 	KUNIT_EXPECT_EQ(test, j.ret, 0);
 	KUNIT_EXPECT_EQ(test, knot->control->dead, BIT_ULL(0));
@@ -824,6 +832,7 @@ static void knitk_role_ends_at_owner_exit(struct kunit *test)
 			1U);
 	knitk_role_release(&r);
 	KUNIT_EXPECT_EQ(test, knot->control->death_seq, 1U);
+	KUNIT_EXPECT_EQ(test, knot->control->death_done, 1U);
 	knitk_knot_put(knot);
 }
 

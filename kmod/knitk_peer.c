@@ -4,9 +4,10 @@
  *
  * A role slot is a worker id (0..nr_workers-1) or KNITK_SLOT_HOST.  The
  * control page records which slots are held by a live endpoint (live), which
- * lost their endpoint (dead), how often each was joined (generation) and how
- * many joined roles ended (death_seq).  Only the kernel writes the control
- * page, always under knot->lock, with WRITE_ONCE so that a reader in
+ * lost their endpoint (dead), how often each was joined (generation), how
+ * many joined roles ended (death_seq) and how many of those deaths have
+ * kicked every doorbell they wake (death_done).  Only the kernel writes the
+ * control page, always under knot->lock, with WRITE_ONCE so that a reader in
  * userspace sees whole words and with release stores where a reader
  * acquires one word and then reads the others.
  *
@@ -103,8 +104,8 @@ void knitk_peer_leave(struct knitk_control *ctl, unsigned int slot)
 	smp_store_release(&ctl->dead, READ_ONCE(ctl->dead) | bit);
 	/*
 	 * Both before the new death_seq: pairs with the acquire of death_seq,
-	 * then dead, in check_deaths() (lib/complete.c) and with the one in
-	 * knot_peer_event() (lib/doorbell.c).
+	 * then dead, in check_deaths() (lib/complete.c) and with the ones in
+	 * knot_peer_event() and knot_peer_woke() (lib/doorbell.c).
 	 */
 	smp_store_release(&ctl->death_seq, READ_ONCE(ctl->death_seq) + 1);
 }
@@ -176,6 +177,7 @@ bool knitk_peer_end(struct knitk_control *ctl, struct knitk_role *r)
  * @r: a joined role
  *
  * A worker's death wakes the host; the host's death wakes every worker.
+ * death_seq counts the death before the kicks, death_done after them.
  */
 void knitk_role_end(struct knitk_role *r)
 {
@@ -192,10 +194,20 @@ void knitk_role_end(struct knitk_role *r)
 
 	if (r->slot != KNITK_SLOT_HOST) {
 		knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);
-		return;
+	} else {
+		for (w = 0; w < knot->geometry.nr_workers; w++)
+			knitk_doorbell_kick(knot, w);
 	}
-	for (w = 0; w < knot->geometry.nr_workers; w++)
-		knitk_doorbell_kick(knot, w);
+	/* Every seq this death advances has moved: count it done. */
+	mutex_lock(&knot->lock);
+	/*
+	 * The kicks' seq increments (fully ordered in knitk_doorbell_kick())
+	 * before the new value: pairs with the acquire of death_done, before
+	 * the seq read, in knitk_doorbell_prepare() (lib/doorbell.c).
+	 */
+	smp_store_release(&knot->control->death_done,
+			  READ_ONCE(knot->control->death_done) + 1);
+	mutex_unlock(&knot->lock);
 }
 
 /* In process context, after a wake of the owner's wait_pidfd. */

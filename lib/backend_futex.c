@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "knot_hooks.h"
 
 static long sys_futex(void *addr, int op, uint32_t val,
 		      const struct timespec *ts, uint32_t val3)
@@ -252,14 +253,26 @@ static int futex_mark_dead(struct knitk_knot *k, unsigned int slot)
 	if (!(live & b))
 		return -ENOENT;
 	atomic_fetch_or_explicit(A64(&ctl->dead), b, memory_order_seq_cst);
-	/* Pairs with the acquire of death_seq in knot_peer_event. */
+	/*
+	 * Pairs with the acquire of death_seq in knot_peer_event, and, its
+	 * kicks' CAS after it, in knot_peer_woke.
+	 */
 	atomic_fetch_add_explicit(A32(&ctl->death_seq), 1, memory_order_seq_cst);
+	KNOT_HOOK(k, KNOT_HOOK_DEATH, slot);
 	if (slot == KNITK_DOORBELL_HOST) {
 		for (w = 0; w < k->geom.nr_workers; w++)
 			doorbell_kick(knot_doorbell(k, w));
 	} else {
 		doorbell_kick(knot_doorbell(k, KNITK_DOORBELL_HOST));
 	}
+	/*
+	 * After the kicks (seq_cst CASes): pairs with the acquire of
+	 * death_done in knitk_doorbell_prepare, before its seq read.  A
+	 * process killed before this line leaves death_done behind for
+	 * good: its sleepers' later wakes then count as peer events, never
+	 * as spurious (the counters only, not what a wait returns).
+	 */
+	atomic_fetch_add_explicit(A32(&ctl->death_done), 1, memory_order_release);
 	return 0;
 }
 

@@ -14,10 +14,18 @@
  * seq with a 64-bit compare-and-swap of (seq, sleeping): a wake meant for
  * one sleep cycle can never land in the next one, so a woken waiter always
  * finds the work it was woken for (no spurious wakes with one consumer).
+ * A kick or a peer death advances seq with no work: the counters tell its
+ * wake from a spurious one by the event's begun and done counts (see
+ * knitk_doorbell_prepare).
  */
 #include <errno.h>
 
 #include "internal.h"
+#include "knot_hooks.h"
+
+#ifdef KNITK_TEST_HOOKS
+_Atomic(knot_hook_fn) knitk__knot_hook;
+#endif
 
 uint64_t knot_doorbell_pending(const struct knitk_knot *k, unsigned int d)
 {
@@ -85,25 +93,40 @@ bool knot_can_kick(const struct knitk_knot *k)
 
 int knot_kick_self(struct knitk_knot *k)
 {
+	int ret;
+
 	if (!knot_can_kick(k) || k->slot < 0)
 		return -EOPNOTSUPP;
 	/*
-	 * seq_cst, before the kick advances seq: pairs with the load in
-	 * doorbell_sleep once the wait has seen seq move, so the woken
-	 * sleeper counts a kick, not a spurious wake.
+	 * Begun before the kick advances seq: seq_cst, and the seq advance
+	 * is a release (doorbell_kick's CAS, or the module's barrier before
+	 * it); pairs with the acquire of seq that ends the wait (futex_wait,
+	 * or the module's barrier after it) and the load in knot_kicked.
 	 */
-	atomic_fetch_add_explicit(&k->kick_seq, 1, memory_order_seq_cst);
-	return k->ops->kick(k);
+	atomic_fetch_add_explicit(&k->kicks_begun, 1, memory_order_seq_cst);
+	KNOT_HOOK(k, KNOT_HOOK_KICK, 0);
+	ret = k->ops->kick(k);
+	/*
+	 * Done after the seq advance, even if the kick failed (begun and
+	 * done must balance): pairs with the acquire in
+	 * knitk_doorbell_prepare, before its seq read.
+	 */
+	atomic_fetch_add_explicit(&k->kicks_done, 1, memory_order_release);
+	return ret;
 }
 
-/* Some thread of this endpoint kicked it since prepare. */
+/*
+ * A kick of this endpoint may have ended the wait: one began after the
+ * prepare, or was in flight at it (see knitk_doorbell_prepare).
+ */
 static bool knot_kicked(const struct knitk_knot *k)
 {
-	/* Pairs with the increment in knot_kick_self. */
-	return atomic_load_explicit(&k->kick_seq, memory_order_seq_cst) !=
-	       k->kick_seen;
+	/* Pairs with the seq_cst increment in knot_kick_self. */
+	return atomic_load_explicit(&k->kicks_begun, memory_order_seq_cst) !=
+	       k->kicks_done_seen;
 }
 
+/* A death since prepare: the re-check's test, before the sleep. */
 static bool knot_peer_event(const struct knitk_knot *k)
 {
 	/*
@@ -112,6 +135,20 @@ static bool knot_peer_event(const struct knitk_knot *k)
 	 */
 	return atomic_load_explicit(A32(&knot_control(k)->death_seq),
 				    memory_order_acquire) != k->death_seq;
+}
+
+/*
+ * A death may have ended the wait: one began after the prepare, or was in
+ * flight at it (its kicks not done; see knitk_doorbell_prepare).
+ */
+static bool knot_peer_woke(const struct knitk_knot *k)
+{
+	/*
+	 * Read once seq moved: a death's increment of death_seq precedes
+	 * its kicks.  Pairs as in knot_peer_event.
+	 */
+	return atomic_load_explicit(A32(&knot_control(k)->death_seq),
+				    memory_order_acquire) != k->death_done;
 }
 
 KNITK_EXPORT int knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq)
@@ -128,8 +165,20 @@ KNITK_EXPORT int knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq)
 		knot->nonce = 1;
 	knot->death_seq = atomic_load_explicit(A32(&knot_control(knot)->death_seq),
 					       memory_order_acquire);
-	knot->kick_seen = atomic_load_explicit(&knot->kick_seq,
-					       memory_order_seq_cst);
+	/*
+	 * A kick or a death counts as begun before it advances seq and as
+	 * done after.  Snapshot the done counts before seq is read: an
+	 * event whose advance lands after that read was not done then, and
+	 * has begun by the time the wait sees seq move, so doorbell_sleep
+	 * can tell its wake from a spurious one.  Acquire pairs with the
+	 * release of kicks_done in knot_kick_self and of death_done in
+	 * knitk_role_end() (kmod/knitk_peer.c) or futex_mark_dead(): an
+	 * event counted done here has advanced the seq read below.
+	 */
+	knot->kicks_done_seen = atomic_load_explicit(&knot->kicks_done,
+						     memory_order_acquire);
+	knot->death_done = atomic_load_explicit(A32(&knot_control(knot)->death_done),
+						memory_order_acquire);
 	old = doorbell_set_sleeping(db, knot->nonce);
 	*seq = dbw_seq(old);
 	return 0;
@@ -154,7 +203,7 @@ static int doorbell_sleep(struct knitk_knot *knot, unsigned int d,
 	switch (ret) {
 	case 0:
 		knot_count(knot, KC_WAITS, 1);
-		if (knot_doorbell_pending(knot, d) || knot_peer_event(knot))
+		if (knot_doorbell_pending(knot, d) || knot_peer_woke(knot))
 			knot_count(knot, KC_WAKES, 1);
 		else if (knot_kicked(knot))
 			knot_count(knot, KC_KICKS, 1);

@@ -84,9 +84,12 @@ struct knitk_knot {
 	int slot;			/* role slot, -1 until joined */
 	uint32_t nonce;			/* last sleeping-flag value written */
 	uint32_t death_seq;		/* death_seq seen at prepare */
+	uint32_t death_done;		/* death_done seen at prepare */
 	bool can_kick;			/* the backend offers ops->kick */
-	_Atomic uint32_t kick_seq;	/* bumped before each knot_kick_self */
-	uint32_t kick_seen;		/* kick_seq seen at prepare */
+	/* knot_kick_self: begun before its ops->kick, done after it */
+	_Atomic uint32_t kicks_begun;
+	_Atomic uint32_t kicks_done;
+	uint32_t kicks_done_seen;	/* kicks_done seen at prepare */
 	_Atomic uint64_t counters[KC_NR];
 };
 

@@ -406,8 +406,11 @@ int knitk_doorbell_ring(struct knitk_knot *knot, uint64_t doorbells);
 /**
  * struct knitk_wake_stats - this endpoint's sleep/wake counters
  * @waits: waits that went to sleep.
- * @wakes: waits woken with work or a peer event.
- * @spurious: waits woken with nothing pending and no peer event.
+ * @wakes: waits woken with work or a peer event (a death that began
+ *	after the wait's prepare, or was still kicking doorbells at it).
+ * @spurious: waits woken with nothing pending, no peer event and no kick:
+ *	never a wake that a kick or a death caused, however it straddled the
+ *	prepare.
  * @mismatches: waits that found seq already moved.
  * @timeouts: waits that reached their deadline.
  * @interrupts: waits ended by a signal.
@@ -415,7 +418,8 @@ int knitk_doorbell_ring(struct knitk_knot *knot, uint64_t doorbells);
  * @suppressed_awake: rings dropped because the owner was not sleeping.
  * @suppressed_idle: rings dropped because the owner had nothing pending.
  * @kicks: waits ended by a kick (another thread of the endpoint handing
- *	over its park, or an abort) with nothing pending and no peer event.
+ *	over its park, or an abort; begun after the prepare or in flight at
+ *	it) with nothing pending and no peer event.
  */
 struct knitk_wake_stats {
 	uint64_t waits;

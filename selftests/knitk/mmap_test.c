@@ -61,7 +61,7 @@ TEST_F(knot, control_page_contents)
 	EXPECT_EQ(0ULL, ctl->live);
 	EXPECT_EQ(0ULL, ctl->dead);
 	EXPECT_EQ(0U, ctl->death_seq);
-	EXPECT_EQ(0U, ctl->reserved0);
+	EXPECT_EQ(0U, ctl->death_done);
 	for (r = 0; r < KNITK_ROLE_SLOTS; r++)
 		EXPECT_EQ(0U, ctl->generation[r]) TH_LOG("role %u", r);
 	EXPECT_EQ(0, memcmp(&self->g, &ctl->geometry, sizeof(self->g)));

@@ -34,8 +34,9 @@
  *     process exits (by exit, a fatal signal or SIGKILL), when it closes its
  *     last fd of the endpoint (see struct knitk_join), or when the endpoint
  *     is released, whichever comes first, and only once: its bit moves from
- *     live to dead, death_seq is incremented and the host (or, for the
- *     host, every worker) is woken.  Another endpoint may then join the
+ *     live to dead, death_seq is incremented, the host (or, for the
+ *     host, every worker) is woken, and then death_done is incremented
+ *     (struct knitk_control).  Another endpoint may then join the
  *     role; the ended endpoint cannot join again.  Mappings are not
  *     inherited across fork() unless the process asks with
  *     madvise(MADV_DOFORK): a child that uses the knot attaches and maps an
@@ -270,7 +271,14 @@ struct knitk_steal_line {
  * @death_seq: incremented once per ended role, with release semantics
  *	after @dead and @live: a reader that acquires a new value sees the
  *	dead bit of that death.
- * @reserved0: zero.
+ * @death_done: incremented once per ended role, like @death_seq, but only
+ *	after every doorbell its death wakes has been kicked (its seq
+ *	advanced), with release semantics.  @death_seq - @death_done is the
+ *	number of deaths in flight.  A waiter that reads @death_done
+ *	(acquire) before it reads its doorbell's seq, and then sees seq move
+ *	with nothing pending, was woken by a death iff @death_seq no longer
+ *	equals that value: a death whose kick moved seq past the value read
+ *	was not done yet, and had already advanced @death_seq.
  * @generation: per role, incremented on every join.
  * @geometry: the geometry the knot was created from.
  * @layout: the knot's layout.
@@ -281,7 +289,7 @@ struct knitk_control {
 	__u64 live;
 	__u64 dead;
 	__u32 death_seq;
-	__u32 reserved0;
+	__u32 death_done;
 	__u32 generation[KNITK_ROLE_SLOTS];
 	struct knitk_geometry geometry;
 	struct knitk_layout layout;
