@@ -126,7 +126,7 @@ static int kmod_attach(struct knitk_knot *k, int fd)
 	if (ret)
 		return kmod_fail(k, ret);
 	k->geom = knot_control(k)->geometry;
-	if (!layout_matches_geometry(&k->geom, &k->layout)) {
+	if (!knitk__layout_matches_geometry(&k->geom, &k->layout)) {
 		munmap(k->base, k->layout.size);
 		k->base = NULL;
 		return kmod_fail(k, -EPROTO);

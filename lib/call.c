@@ -21,8 +21,9 @@
 
 #include "pool_internal.h"
 
-void call_complete_locked(struct knitk_pool *pool, struct knitk_call *call,
-			  int status, void *data, size_t len)
+void knitk__call_complete_locked(struct knitk_pool *pool,
+				 struct knitk_call *call, int status,
+				 void *data, size_t len)
 {
 	if (call->state == CALL_DONE) {
 		pool->stats.stale++;
@@ -48,7 +49,7 @@ void call_complete_locked(struct knitk_pool *pool, struct knitk_call *call,
 		pool->stats.ownerdead++;
 }
 
-void call_unref_locked(struct knitk_call *call)
+void knitk__call_unref_locked(struct knitk_call *call)
 {
 	struct knitk_pool *pool = call->pool;
 
@@ -59,7 +60,7 @@ void call_unref_locked(struct knitk_call *call)
 	pool->handles--;
 }
 
-void entry_free_locked(struct knitk_pool *pool, unsigned int idx)
+void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx)
 {
 	struct pool_entry *e = &pool->entries[idx];
 	struct pool_worker *pw = &pool->workers[idx / KNITK_LANES];
@@ -74,7 +75,7 @@ void entry_free_locked(struct knitk_pool *pool, unsigned int idx)
 	pw->busy &= ~(1ULL << (idx % KNITK_LANES));
 	pw->inflight--;
 	if (e->call) {
-		call_unref_locked(e->call);
+		knitk__call_unref_locked(e->call);
 		e->call = NULL;
 	}
 }
@@ -84,7 +85,7 @@ static void call_expire_locked(struct knitk_call *call, uint64_t now)
 {
 	if (call->state != CALL_DONE && call->deadline_ns &&
 	    now >= call->deadline_ns)
-		call_complete_locked(call->pool, call, -ETIMEDOUT, NULL, 0);
+		knitk__call_complete_locked(call->pool, call, -ETIMEDOUT, NULL, 0);
 }
 
 /* Sleep on pool->cond until @until (absolute CLOCK_MONOTONIC). */
@@ -140,7 +141,7 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 	 */
 	atomic_fetch_add_explicit(&pool->waiters, 1, memory_order_seq_cst);
 	if (pool->completer_draining)
-		pool_kick_drainer_locked(pool);
+		knitk__pool_kick_drainer_locked(pool);
 	for (;;) {
 		uint64_t now = pool_now_ns(), until = deadline_ns;
 
@@ -168,7 +169,7 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 			/* Leader: drain for everyone until our calls are done. */
 			pool->draining = true;
 			pthread_mutex_unlock(&pool->lock);
-			pool_drain_once(pool, k0, until);
+			knitk__pool_drain_once(pool, k0, until);
 			pthread_mutex_lock(&pool->lock);
 			pool->draining = false;
 			/* Hand-off: another waiter may take the role now. */
@@ -244,7 +245,7 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 		 */
 		pool->draining = true;
 		pthread_mutex_unlock(&pool->lock);
-		pool_drain_once(pool, 0, 0);
+		knitk__pool_drain_once(pool, 0, 0);
 		pthread_mutex_lock(&pool->lock);
 		pool->draining = false;
 		pthread_cond_broadcast(&pool->cond);
@@ -299,10 +300,10 @@ static int call_abort_locked(struct knitk_call *call)
 	 */
 	atomic_fetch_or_explicit(&pool->abort_words[idx / 64],
 				 1ULL << (idx % 64), memory_order_release);
-	call_complete_locked(pool, call, -ECANCELED, NULL, 0);
+	knitk__call_complete_locked(pool, call, -ECANCELED, NULL, 0);
 	pthread_cond_broadcast(&pool->cond);
 	/* A drainer parked for this call has no result to wake it. */
-	pool_kick_drainer_locked(pool);
+	knitk__pool_kick_drainer_locked(pool);
 	return 0;
 }
 
@@ -320,7 +321,7 @@ KNITK_EXPORT int knitk_call_abort(struct knitk_call *call)
 }
 
 /* Shutdown (cancel): abort every call still in flight. */
-void pool_cancel_all_locked(struct knitk_pool *pool)
+void knitk__pool_cancel_all_locked(struct knitk_pool *pool)
 {
 	unsigned int i, n = pool->nr_workers * KNITK_LANES;
 
@@ -345,12 +346,12 @@ KNITK_EXPORT void knitk_call_release(struct knitk_call *call)
 	pthread_mutex_lock(&pool->lock);
 	if (call->state != CALL_DONE)
 		call_abort_locked(call);
-	call_unref_locked(call);
+	knitk__call_unref_locked(call);
 	/* The last handle of a destroyed pool frees what is left of it. */
 	last = pool->destroyed && !pool->handles;
 	pthread_mutex_unlock(&pool->lock);
 	if (last)
-		pool_free(pool);
+		knitk__pool_free(pool);
 }
 
 KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,

@@ -16,7 +16,7 @@
  * (and re-checks) before it parks: nothing published meanwhile is missed.
  * The completer thread holds the role only while nobody waits (see
  * completer_main).  The park of the role's holder is ended for a new
- * waiter or an abort by knot_kick_self.  Without a kick (a module older
+ * waiter or an abort by knitk__knot_kick_self.  Without a kick (a module older
  * than KNITK_FEATURE_KICK) a parked host wakes only for work or a death:
  * there the completer keeps the role and waiters sleep on pool->cond.
  *
@@ -80,10 +80,10 @@ static void results_apply(struct knitk_pool *pool, unsigned int w,
 				now = pool_now_ns();
 			/* Past its deadline the call has expired: drop the result. */
 			if (now >= e->call->deadline_ns)
-				call_complete_locked(pool, e->call, -ETIMEDOUT, NULL, 0);
+				knitk__call_complete_locked(pool, e->call, -ETIMEDOUT, NULL, 0);
 		}
-		call_complete_locked(pool, e->call, r->status, r->data, r->len);
-		entry_free_locked(pool, idx);
+		knitk__call_complete_locked(pool, e->call, r->status, r->data, r->len);
+		knitk__entry_free_locked(pool, idx);
 	}
 	pool_progress_locked(pool);
 	pthread_cond_broadcast(&pool->cond);
@@ -136,7 +136,7 @@ static unsigned int drain_worker(struct knitk_pool *pool, unsigned int w)
 	return n;
 }
 
-void completer_drain_worker(struct knitk_pool *pool, unsigned int w)
+void knitk__completer_drain_worker(struct knitk_pool *pool, unsigned int w)
 {
 	while (drain_worker(pool, w))
 		;
@@ -146,7 +146,7 @@ void completer_drain_worker(struct knitk_pool *pool, unsigned int w)
  * Acknowledge every pending lane of worker @w's request mailboxes and free
  * their arena bytes (their calls have completed), from the submitter
  * side's record of what is outstanding: w may have died between the two
- * stores of an acknowledgement (knot_producer_reset_consumer).  The dead
+ * stores of an acknowledgement (knitk__knot_producer_reset_consumer).  The dead
  * worker was the only writer of those words and the next worker w is not
  * started yet, so for now we are; a slot's lock keeps its producer still.
  */
@@ -156,7 +156,7 @@ static void reset_requests(struct knitk_pool *pool, unsigned int w)
 
 	for (s = 0; s < pool->nr_submitters; s++) {
 		pthread_mutex_lock(&pool->slots[s].lock);
-		knot_producer_reset_consumer(pool->slots[s].producers[w]);
+		knitk__knot_producer_reset_consumer(pool->slots[s].producers[w]);
 		pthread_mutex_unlock(&pool->slots[s].lock);
 	}
 }
@@ -201,18 +201,18 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 		pthread_mutex_unlock(&pool->slots[s].lock);
 	}
 	/* Results w published before it died complete normally. */
-	completer_drain_worker(pool, w);
+	knitk__completer_drain_worker(pool, w);
 	if (pid > 0)
-		spawn_reap(pid);
+		knitk__spawn_reap(pid);
 
 	pthread_mutex_lock(&pool->lock);
 	for (busy = pw->busy; busy; busy &= busy - 1) {
 		unsigned int idx = w * KNITK_LANES + (unsigned int)__builtin_ctzll(busy);
 
 		if (pool->entries[idx].call)
-			call_complete_locked(pool, pool->entries[idx].call,
-					     -EOWNERDEAD, NULL, 0);
-		entry_free_locked(pool, idx);
+			knitk__call_complete_locked(pool, pool->entries[idx].call,
+						    -EOWNERDEAD, NULL, 0);
+		knitk__entry_free_locked(pool, idx);
 	}
 	if (respawn && pool->closed) {
 		/* Shut down meanwhile: no new worker after all. */
@@ -228,7 +228,7 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	reset_requests(pool, w);
 	if (!respawn)
 		return;
-	ret = spawn_worker(pool, w);
+	ret = knitk__spawn_worker(pool, w);
 	pthread_mutex_lock(&pool->lock);
 	pool->respawning--;
 	if (ret == 0) {
@@ -302,23 +302,23 @@ static unsigned int drain_all(struct knitk_pool *pool)
  * End the park of the drainer: a new waiter wants the role from the
  * completer, or a call the drainer may wait for completed without a
  * result (abort, cancel).  The kicks bump pairs with the drainer's
- * seq_cst load after its prepare (pool_drain_once, completer_drain): it
+ * seq_cst load after its prepare (knitk__pool_drain_once, completer_drain): it
  * either sees the bump and does not sleep, or the kick's seq increment
  * comes after its prepare read seq and ends the wait.
  */
-void pool_kick_drainer_locked(struct knitk_pool *pool)
+void knitk__pool_kick_drainer_locked(struct knitk_pool *pool)
 {
 	if (!pool->leader || !pool->draining)
 		return;
 	atomic_fetch_add_explicit(&pool->kicks, 1, memory_order_seq_cst);
-	knot_kick_self(pool->knot);
+	knitk__knot_kick_self(pool->knot);
 }
 
 /*
  * A thread waiting for progress it does not drain for itself (a free
  * entry, arena space, shutdown): the completer takes the role at once.
  */
-void pool_wait_passive_locked(struct knitk_pool *pool)
+void knitk__pool_wait_passive_locked(struct knitk_pool *pool)
 {
 	pool->passive++;
 	pthread_cond_signal(&pool->ccond);
@@ -333,8 +333,8 @@ void pool_wait_passive_locked(struct knitk_pool *pool)
  * pool->lock when the caller last looked at its calls.  @deadline_ns 0:
  * one look, no spin, no park.
  */
-int pool_drain_once(struct knitk_pool *pool, unsigned int k0,
-		    uint64_t deadline_ns)
+int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
+			   uint64_t deadline_ns)
 {
 	unsigned int i;
 	uint32_t seq;
@@ -468,7 +468,7 @@ static void *completer_main(void *arg)
 	return NULL;
 }
 
-int completer_start(struct knitk_pool *pool)
+int knitk__completer_start(struct knitk_pool *pool)
 {
 	int ret;
 

@@ -27,7 +27,8 @@
 _Atomic(knot_hook_fn) knitk__knot_hook;
 #endif
 
-uint64_t knot_doorbell_pending(const struct knitk_knot *k, unsigned int d)
+uint64_t knitk__knot_doorbell_pending(const struct knitk_knot *k,
+				      unsigned int d)
 {
 	unsigned int W = k->geom.nr_workers, S = k->geom.nr_submitters;
 	uint64_t any = 0;
@@ -70,7 +71,7 @@ static uint64_t doorbell_set_sleeping(struct knitk_doorbell *db, uint32_t v)
 	return old;
 }
 
-bool knot_host_dead(const struct knitk_knot *k)
+bool knitk__knot_host_dead(const struct knitk_knot *k)
 {
 	const uint64_t host = 1ULL << KNITK_DOORBELL_HOST;
 	/*
@@ -86,16 +87,16 @@ bool knot_host_dead(const struct knitk_knot *k)
 	return (dead & host) && !(live & host);
 }
 
-bool knot_can_kick(const struct knitk_knot *k)
+bool knitk__knot_can_kick(const struct knitk_knot *k)
 {
 	return k->can_kick && k->ops->kick;
 }
 
-int knot_kick_self(struct knitk_knot *k)
+int knitk__knot_kick_self(struct knitk_knot *k)
 {
 	int ret;
 
-	if (!knot_can_kick(k) || k->slot < 0)
+	if (!knitk__knot_can_kick(k) || k->slot < 0)
 		return -EOPNOTSUPP;
 	/*
 	 * Begun before the kick advances seq: seq_cst, and the seq advance
@@ -121,7 +122,7 @@ int knot_kick_self(struct knitk_knot *k)
  */
 static bool knot_kicked(const struct knitk_knot *k)
 {
-	/* Pairs with the seq_cst increment in knot_kick_self. */
+	/* Pairs with the seq_cst increment in knitk__knot_kick_self. */
 	return atomic_load_explicit(&k->kicks_begun, memory_order_seq_cst) !=
 	       k->kicks_done_seen;
 }
@@ -171,7 +172,7 @@ KNITK_EXPORT int knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq)
 	 * event whose advance lands after that read was not done then, and
 	 * has begun by the time the wait sees seq move, so doorbell_sleep
 	 * can tell its wake from a spurious one.  Acquire pairs with the
-	 * release of kicks_done in knot_kick_self and of death_done in
+	 * release of kicks_done in knitk__knot_kick_self and of death_done in
 	 * knitk_role_end() (kmod/knitk_peer.c) or futex_mark_dead(): an
 	 * event counted done here has advanced the seq read below.
 	 */
@@ -203,7 +204,7 @@ static int doorbell_sleep(struct knitk_knot *knot, unsigned int d,
 	switch (ret) {
 	case 0:
 		knot_count(knot, KC_WAITS, 1);
-		if (knot_doorbell_pending(knot, d) || knot_peer_woke(knot))
+		if (knitk__knot_doorbell_pending(knot, d) || knot_peer_woke(knot))
 			knot_count(knot, KC_WAKES, 1);
 		else if (knot_kicked(knot))
 			knot_count(knot, KC_KICKS, 1);
@@ -243,7 +244,7 @@ KNITK_EXPORT int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
 	db = knot_doorbell(knot, d);
 	/* Pairs with the fence in knitk_doorbell_ring (the CAS is one too). */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (d != KNITK_DOORBELL_HOST && knot_host_dead(knot)) {
+	if (d != KNITK_DOORBELL_HOST && knitk__knot_host_dead(knot)) {
 		ret = -EPIPE;
 		goto out;
 	}
@@ -252,12 +253,12 @@ KNITK_EXPORT int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
 	 * the host-death test below still applies, since a death seen here
 	 * through death_seq may have escaped the test above.
 	 */
-	if (knot_doorbell_pending(knot, d) || knot_peer_event(knot))
+	if (knitk__knot_doorbell_pending(knot, d) || knot_peer_event(knot))
 		ret = 0;
 	else
 		ret = doorbell_sleep(knot, d, seq, deadline_ns);
-	if (ret == 0 && d != KNITK_DOORBELL_HOST && knot_host_dead(knot) &&
-	    !knot_doorbell_pending(knot, d))
+	if (ret == 0 && d != KNITK_DOORBELL_HOST && knitk__knot_host_dead(knot) &&
+	    !knitk__knot_doorbell_pending(knot, d))
 		ret = -EPIPE;
 out:
 	doorbell_set_sleeping(db, 0);

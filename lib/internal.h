@@ -86,7 +86,7 @@ struct knitk_knot {
 	uint32_t death_seq;		/* death_seq seen at prepare */
 	uint32_t death_done;		/* death_done seen at prepare */
 	bool can_kick;			/* the backend offers ops->kick */
-	/* knot_kick_self: begun before its ops->kick, done after it */
+	/* knitk__knot_kick_self: begun before its ops->kick, done after it */
 	_Atomic uint32_t kicks_begun;
 	_Atomic uint32_t kicks_done;
 	uint32_t kicks_done_seen;	/* kicks_done seen at prepare */
@@ -133,25 +133,27 @@ static inline bool knot_mailbox_steals(const struct knitk_knot *k,
 
 /* Mask of doorbells whose owners consume mailbox @m. */
 /* @layout is valid and the one knitk_layout_compute gives for @geom. */
-bool layout_matches_geometry(const struct knitk_geometry *geom,
-			     const struct knitk_layout *layout);
+bool knitk__layout_matches_geometry(const struct knitk_geometry *geom,
+				    const struct knitk_layout *layout);
 
-uint64_t knot_mailbox_doorbells(const struct knitk_knot *k, unsigned int m);
+uint64_t knitk__knot_mailbox_doorbells(const struct knitk_knot *k,
+				       unsigned int m);
 /* Pending lanes over every mailbox doorbell @d's owner consumes. */
-uint64_t knot_doorbell_pending(const struct knitk_knot *k, unsigned int d);
+uint64_t knitk__knot_doorbell_pending(const struct knitk_knot *k,
+				      unsigned int d);
 /*
  * Wake the own doorbell's sleeper with no work pending: one thread of an
  * endpoint ending another's park (a hand-off, an abort).  -EOPNOTSUPP
- * unless knot_can_kick().
+ * unless knitk__knot_can_kick().
  */
-int knot_kick_self(struct knitk_knot *k);
-bool knot_can_kick(const struct knitk_knot *k);
+int knitk__knot_kick_self(struct knitk_knot *k);
+bool knitk__knot_can_kick(const struct knitk_knot *k);
 /* Acknowledge and free everything of @p's mailbox for its dead consumer. */
-int knot_producer_reset_consumer(struct knitk_producer *p);
+int knitk__knot_producer_reset_consumer(struct knitk_producer *p);
 /* The host joined once and its endpoint has been released (or marked dead). */
-bool knot_host_dead(const struct knitk_knot *k);
+bool knitk__knot_host_dead(const struct knitk_knot *k);
 /* Effective ack word of mailbox @m (acquire loads). */
-uint64_t knot_mailbox_ack(const struct knitk_knot *k, unsigned int m);
+uint64_t knitk__knot_mailbox_ack(const struct knitk_knot *k, unsigned int m);
 
 /* The doorbell's seq and sleeping flag as one 64-bit word. */
 static inline _Atomic uint64_t *doorbell_word(struct knitk_doorbell *db)

@@ -67,7 +67,7 @@ static inline unsigned int ring_next(uint64_t mask, unsigned int cursor)
 	return (unsigned int)__builtin_ctzll(ahead ? ahead : mask);
 }
 
-uint64_t knot_mailbox_ack(const struct knitk_knot *k, unsigned int m)
+uint64_t knitk__knot_mailbox_ack(const struct knitk_knot *k, unsigned int m)
 {
 	uint64_t ack = 0;
 	unsigned int w;
@@ -82,7 +82,8 @@ uint64_t knot_mailbox_ack(const struct knitk_knot *k, unsigned int m)
 	return ack;
 }
 
-uint64_t knot_mailbox_doorbells(const struct knitk_knot *k, unsigned int m)
+uint64_t knitk__knot_mailbox_doorbells(const struct knitk_knot *k,
+				       unsigned int m)
 {
 	if (m >= k->layout.nr_request)
 		return bit(KNITK_DOORBELL_HOST);
@@ -98,7 +99,7 @@ static uint64_t mailbox_pending(const struct knitk_knot *k, unsigned int m)
 	uint64_t pub = atomic_load_explicit(A64(&knot_sector(k, m)->pub),
 					    memory_order_acquire);
 
-	return pub ^ knot_mailbox_ack(k, m);
+	return pub ^ knitk__knot_mailbox_ack(k, m);
 }
 
 KNITK_EXPORT int knitk_mailbox_pending(const struct knitk_knot *knot,
@@ -154,7 +155,7 @@ KNITK_EXPORT int knitk_producer_create(struct knitk_knot *knot,
 	}
 	/* We are the only writer of pub: continue from what it holds. */
 	p->pub = atomic_load_explicit(A64(&p->sector->pub), memory_order_relaxed);
-	p->ack_cache = knot_mailbox_ack(knot, mailbox);
+	p->ack_cache = knitk__knot_mailbox_ack(knot, mailbox);
 	*producer = p;
 	return 0;
 fail:
@@ -398,7 +399,7 @@ KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
  * instead of having its frees undone.  The caller holds @p, has no lane
  * claimed, and no consumer of the mailbox runs until this returns.
  */
-int knot_producer_reset_consumer(struct knitk_producer *p)
+int knitk__knot_producer_reset_consumer(struct knitk_producer *p)
 {
 	uint64_t live;
 
@@ -411,7 +412,7 @@ int knot_producer_reset_consumer(struct knitk_producer *p)
 				      atomic_load_explicit(A64(&p->sector->arena_free),
 							   memory_order_relaxed) ^ live,
 				      memory_order_release);
-	/* Pairs with the acquire in producer_load_ack and knot_mailbox_ack. */
+	/* Pairs with the acquire in producer_load_ack and knitk__knot_mailbox_ack. */
 	atomic_store_explicit(A64(&p->sector->ack), p->pub, memory_order_release);
 	return 0;
 }
@@ -421,8 +422,8 @@ KNITK_EXPORT int knitk_producer_notify(struct knitk_producer *producer)
 	if (!producer)
 		return -EINVAL;
 	return knitk_doorbell_ring(producer->knot,
-				   knot_mailbox_doorbells(producer->knot,
-							  producer->mailbox));
+				   knitk__knot_mailbox_doorbells(producer->knot,
+								 producer->mailbox));
 }
 
 /* ------------------------------------------------------------ consumer */
@@ -571,7 +572,7 @@ KNITK_EXPORT int knitk_lane_ack(struct knitk_consumer *consumer,
 	c->seen &= ~lanes;
 	/*
 	 * Release pairs with the acquire in producer_load_ack and
-	 * knot_mailbox_ack: the lanes are read before they are reused.
+	 * knitk__knot_mailbox_ack: the lanes are read before they are reused.
 	 */
 	atomic_store_explicit(A64(&c->sector->ack), c->ack, memory_order_release);
 	return 0;

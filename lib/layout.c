@@ -86,8 +86,8 @@ KNITK_EXPORT int knitk_layout_compute(const struct knitk_geometry *geom,
 	return 0;
 }
 
-bool layout_matches_geometry(const struct knitk_geometry *geom,
-			     const struct knitk_layout *layout)
+bool knitk__layout_matches_geometry(const struct knitk_geometry *geom,
+				    const struct knitk_layout *layout)
 {
 	struct knitk_layout expect;
 

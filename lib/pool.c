@@ -30,7 +30,7 @@
 _Atomic(pool_hook_fn) knitk__test_hook;
 #endif
 
-void pool_free(struct knitk_pool *pool)
+void knitk__pool_free(struct knitk_pool *pool)
 {
 	pthread_mutex_destroy(&pool->lock);
 	pthread_cond_destroy(&pool->cond);
@@ -88,12 +88,12 @@ static int pool_start_workers(struct knitk_pool *pool)
 
 	if (pool->opts.kind == KNITK_WORKER_PROCESSES) {
 		if (knitk_knot_backend(pool->knot) == KNITK_BACKEND_FUTEX) {
-			ret = monitor_start(pool);
+			ret = knitk__monitor_start(pool);
 			if (ret)
 				return ret;
 		}
 		for (w = 0; w < pool->nr_workers; w++) {
-			ret = spawn_worker(pool, w);
+			ret = knitk__spawn_worker(pool, w);
 			if (ret)
 				return ret;
 			pool->workers[w].state = WORKER_RUNNING;
@@ -110,7 +110,7 @@ static int pool_start_workers(struct knitk_pool *pool)
 		ret = knitk_knot_join(pw->knot, KNITK_ROLE_WORKER, w);
 		if (ret < 0)
 			return ret;
-		ret = pthread_create(&pw->thread, NULL, worker_thread_main, pw);
+		ret = pthread_create(&pw->thread, NULL, knitk__worker_thread_main, pw);
 		if (ret)
 			return -ret;
 		pw->thread_started = true;
@@ -242,11 +242,11 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	ret = pool_setup(pool);
 	if (!ret) {
 		/* Leader/follower needs a way to end another thread's park. */
-		pool->leader = knot_can_kick(pool->knot);
+		pool->leader = knitk__knot_can_kick(pool->knot);
 		ret = pool_start_workers(pool);
 	}
 	if (!ret)
-		ret = completer_start(pool);
+		ret = knitk__completer_start(pool);
 	if (ret)
 		goto fail;
 	*poolp = pool;
@@ -326,7 +326,7 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 			return -EPIPE;
 		}
 		POOL_HOOK(pool, POOL_HOOK_SUBMIT_WAIT, 0);
-		pool_wait_passive_locked(pool);
+		knitk__pool_wait_passive_locked(pool);
 	}
 	pw = &pool->workers[w];
 	k = (unsigned int)__builtin_ctzll(~pw->busy);
@@ -418,7 +418,7 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 		pthread_mutex_lock(&pool->lock);
 		while (progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
 		       atomic_load(&pw->alive))
-			pool_wait_passive_locked(pool);
+			knitk__pool_wait_passive_locked(pool);
 		pthread_mutex_unlock(&pool->lock);
 	}
 	/* Ring only the worker we published to; a no-op while it is awake. */
@@ -467,10 +467,10 @@ KNITK_EXPORT int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn,
 	if (ret) {
 		/* Never published: complete it and give the entry back. */
 		pthread_mutex_lock(&pool->lock);
-		call_complete_locked(pool, call, ret, NULL, 0);
+		knitk__call_complete_locked(pool, call, ret, NULL, 0);
 		if (pool->entries[call->entry].call == call)
-			entry_free_locked(pool, call->entry);
-		call_unref_locked(call);
+			knitk__entry_free_locked(pool, call->entry);
+		knitk__call_unref_locked(call);
 		pthread_cond_broadcast(&pool->cond);
 		pthread_mutex_unlock(&pool->lock);
 		return ret;
@@ -518,7 +518,7 @@ static void pool_stop_workers(struct knitk_pool *pool)
 	}
 	pthread_mutex_lock(&pool->lock);
 	while (!pool->completer_done)
-		pool_wait_passive_locked(pool);
+		knitk__pool_wait_passive_locked(pool);
 	pthread_mutex_unlock(&pool->lock);
 }
 
@@ -545,10 +545,10 @@ KNITK_EXPORT int knitk_pool_shutdown(struct knitk_pool *pool, unsigned int mode)
 	pool->closed = true;
 	pthread_cond_broadcast(&pool->cond);	/* blocked submitters: -ESHUTDOWN */
 	if (mode == KNITK_SHUTDOWN_CANCEL)
-		pool_cancel_all_locked(pool);
+		knitk__pool_cancel_all_locked(pool);
 	/* Drain: every call completes; cancel: every worker answers. */
 	while (!pool_idle_locked(pool) && !pool->completer_done)
-		pool_wait_passive_locked(pool);
+		knitk__pool_wait_passive_locked(pool);
 	pthread_mutex_unlock(&pool->lock);
 	if (pool->completer_started)
 		pool_stop_workers(pool);
@@ -589,7 +589,7 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 		for (w = 0; pool->slots[s].producers && w < pool->nr_workers; w++)
 			knitk_producer_destroy(pool->slots[s].producers[w]);
 	/* The monitor uses the host endpoint: stop it first. */
-	monitor_stop(pool);
+	knitk__monitor_stop(pool);
 	knitk_knot_destroy(pool->knot);
 	pool->knot = NULL;
 	for (w = 0; pool->workers && w < pool->nr_workers; w++) {
@@ -601,7 +601,7 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 	}
 	for (w = 0; pool->workers && w < pool->nr_workers; w++)
 		if (pool->workers[w].pid > 0)
-			spawn_reap(pool->workers[w].pid);
+			knitk__spawn_reap(pool->workers[w].pid);
 	for (w = 0; pool->workers && w < pool->nr_workers; w++)
 		if (pool->workers[w].pidfd >= 0)
 			close(pool->workers[w].pidfd);
@@ -616,9 +616,9 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 	pthread_mutex_lock(&pool->lock);
 	for (i = 0; pool->entries && i < pool->nr_workers * KNITK_LANES; i++)
 		if (pool->entries[i].call) {
-			call_complete_locked(pool, pool->entries[i].call,
-					     -ECANCELED, NULL, 0);
-			call_unref_locked(pool->entries[i].call);
+			knitk__call_complete_locked(pool, pool->entries[i].call,
+						    -ECANCELED, NULL, 0);
+			knitk__call_unref_locked(pool->entries[i].call);
 			pool->entries[i].call = NULL;
 		}
 	free(pool->entries);
@@ -629,7 +629,7 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 	last = !pool->handles;
 	pthread_mutex_unlock(&pool->lock);
 	if (last)
-		pool_free(pool);
+		knitk__pool_free(pool);
 }
 
 KNITK_EXPORT int knitk_pool_stats(struct knitk_pool *pool,

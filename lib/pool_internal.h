@@ -180,23 +180,24 @@ static inline uint64_t pool_task_id(unsigned int entry, uint32_t gen)
 }
 
 /* call.c */
-void call_complete_locked(struct knitk_pool *pool, struct knitk_call *call,
-			  int status, void *data, size_t len);
-void call_unref_locked(struct knitk_call *call);
-void entry_free_locked(struct knitk_pool *pool, unsigned int idx);
+void knitk__call_complete_locked(struct knitk_pool *pool,
+				 struct knitk_call *call, int status,
+				 void *data, size_t len);
+void knitk__call_unref_locked(struct knitk_call *call);
+void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx);
 
-void pool_cancel_all_locked(struct knitk_pool *pool);
+void knitk__pool_cancel_all_locked(struct knitk_pool *pool);
 
 /* pool.c */
-void pool_free(struct knitk_pool *pool);
+void knitk__pool_free(struct knitk_pool *pool);
 
 /* complete.c */
-int completer_start(struct knitk_pool *pool);
-void completer_drain_worker(struct knitk_pool *pool, unsigned int w);
-int pool_drain_once(struct knitk_pool *pool, unsigned int k0,
-		    uint64_t deadline_ns);
-void pool_kick_drainer_locked(struct knitk_pool *pool);
-void pool_wait_passive_locked(struct knitk_pool *pool);
+int knitk__completer_start(struct knitk_pool *pool);
+void knitk__completer_drain_worker(struct knitk_pool *pool, unsigned int w);
+int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
+			   uint64_t deadline_ns);
+void knitk__pool_kick_drainer_locked(struct knitk_pool *pool);
+void knitk__pool_wait_passive_locked(struct knitk_pool *pool);
 
 /* worker.c */
 struct worker_args {
@@ -206,15 +207,15 @@ struct worker_args {
 	unsigned int worker;
 	unsigned int spin;
 };
-int worker_run(const struct worker_args *args);
-void *worker_thread_main(void *arg);
+int knitk__worker_run(const struct worker_args *args);
+void *knitk__worker_thread_main(void *arg);
 
 /* spawn.c */
-int spawn_worker(struct knitk_pool *pool, unsigned int w);
-void spawn_reap(pid_t pid);
-int monitor_start(struct knitk_pool *pool);
-void monitor_poke(struct knitk_pool *pool);
-void monitor_stop(struct knitk_pool *pool);
+int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w);
+void knitk__spawn_reap(pid_t pid);
+int knitk__monitor_start(struct knitk_pool *pool);
+void knitk__monitor_poke(struct knitk_pool *pool);
+void knitk__monitor_stop(struct knitk_pool *pool);
 /* A process worker on the futex backend watching its host's pidfd. */
 struct host_watch {
 	struct knitk_knot *knot;
@@ -223,9 +224,9 @@ struct host_watch {
 	pthread_t thread;
 	bool started;
 };
-int host_watch_start(struct host_watch *hw, struct knitk_knot *knot,
-		     int host_pidfd);
-void host_watch_stop(struct host_watch *hw);
+int knitk__host_watch_start(struct host_watch *hw, struct knitk_knot *knot,
+			    int host_pidfd);
+void knitk__host_watch_stop(struct host_watch *hw);
 
 /* A completion batch or a death: a submitter waiting for room looks again. */
 static inline void pool_progress_locked(struct knitk_pool *pool)

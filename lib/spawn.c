@@ -9,7 +9,7 @@
  * clears the flag in the child only, so no other child inherits it; so
  * does hostfd, the host's own pidfd, on the futex backend (else -1).  The child
  * calls knitk_worker_main(), attaches with KNITK_ATTACH_TAKE_FD and joins.
- * spawn_worker() returns once the role shows the new join (a one-time
+ * knitk__spawn_worker() returns once the role shows the new join (a one-time
  * handshake: it polls the child's pidfd with a short timeout so a child
  * that exits before joining is an error, not a hang).
  *
@@ -78,7 +78,7 @@ static char **worker_env(char *var)
 }
 
 /* Wait for child @pid to exit and reap it, through signals (EINTR). */
-void spawn_reap(pid_t pid)
+void knitk__spawn_reap(pid_t pid)
 {
 	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 		;
@@ -108,7 +108,7 @@ static int spawn_wait_join(struct knitk_pool *pool, unsigned int w,
 	}
 }
 
-int spawn_worker(struct knitk_pool *pool, unsigned int w)
+int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 {
 	struct pool_worker *pw = &pool->workers[w];
 	unsigned int np = argv_count(pool->opts.prefix_argv);
@@ -157,13 +157,13 @@ int spawn_worker(struct knitk_pool *pool, unsigned int w)
 	pidfd = pidfd_open_(pid);
 	if (pidfd < 0) {
 		kill(pid, SIGKILL);
-		spawn_reap(pid);
+		knitk__spawn_reap(pid);
 		return pidfd;
 	}
 	ret = spawn_wait_join(pool, w, gen, pidfd);
 	if (ret) {
 		kill(pid, SIGKILL);
-		spawn_reap(pid);
+		knitk__spawn_reap(pid);
 		close(pidfd);
 		return ret;
 	}
@@ -178,13 +178,13 @@ int spawn_worker(struct knitk_pool *pool, unsigned int w)
 	pw->join_gen = atomic_load_explicit(A32(&pool->ctl->generation[w]),
 					    memory_order_acquire);
 	pthread_mutex_unlock(&pool->lock);
-	monitor_poke(pool);
+	knitk__monitor_poke(pool);
 	return 0;
 }
 
 /* ------------------------------------------------ futex: death monitor */
 
-void monitor_poke(struct knitk_pool *pool)
+void knitk__monitor_poke(struct knitk_pool *pool)
 {
 	uint64_t one = 1;
 
@@ -244,7 +244,7 @@ static void *monitor_main(void *arg)
 	return NULL;
 }
 
-int monitor_start(struct knitk_pool *pool)
+int knitk__monitor_start(struct knitk_pool *pool)
 {
 	int ret;
 
@@ -262,7 +262,7 @@ int monitor_start(struct knitk_pool *pool)
 	return 0;
 }
 
-void monitor_stop(struct knitk_pool *pool)
+void knitk__monitor_stop(struct knitk_pool *pool)
 {
 	/* Destroy: no worker is started after this. */
 	if (pool->host_pidfd >= 0)
@@ -273,7 +273,7 @@ void monitor_stop(struct knitk_pool *pool)
 	pthread_mutex_lock(&pool->lock);
 	pool->monitor_stop = true;
 	pthread_mutex_unlock(&pool->lock);
-	monitor_poke(pool);
+	knitk__monitor_poke(pool);
 	pthread_join(pool->monitor, NULL);
 	pool->monitor_started = false;
 }
@@ -306,8 +306,8 @@ static void *host_watch_main(void *arg)
 }
 
 /* In the worker, before it joins: watch the host of pidfd @host_pidfd. */
-int host_watch_start(struct host_watch *hw, struct knitk_knot *knot,
-		     int host_pidfd)
+int knitk__host_watch_start(struct host_watch *hw, struct knitk_knot *knot,
+			    int host_pidfd)
 {
 	int ret;
 
@@ -330,7 +330,7 @@ int host_watch_start(struct host_watch *hw, struct knitk_knot *knot,
 }
 
 /* Before the worker's knot goes: the watch may be marking the host dead. */
-void host_watch_stop(struct host_watch *hw)
+void knitk__host_watch_stop(struct host_watch *hw)
 {
 	uint64_t one = 1;
 

@@ -56,7 +56,7 @@ KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
 	 * inline bytes ever wait here.
 	 */
 	while ((ret = knitk_lane_reserve(out->producer, out->lane, len, buf)) == -ENOSPC) {
-		if (knot_host_dead(out->knot))
+		if (knitk__knot_host_dead(out->knot))
 			return -EPIPE;
 		sched_yield();
 	}
@@ -178,7 +178,7 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	return stop;
 }
 
-int worker_run(const struct worker_args *a)
+int knitk__worker_run(const struct worker_args *a)
 {
 	struct knitk_layout layout;
 	struct knitk_geometry geom;
@@ -218,7 +218,7 @@ int worker_run(const struct worker_args *a)
 				 * A host gone (killed: its calls are lost with
 				 * it) ends the loop after the running call.
 				 */
-				if (knot_host_dead(l.knot))
+				if (knitk__knot_host_dead(l.knot))
 					done = 1;
 				else
 					done = worker_handle(&l, l.req[s], (unsigned int)lane);
@@ -244,7 +244,7 @@ int worker_run(const struct worker_args *a)
 	return ret;
 }
 
-void *worker_thread_main(void *arg)
+void *knitk__worker_thread_main(void *arg)
 {
 	struct pool_worker *pw = arg;
 	struct knitk_pool *pool = pw->pool;
@@ -256,13 +256,13 @@ void *worker_thread_main(void *arg)
 		.spin = pool->opts.spin,
 	};
 
-	worker_run(&a);
+	knitk__worker_run(&a);
 	return NULL;
 }
 
 /*
  * A process worker: POOL_ENV is "fd,worker,spin,hostfd", set by
- * spawn_worker().  The knot fd came by inheritance; attaching with
+ * knitk__spawn_worker().  The knot fd came by inheritance; attaching with
  * KNITK_ATTACH_TAKE_FD closes it, so our own endpoint is the only one this
  * process holds and our exit is seen as our death.  hostfd (futex backend,
  * else -1) is the host's pidfd: the watch of it marks the host dead when it
@@ -302,18 +302,18 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 	if (ret)
 		exit(126);
 	/* Before the join: a host gone meanwhile is seen at the first park. */
-	if (v[3] >= 0 && host_watch_start(&hw, a.knot, (int)v[3])) {
+	if (v[3] >= 0 && knitk__host_watch_start(&hw, a.knot, (int)v[3])) {
 		knitk_knot_destroy(a.knot);
 		exit(124);
 	}
 	ret = knitk_knot_join(a.knot, KNITK_ROLE_WORKER, a.worker);
 	if (ret < 0) {
-		host_watch_stop(&hw);
+		knitk__host_watch_stop(&hw);
 		knitk_knot_destroy(a.knot);
 		exit(125);
 	}
-	ret = worker_run(&a);
-	host_watch_stop(&hw);
+	ret = knitk__worker_run(&a);
+	knitk__host_watch_stop(&hw);
 	knitk_knot_destroy(a.knot);
 	exit(ret ? 1 : 0);
 }

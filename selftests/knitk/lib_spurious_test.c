@@ -25,7 +25,7 @@
  * pool ends its drainer's park; reachable since the library is linked
  * statically.
  */
-int knot_kick_self(struct knitk_knot *k);
+int knitk__knot_kick_self(struct knitk_knot *k);
 
 FIXTURE(lspur) {
 	struct knitk_knot *host, *worker;
@@ -68,7 +68,7 @@ static void *kicker_run(void *arg)
 {
 	struct actor *a = arg;
 
-	a->ret = knot_kick_self(a->knot);
+	a->ret = knitk__knot_kick_self(a->knot);
 	return NULL;
 }
 
