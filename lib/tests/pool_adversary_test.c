@@ -31,7 +31,7 @@
 #include "tap.h"
 
 enum { T_ECHO, T_BIG, T_ERRNO, T_FORK_CRASH, T_EXIT, T_SEGV, T_ABORT,
-       T_SLEEP, T_PID, NR_T };
+       T_SLEEP, T_PID, T_REPLY2, NR_T };
 
 static unsigned long nr_calls = 20000;
 
@@ -185,10 +185,34 @@ static int t_pid(const void *in, size_t len, struct knitk_reply *out,
 	return getpid();
 }
 
+/* Two allocs of the u64 lengths it is given: the second one is the result. */
+static int t_reply2(const void *in, size_t len, struct knitk_reply *out,
+		    void *ctx)
+{
+	uint64_t l[2];
+	void *buf;
+	int ret;
+
+	(void)ctx;
+	if (len != sizeof(l))
+		return -EINVAL;
+	memcpy(l, in, sizeof(l));
+	ret = knitk_reply_alloc(out, l[0], &buf);
+	if (ret)
+		return ret;
+	memset(buf, 0xaa, l[0]);
+	ret = knitk_reply_alloc(out, l[1], &buf);
+	if (ret)
+		return ret;
+	memset(buf, 0x55, l[1]);
+	return 0;
+}
+
 static const knitk_task_fn fns[NR_T] = {
 	[T_ECHO] = t_echo, [T_BIG] = t_big, [T_ERRNO] = t_errno,
 	[T_FORK_CRASH] = t_fork_crash, [T_EXIT] = t_exit, [T_SEGV] = t_segv,
 	[T_ABORT] = t_abort, [T_SLEEP] = t_sleep, [T_PID] = t_pid,
+	[T_REPLY2] = t_reply2,
 };
 static const struct knitk_task_table table = { fns, NR_T };
 
@@ -954,6 +978,187 @@ static void no_leaks_after_destroy(void)
 	CHECK(no_children());
 }
 
+/* ------------------------------------------------------ odd requests */
+
+/*
+ * A call pinned to a worker that died (no respawn) while the other lives:
+ * the pinned worker is gone, so -EPIPE, not a hang and not another worker.
+ */
+static void pinned_to_dead_worker(void)
+{
+	struct knitk_pool *p = make_pool(KNITK_WORKER_PROCESSES, 2, 0);
+	struct knitk_call_opts o = { .flags = KNITK_CALL_WORKER, .worker = 1 };
+	struct knitk_call *c;
+	int v = 0, ret;
+
+	REQUIRE(p);
+	CHECK_EQ(knitk_pool_call(p, T_ABORT, &v, 4, &o, NULL, 0, NULL),
+		 -EOWNERDEAD);
+	ret = knitk_pool_submit(p, T_PID, &v, 4, &o, &c);
+	printf("# submit pinned to the dead worker: %d\n", ret);
+	CHECK_EQ(ret, -EPIPE);
+	if (ret == 0) {
+		printf("# ... and it completed with %d\n",
+		       knitk_call_wait(c, KNITK_WAIT_FOREVER));
+		knitk_call_release(c);
+	}
+	o.worker = 0;
+	CHECK(knitk_pool_call(p, T_PID, &v, 4, &o, NULL, 0, NULL) > 0);
+	knitk_pool_destroy(p);
+	CHECK(no_children());
+}
+
+/* With respawn, a call pinned to a worker just crashed waits for its successor. */
+static void pinned_waits_for_respawn(void)
+{
+	struct knitk_pool *p = make_pool(KNITK_WORKER_PROCESSES, 2,
+					 KNITK_POOL_RESPAWN);
+	struct knitk_call_opts o = { .flags = KNITK_CALL_WORKER, .worker = 0 };
+	int v = 0, i, first, pid;
+
+	REQUIRE(p);
+	first = knitk_pool_call(p, T_PID, &v, 4, &o, NULL, 0, NULL);
+	CHECK(first > 0);
+	for (i = 0; i < 10; i++) {
+		CHECK_EQ(knitk_pool_call(p, T_SEGV, &v, 4, &o, NULL, 0, NULL),
+			 -EOWNERDEAD);
+		pid = knitk_pool_call(p, T_PID, &v, 4, &o, NULL, 0, NULL);
+		CHECK(pid > 0 && pid != first);
+	}
+	knitk_pool_destroy(p);
+	CHECK(no_children());
+}
+
+/* A batch stops at its first bad entry; the calls before it are live. */
+static void batch_with_bad_entry(void)
+{
+	struct knitk_pool *p = make_pool(KNITK_WORKER_THREADS, 2, 0);
+	uint64_t x = 5;
+	struct knitk_submission subs[3] = {
+		{ .fn = T_ECHO, .in = &x, .len = 8 },
+		{ .fn = NR_T + 7, .in = &x, .len = 8 },
+		{ .fn = T_ECHO, .in = &x, .len = 8 },
+	};
+	struct knitk_call *c[3] = { NULL, NULL, NULL };
+	const void *d;
+	size_t len;
+
+	REQUIRE(p);
+	CHECK_EQ(knitk_pool_submit_batch(p, subs, 3, c), 1);
+	REQUIRE(c[0]);
+	CHECK_EQ(knitk_call_wait(c[0], KNITK_WAIT_FOREVER), 0);
+	CHECK(knitk_call_result(c[0], &d, &len) == 0 && len == 8 &&
+	      !memcmp(d, &x, 8));
+	knitk_call_release(c[0]);
+	CHECK_EQ(knitk_pool_submit_batch(p, subs + 1, 2, c), -EINVAL);
+	knitk_pool_destroy(p);
+}
+
+/* A later knitk_reply_alloc replaces an earlier, across inline and arena. */
+static void reply_alloc_replaces(void)
+{
+	static const uint64_t cases[][2] = {
+		{ ARENA, 8 }, { 8, ARENA }, { 192, 193 }, { 193, 192 },
+		{ 0, 0 }, { ARENA, 0 }, { 100, ARENA },
+	};
+	struct knitk_pool *p = make_pool(KNITK_WORKER_PROCESSES, 1, 0);
+	static uint8_t out[ARENA];
+	unsigned int i;
+	size_t k;
+
+	REQUIRE(p);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len = ~(size_t)0;
+		int st = knitk_pool_call(p, T_REPLY2, cases[i], 16, NULL, out,
+					 sizeof(out), &len);
+
+		CHECK_EQ(st, 0);
+		CHECK_EQ(len, cases[i][1]);
+		for (k = 0; st == 0 && k < cases[i][1]; k++)
+			if (out[k] != 0x55)
+				break;
+		CHECK_EQ(k, cases[i][1]);
+	}
+	/* Truncated copy: the full length is still reported. */
+	{
+		uint64_t l[2] = { 0, 1000 };
+		size_t len = 0;
+
+		memset(out, 0, 64);
+		CHECK_EQ(knitk_pool_call(p, T_REPLY2, l, 16, NULL, out, 10,
+					 &len), 0);
+		CHECK_EQ(len, 1000);
+		CHECK_EQ(out[9], 0x55);
+		CHECK_EQ(out[10], 0);
+		CHECK_EQ(knitk_pool_call(p, T_REPLY2, l, 16, NULL, NULL, 0,
+					 NULL), 0);
+	}
+	knitk_pool_destroy(p);
+}
+
+/* One submitter slot shared by 8 threads with arena-sized calls. */
+static void one_submitter_slot_many_threads(void)
+{
+	struct knitk_pool_opts o = { .kind = KNITK_WORKER_THREADS,
+				     .nr_workers = 2, .nr_submitters = 1 };
+	struct big b[8];
+	pthread_t t[8];
+	unsigned int i;
+
+	REQUIRE(knitk_pool_create(&o, &table, &b[0].pool) == 0);
+	for (i = 0; i < 8; i++) {
+		struct knitk_pool *pool = b[0].pool;
+
+		b[i] = (struct big){ .pool = pool, .id = i };
+		REQUIRE(pthread_create(&t[i], NULL, big_thread, &b[i]) == 0);
+	}
+	for (i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		CHECK_EQ(atomic_load(&b[i].bad), 0);
+		CHECK_EQ(atomic_load(&b[i].ok), 40);
+	}
+	knitk_pool_destroy(b[0].pool);
+}
+
+static void *pools_thread(void *arg)
+{
+	atomic_ulong *bad = arg;
+	int r;
+
+	for (r = 0; r < 10; r++) {
+		struct knitk_pool *p = make_pool(KNITK_WORKER_THREADS, 2, 0);
+		int i;
+
+		if (!p) {
+			atomic_fetch_add(bad, 1);
+			continue;
+		}
+		for (i = 0; i < 50; i++)
+			if (call_int(p, T_ERRNO, i) != i)
+				atomic_fetch_add(bad, 1);
+		if (r % 2)
+			knitk_pool_shutdown(p, KNITK_SHUTDOWN_DRAIN);
+		knitk_pool_destroy(p);
+	}
+	return NULL;
+}
+
+/* Pools created, used and destroyed by 6 threads at once. */
+static void many_pools_concurrently(void)
+{
+	atomic_ulong bad = 0;
+	pthread_t t[6];
+	unsigned int i;
+	int fds = count_fds();
+
+	for (i = 0; i < 6; i++)
+		REQUIRE(pthread_create(&t[i], NULL, pools_thread, &bad) == 0);
+	for (i = 0; i < 6; i++)
+		pthread_join(t[i], NULL);
+	CHECK_EQ(atomic_load(&bad), 0);
+	CHECK_EQ(count_fds(), fds);
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &table, NULL))
@@ -983,5 +1188,11 @@ int main(int argc, char **argv)
 	TEST(deadlines);
 	TEST(signal_storm_during_kill_storm);
 	TEST(no_leaks_after_destroy);
+	TEST(pinned_to_dead_worker);
+	TEST(pinned_waits_for_respawn);
+	TEST(batch_with_bad_entry);
+	TEST(reply_alloc_replaces);
+	TEST(one_submitter_slot_many_threads);
+	TEST(many_pools_concurrently);
 	return tap_exit();
 }

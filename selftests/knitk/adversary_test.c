@@ -17,6 +17,7 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <linux/userfaultfd.h>
 
 #include "kselftest_harness.h"
 #include "knitk_test.h"
@@ -168,6 +169,9 @@ TEST_F(adv, sigkill_with_dofork_helper)
 	wait_dead(&self->k, 1);
 	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
 	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
+	/* Reaped, the worker has handed the helper to us (subreaper). */
+	ASSERT_EQ(w, waitpid(w, NULL, 0));
+	self->pids[0] = 0;
 	EXPECT_TRUE(alive(helper));
 	/* The helper's exit is no second death. */
 	kill(helper, SIGKILL);
@@ -181,6 +185,7 @@ struct waiter {
 	pthread_t thread;
 	int fd;
 	__u32 seq;
+	__u64 deadline;		/* 0: KNITK_WAIT_FOREVER */
 	int ret;
 };
 
@@ -188,7 +193,8 @@ static void *waiter_run(void *arg)
 {
 	struct waiter *w = arg;
 
-	w->ret = knitk_wait(w->fd, w->seq, KNITK_WAIT_FOREVER);
+	w->ret = knitk_wait(w->fd, w->seq,
+			    w->deadline ? w->deadline : KNITK_WAIT_FOREVER);
 	return NULL;
 }
 
@@ -1003,6 +1009,293 @@ TEST(memlock_attach_not_charged)
 {
 	KNITK_REQUIRE_DEV();
 	EXPECT_EQ(0, memlock_child(attach_body));
+}
+
+/*
+ * A thread left asleep on a worker endpoint whose role ended must not be
+ * woken as if it held the role's next owner's doorbell: a kick for the
+ * new owner ends the stale wait with -ENOTCONN, not 0.
+ */
+TEST_F(adv, stale_waiter_not_woken_for_next_owner)
+{
+	struct waiter wt = { 0 };
+	int fd, next;
+
+	fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 1);
+	ASSERT_LE(0, fd);
+	wt.fd = fd;
+	wt.seq = knitk_doorbell_seq(knot_doorbell(&self->k, 1));
+	ASSERT_EQ(0, pthread_create(&wt.thread, NULL, waiter_run, &wt));
+	ASSERT_EQ(0, knitk_wait_asleep(self->k.fd, 1, 1));
+	ASSERT_EQ(0, close(fd));
+	next = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 1);
+	ASSERT_LE(0, next);
+	ASSERT_EQ(0, knitk_kick(self->k.fd, 2ULL, NULL));
+	pthread_join(wt.thread, NULL);
+	EXPECT_EQ(-ENOTCONN, wt.ret);
+	close(next);
+}
+
+struct unsharer {
+	int fd;
+	int ret;
+};
+
+static void *unshare_close_run(void *arg)
+{
+	struct unsharer *u = arg;
+
+	u->ret = unshare(CLONE_FILES) ? -errno : 0;
+	if (!u->ret)
+		u->ret = close(u->fd) ? -errno : 0;
+	return NULL;
+}
+
+/*
+ * A thread of the owner unshares its file table and closes the endpoint
+ * there: that table held the last fd of it, so the role ends; the close of
+ * the fd still in the main table is no second death.
+ */
+TEST_F(adv, unshared_thread_close_ends_role)
+{
+	const struct knitk_control *ctl = self->k.ctl;
+	struct unsharer u;
+	pthread_t t;
+
+	u.fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
+	ASSERT_LE(0, u.fd);
+	ASSERT_EQ(0, pthread_create(&t, NULL, unshare_close_run, &u));
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, u.ret);
+	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
+	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
+	close(u.fd);
+	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
+}
+
+/*
+ * An unjoined endpoint passed over SCM_RIGHTS is joined by the receiver:
+ * the receiver owns the role, so the sender's close neither keeps nor ends
+ * it, and the receiver's exit ends it.
+ */
+TEST_F(adv, receiver_that_joins_owns_the_role)
+{
+	const struct knitk_control *ctl = self->k.ctl;
+	int sv[2], e, st;
+	pid_t c;
+
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+	e = knitk_open();
+	ASSERT_LE(0, e);
+	ASSERT_EQ(0, knitk_attach(e, self->k.fd, NULL));
+	c = fork();
+	ASSERT_LE(0, c);
+	if (c == 0) {
+		int got;
+		char b = 'j';
+
+		close(e);
+		got = knitk_recv_fd(sv[1]);
+		if (got < 0 || knitk_join(got, KNITK_ROLE_WORKER, 0, NULL))
+			_exit(1);
+		if (write(sv[1], &b, 1) != 1 || read(sv[1], &b, 1) != 1)
+			_exit(2);
+		_exit(0);
+	}
+	track(self, c);
+	ASSERT_EQ(0, knitk_send_fd(sv[0], e));
+	ASSERT_EQ('j', read_byte(sv[0]));
+	EXPECT_EQ(HOST_BIT | 1ULL, knitk_load64(&ctl->live));
+	close(e);
+	EXPECT_EQ(HOST_BIT | 1ULL, knitk_load64(&ctl->live));
+	EXPECT_EQ(0U, knitk_load32(&ctl->death_seq));
+	ASSERT_EQ(1, write(sv[0], "x", 1));
+	ASSERT_EQ(c, waitpid(c, &st, 0));
+	EXPECT_EQ(0, st);
+	wait_dead(&self->k, 1);
+	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
+	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
+	close(sv[0]);
+	close(sv[1]);
+}
+
+#define JOINERS		6
+#define JOIN_ROUNDS	60
+
+struct slot_race {
+	pthread_barrier_t bar;
+	int fds[JOINERS];
+	int rets[JOINERS];
+	int i;
+};
+
+static void *slot_race_run(void *arg)
+{
+	struct slot_race *r = arg;
+	int i = __atomic_fetch_add(&r->i, 1, __ATOMIC_RELAXED);
+
+	pthread_barrier_wait(&r->bar);
+	r->rets[i] = knitk_join(r->fds[i], KNITK_ROLE_WORKER, 1, NULL);
+	return NULL;
+}
+
+/* Endpoints racing for one slot: exactly one wins, every round. */
+TEST_F_TIMEOUT(adv, join_same_slot_race_one_winner, 240)
+{
+	const struct knitk_control *ctl = self->k.ctl;
+	unsigned int round;
+
+	for (round = 0; round < JOIN_ROUNDS; round++) {
+		pthread_t t[JOINERS];
+		struct slot_race r = { .i = 0 };
+		int i, wins = 0;
+
+		for (i = 0; i < JOINERS; i++) {
+			r.fds[i] = knitk_open();
+			ASSERT_LE(0, r.fds[i]);
+			ASSERT_EQ(0, knitk_attach(r.fds[i], self->k.fd, NULL));
+		}
+		ASSERT_EQ(0, pthread_barrier_init(&r.bar, NULL, JOINERS));
+		for (i = 0; i < JOINERS; i++)
+			ASSERT_EQ(0, pthread_create(&t[i], NULL, slot_race_run, &r));
+		for (i = 0; i < JOINERS; i++)
+			pthread_join(t[i], NULL);
+		pthread_barrier_destroy(&r.bar);
+		for (i = 0; i < JOINERS; i++) {
+			if (r.rets[i] == 0)
+				wins++;
+			else
+				EXPECT_EQ(-EBUSY, r.rets[i]);
+		}
+		EXPECT_EQ(1, wins);
+		EXPECT_EQ(round + 1, knitk_load32(&ctl->generation[1]));
+		for (i = 0; i < JOINERS; i++)
+			close(r.fds[i]);
+		EXPECT_EQ(round + 1, knitk_load32(&ctl->death_seq));
+	}
+}
+
+/* Deadlines past KTIME_MAX (but not KNITK_WAIT_FOREVER) still sleep. */
+TEST_F(adv, wait_huge_deadline_woken_by_kick)
+{
+	struct waiter wt = { 0 };
+	struct knitk_wait w;
+	int fd;
+
+	fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
+	ASSERT_LE(0, fd);
+	wt.fd = fd;
+	wt.seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	wt.deadline = KNITK_WAIT_FOREVER - 1;
+	w = (struct knitk_wait){ .expected = wt.seq,
+				 .deadline_ns = wt.deadline };
+	ASSERT_EQ(0, pthread_create(&wt.thread, NULL, waiter_run, &wt));
+	ASSERT_EQ(0, knitk_wait_asleep(self->k.fd, 0, 1));
+	ASSERT_EQ(0, knitk_kick(self->k.fd, 1ULL, NULL));
+	pthread_join(wt.thread, NULL);
+	EXPECT_EQ(0, wt.ret);
+	/* The same deadline, with the seq moved: -EAGAIN at once. */
+	EXPECT_EQ(-EAGAIN, knitk_ioctl(fd, KNITK_IOC_WAIT, &w));
+	w.expected = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	w.deadline_ns = 0;
+	EXPECT_EQ(-ETIMEDOUT, knitk_ioctl(fd, KNITK_IOC_WAIT, &w));
+	close(fd);
+}
+
+/*
+ * The narrow window of join_close_poll_race_mapped, made deterministic:
+ * the JOIN's struct sits in a page that userfaultfd holds back, so the
+ * ioctl has its file and is stalled in copy_from_user() while the only fd
+ * is closed; then the page is supplied and the JOIN completes.  The
+ * process has no fd of the endpoint left (only a mapping, which never
+ * holds a role), so the role must not be live.
+ */
+struct uffd_join {
+	int fd;
+	void *arg;
+	int ret;
+};
+
+static void *uffd_join_run(void *arg)
+{
+	struct uffd_join *j = arg;
+
+	j->ret = knitk_ioctl(j->fd, KNITK_IOC_JOIN, j->arg);
+	return NULL;
+}
+
+static void join_stalled_across_close(struct __test_metadata *_metadata,
+				      FIXTURE_DATA(adv) *self, int mapped)
+{
+	const struct knitk_control *ctl = self->k.ctl;
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = { 0 };
+	struct uffdio_copy cp = { 0 };
+	struct knot e = { .layout = self->k.layout };
+	struct knitk_join *src;
+	struct uffd_msg msg;
+	struct uffd_join j;
+	pthread_t t;
+	void *page;
+	int uffd, fd;
+
+	uffd = syscall(SYS_userfaultfd, O_CLOEXEC);
+	if (uffd < 0)
+		SKIP(return, "userfaultfd: %s", strerror(errno));
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
+	page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, page);
+	src = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, src);
+	reg.range.start = (unsigned long)page;
+	reg.range.len = 4096;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
+
+	e.fd = knitk_open();
+	ASSERT_LE(0, e.fd);
+	ASSERT_EQ(0, knitk_attach(e.fd, self->k.fd, NULL));
+	if (mapped)
+		ASSERT_EQ(0, knot_map(&e));
+	j = (struct uffd_join){ .fd = e.fd, .arg = page, .ret = 1 };
+	ASSERT_EQ(0, pthread_create(&t, NULL, uffd_join_run, &j));
+	/* The JOIN holds its file and waits for the page. */
+	ASSERT_EQ((ssize_t)sizeof(msg), read(uffd, &msg, sizeof(msg)));
+	ASSERT_EQ(UFFD_EVENT_PAGEFAULT, msg.event);
+	ASSERT_EQ(0, close(e.fd));
+	e.fd = -1;
+	*src = (struct knitk_join){ .role = KNITK_ROLE_WORKER, .worker = 0 };
+	cp.dst = (unsigned long)page;
+	cp.src = (unsigned long)src;
+	cp.len = 4096;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_COPY, &cp));
+	pthread_join(t, NULL);
+	TH_LOG("JOIN after the close returned %d; live %#llx dead %#llx",
+	       j.ret, (unsigned long long)knitk_load64(&ctl->live),
+	       (unsigned long long)knitk_load64(&ctl->dead));
+	EXPECT_EQ(0ULL, knitk_load64(&ctl->live) & 1ULL);
+	/* Nothing of this process may keep worker 0 from a new joiner. */
+	fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
+	EXPECT_LE(0, fd);
+	if (fd >= 0)
+		close(fd);
+	knot_unmap(&e);
+	EXPECT_EQ(0ULL, knitk_load64(&ctl->live) & 1ULL);
+	munmap(page, 4096);
+	munmap(src, 4096);
+	close(uffd);
+}
+
+TEST_F(adv, join_stalled_across_close)
+{
+	join_stalled_across_close(_metadata, self, 0);
+}
+
+TEST_F(adv, join_stalled_across_close_mapped)
+{
+	join_stalled_across_close(_metadata, self, 1);
 }
 
 TEST_HARNESS_MAIN
