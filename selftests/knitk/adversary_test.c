@@ -1037,39 +1037,84 @@ TEST_F(adv, stale_waiter_not_woken_for_next_owner)
 }
 
 struct unsharer {
-	int fd;
+	int fd;		/* closed in the unshared table, or -1 */
 	int ret;
+	int done[2];	/* thread -> test: unshared (and closed) */
+	int stay;	/* stay alive after that */
+	pid_t tid;
 };
 
-static void *unshare_close_run(void *arg)
+static void *unsharer_run(void *arg)
 {
 	struct unsharer *u = arg;
+	char c = 'u';
 
+	u->tid = knitk_gettid();
 	u->ret = unshare(CLONE_FILES) ? -errno : 0;
-	if (!u->ret)
+	if (!u->ret && u->fd >= 0)
 		u->ret = close(u->fd) ? -errno : 0;
+	if (write(u->done[1], &c, 1) != 1)
+		u->ret = -EIO;
+	while (u->stay)
+		pause();
 	return NULL;
 }
 
 /*
  * A thread of the owner unshares its file table and closes the endpoint
- * there: that table held the last fd of it, so the role ends; the close of
- * the fd still in the main table is no second death.
+ * there: that table held the last fd of it, so the role ends (as the JOIN
+ * doc says); the close of the fd still in the main table is no second
+ * death.  The thread stays alive, so its table's other fds stay open.
  */
 TEST_F(adv, unshared_thread_close_ends_role)
 {
 	const struct knitk_control *ctl = self->k.ctl;
-	struct unsharer u;
+	struct unsharer u = { .stay = 1 };
 	pthread_t t;
+	int fd;
 
-	u.fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
-	ASSERT_LE(0, u.fd);
-	ASSERT_EQ(0, pthread_create(&t, NULL, unshare_close_run, &u));
-	pthread_join(t, NULL);
+	fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
+	ASSERT_LE(0, fd);
+	u.fd = fd;
+	ASSERT_EQ(0, pipe(u.done));
+	ASSERT_EQ(0, pthread_create(&t, NULL, unsharer_run, &u));
+	ASSERT_EQ('u', read_byte(u.done[0]));
 	ASSERT_EQ(0, u.ret);
 	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
 	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
-	close(u.fd);
+	close(fd);
+	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
+	pthread_detach(t);
+}
+
+/*
+ * A thread of the owner unshares its file table (e.g. a helper thread
+ * about to drop fds) and exits without closing anything by hand.  The
+ * process still holds every fd in its main table, so by "the role ends
+ * when that process exits ... or closes its last fd" no role may end.
+ * (The JOIN doc's per-table rule for an unsharing thread makes the exit
+ * of that thread's table end them: this test asks which rule holds.)
+ */
+TEST_F(adv, unshared_thread_exit_keeps_roles)
+{
+	const struct knitk_control *ctl = self->k.ctl;
+	struct unsharer u = { .fd = -1, .stay = 0 };
+	pthread_t t;
+	int fd;
+
+	fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, pipe(u.done));
+	ASSERT_EQ(0, pthread_create(&t, NULL, unsharer_run, &u));
+	ASSERT_EQ('u', read_byte(u.done[0]));
+	ASSERT_EQ(0, u.ret);
+	pthread_join(t, NULL);
+	/* Its table is gone once the thread is gone from /proc. */
+	while (!thread_gone(u.tid))
+		usleep(1000);
+	EXPECT_EQ(HOST_BIT | 1ULL, knitk_load64(&ctl->live));
+	EXPECT_EQ(0U, knitk_load32(&ctl->death_seq));
+	close(fd);
 	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
 }
 
