@@ -1174,15 +1174,12 @@ int main(int argc, char **argv)
 		return 1;
 	TEST(errno_every_value_threads);
 	TEST(errno_every_value_processes);
-	TEST(task_einprogress_not_a_timeout);
 	TEST(crash_kinds_respawn);
 	TEST(crash_all_then_epipe);
 	TEST(shutdown_drain_race_threads);
 	TEST(shutdown_cancel_race_threads);
 	TEST(shutdown_drain_race_processes);
 	TEST(shutdown_cancel_race_processes);
-	TEST(handles_after_destroy_threads);
-	TEST(handles_after_destroy_processes);
 	TEST(arena_size_calls_threads);
 	TEST(arena_size_calls_processes);
 	TEST(deadlines);
@@ -1194,6 +1191,10 @@ int main(int argc, char **argv)
 	TEST(reply_alloc_replaces);
 	TEST(one_submitter_slot_many_threads);
 	TEST(many_pools_concurrently);
+	TEST(task_einprogress_not_a_timeout);
+	/* A use after free here would end the program: after the rest. */
+	TEST(handles_after_destroy_threads);
+	TEST(handles_after_destroy_processes);
 	/*
 	 * Last: a worker that outlives its host hangs these cases until the
 	 * watchdog.  Every earlier case has joined its threads, so the fork
