@@ -157,7 +157,8 @@ void knitk_bell_init(struct knitk_bell *bell);
 void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d);
 int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 			  u64 *woken);
-int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
+int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
+			const struct knitk_role *r, u32 expected,
 			u64 deadline_ns);
 void knitk_doorbell_stats(struct knitk_knot *knot, unsigned int d,
 			  struct knitk_doorbell_stats *st);
@@ -185,7 +186,7 @@ int knitk_peer_take(struct knitk_control *ctl, struct knitk_role *r,
 bool knitk_peer_end(struct knitk_control *ctl, struct knitk_role *r);
 void knitk_role_init(struct knitk_role *r);
 int knitk_role_join(struct knitk_role *r, struct knitk_knot *knot,
-		    unsigned int slot, u32 *generation);
+		    struct file *file, unsigned int slot, u32 *generation);
 void knitk_role_end(struct knitk_role *r);
 void knitk_role_flush(struct knitk_role *r, struct file *file, fl_owner_t id);
 void knitk_role_release(struct knitk_role *r);

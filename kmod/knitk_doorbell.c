@@ -292,16 +292,24 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 	return 0;
 }
 
-static bool knitk_wait_done(struct knitk_knot *knot, struct knitk_doorbell *db,
-			    u32 expected, bool worker)
+/* The waiter's role ended (knitk_role_end() wakes the queue for it). */
+static bool knitk_wait_role_ended(const struct knitk_role *r)
 {
-	return READ_ONCE(db->seq) != expected ||
+	return r && READ_ONCE(r->ended);
+}
+
+static bool knitk_wait_done(struct knitk_knot *knot, struct knitk_doorbell *db,
+			    const struct knitk_role *r, u32 expected,
+			    bool worker)
+{
+	return READ_ONCE(db->seq) != expected || knitk_wait_role_ended(r) ||
 	       (worker && knitk_peer_host_dead(knot->control));
 }
 
 /* Sleep until the wait is done, the deadline passes or a signal arrives. */
 static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
-				u32 expected, u64 deadline_ns)
+				const struct knitk_role *r, u32 expected,
+				u64 deadline_ns)
 {
 	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
 	struct knitk_bell *bell = &knot->bells[d];
@@ -324,7 +332,7 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
 	for (;;) {
 		/* Sets the task state before the re-check: no lost wake. */
 		prepare_to_wait(&bell->wq, &wait, TASK_INTERRUPTIBLE);
-		if (knitk_wait_done(knot, db, expected, worker)) {
+		if (knitk_wait_done(knot, db, r, expected, worker)) {
 			ret = 0;
 			break;
 		}
@@ -350,14 +358,20 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
  * knitk_doorbell_wait() - KNITK_IOC_WAIT on doorbell @d
  * @knot: the knot
  * @d: the caller's own doorbell
+ * @r: the caller's role, holding @d (NULL: no role to watch)
  * @expected: the seq the caller saw before it set its sleeping flag
  * @deadline_ns: absolute CLOCK_MONOTONIC deadline or KNITK_WAIT_FOREVER
  *
+ * The doorbell belongs to the slot, which a later joiner may hold once @r
+ * has ended: a wait whose role ends, before or while it sleeps, returns
+ * -ENOTCONN, and never takes the next owner's wake for its own.
+ *
  * Return: 0 when woken, -EAGAIN if seq already moved, -ETIMEDOUT,
  * -ERESTARTSYS on a signal, -EPIPE for a worker whose host died (before
- * or during the wait).
+ * or during the wait), -ENOTCONN when @r ended.
  */
-int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
+int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
+			const struct knitk_role *r, u32 expected,
 			u64 deadline_ns)
 {
 	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
@@ -379,7 +393,10 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d, u32 expected,
 		return -EAGAIN;
 	}
 	atomic64_inc(&bell->waits);
-	ret = knitk_doorbell_sleep(knot, d, expected, deadline_ns);
+	ret = knitk_doorbell_sleep(knot, d, r, expected, deadline_ns);
+	/* Pairs with the write of ended under knot->lock before the wake. */
+	if (ret == 0 && knitk_wait_role_ended(r))
+		return -ENOTCONN;
 	switch (ret) {
 	case -ETIMEDOUT:
 		atomic64_inc(&bell->timeouts);

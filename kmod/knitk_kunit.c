@@ -443,6 +443,7 @@ static void knitk_notify_on_knot(struct kunit *test)
 {
 	struct knitk_geometry g = knitk_test_geom(2, 1);
 	struct knitk_doorbell_stats st;
+	struct knitk_role ended = { };
 	struct knitk_knot *knot;
 	struct knitk_layout l;
 	struct knitk_sector *mb;
@@ -493,14 +494,21 @@ static void knitk_notify_on_knot(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, st.wakes, 0ULL);
 
 	/* A wait whose seq already moved does not sleep. */
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, 0,
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, 0,
 						  KNITK_WAIT_FOREVER), -EAGAIN);
 	/* A deadline in the past times out. */
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, 1, 0), -ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, 1, 0), -ETIMEDOUT);
 	knitk_doorbell_stats(knot, 1, &st);
 	KUNIT_EXPECT_EQ(test, st.mismatches, 1ULL);
 	KUNIT_EXPECT_EQ(test, st.waits, 1ULL);
 	KUNIT_EXPECT_EQ(test, st.timeouts, 1ULL);
+	/* A wait of an ended role returns at once: not woken, not timed out. */
+	ended.slot = 1;
+	ended.ended = true;
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, &ended, 1,
+						  KNITK_WAIT_FOREVER), -ENOTCONN);
+	knitk_doorbell_stats(knot, 1, &st);
+	KUNIT_EXPECT_EQ(test, st.wakes + st.timeouts + st.spurious, 2ULL);
 	knitk_knot_put(knot);
 }
 
@@ -679,7 +687,7 @@ static void knitk_test_join(struct kunit *test, struct knitk_role *r,
 	u32 gen;
 
 	knitk_role_init(r);
-	KUNIT_ASSERT_EQ(test, knitk_role_join(r, knot, slot, &gen), 0);
+	KUNIT_ASSERT_EQ(test, knitk_role_join(r, knot, NULL, slot, &gen), 0);
 }
 
 /* Ending a role on a real knot advances the right doorbells. */
@@ -697,7 +705,7 @@ static void knitk_peer_death_rings_doorbells(struct kunit *test)
 	knitk_test_join(test, &w1, knot, 1);
 	knitk_test_join(test, &host, knot, KNITK_SLOT_HOST);
 	knitk_role_init(&again);
-	KUNIT_EXPECT_EQ(test, knitk_role_join(&again, knot, 1, &gen), -EBUSY);
+	KUNIT_EXPECT_EQ(test, knitk_role_join(&again, knot, NULL, 1, &gen), -EBUSY);
 
 	knitk_role_end(&w1);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq,
@@ -716,7 +724,7 @@ static void knitk_peer_death_rings_doorbells(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, knot->control->death_seq, 2U);
 	KUNIT_EXPECT_EQ(test, knot->control->death_done, 2U);
 	/* A worker of a dead host gets -EPIPE instead of sleeping. */
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 0, 1,
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 0, NULL, 1,
 						  KNITK_WAIT_FOREVER), -EPIPE);
 	knitk_role_release(&again);
 	knitk_role_release(&host);
@@ -797,7 +805,7 @@ static int knitk_test_joiner_fn(void *data)
 	struct knitk_test_joiner *j = data;
 	u32 gen;
 
-	j->ret = knitk_role_join(j->role, j->knot, 0, &gen);
+	j->ret = knitk_role_join(j->role, j->knot, NULL, 0, &gen);
 	return 0;
 }
 
@@ -868,7 +876,7 @@ static int knitk_test_sleeper_fn(void *data)
 {
 	struct knitk_test_sleeper *s = data;
 
-	s->ret = knitk_doorbell_wait(s->knot, s->doorbell, s->expected,
+	s->ret = knitk_doorbell_wait(s->knot, s->doorbell, NULL, s->expected,
 				     KNITK_WAIT_FOREVER);
 	complete(&s->done);
 	return 0;
@@ -1022,7 +1030,7 @@ static void knitk_wait_host_death_is_epipe(struct kunit *test)
 	/* A new host lets the worker sleep again. */
 	knitk_test_join(test, &next, knot, KNITK_SLOT_HOST);
 	seq = READ_ONCE(knitk_test_bell(knot, 1)->seq);
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, seq, 0), -ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, seq, 0), -ETIMEDOUT);
 	knitk_role_release(&next);
 	knitk_role_release(&w1);
 	knitk_role_release(&host);

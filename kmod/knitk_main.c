@@ -218,9 +218,10 @@ out:
 	return ret;
 }
 
-static int knitk_ioctl_join(struct knitk_endpoint *ep, struct knitk_knot *knot,
+static int knitk_ioctl_join(struct file *file, struct knitk_knot *knot,
 			    void __user *argp)
 {
+	struct knitk_endpoint *ep = file->private_data;
 	struct knitk_join j;
 	int slot, ret;
 
@@ -232,7 +233,7 @@ static int knitk_ioctl_join(struct knitk_endpoint *ep, struct knitk_knot *knot,
 	if (slot < 0)
 		return slot;
 
-	ret = knitk_role_join(&ep->role, knot, slot, &j.generation);
+	ret = knitk_role_join(&ep->role, knot, file, slot, &j.generation);
 	if (ret)
 		return ret;
 	knitk_poller_watch(&ep->poller, knot, slot);
@@ -255,7 +256,8 @@ static int knitk_ioctl_wait(struct knitk_endpoint *ep, struct knitk_knot *knot,
 		return -EINVAL;
 	if (slot == KNITK_NO_SLOT || READ_ONCE(ep->role.ended))
 		return -ENOTCONN;
-	return knitk_doorbell_wait(knot, slot, w.expected, w.deadline_ns);
+	return knitk_doorbell_wait(knot, slot, &ep->role, w.expected,
+				   w.deadline_ns);
 }
 
 static int knitk_ioctl_notify(struct knitk_knot *knot, void __user *argp)
@@ -316,7 +318,7 @@ static long knitk_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return -ENOTCONN;
 	switch (cmd) {
 	case KNITK_IOC_JOIN:
-		return knitk_ioctl_join(ep, knot, argp);
+		return knitk_ioctl_join(file, knot, argp);
 	case KNITK_IOC_WAIT:
 		return knitk_ioctl_wait(ep, knot, argp);
 	case KNITK_IOC_NOTIFY:

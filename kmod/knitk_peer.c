@@ -30,6 +30,7 @@
 #include <linux/kernel.h>
 #include <linux/pid.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/task.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 
@@ -191,6 +192,12 @@ void knitk_role_end(struct knitk_role *r)
 	if (!ended)
 		return;
 	knitk_knot_wake_pollers(knot);
+	/*
+	 * A wait of this role, on the slot's doorbell, returns -ENOTCONN:
+	 * ended was set under knot->lock, which the wake's queue lock
+	 * orders before the waiter's re-check (knitk_wait_done()).
+	 */
+	wake_up_interruptible_all(&knot->bells[r->slot].wq);
 
 	if (r->slot != KNITK_SLOT_HOST) {
 		knitk_doorbell_kick(knot, KNITK_DOORBELL_HOST);
@@ -248,21 +255,58 @@ void knitk_role_init(struct knitk_role *r)
 	INIT_WORK(&r->exit_work, knitk_role_exit_work);
 }
 
+static int knitk_role_fd_is(const void *file, struct file *f, unsigned int fd)
+{
+	return f == file;
+}
+
+/*
+ * Does a thread of the owner still have an fd of @file in its file table?
+ * A thread that exits has dropped its table (exit_files() clears ->files
+ * before it closes the table's fds), so a table private to an exiting
+ * thread that unshared it keeps nothing, and the group's shared table
+ * keeps the role.
+ */
+static bool knitk_role_owner_holds(struct knitk_role *r, struct file *file)
+{
+	struct task_struct *leader, *t;
+	bool held = false;
+
+	rcu_read_lock();
+	leader = pid_task(r->owner, PIDTYPE_TGID);
+	if (leader) {
+		for_each_thread(leader, t) {
+			task_lock(t);
+			held = t->files &&
+			       iterate_fd(t->files, 0, knitk_role_fd_is, file);
+			task_unlock(t);
+			if (held)
+				break;
+		}
+	}
+	rcu_read_unlock();
+	return held;
+}
+
 /**
  * knitk_role_join() - KNITK_IOC_JOIN: take @slot of @knot for the caller
  * @r: the endpoint's role
  * @knot: the endpoint's knot
+ * @file: the endpoint's file (NULL: no fd to look for, for KUnit)
  * @slot: a slot from knitk_peer_slot()
  * @generation: out: the slot's generation after this join
  *
  * The calling thread group becomes the owner and its exit is watched.
  * The caller is alive here, so the wake at its exit comes after the wait
- * entry is queued.
+ * entry is queued.  A close of the caller's last fd of @file that raced
+ * the JOIN (its flush saw no role yet) is found by the look at the
+ * owner's file tables after the role is published, and ends it.
  *
- * Return: 0 or -EBUSY.
+ * Return: 0, -EBUSY, or -EBADF when the owner held no fd of @file by the
+ * time the role was taken (the role is taken and ended at once).
  */
 int knitk_role_join(struct knitk_role *r, struct knitk_knot *knot,
-		    unsigned int slot, u32 *generation)
+		    struct file *file, unsigned int slot, u32 *generation)
 {
 	int ret;
 
@@ -276,12 +320,18 @@ int knitk_role_join(struct knitk_role *r, struct knitk_knot *knot,
 		smp_store_release(&r->knot, knot);
 	}
 	mutex_unlock(&knot->lock);
-	return ret;
-}
-
-static int knitk_role_fd_is(const void *file, struct file *f, unsigned int fd)
-{
-	return f == file;
+	if (ret)
+		return ret;
+	/*
+	 * The fd tables' file_lock orders this look after the store above
+	 * for a close that removes the fd later, whose flush then sees the
+	 * role; a close that removed it earlier is seen here.
+	 */
+	if (file && !knitk_role_owner_holds(r, file)) {
+		knitk_role_end(r);
+		return -EBADF;
+	}
+	return 0;
 }
 
 /**
@@ -291,11 +341,13 @@ static int knitk_role_fd_is(const void *file, struct file *f, unsigned int fd)
  * @id: the file table the fd was closed from (NULL for a close by the
  *	kernel outside any table)
  *
- * Ends the role if the closing task belongs to the owner and @id holds no
- * other fd of @file.  Called for every close, so a task of a forked child
- * or of a process that received the fd is told apart by its thread group;
- * at the owner's exit its table is closed fd by fd, and the last of them
- * ends the role here.
+ * Ends the role if the closing task belongs to the owner and no file
+ * table of the owner's threads holds another fd of @file.  Called for
+ * every close, so a task of a forked child or of a process that received
+ * the fd is told apart by its thread group; a thread that unshared its
+ * table and closes or exits ends nothing while the group's table keeps an
+ * fd; at the owner's exit its table is closed fd by fd, and the last of
+ * them ends the role here.
  */
 void knitk_role_flush(struct knitk_role *r, struct file *file, fl_owner_t id)
 {
@@ -304,8 +356,8 @@ void knitk_role_flush(struct knitk_role *r, struct file *file, fl_owner_t id)
 
 	if (!knot || !id || task_tgid(current) != r->owner)
 		return;
-	/* The fd being closed has left the table already. */
-	if (iterate_fd(id, 0, knitk_role_fd_is, file))
+	/* The fd being closed has left its table already. */
+	if (knitk_role_owner_holds(r, file))
 		return;
 	knitk_role_end(r);
 }

@@ -14,7 +14,8 @@ n_asan=${KNITK_STRESS_N_ASAN:-100000}
 n_tsan=${KNITK_STRESS_N_TSAN:-100000}
 # The pool tests; argument: calls of their throughput cases per build.
 pool_tests="pool_api_test pool_calls_test pool_deadline_test pool_crash_test pool_shutdown_test pool_idle_test
-	pool_kill_test pool_race_test pool_handles_test pool_orphan_test pool_destroy_test"
+	pool_kill_test pool_race_test pool_handles_test pool_orphan_test pool_destroy_test
+	pool_adversary_test"
 pool_n_plain=${KNITK_POOL_N:-1000000}
 pool_n_san=${KNITK_POOL_N_SAN:-20000}
 failed=0

@@ -356,16 +356,19 @@ struct knitk_attach {
  *
  * The calling process (its thread group) owns the role.  The role ends
  * when the process has exited, or when one of its threads closes an fd of
- * the endpoint and the file table it closed from holds no other fd of it
- * (execve() closing an O_CLOEXEC fd counts as a close): a dup()ed fd keeps
- * the role, while fds in other processes (inherited across fork(), or
- * received over SCM_RIGHTS) neither keep it nor end it when closed, and an
- * fd in flight in a socket is in no table.  A process that shares the
- * file table through clone(CLONE_FILES) without being a thread of the
- * owner is another process: its close does not end the role, and the
- * table it keeps does not keep the role past the owner's exit.  A thread
- * of the owner that unshared its file table ends the role when it closes
- * the last fd of the endpoint in that table.
+ * the endpoint and no file table of the process's threads holds another
+ * fd of it (execve() closing an O_CLOEXEC fd counts as a close): a dup()ed
+ * fd keeps the role, while fds in other processes (inherited across
+ * fork(), or received over SCM_RIGHTS) neither keep it nor end it when
+ * closed, and an fd in flight in a socket is in no table.  A thread that
+ * unshared its file table counts with the others: closing its copy, or
+ * exiting, ends the role only if no other thread of the process keeps an
+ * fd.  A process that shares the file table through clone(CLONE_FILES)
+ * without being a thread of the owner is another process: its close does
+ * not end the role, and the table it keeps does not keep the role past
+ * the owner's exit.  A JOIN whose caller closed its last fd of the
+ * endpoint before the JOIN completed takes the role and ends it at once
+ * (a death like any other), and returns -EBADF.
  */
 struct knitk_join {
 	__u32 role;
@@ -389,7 +392,9 @@ struct knitk_join {
  * differs from @expected, -ETIMEDOUT at the deadline, -EINTR on a signal
  * (restarted instead under SA_RESTART; the deadline is absolute), -EPIPE
  * for a worker whose host has died, -ENOTCONN when not joined or when the
- * endpoint's role has ended.
+ * endpoint's role has ended, before the wait or while it sleeps (the
+ * doorbell then belongs to the role's next joiner, whose wakes a wait of
+ * the ended role never takes for its own).
  */
 struct knitk_wait {
 	__u32 expected;
