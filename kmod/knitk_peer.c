@@ -78,7 +78,7 @@ int knitk_peer_join(struct knitk_control *ctl, unsigned int slot,
 	/*
 	 * The new generation and the cleared dead bit before the live bit:
 	 * pairs with the acquire of live, then generation, in
-	 * spawn_wait_join() (lib/spawn.c).
+	 * knitk_knot_role() (lib/core/knot.c).
 	 */
 	smp_store_release(&ctl->live, READ_ONCE(ctl->live) | bit);
 	*generation = gen;
@@ -100,13 +100,13 @@ void knitk_peer_leave(struct knitk_control *ctl, unsigned int slot)
 	WRITE_ONCE(ctl->live, READ_ONCE(ctl->live) & ~bit);
 	/*
 	 * The cleared live bit before the dead bit: pairs with the acquire of
-	 * dead, then live, in knot_host_dead() (lib/doorbell.c).
+	 * dead, then live, in knot_host_dead() (lib/core/internal.h).
 	 */
 	smp_store_release(&ctl->dead, READ_ONCE(ctl->dead) | bit);
 	/*
 	 * Both before the new death_seq: pairs with the acquire of death_seq,
-	 * then dead, in check_deaths() (lib/complete.c) and with the ones in
-	 * knot_peer_event() and knot_peer_woke() (lib/doorbell.c).
+	 * then dead, in knitk_knot_deaths() (lib/core/knot.c) and with the
+	 * ones in knot_peer_event() and knot_peer_woke() (lib/core/doorbell.c).
 	 */
 	smp_store_release(&ctl->death_seq, READ_ONCE(ctl->death_seq) + 1);
 }
@@ -210,7 +210,7 @@ void knitk_role_end(struct knitk_role *r)
 	/*
 	 * The kicks' seq increments (fully ordered in knitk_doorbell_kick())
 	 * before the new value: pairs with the acquire of death_done, before
-	 * the seq read, in knitk_doorbell_prepare() (lib/doorbell.c).
+	 * the seq read, in knitk_doorbell_prepare() (lib/core/doorbell.c).
 	 */
 	smp_store_release(&knot->control->death_done,
 			  READ_ONCE(knot->control->death_done) + 1);

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <knitk.h>
+#include <knitk_pool.h>
 
 #include "bench/bench.h"
 

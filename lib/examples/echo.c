@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "knitk.h"
+#include "knitk_pool.h"
 
 static int task_echo(const void *in, size_t len, struct knitk_reply *out,
 		     void *ctx)

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "knitk.h"
+#include "knitk_pool.h"
 
 struct range {
 	uint64_t lo, hi;

@@ -27,6 +27,8 @@
  * unless the environment variable KNITK_BACKEND=kmod|futex or a
  * KNITK_KNOT_* flag forces one (forcing kmod without the device gives
  * -ENODEV).
+ *
+ * The worker pool built on this layer is <knitk_pool.h>.
  */
 #ifndef KNITK_H
 #define KNITK_H
@@ -112,11 +114,41 @@ int knitk_knot_layout(const struct knitk_knot *knot,
 
 /*
  * knitk_knot_control - the control page (read-only; the kernel, or on the
- * futex backend the library, writes it) and the base of the mapping.
+ * futex backend the library, writes it) and the base of the mapping.  Its
+ * words change under the reader: knitk_knot_deaths, knitk_knot_role and
+ * knitk_knot_host_dead read them in the order that makes them agree.
  */
 int knitk_knot_control(const struct knitk_knot *knot,
 		       const struct knitk_control **control);
 int knitk_knot_base(const struct knitk_knot *knot, void **base);
+
+/*
+ * knitk_knot_deaths - the peer deaths of the knot: *@death_seq, bumped
+ * once per role that died or left, then *@dead, bit = role slot (worker
+ * id, or KNITK_DOORBELL_HOST), both loaded with acquire: every death that
+ * *@death_seq counts has set its bit in *@dead by then (until the role is
+ * joined again, which clears it).  Either pointer may be NULL.  A caller
+ * that keeps the last *@death_seq it handled sees each death at least once.
+ */
+int knitk_knot_deaths(const struct knitk_knot *knot, uint32_t *death_seq,
+		      uint64_t *dead);
+
+/*
+ * knitk_knot_role - whether role @slot (worker id or KNITK_DOORBELL_HOST)
+ * is held now: 1 when a live endpoint holds it, else 0.  *@generation (if
+ * non-NULL) gets the role's join generation, bumped at every join; it is
+ * loaded after the live mask, with acquire, so when 1 is returned it is at
+ * least the generation of the join that made the role live.  -EINVAL for
+ * a @slot outside the geometry.
+ */
+int knitk_knot_role(const struct knitk_knot *knot, unsigned int slot,
+		    uint32_t *generation);
+
+/*
+ * knitk_knot_host_dead - 1 when the host role was joined and its endpoint
+ * has since been released or marked dead (a worker's cue to stop), else 0.
+ */
+int knitk_knot_host_dead(const struct knitk_knot *knot);
 
 /*
  * knitk_knot_role_slot - the endpoint's doorbell/role slot: worker id, or
@@ -256,6 +288,18 @@ int knitk_producer_send(struct knitk_producer *producer,
 			const void *data, size_t len);
 
 /*
+ * knitk_producer_reset_consumer - stand in for the mailbox's consumer,
+ * which died: every published lane is acknowledged and every arena slot
+ * freed, from the producer's own record of what is outstanding (so a
+ * consumer that died inside knitk_lane_ack, its frees stored and its
+ * acknowledgement not, is repaired, never undone).  The messages are
+ * dropped.  The caller makes sure no consumer of the mailbox runs until
+ * this returns; a consumer created afterwards starts from the state left.
+ * -EBUSY while a lane is claimed, -EOPNOTSUPP for a stealing mailbox.
+ */
+int knitk_producer_reset_consumer(struct knitk_producer *producer);
+
+/*
  * knitk_producer_notify - ring the doorbell(s) of the mailbox's consumer
  * (after publishing).  Returns the number of doorbells woken.
  */
@@ -315,66 +359,6 @@ int knitk_lane_decode(struct knitk_consumer *consumer, unsigned int lane,
  */
 int knitk_lane_ack(struct knitk_consumer *consumer, uint64_t lanes);
 
-/* --------------------------------------------------------------- arena */
-
-/*
- * The allocator of one mailbox's arena: a table private to the producer,
- * 64 slots, 64-byte granules.  Slot s is live while the producer's private
- * allocation toggle and the effective free word (the XOR of every free
- * source, plus the producer's private rollback frees) disagree.  Placement
- * restarts at offset 0 when everything tracked is free.  It never touches
- * the arena memory, so it can model arenas larger than any mapping.
- */
-struct knitk_arena;
-
-int knitk_arena_create(uint64_t size, struct knitk_arena **arena);
-void knitk_arena_destroy(struct knitk_arena *arena);
-
-/*
- * knitk_arena_add_free_word - add a shared free word to the sources whose
- * XOR is the effective free word (up to KNITK_ARENA_MAX_FREE_WORDS).
- */
-#define KNITK_ARENA_MAX_FREE_WORDS	(KNITK_MAX_WORKERS + 1)
-int knitk_arena_add_free_word(struct knitk_arena *arena,
-			      const uint64_t *word);
-
-/*
- * knitk_arena_alloc - reserve @len bytes (rounded up to 64); returns the
- * slot and the offset.  -ENOSPC when no slot or no gap is free now
- * (backpressure), -EMSGSIZE when @len exceeds the arena.
- */
-int knitk_arena_alloc(struct knitk_arena *arena, uint64_t len,
-		      uint64_t *offset);
-
-/* knitk_arena_free - the producer's own rollback free of a live slot. */
-int knitk_arena_free(struct knitk_arena *arena, unsigned int slot);
-
-/* knitk_arena_live - live slots as the producer sees them now. */
-int knitk_arena_live(struct knitk_arena *arena, uint64_t *slots);
-
-/* knitk_arena_slot_range - offset and reserved bytes of a live slot. */
-int knitk_arena_slot_range(const struct knitk_arena *arena, unsigned int slot,
-			   uint64_t *offset, uint64_t *size);
-
-/**
- * struct knitk_arena_freer - one party's single-writer free word
- * @word: the shared free word; this freer is its only writer.
- * @toggles: private copy of @word.
- */
-struct knitk_arena_freer {
-	uint64_t *word;
-	uint64_t toggles;
-};
-
-/* knitk_arena_freer_init - take over @word (loads its current value). */
-int knitk_arena_freer_init(struct knitk_arena_freer *freer, uint64_t *word);
-
-/* knitk_arena_freer_free - free @slot: toggle the private copy, store it. */
-int knitk_arena_freer_free(struct knitk_arena_freer *freer, unsigned int slot);
-
-/* knitk_arena_free_xor - free @slot into a word shared by many freers. */
-int knitk_arena_free_xor(uint64_t *word, unsigned int slot);
-
 /* ------------------------------------------------------------ doorbells */
 
 /*
@@ -402,6 +386,27 @@ int knitk_doorbell_park(struct knitk_knot *knot, uint64_t deadline_ns);
  * the number woken.
  */
 int knitk_doorbell_ring(struct knitk_knot *knot, uint64_t doorbells);
+
+/*
+ * knitk_doorbell_kick_self - end the wait of the thread parked on this
+ * endpoint's own doorbell, with no work pending: for threads that share an
+ * endpoint (one hands its park over to another, or an abort needs the
+ * parked thread awake).  The kick advances the doorbell's seq: a wait
+ * prepared before it returns 0 (a kick in knitk_wake_stats, or a mismatch
+ * if it had not slept yet); a wait prepared after it sleeps on, so the
+ * kicker first sets a flag that the parker checks after
+ * knitk_doorbell_prepare.  -ENOTCONN before
+ * knitk_knot_join(), -EOPNOTSUPP when the backend cannot kick (see
+ * knitk_doorbell_can_kick).
+ */
+int knitk_doorbell_kick_self(struct knitk_knot *knot);
+
+/*
+ * knitk_doorbell_can_kick - 1 when knitk_doorbell_kick_self works on this
+ * endpoint (the futex backend, or a module with KNITK_FEATURE_KICK), else
+ * 0: then a park ends only for work, a peer death or its deadline.
+ */
+int knitk_doorbell_can_kick(const struct knitk_knot *knot);
 
 /**
  * struct knitk_wake_stats - this endpoint's sleep/wake counters
@@ -447,7 +452,5 @@ int knitk_knot_doorbell_stats(struct knitk_knot *knot, unsigned int doorbell,
 #ifdef __cplusplus
 }
 #endif
-
-#include "knitk_pool.h"
 
 #endif /* KNITK_H */

@@ -26,13 +26,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include "knitk.h"
+#include <linux/knitk.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+struct knitk_knot;		/* <knitk.h> */
 struct knitk_pool;
 struct knitk_call;
 struct knitk_reply;

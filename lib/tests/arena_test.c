@@ -3,14 +3,15 @@
  * The arena allocator: placement, holes, compaction, reset, offsets above
  * 2^31, exhaustion as backpressure, a random model check, and regressions
  * for knitting's two allocator bugs (blind-store frees, exact-size reuse
- * with every slot index tracked).
+ * with every slot index tracked).  The arena is internal to the library:
+ * this test links a test build of it statically.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <knitk.h>
 
+#include "../core/arena.h"
 #include "tap.h"
 
 struct fixture {
@@ -22,16 +23,16 @@ struct fixture {
 static int fixture_init(struct fixture *f, uint64_t size)
 {
 	f->free_word = 0;
-	if (knitk_arena_create(size, &f->a))
+	if (knitk__arena_create(size, &f->a))
 		return -1;
-	if (knitk_arena_add_free_word(f->a, &f->free_word))
+	if (knitk__arena_add_free_word(f->a, &f->free_word))
 		return -1;
-	return knitk_arena_freer_init(&f->consumer, &f->free_word);
+	return knitk__arena_freer_init(&f->consumer, &f->free_word);
 }
 
 static int alloc_at(struct fixture *f, uint64_t len, uint64_t *off)
 {
-	return knitk_arena_alloc(f->a, len, off);
+	return knitk__arena_alloc(f->a, len, off);
 }
 
 static void cold_start_and_granules(void)
@@ -44,7 +45,7 @@ static void cold_start_and_granules(void)
 	s = alloc_at(&f, 100, &off);
 	CHECK_EQ(s, 0);
 	CHECK_EQ(off, 0);
-	REQUIRE(knitk_arena_slot_range(f.a, 0, &off, &sz) == 0);
+	REQUIRE(knitk__arena_slot_range(f.a, 0, &off, &sz) == 0);
 	CHECK_EQ(sz, 128);
 	s = alloc_at(&f, 1, &off);
 	CHECK_EQ(s, 1);
@@ -52,8 +53,8 @@ static void cold_start_and_granules(void)
 	s = alloc_at(&f, 64, &off);
 	CHECK_EQ(s, 2);
 	CHECK_EQ(off, 192);
-	CHECK_EQ(knitk_arena_live(f.a, NULL), 3);
-	knitk_arena_destroy(f.a);
+	CHECK_EQ(knitk__arena_live(f.a, NULL), 3);
+	knitk__arena_destroy(f.a);
 }
 
 static void bad_arguments(void)
@@ -62,16 +63,16 @@ static void bad_arguments(void)
 	uint64_t off;
 
 	REQUIRE(fixture_init(&f, 4096) == 0);
-	CHECK_EQ(knitk_arena_alloc(f.a, 0, &off), -EINVAL);
-	CHECK_EQ(knitk_arena_alloc(f.a, 4097, &off), -EMSGSIZE);
-	CHECK_EQ(knitk_arena_alloc(NULL, 64, &off), -EINVAL);
-	CHECK_EQ(knitk_arena_alloc(f.a, 64, NULL), -EINVAL);
-	CHECK_EQ(knitk_arena_free(f.a, 64), -EINVAL);
-	CHECK_EQ(knitk_arena_free(f.a, 3), -ENOENT);
-	CHECK_EQ(knitk_arena_create(100, &f.a), -EINVAL);
-	CHECK_EQ(knitk_arena_freer_free(&f.consumer, 64), -EINVAL);
-	CHECK_EQ(knitk_arena_free_xor(NULL, 1), -EINVAL);
-	knitk_arena_destroy(f.a);
+	CHECK_EQ(knitk__arena_alloc(f.a, 0, &off), -EINVAL);
+	CHECK_EQ(knitk__arena_alloc(f.a, 4097, &off), -EMSGSIZE);
+	CHECK_EQ(knitk__arena_alloc(NULL, 64, &off), -EINVAL);
+	CHECK_EQ(knitk__arena_alloc(f.a, 64, NULL), -EINVAL);
+	CHECK_EQ(knitk__arena_free(f.a, 64), -EINVAL);
+	CHECK_EQ(knitk__arena_free(f.a, 3), -ENOENT);
+	CHECK_EQ(knitk__arena_create(100, &f.a), -EINVAL);
+	CHECK_EQ(knitk__arena_freer_free(&f.consumer, 64), -EINVAL);
+	CHECK_EQ(knitk__arena_free_xor(NULL, 1), -EINVAL);
+	knitk__arena_destroy(f.a);
 }
 
 /* Deletes at the front, middle and back; holes are reused first-fit. */
@@ -84,10 +85,10 @@ static void holes_reused(void)
 	REQUIRE(fixture_init(&f, 1 << 16) == 0);
 	for (i = 0; i < 5; i++)		/* slots 0..4 at 0,128,...,512 */
 		REQUIRE(alloc_at(&f, 128, &off) == i && off == 128ULL * i);
-	knitk_arena_freer_free(&f.consumer, 0);	/* front */
-	knitk_arena_freer_free(&f.consumer, 2);	/* middle */
-	knitk_arena_freer_free(&f.consumer, 4);	/* back */
-	CHECK_EQ(knitk_arena_live(f.a, NULL), 2);
+	knitk__arena_freer_free(&f.consumer, 0);	/* front */
+	knitk__arena_freer_free(&f.consumer, 2);	/* middle */
+	knitk__arena_freer_free(&f.consumer, 4);	/* back */
+	CHECK_EQ(knitk__arena_live(f.a, NULL), 2);
 	CHECK_EQ(alloc_at(&f, 64, &off), 0);	/* front hole */
 	CHECK_EQ(off, 0);
 	CHECK_EQ(alloc_at(&f, 64, &off), 2);	/* rest of the front hole */
@@ -96,7 +97,7 @@ static void holes_reused(void)
 	CHECK_EQ(off, 256);
 	CHECK_EQ(alloc_at(&f, 128, &off), 5);	/* back: after slot 3 */
 	CHECK_EQ(off, 512);
-	knitk_arena_destroy(f.a);
+	knitk__arena_destroy(f.a);
 }
 
 /* A freed gap too small for the request: append past it. */
@@ -109,12 +110,12 @@ static void append_past_freed_gap(void)
 	REQUIRE(alloc_at(&f, 64, &off) == 0);
 	REQUIRE(alloc_at(&f, 64, &off) == 1);
 	REQUIRE(alloc_at(&f, 64, &off) == 2);
-	knitk_arena_freer_free(&f.consumer, 1);
+	knitk__arena_freer_free(&f.consumer, 1);
 	CHECK_EQ(alloc_at(&f, 256, &off), 1);	/* index 1 compacted, reused */
 	CHECK_EQ(off, 192);
 	CHECK_EQ(alloc_at(&f, 64, &off), 3);	/* the gap at 64 still there */
 	CHECK_EQ(off, 64);
-	knitk_arena_destroy(f.a);
+	knitk__arena_destroy(f.a);
 }
 
 /* Everything tracked free: placement restarts at 0. */
@@ -128,11 +129,11 @@ static void reset_when_all_free(void)
 	for (i = 0; i < 10; i++)
 		REQUIRE(alloc_at(&f, 1000, &off) == i);
 	for (i = 0; i < 10; i++)
-		knitk_arena_freer_free(&f.consumer, (unsigned int)i);
-	CHECK_EQ(knitk_arena_live(f.a, NULL), 0);
+		knitk__arena_freer_free(&f.consumer, (unsigned int)i);
+	CHECK_EQ(knitk__arena_live(f.a, NULL), 0);
 	CHECK_EQ(alloc_at(&f, 4096, &off), 0);
 	CHECK_EQ(off, 0);
-	knitk_arena_destroy(f.a);
+	knitk__arena_destroy(f.a);
 }
 
 /* A 4 GiB nominal arena: offsets above 2^31 (no memory is touched). */
@@ -149,17 +150,17 @@ static void offsets_above_2g(void)
 		CHECK_EQ(off, (uint64_t)i * G);
 	}
 	CHECK_EQ(alloc_at(&f, 64, &off), -ENOSPC);
-	knitk_arena_freer_free(&f.consumer, 2);
+	knitk__arena_freer_free(&f.consumer, 2);
 	CHECK_EQ(alloc_at(&f, 100, &off), 2);
 	CHECK_EQ(off, 2 * G);
 	CHECK_EQ(alloc_at(&f, G - 128, &off), 4);
 	CHECK_EQ(off, 2 * G + 128);
 	CHECK_EQ(alloc_at(&f, 64, &off), -ENOSPC);
-	knitk_arena_freer_free(&f.consumer, 3);
+	knitk__arena_freer_free(&f.consumer, 3);
 	CHECK_EQ(alloc_at(&f, G, &off), 3);
 	CHECK_EQ(off, 3 * G);
 	CHECK(off > (1ULL << 31));
-	knitk_arena_destroy(f.a);
+	knitk__arena_destroy(f.a);
 }
 
 /* 64 live slots: backpressure, then a free makes room. */
@@ -173,12 +174,12 @@ static void slots_exhausted_is_backpressure(void)
 	for (i = 0; i < 64; i++)
 		REQUIRE(alloc_at(&f, 64, &off) == i);
 	CHECK_EQ(alloc_at(&f, 64, &off), -ENOSPC);
-	CHECK_EQ(knitk_arena_live(f.a, &live), 64);
+	CHECK_EQ(knitk__arena_live(f.a, &live), 64);
 	CHECK_EQ(live, ~0ULL);
-	knitk_arena_freer_free(&f.consumer, 17);
+	knitk__arena_freer_free(&f.consumer, 17);
 	CHECK_EQ(alloc_at(&f, 64, &off), 17);
 	CHECK_EQ(off, 17 * 64);
-	knitk_arena_destroy(f.a);
+	knitk__arena_destroy(f.a);
 }
 
 /*
@@ -196,20 +197,20 @@ static void regression_exact_size_reuse_all_tracked(void)
 	for (i = 0; i < 64; i++)
 		REQUIRE(alloc_at(&f, 3000, &off) == i);
 	for (i = 8; i < 16; i++)	/* a partial release of 8 */
-		knitk_arena_freer_free(&f.consumer, (unsigned int)i);
+		knitk__arena_freer_free(&f.consumer, (unsigned int)i);
 	for (i = 0; i < 8; i++) {
 		s = alloc_at(&f, 3000, &off);
 		REQUIRE(s >= 8 && s < 16);
-		knitk_arena_live(f.a, &live);
+		knitk__arena_live(f.a, &live);
 		for (unsigned int t = 0; t < 64; t++) {
 			if (!(live & (1ULL << t)) || t == (unsigned int)s)
 				continue;
-			knitk_arena_slot_range(f.a, t, &o2, &sz);
+			knitk__arena_slot_range(f.a, t, &o2, &sz);
 			CHECK(off + 3008 <= o2 || o2 + sz <= off);
 		}
 	}
 	CHECK_EQ(alloc_at(&f, 3000, &off), -ENOSPC);
-	knitk_arena_destroy(f.a);
+	knitk__arena_destroy(f.a);
 }
 
 /*
@@ -227,16 +228,16 @@ static void regression_rollback_then_consumer_free(void)
 	s = alloc_at(&f, 256, &off_s);
 	t = alloc_at(&f, 256, &off_t);
 	REQUIRE(s == 0 && t == 1);
-	CHECK_EQ(knitk_arena_free(f.a, (unsigned int)s), 0);	/* rollback */
-	CHECK_EQ(knitk_arena_free(f.a, (unsigned int)s), -ENOENT);
+	CHECK_EQ(knitk__arena_free(f.a, (unsigned int)s), 0);	/* rollback */
+	CHECK_EQ(knitk__arena_free(f.a, (unsigned int)s), -ENOENT);
 	s = alloc_at(&f, 256, &off_s);			/* s again */
 	CHECK_EQ(s, 0);
-	knitk_arena_freer_free(&f.consumer, (unsigned int)t);
-	knitk_arena_live(f.a, &live);
+	knitk__arena_freer_free(&f.consumer, (unsigned int)t);
+	knitk__arena_live(f.a, &live);
 	CHECK_EQ(live, 1ULL << s);
 	REQUIRE(alloc_at(&f, 256, &off) >= 0);
 	CHECK(off >= off_s + 256 || off + 256 <= off_s);
-	knitk_arena_destroy(f.a);
+	knitk__arena_destroy(f.a);
 }
 
 /* Random allocate/free against a model of the live ranges. */
@@ -311,20 +312,20 @@ static void random_model_check(void)
 				m &= m - 1;
 			k = __builtin_ctzll(m);
 			if (r & 4)
-				knitk_arena_freer_free(&f.consumer, (unsigned int)k);
+				knitk__arena_freer_free(&f.consumer, (unsigned int)k);
 			else
-				knitk_arena_free(f.a, (unsigned int)k);
+				knitk__arena_free(f.a, (unsigned int)k);
 			live_model &= ~(1ULL << k);
 		}
 		/* popcount(allocated xor freed) over tracked == live count */
-		CHECK_EQ(knitk_arena_live(f.a, &live), __builtin_popcountll(live_model));
+		CHECK_EQ(knitk__arena_live(f.a, &live), __builtin_popcountll(live_model));
 		CHECK_EQ(live, live_model);
 		if (tap_case_failed) {
 			printf("# step %d\n", i);
 			break;
 		}
 	}
-	knitk_arena_destroy(f.a);
+	knitk__arena_destroy(f.a);
 }
 
 /*
@@ -359,7 +360,7 @@ static void *freer_main(void *arg)
 	uint64_t done = 0, total = ROUNDS / NFREERS;
 
 	if (id < 2)
-		knitk_arena_freer_init(&fr, &cf.words[id]);
+		knitk__arena_freer_init(&fr, &cf.words[id]);
 	while (done < total) {
 		uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
 		uint64_t item, k;
@@ -380,9 +381,9 @@ static void *freer_main(void *arg)
 			}
 		atomic_store_explicit(&r->tail, t + 1, memory_order_release);
 		if (id < 2)
-			knitk_arena_freer_free(&fr, slot);
+			knitk__arena_freer_free(&fr, slot);
 		else
-			knitk_arena_free_xor(&cf.words[2], slot);
+			knitk__arena_free_xor(&cf.words[2], slot);
 		done++;
 	}
 	return NULL;
@@ -395,9 +396,9 @@ static void regression_concurrent_freers(void)
 	int i;
 
 	memset(&cf, 0, sizeof(cf));
-	REQUIRE(knitk_arena_create(sizeof(cf.mem), &cf.a) == 0);
+	REQUIRE(knitk__arena_create(sizeof(cf.mem), &cf.a) == 0);
 	for (i = 0; i < 3; i++)
-		REQUIRE(knitk_arena_add_free_word(cf.a, &cf.words[i]) == 0);
+		REQUIRE(knitk__arena_add_free_word(cf.a, &cf.words[i]) == 0);
 	for (i = 0; i < NFREERS; i++)
 		REQUIRE(pthread_create(&th[i], NULL, freer_main, (void *)(intptr_t)i) == 0);
 	for (seq = 0; seq < ROUNDS; seq++) {
@@ -405,7 +406,7 @@ static void regression_concurrent_freers(void)
 		uint64_t want = 64 + (seq * 7919) % 2000, h;
 		int s;
 
-		while ((s = knitk_arena_alloc(cf.a, want, &off)) == -ENOSPC) {
+		while ((s = knitk__arena_alloc(cf.a, want, &off)) == -ENOSPC) {
 			failures++;
 			sched_yield();
 		}
@@ -425,12 +426,12 @@ static void regression_concurrent_freers(void)
 	for (i = 0; i < NFREERS; i++)
 		pthread_join(th[i], NULL);
 	CHECK_EQ(atomic_load(&cf.errors), 0);
-	CHECK_EQ(knitk_arena_live(cf.a, NULL), 0);
-	REQUIRE(knitk_arena_alloc(cf.a, 64, &off) >= 0);
+	CHECK_EQ(knitk__arena_live(cf.a, NULL), 0);
+	REQUIRE(knitk__arena_alloc(cf.a, 64, &off) >= 0);
 	CHECK_EQ(off, 0);			/* everything free: reset */
 	printf("# %d allocations, %llu backpressure retries\n", ROUNDS,
 	       (unsigned long long)failures);
-	knitk_arena_destroy(cf.a);
+	knitk__arena_destroy(cf.a);
 }
 
 int main(void)

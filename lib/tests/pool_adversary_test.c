@@ -28,7 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "knitk.h"
+#include "knitk_pool.h"
 #include "tap.h"
 
 enum { T_ECHO, T_BIG, T_ERRNO, T_FORK_CRASH, T_EXIT, T_SEGV, T_ABORT,

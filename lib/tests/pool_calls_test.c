@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "knitk.h"
+#include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
 

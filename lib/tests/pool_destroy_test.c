@@ -18,9 +18,10 @@
 #include <stdio.h>
 
 #include "knitk.h"
+#include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
-#include "../pool_hooks.h"
+#include "../pool/pool_hooks.h"
 
 #define HOLD_NS		500000000ULL
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "knitk.h"
+#include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
 

@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "knitk.h"
+#include "knitk_pool.h"
 #include "tap.h"
 #include "pool_tasks.h"
 #include "pool_kill.h"

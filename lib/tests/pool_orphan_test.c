@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "knitk.h"
+#include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "orphan.h"
 #include "tap.h"

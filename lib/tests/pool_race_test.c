@@ -17,10 +17,11 @@
 #include <sys/wait.h>
 
 #include "knitk.h"
+#include "knitk_pool.h"
 #include "tap.h"
 #include "pool_tasks.h"
 #include "pool_kill.h"
-#include "../pool_hooks.h"
+#include "../pool/pool_hooks.h"
 
 /* ---------------------------------------------------------- lost_wakeup */
 

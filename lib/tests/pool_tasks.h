@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "knitk.h"
+#include "knitk_pool.h"
 
 enum {
 	T_ECHO,		/* result = argument bytes */

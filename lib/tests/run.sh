@@ -52,6 +52,7 @@ done
 "$here/check_exports.sh" "$BUILD/libknitk.so.0.1" \
 	<(cat "$here/../include/knitk.h" "$here/../include/knitk_pool.h") "$here/../libknitk.map" \
 	"$BUILD/libknitk.a" || failed=1
+"$here/check_layers.sh" || failed=1
 "$here/check_install.sh" "$here/.." || failed=1
 # knitk-bench --quick: structure and sanity of its output, not speed.
 "$TOP/tools/bench/smoke.sh" || failed=1

@@ -7,7 +7,7 @@
  * advance; the whole prepare, re-check and futex sleep of a waiting
  * thread then run in that window, deterministically:
  *  - kick_in_flight_at_prepare: one thread of the host endpoint kicks it
- *    (knitk__knot_kick_self, as the pool hands the drainer role over) while
+ *    (knitk_doorbell_kick_self, as the pool hands the drainer role over) while
  *    another parks on it: counted as a kick.
  *  - death_in_flight_at_prepare: worker 1 is marked dead while the host
  *    parks: counted as a wake, and death_done catches up with death_seq
@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #include "tap.h"
-#include "../internal.h"
-#include "../knot_hooks.h"
+#include "../core/internal.h"
+#include "../core/knot_hooks.h"
 
 /* ------------------------------------------------------------ the hook */
 
@@ -97,7 +97,7 @@ static void *kicker_run(void *arg)
 {
 	struct actor *a = arg;
 
-	a->ret = knitk__knot_kick_self(a->knot);
+	a->ret = knitk_doorbell_kick_self(a->knot);
 	return NULL;
 }
 

@@ -20,13 +20,6 @@
 #define PAUSE_OFF	KNITK_NR_DOORBELLS	/* written: disarm, release */
 #define PAUSE_PARKED	2			/* read: a kick is parked */
 
-/*
- * libknitk's kick of an endpoint's own doorbell (lib/internal.h), as the
- * pool ends its drainer's park; reachable since the library is linked
- * statically.
- */
-int knitk__knot_kick_self(struct knitk_knot *k);
-
 FIXTURE(lspur) {
 	struct knitk_knot *host, *worker;
 	const struct knitk_control *ctl;
@@ -68,7 +61,7 @@ static void *kicker_run(void *arg)
 {
 	struct actor *a = arg;
 
-	a->ret = knitk__knot_kick_self(a->knot);
+	a->ret = knitk_doorbell_kick_self(a->knot);
 	return NULL;
 }
 

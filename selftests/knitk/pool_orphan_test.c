@@ -11,6 +11,7 @@
 
 #include "kselftest_harness.h"
 #include "knitk.h"
+#include "knitk_pool.h"
 
 #define POOL_TASKS_SLEEP_STEP_US	500
 #include "../../lib/tests/pool_tasks.h"

@@ -22,6 +22,7 @@
 
 #include "kselftest_harness.h"
 #include "knitk.h"
+#include "knitk_pool.h"
 
 /* Longer sleep steps than on the host: the guest runs under TCG. */
 #define POOL_TASKS_SLEEP_STEP_US	500

@@ -21,6 +21,7 @@
 
 #include <glib.h>
 #include <knitk.h>
+#include <knitk_pool.h>
 
 #include "bench.h"
 

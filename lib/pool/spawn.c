@@ -91,17 +91,10 @@ static int spawn_wait_join(struct knitk_pool *pool, unsigned int w,
 	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
 
 	for (;;) {
-		/*
-		 * Acquire pairs with the release of live in knitk_peer_join()
-		 * (kmod/knitk_peer.c), after the new generation, or with the
-		 * RMWs of futex_join().
-		 */
-		uint64_t live = atomic_load_explicit(A64(&pool->ctl->live),
-						     memory_order_acquire);
-		uint32_t g = atomic_load_explicit(A32(&pool->ctl->generation[w]),
-						  memory_order_acquire);
+		uint32_t g;
 
-		if ((live & (1ULL << w)) && g != gen)
+		/* Live, with a generation at least that of its join. */
+		if (knitk_knot_role(pool->knot, w, &g) == 1 && g != gen)
 			return 0;
 		if (poll(&pfd, 1, 2) > 0)
 			return -ECHILD;
@@ -137,8 +130,7 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 		argv[n++] = pool->opts.worker_argv[i];
 	argv[n] = NULL;
 
-	gen = atomic_load_explicit(A32(&pool->ctl->generation[w]),
-				   memory_order_acquire);
+	knitk_knot_role(pool->knot, w, &gen);
 	ret = posix_spawn_file_actions_init(&fa);
 	if (!ret) {
 		/* dup2 onto itself clears FD_CLOEXEC, in the child only. */
@@ -175,8 +167,6 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 	pthread_mutex_lock(&pool->lock);
 	pw->pid = pid;
 	pw->pidfd = pidfd;
-	pw->join_gen = atomic_load_explicit(A32(&pool->ctl->generation[w]),
-					    memory_order_acquire);
 	pthread_mutex_unlock(&pool->lock);
 	knitk__monitor_poke(pool);
 	return 0;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "internal.h"
 
 struct knitk_arena {
@@ -38,7 +39,7 @@ struct knitk_arena {
 	const uint64_t *free_words[KNITK_ARENA_MAX_FREE_WORDS];
 };
 
-KNITK_EXPORT int knitk_arena_create(uint64_t size, struct knitk_arena **arena)
+int knitk__arena_create(uint64_t size, struct knitk_arena **arena)
 {
 	struct knitk_arena *a;
 
@@ -53,13 +54,13 @@ KNITK_EXPORT int knitk_arena_create(uint64_t size, struct knitk_arena **arena)
 	return 0;
 }
 
-KNITK_EXPORT void knitk_arena_destroy(struct knitk_arena *arena)
+void knitk__arena_destroy(struct knitk_arena *arena)
 {
 	free(arena);
 }
 
-KNITK_EXPORT int knitk_arena_add_free_word(struct knitk_arena *arena,
-					   const uint64_t *word)
+int knitk__arena_add_free_word(struct knitk_arena *arena,
+			       const uint64_t *word)
 {
 	uint64_t now;
 
@@ -72,7 +73,7 @@ KNITK_EXPORT int knitk_arena_add_free_word(struct knitk_arena *arena,
 	/*
 	 * Whatever the word holds now is history: fold it into our toggles
 	 * so that every slot starts free.  Pairs with the release stores in
-	 * knitk_arena_freer_free and knitk_arena_free_xor.
+	 * knitk__arena_freer_free and knitk__arena_free_xor.
 	 */
 	now = atomic_load_explicit(A64(word), memory_order_acquire);
 	arena->alloc_toggles ^= now;
@@ -116,8 +117,8 @@ static void arena_compact(struct knitk_arena *a)
 	a->tracked &= ~freed;
 }
 
-KNITK_EXPORT int knitk_arena_alloc(struct knitk_arena *arena, uint64_t len,
-				   uint64_t *offset)
+int knitk__arena_alloc(struct knitk_arena *arena, uint64_t len,
+		       uint64_t *offset)
 {
 	struct knitk_arena *a = arena;
 	uint64_t need, at = 0;
@@ -162,7 +163,7 @@ static bool arena_slot_live(struct knitk_arena *a, unsigned int slot)
 	return (a->tracked & ~arena_freed(a)) & (1ULL << slot);
 }
 
-KNITK_EXPORT int knitk_arena_free(struct knitk_arena *arena, unsigned int slot)
+int knitk__arena_free(struct knitk_arena *arena, unsigned int slot)
 {
 	if (!arena || slot >= KNITK_ARENA_SLOTS)
 		return -EINVAL;
@@ -172,7 +173,7 @@ KNITK_EXPORT int knitk_arena_free(struct knitk_arena *arena, unsigned int slot)
 	return 0;
 }
 
-KNITK_EXPORT int knitk_arena_live(struct knitk_arena *arena, uint64_t *slots)
+int knitk__arena_live(struct knitk_arena *arena, uint64_t *slots)
 {
 	uint64_t live;
 
@@ -184,9 +185,9 @@ KNITK_EXPORT int knitk_arena_live(struct knitk_arena *arena, uint64_t *slots)
 	return __builtin_popcountll(live);
 }
 
-KNITK_EXPORT int knitk_arena_slot_range(const struct knitk_arena *arena,
-					unsigned int slot, uint64_t *offset,
-					uint64_t *size)
+int knitk__arena_slot_range(const struct knitk_arena *arena,
+			    unsigned int slot, uint64_t *offset,
+			    uint64_t *size)
 {
 	if (!arena || slot >= KNITK_ARENA_SLOTS)
 		return -EINVAL;
@@ -199,8 +200,7 @@ KNITK_EXPORT int knitk_arena_slot_range(const struct knitk_arena *arena,
 	return 0;
 }
 
-KNITK_EXPORT int knitk_arena_freer_init(struct knitk_arena_freer *freer,
-					uint64_t *word)
+int knitk__arena_freer_init(struct knitk_arena_freer *freer, uint64_t *word)
 {
 	if (!freer || !word || (uintptr_t)word % sizeof(uint64_t))
 		return -EINVAL;
@@ -210,8 +210,8 @@ KNITK_EXPORT int knitk_arena_freer_init(struct knitk_arena_freer *freer,
 	return 0;
 }
 
-KNITK_EXPORT int knitk_arena_freer_free(struct knitk_arena_freer *freer,
-					unsigned int slot)
+int knitk__arena_freer_free(struct knitk_arena_freer *freer,
+			    unsigned int slot)
 {
 	if (!freer || !freer->word || slot >= KNITK_ARENA_SLOTS)
 		return -EINVAL;
@@ -222,7 +222,7 @@ KNITK_EXPORT int knitk_arena_freer_free(struct knitk_arena_freer *freer,
 	return 0;
 }
 
-KNITK_EXPORT int knitk_arena_free_xor(uint64_t *word, unsigned int slot)
+int knitk__arena_free_xor(uint64_t *word, unsigned int slot)
 {
 	if (!word || (uintptr_t)word % sizeof(uint64_t) ||
 	    slot >= KNITK_ARENA_SLOTS)

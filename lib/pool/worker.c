@@ -56,7 +56,7 @@ KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
 	 * inline bytes ever wait here.
 	 */
 	while ((ret = knitk_lane_reserve(out->producer, out->lane, len, buf)) == -ENOSPC) {
-		if (knitk__knot_host_dead(out->knot))
+		if (knitk_knot_host_dead(out->knot) > 0)
 			return -EPIPE;
 		sched_yield();
 	}
@@ -218,7 +218,7 @@ int knitk__worker_run(const struct worker_args *a)
 				 * A host gone (killed: its calls are lost with
 				 * it) ends the loop after the running call.
 				 */
-				if (knitk__knot_host_dead(l.knot))
+				if (knitk_knot_host_dead(l.knot) > 0)
 					done = 1;
 				else
 					done = worker_handle(&l, l.req[s], (unsigned int)lane);

@@ -158,7 +158,6 @@ static int pool_setup(struct knitk_pool *pool)
 	ret = knitk_knot_join(pool->knot, KNITK_ROLE_HOST, 0);
 	if (ret < 0)
 		return ret;
-	knitk_knot_control(pool->knot, &pool->ctl);
 	knitk_knot_base(pool->knot, &base);
 	knitk_knot_layout(pool->knot, &layout, NULL);
 	pool->abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
@@ -187,9 +186,7 @@ static int pool_setup(struct knitk_pool *pool)
 				return ret;
 		}
 	}
-	pool->death_seq = atomic_load_explicit(A32(&pool->ctl->death_seq),
-					       memory_order_acquire);
-	return 0;
+	return knitk_knot_deaths(pool->knot, &pool->death_seq, NULL);
 }
 
 KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
@@ -242,7 +239,7 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	ret = pool_setup(pool);
 	if (!ret) {
 		/* Leader/follower needs a way to end another thread's park. */
-		pool->leader = knitk__knot_can_kick(pool->knot);
+		pool->leader = knitk_doorbell_can_kick(pool->knot) == 1;
 		ret = pool_start_workers(pool);
 	}
 	if (!ret)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later OR MIT */
 /*
- * libknitk internals: the endpoint object, the backend ops table and the
- * accessors of shared words.  Not installed.
+ * libknitk internals of the core layer: the endpoint object, the backend
+ * ops table and the accessors of shared words.  Not installed; the pool
+ * (lib/pool/) never includes it: it uses <knitk.h> alone.
  */
 #ifndef KNITK_INTERNAL_H
 #define KNITK_INTERNAL_H
@@ -11,8 +12,6 @@
 #include <stdint.h>
 
 #include "knitk.h"
-
-#define KNITK_EXPORT __attribute__((visibility("default")))
 
 _Static_assert(sizeof(struct knitk_lane_header) == KNITK_LANE_HEADER_BYTES,
 	       "lane header is one cache line");
@@ -86,7 +85,7 @@ struct knitk_knot {
 	uint32_t death_seq;		/* death_seq seen at prepare */
 	uint32_t death_done;		/* death_done seen at prepare */
 	bool can_kick;			/* the backend offers ops->kick */
-	/* knitk__knot_kick_self: begun before its ops->kick, done after it */
+	/* knitk_doorbell_kick_self: begun before its ops->kick, done after it */
 	_Atomic uint32_t kicks_begun;
 	_Atomic uint32_t kicks_done;
 	uint32_t kicks_done_seen;	/* kicks_done seen at prepare */
@@ -131,29 +130,35 @@ static inline bool knot_mailbox_steals(const struct knitk_knot *k,
 	return (k->geom.flags & KNITK_GEOM_STEAL) && m < k->layout.nr_request;
 }
 
-/* Mask of doorbells whose owners consume mailbox @m. */
 /* @layout is valid and the one knitk_layout_compute gives for @geom. */
 bool knitk__layout_matches_geometry(const struct knitk_geometry *geom,
 				    const struct knitk_layout *layout);
 
+/* topology.c: mask of doorbells whose owners consume mailbox @m. */
 uint64_t knitk__knot_mailbox_doorbells(const struct knitk_knot *k,
 				       unsigned int m);
 /* Pending lanes over every mailbox doorbell @d's owner consumes. */
 uint64_t knitk__knot_doorbell_pending(const struct knitk_knot *k,
 				      unsigned int d);
-/*
- * Wake the own doorbell's sleeper with no work pending: one thread of an
- * endpoint ending another's park (a hand-off, an abort).  -EOPNOTSUPP
- * unless knitk__knot_can_kick().
- */
-int knitk__knot_kick_self(struct knitk_knot *k);
-bool knitk__knot_can_kick(const struct knitk_knot *k);
-/* Acknowledge and free everything of @p's mailbox for its dead consumer. */
-int knitk__knot_producer_reset_consumer(struct knitk_producer *p);
-/* The host joined once and its endpoint has been released (or marked dead). */
-bool knitk__knot_host_dead(const struct knitk_knot *k);
 /* Effective ack word of mailbox @m (acquire loads). */
 uint64_t knitk__knot_mailbox_ack(const struct knitk_knot *k, unsigned int m);
+
+/* The host joined once and its endpoint has been released (or marked dead). */
+static inline bool knot_host_dead(const struct knitk_knot *k)
+{
+	const uint64_t host = 1ULL << KNITK_DOORBELL_HOST;
+	/*
+	 * Acquire of dead pairs with its release in knitk_peer_leave()
+	 * (kmod/knitk_peer.c), after live was cleared, or with the RMWs of
+	 * futex_mark_dead(): a new dead bit comes with its live bit clear.
+	 */
+	uint64_t dead = atomic_load_explicit(A64(&knot_control(k)->dead),
+					     memory_order_acquire);
+	uint64_t live = atomic_load_explicit(A64(&knot_control(k)->live),
+					     memory_order_acquire);
+
+	return (dead & host) && !(live & host);
+}
 
 /* The doorbell's seq and sleeping flag as one 64-bit word. */
 static inline _Atomic uint64_t *doorbell_word(struct knitk_doorbell *db)

@@ -14,7 +14,7 @@
 struct knitk_knot;
 
 enum knot_hook {
-	/* knitk__knot_kick_self: the kick is begun, seq not advanced; @arg: 0. */
+	/* knitk_doorbell_kick_self: the kick is begun, seq not advanced; @arg: 0. */
 	KNOT_HOOK_KICK,
 	/*
 	 * futex_mark_dead: death_seq advanced, no doorbell kicked yet;

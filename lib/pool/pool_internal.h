@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later OR MIT */
 /*
  * libknitk pool internals: the pool, its workers, in-flight entries and
- * call handles.  Not installed.
+ * call handles.  Not installed.  The pool is built on the public headers
+ * alone (<knitk.h>, <knitk_pool.h>): it never sees the core's internals.
  *
  * Locks: pool->lock guards every call handle's state, the in-flight entry
  * table, the workers' counters and the drainer role; pool->cond is
@@ -13,10 +14,13 @@
 
 #include <sched.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
-#include "internal.h"
+#include "knitk.h"
 #include "knitk_pool.h"
 #include "pool_hooks.h"
 
@@ -98,7 +102,6 @@ struct pool_worker {
 	/* Process workers. */
 	pid_t pid;			/* pool->lock; 0 from its death on */
 	int pidfd;			/* futex: owned by the monitor once started */
-	uint32_t join_gen;		/* control generation after join */
 	/* The drainer's consumer of the worker's return mailbox. */
 	struct knitk_consumer *ret;
 };
@@ -112,7 +115,6 @@ struct knitk_pool {
 	struct knitk_pool_opts opts;
 	struct knitk_task_table table;
 	struct knitk_knot *knot;	/* host endpoint */
-	const struct knitk_control *ctl;
 	_Atomic uint64_t *abort_words;
 	unsigned int nr_workers;
 	unsigned int nr_submitters;

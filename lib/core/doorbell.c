@@ -27,33 +27,6 @@
 _Atomic(knot_hook_fn) knitk__knot_hook;
 #endif
 
-uint64_t knitk__knot_doorbell_pending(const struct knitk_knot *k,
-				      unsigned int d)
-{
-	unsigned int W = k->geom.nr_workers, S = k->geom.nr_submitters;
-	uint64_t any = 0;
-	unsigned int i;
-	uint64_t m;
-
-	if (d == KNITK_DOORBELL_HOST) {
-		for (i = 0; i < W; i++) {
-			knitk_mailbox_pending(k, k->layout.nr_request + i, &m);
-			any |= m;
-		}
-	} else if (k->geom.flags & KNITK_GEOM_STEAL) {
-		for (i = 0; i < S; i++) {
-			knitk_mailbox_pending(k, i, &m);
-			any |= m;
-		}
-	} else if (d < W) {
-		for (i = 0; i < S; i++) {
-			knitk_mailbox_pending(k, i * W + d, &m);
-			any |= m;
-		}
-	}
-	return any;
-}
-
 /* Set (nonce) or clear (0) the own sleeping flag, keeping seq. */
 static uint64_t doorbell_set_sleeping(struct knitk_doorbell *db, uint32_t v)
 {
@@ -71,32 +44,22 @@ static uint64_t doorbell_set_sleeping(struct knitk_doorbell *db, uint32_t v)
 	return old;
 }
 
-bool knitk__knot_host_dead(const struct knitk_knot *k)
+KNITK_EXPORT int knitk_doorbell_can_kick(const struct knitk_knot *knot)
 {
-	const uint64_t host = 1ULL << KNITK_DOORBELL_HOST;
-	/*
-	 * Acquire of dead pairs with its release in knitk_peer_leave()
-	 * (kmod/knitk_peer.c), after live was cleared, or with the RMWs of
-	 * futex_mark_dead(): a new dead bit comes with its live bit clear.
-	 */
-	uint64_t dead = atomic_load_explicit(A64(&knot_control(k)->dead),
-					     memory_order_acquire);
-	uint64_t live = atomic_load_explicit(A64(&knot_control(k)->live),
-					     memory_order_acquire);
-
-	return (dead & host) && !(live & host);
+	if (!knot)
+		return -EINVAL;
+	return knot->can_kick && knot->ops->kick;
 }
 
-bool knitk__knot_can_kick(const struct knitk_knot *k)
-{
-	return k->can_kick && k->ops->kick;
-}
-
-int knitk__knot_kick_self(struct knitk_knot *k)
+KNITK_EXPORT int knitk_doorbell_kick_self(struct knitk_knot *knot)
 {
 	int ret;
 
-	if (!knitk__knot_can_kick(k) || k->slot < 0)
+	if (!knot)
+		return -EINVAL;
+	if (knot->slot < 0)
+		return -ENOTCONN;
+	if (knitk_doorbell_can_kick(knot) != 1)
 		return -EOPNOTSUPP;
 	/*
 	 * Begun before the kick advances seq: seq_cst, and the seq advance
@@ -104,15 +67,15 @@ int knitk__knot_kick_self(struct knitk_knot *k)
 	 * it); pairs with the acquire of seq that ends the wait (futex_wait,
 	 * or the module's barrier after it) and the load in knot_kicked.
 	 */
-	atomic_fetch_add_explicit(&k->kicks_begun, 1, memory_order_seq_cst);
-	KNOT_HOOK(k, KNOT_HOOK_KICK, 0);
-	ret = k->ops->kick(k);
+	atomic_fetch_add_explicit(&knot->kicks_begun, 1, memory_order_seq_cst);
+	KNOT_HOOK(knot, KNOT_HOOK_KICK, 0);
+	ret = knot->ops->kick(knot);
 	/*
 	 * Done after the seq advance, even if the kick failed (begun and
 	 * done must balance): pairs with the acquire in
 	 * knitk_doorbell_prepare, before its seq read.
 	 */
-	atomic_fetch_add_explicit(&k->kicks_done, 1, memory_order_release);
+	atomic_fetch_add_explicit(&knot->kicks_done, 1, memory_order_release);
 	return ret;
 }
 
@@ -122,7 +85,7 @@ int knitk__knot_kick_self(struct knitk_knot *k)
  */
 static bool knot_kicked(const struct knitk_knot *k)
 {
-	/* Pairs with the seq_cst increment in knitk__knot_kick_self. */
+	/* Pairs with the seq_cst increment in knitk_doorbell_kick_self. */
 	return atomic_load_explicit(&k->kicks_begun, memory_order_seq_cst) !=
 	       k->kicks_done_seen;
 }
@@ -172,7 +135,7 @@ KNITK_EXPORT int knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq)
 	 * event whose advance lands after that read was not done then, and
 	 * has begun by the time the wait sees seq move, so doorbell_sleep
 	 * can tell its wake from a spurious one.  Acquire pairs with the
-	 * release of kicks_done in knitk__knot_kick_self and of death_done in
+	 * release of kicks_done in knitk_doorbell_kick_self and of death_done in
 	 * knitk_role_end() (kmod/knitk_peer.c) or futex_mark_dead(): an
 	 * event counted done here has advanced the seq read below.
 	 */
@@ -244,7 +207,7 @@ KNITK_EXPORT int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
 	db = knot_doorbell(knot, d);
 	/* Pairs with the fence in knitk_doorbell_ring (the CAS is one too). */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (d != KNITK_DOORBELL_HOST && knitk__knot_host_dead(knot)) {
+	if (d != KNITK_DOORBELL_HOST && knot_host_dead(knot)) {
 		ret = -EPIPE;
 		goto out;
 	}
@@ -257,7 +220,7 @@ KNITK_EXPORT int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
 		ret = 0;
 	else
 		ret = doorbell_sleep(knot, d, seq, deadline_ns);
-	if (ret == 0 && d != KNITK_DOORBELL_HOST && knitk__knot_host_dead(knot) &&
+	if (ret == 0 && d != KNITK_DOORBELL_HOST && knot_host_dead(knot) &&
 	    !knitk__knot_doorbell_pending(knot, d))
 		ret = -EPIPE;
 out:

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "internal.h"
 
 struct knitk_producer {
@@ -67,50 +68,6 @@ static inline unsigned int ring_next(uint64_t mask, unsigned int cursor)
 	return (unsigned int)__builtin_ctzll(ahead ? ahead : mask);
 }
 
-uint64_t knitk__knot_mailbox_ack(const struct knitk_knot *k, unsigned int m)
-{
-	uint64_t ack = 0;
-	unsigned int w;
-
-	/* Acquire pairs with the release store in knitk_lane_ack. */
-	if (!knot_mailbox_steals(k, m))
-		return atomic_load_explicit(A64(&knot_sector(k, m)->ack),
-					    memory_order_acquire);
-	for (w = 0; w < k->geom.nr_workers; w++)
-		ack ^= atomic_load_explicit(A64(&knot_steal_line(k, m, w)->ack),
-					    memory_order_acquire);
-	return ack;
-}
-
-uint64_t knitk__knot_mailbox_doorbells(const struct knitk_knot *k,
-				       unsigned int m)
-{
-	if (m >= k->layout.nr_request)
-		return bit(KNITK_DOORBELL_HOST);
-	if (knot_mailbox_steals(k, m))
-		return k->geom.nr_workers == 64 ? ~0ULL :
-		       (1ULL << k->geom.nr_workers) - 1;
-	return bit(m % k->geom.nr_workers);
-}
-
-static uint64_t mailbox_pending(const struct knitk_knot *k, unsigned int m)
-{
-	/* Acquire pairs with the release store in lane_publish_mask. */
-	uint64_t pub = atomic_load_explicit(A64(&knot_sector(k, m)->pub),
-					    memory_order_acquire);
-
-	return pub ^ knitk__knot_mailbox_ack(k, m);
-}
-
-KNITK_EXPORT int knitk_mailbox_pending(const struct knitk_knot *knot,
-				       unsigned int mailbox, uint64_t *pending)
-{
-	if (!knot || !pending || mailbox >= knot->layout.nr_mailboxes)
-		return -EINVAL;
-	*pending = mailbox_pending(knot, mailbox);
-	return __builtin_popcountll(*pending);
-}
-
 /* ------------------------------------------------------------ producer */
 
 KNITK_EXPORT int knitk_producer_create(struct knitk_knot *knot,
@@ -133,7 +90,7 @@ KNITK_EXPORT int knitk_producer_create(struct knitk_knot *knot,
 	p->arena_mem = (char *)p->sector + knot->layout.arena_off;
 	p->lane_stride = knot->layout.lane_stride;
 	p->inline_bytes = knot->geom.inline_bytes;
-	ret = knitk_arena_create(knot->layout.arena_size, &p->arena);
+	ret = knitk__arena_create(knot->layout.arena_size, &p->arena);
 	if (ret)
 		goto fail;
 	if (knot_mailbox_steals(knot, mailbox)) {
@@ -141,14 +98,14 @@ KNITK_EXPORT int knitk_producer_create(struct knitk_knot *knot,
 			struct knitk_steal_line *sl = knot_steal_line(knot, mailbox, w);
 
 			p->ack_words[p->nr_ack_words++] = (const uint64_t *)&sl->ack;
-			ret = knitk_arena_add_free_word(p->arena,
+			ret = knitk__arena_add_free_word(p->arena,
 						(const uint64_t *)&sl->arena_free);
 			if (ret)
 				goto fail;
 		}
 	} else {
 		p->ack_words[p->nr_ack_words++] = (const uint64_t *)&p->sector->ack;
-		ret = knitk_arena_add_free_word(p->arena,
+		ret = knitk__arena_add_free_word(p->arena,
 					(const uint64_t *)&p->sector->arena_free);
 		if (ret)
 			goto fail;
@@ -159,7 +116,7 @@ KNITK_EXPORT int knitk_producer_create(struct knitk_knot *knot,
 	*producer = p;
 	return 0;
 fail:
-	knitk_arena_destroy(p->arena);
+	knitk__arena_destroy(p->arena);
 	free(p);
 	return ret;
 }
@@ -168,7 +125,7 @@ KNITK_EXPORT void knitk_producer_destroy(struct knitk_producer *producer)
 {
 	if (!producer)
 		return;
-	knitk_arena_destroy(producer->arena);
+	knitk__arena_destroy(producer->arena);
 	free(producer);
 }
 
@@ -249,7 +206,7 @@ static void lane_drop_payload(struct knitk_producer *p,
 			      struct knitk_lane_header *h)
 {
 	if (h->kind == KNITK_PAYLOAD_ARENA && h->arena_slot < KNITK_ARENA_SLOTS)
-		knitk_arena_free(p->arena, h->arena_slot);
+		knitk__arena_free(p->arena, h->arena_slot);
 	h->kind = KNITK_PAYLOAD_NONE;
 	h->arena_slot = KNITK_ARENA_NO_SLOT;
 	h->value = 0;
@@ -276,7 +233,7 @@ KNITK_EXPORT int knitk_lane_reserve(struct knitk_producer *producer,
 		*buf = (char *)h + KNITK_LANE_HEADER_BYTES;
 		return 0;
 	}
-	ret = knitk_arena_alloc(p->arena, len, &off);
+	ret = knitk__arena_alloc(p->arena, len, &off);
 	if (ret < 0)
 		return ret;
 	h->kind = KNITK_PAYLOAD_ARENA;
@@ -390,22 +347,25 @@ KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
 }
 
 /*
- * Stand in for the consumer of @p's mailbox, which died: every lane
- * acknowledged and every arena slot free.  Both words are stored with the
- * values that say so, derived from the producer's own record of what is
+ * Stand in for the dead consumer: both words are stored with the values
+ * that say "all done", derived from the producer's own record of what is
  * outstanding (its pub word and its live arena slots), never toggled from
  * lane headers: so a consumer that died between the two stores of
  * knitk_lane_ack (its free word stored, its ack word not) is repaired
- * instead of having its frees undone.  The caller holds @p, has no lane
- * claimed, and no consumer of the mailbox runs until this returns.
+ * instead of having its frees undone.
  */
-int knitk__knot_producer_reset_consumer(struct knitk_producer *p)
+KNITK_EXPORT int knitk_producer_reset_consumer(struct knitk_producer *producer)
 {
+	struct knitk_producer *p = producer;
 	uint64_t live;
 
+	if (!p)
+		return -EINVAL;
 	if (knot_mailbox_steals(p->knot, p->mailbox))
 		return -EOPNOTSUPP;
-	knitk_arena_live(p->arena, &live);
+	if (p->claimed)
+		return -EBUSY;
+	knitk__arena_live(p->arena, &live);
 	if (live)
 		/* Pairs with the acquire in arena_freed, like knitk_lane_ack. */
 		atomic_store_explicit(A64(&p->sector->arena_free),
@@ -452,7 +412,7 @@ KNITK_EXPORT int knitk_consumer_create(struct knitk_knot *knot,
 	c->inline_bytes = knot->geom.inline_bytes;
 	/* We are the only writer of ack and arena_free. */
 	c->ack = atomic_load_explicit(A64(&c->sector->ack), memory_order_relaxed);
-	ret = knitk_arena_freer_init(&c->freer, (uint64_t *)&c->sector->arena_free);
+	ret = knitk__arena_freer_init(&c->freer, (uint64_t *)&c->sector->arena_free);
 	if (ret) {
 		free(c);
 		return ret;

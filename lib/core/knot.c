@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
  * Knots and endpoints: choosing a backend, create, attach, join, destroy,
- * and the accessors of a knot.
+ * and the accessors of a knot, the ordered readers of its control page
+ * among them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -206,30 +207,70 @@ KNITK_EXPORT int knitk_knot_role_slot(const struct knitk_knot *knot)
 	return knot->slot < 0 ? -ENOTCONN : knot->slot;
 }
 
+static bool knot_slot_valid(const struct knitk_knot *knot, unsigned int slot)
+{
+	return slot == KNITK_DOORBELL_HOST || slot < knot->geom.nr_workers;
+}
+
 KNITK_EXPORT int knitk_knot_mark_dead(struct knitk_knot *knot,
 				      unsigned int slot)
 {
-	if (!knot || (slot != KNITK_DOORBELL_HOST && slot >= knot->geom.nr_workers))
+	if (!knot || !knot_slot_valid(knot, slot))
 		return -EINVAL;
 	return knot->ops->mark_dead(knot, slot);
 }
 
-KNITK_EXPORT int knitk_knot_request_mailbox(const struct knitk_knot *knot,
-					    unsigned int submitter,
-					    unsigned int worker)
+/*
+ * The control page's words, read in the order that makes them agree with
+ * each other: the kernel (kmod/knitk_peer.c) or futex_join and
+ * futex_mark_dead write them.
+ */
+KNITK_EXPORT int knitk_knot_deaths(const struct knitk_knot *knot,
+				   uint32_t *death_seq, uint64_t *dead)
 {
-	if (!knot || submitter >= knot->geom.nr_submitters ||
-	    worker >= knot->geom.nr_workers)
+	const struct knitk_control *ctl;
+	uint32_t seq;
+
+	if (!knot || (!death_seq && !dead))
 		return -EINVAL;
-	if (knot->geom.flags & KNITK_GEOM_STEAL)
-		return (int)submitter;
-	return (int)(submitter * knot->geom.nr_workers + worker);
+	ctl = knot_control(knot);
+	/*
+	 * Acquire pairs with the release of death_seq in knitk_peer_leave()
+	 * or the increment in futex_mark_dead(): the dead bit of every
+	 * death counted is seen by the load of dead below.
+	 */
+	seq = atomic_load_explicit(A32(&ctl->death_seq), memory_order_acquire);
+	if (death_seq)
+		*death_seq = seq;
+	if (dead)
+		*dead = atomic_load_explicit(A64(&ctl->dead), memory_order_acquire);
+	return 0;
 }
 
-KNITK_EXPORT int knitk_knot_return_mailbox(const struct knitk_knot *knot,
-					   unsigned int worker)
+KNITK_EXPORT int knitk_knot_role(const struct knitk_knot *knot,
+				 unsigned int slot, uint32_t *generation)
 {
-	if (!knot || worker >= knot->geom.nr_workers)
+	const struct knitk_control *ctl;
+	uint64_t live;
+
+	if (!knot || !knot_slot_valid(knot, slot))
 		return -EINVAL;
-	return (int)(knot->layout.nr_request + worker);
+	ctl = knot_control(knot);
+	/*
+	 * Acquire pairs with the release of live in knitk_peer_join()
+	 * (after the new generation) or the seq_cst RMWs of futex_join():
+	 * a live bit seen here comes with its join's generation below.
+	 */
+	live = atomic_load_explicit(A64(&ctl->live), memory_order_acquire);
+	if (generation)
+		*generation = atomic_load_explicit(A32(&ctl->generation[slot]),
+						   memory_order_acquire);
+	return !!(live & (1ULL << slot));
+}
+
+KNITK_EXPORT int knitk_knot_host_dead(const struct knitk_knot *knot)
+{
+	if (!knot)
+		return -EINVAL;
+	return knot_host_dead(knot);
 }

@@ -126,7 +126,7 @@ static int futex_join(struct knitk_knot *k, unsigned int role,
 
 	/*
 	 * seq_cst RMWs on the control words: they pair with the acquire
-	 * loads of live/dead in doorbell.c (knitk__knot_host_dead) and with the
+	 * loads of live/dead in knot_host_dead (internal.h) and with the
 	 * RMWs of futex_mark_dead on other endpoints.
 	 */
 	do {
@@ -231,7 +231,7 @@ static void doorbell_kick(struct knitk_doorbell *db)
 	sys_futex(&db->seq, FUTEX_WAKE, INT_MAX, NULL, 0);
 }
 
-/* Wake the own doorbell past the idle filter (see knitk__knot_kick_self). */
+/* Wake the own doorbell past the idle filter (see knitk_doorbell_kick_self). */
 static int futex_kick(struct knitk_knot *k)
 {
 	doorbell_kick(knot_doorbell(k, (unsigned int)k->slot));
@@ -246,7 +246,7 @@ static int futex_mark_dead(struct knitk_knot *k, unsigned int slot)
 
 	/*
 	 * live, dead and death_seq change before the doorbells are kicked:
-	 * a woken waiter's acquire loads (knitk__knot_host_dead, knot_peer_event)
+	 * a woken waiter's acquire loads (knot_host_dead, knot_peer_event)
 	 * see the death.
 	 */
 	live = atomic_fetch_and_explicit(A64(&ctl->live), ~b, memory_order_seq_cst);

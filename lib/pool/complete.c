@@ -16,7 +16,7 @@
  * (and re-checks) before it parks: nothing published meanwhile is missed.
  * The completer thread holds the role only while nobody waits (see
  * completer_main).  The park of the role's holder is ended for a new
- * waiter or an abort by knitk__knot_kick_self.  Without a kick (a module older
+ * waiter or an abort by knitk_doorbell_kick_self.  Without a kick (a module older
  * than KNITK_FEATURE_KICK) a parked host wakes only for work or a death:
  * there the completer keeps the role and waiters sleep on pool->cond.
  *
@@ -146,7 +146,7 @@ void knitk__completer_drain_worker(struct knitk_pool *pool, unsigned int w)
  * Acknowledge every pending lane of worker @w's request mailboxes and free
  * their arena bytes (their calls have completed), from the submitter
  * side's record of what is outstanding: w may have died between the two
- * stores of an acknowledgement (knitk__knot_producer_reset_consumer).  The dead
+ * stores of an acknowledgement (knitk_producer_reset_consumer).  The dead
  * worker was the only writer of those words and the next worker w is not
  * started yet, so for now we are; a slot's lock keeps its producer still.
  */
@@ -156,7 +156,7 @@ static void reset_requests(struct knitk_pool *pool, unsigned int w)
 
 	for (s = 0; s < pool->nr_submitters; s++) {
 		pthread_mutex_lock(&pool->slots[s].lock);
-		knitk__knot_producer_reset_consumer(pool->slots[s].producers[w]);
+		knitk_producer_reset_consumer(pool->slots[s].producers[w]);
 		pthread_mutex_unlock(&pool->slots[s].lock);
 	}
 }
@@ -242,23 +242,27 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	pthread_mutex_unlock(&pool->lock);
 }
 
+/* A death the drainer has not handled yet (see knitk_knot_deaths). */
+static bool deaths_pending(struct knitk_pool *pool)
+{
+	uint32_t seq;
+
+	knitk_knot_deaths(pool->knot, &seq, NULL);
+	return seq != pool->death_seq;
+}
+
 /* Returns true when some death was handled. */
 static bool check_deaths(struct knitk_pool *pool)
 {
-	/*
-	 * Acquire pairs with the release of death_seq in knitk_peer_leave()
-	 * (kmod/knitk_peer.c) or the increment in futex_mark_dead(): the
-	 * dead bit of every death counted is seen below.
-	 */
-	uint32_t seq = atomic_load_explicit(A32(&pool->ctl->death_seq),
-					    memory_order_acquire);
+	uint32_t seq;
 	uint64_t dead;
 	unsigned int w;
 
+	/* The dead bit of every death that seq counts is in dead. */
+	knitk_knot_deaths(pool->knot, &seq, &dead);
 	if (seq == pool->death_seq)
 		return false;
 	pool->death_seq = seq;
-	dead = atomic_load_explicit(A64(&pool->ctl->dead), memory_order_acquire);
 	for (w = 0; w < pool->nr_workers; w++)
 		if (dead & (1ULL << w))
 			handle_death(pool, w);
@@ -311,7 +315,7 @@ void knitk__pool_kick_drainer_locked(struct knitk_pool *pool)
 	if (!pool->leader || !pool->draining)
 		return;
 	atomic_fetch_add_explicit(&pool->kicks, 1, memory_order_seq_cst);
-	knitk__knot_kick_self(pool->knot);
+	knitk_doorbell_kick_self(pool->knot);
 }
 
 /*
@@ -354,8 +358,7 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 	 * After the seq_cst flag store: a death or a kick before prepare is
 	 * seen here; one after it moves seq and ends the wait.
 	 */
-	if (atomic_load_explicit(A32(&pool->ctl->death_seq),
-				 memory_order_acquire) != pool->death_seq ||
+	if (deaths_pending(pool) ||
 	    atomic_load_explicit(&pool->kicks, memory_order_seq_cst) != k0) {
 		knitk_doorbell_cancel(pool->knot);
 		return 0;
@@ -404,8 +407,7 @@ static void completer_drain(struct knitk_pool *pool)
 		 * that came before prepare kicked a seq we did not read:
 		 * look again now that the sleeping flag is set.
 		 */
-		if (atomic_load_explicit(A32(&pool->ctl->death_seq),
-					 memory_order_acquire) != pool->death_seq ||
+		if (deaths_pending(pool) ||
 		    (pool->leader &&
 		     (atomic_load_explicit(&pool->waiters, memory_order_seq_cst) ||
 		      atomic_load_explicit(&pool->kicks, memory_order_seq_cst) != k0))) {

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * The topology of a knot: which mailbox a (submitter, worker) pair or a
+ * worker's results use, whose doorbell consumes each mailbox, and what is
+ * pending there.  This is the one place of the relation "doorbell d
+ * consumes mailbox m"; the lane layer (a producer rings its consumers)
+ * and the doorbells (a sleeper re-checks what it consumes) both ask here.
+ *
+ *   request mailbox (s, w)  s * W + w, consumed by worker w; with
+ *                           KNITK_GEOM_STEAL one per submitter (s),
+ *                           consumed by every worker (one steal line each)
+ *   return mailbox w        nr_request + w, consumed by the host
+ */
+#include <errno.h>
+
+#include "internal.h"
+
+KNITK_EXPORT int knitk_knot_request_mailbox(const struct knitk_knot *knot,
+					    unsigned int submitter,
+					    unsigned int worker)
+{
+	if (!knot || submitter >= knot->geom.nr_submitters ||
+	    worker >= knot->geom.nr_workers)
+		return -EINVAL;
+	if (knot->geom.flags & KNITK_GEOM_STEAL)
+		return (int)submitter;
+	return (int)(submitter * knot->geom.nr_workers + worker);
+}
+
+KNITK_EXPORT int knitk_knot_return_mailbox(const struct knitk_knot *knot,
+					   unsigned int worker)
+{
+	if (!knot || worker >= knot->geom.nr_workers)
+		return -EINVAL;
+	return (int)(knot->layout.nr_request + worker);
+}
+
+uint64_t knitk__knot_mailbox_doorbells(const struct knitk_knot *k,
+				       unsigned int m)
+{
+	if (m >= k->layout.nr_request)
+		return 1ULL << KNITK_DOORBELL_HOST;
+	if (knot_mailbox_steals(k, m))
+		return k->geom.nr_workers == 64 ? ~0ULL :
+		       (1ULL << k->geom.nr_workers) - 1;
+	return 1ULL << (m % k->geom.nr_workers);
+}
+
+/*
+ * The mailboxes doorbell @d's owner consumes, the inverse of
+ * knitk__knot_mailbox_doorbells: *@first + i * *@stride for i below the
+ * count returned.
+ */
+static unsigned int doorbell_mailboxes(const struct knitk_knot *k,
+				       unsigned int d, unsigned int *first,
+				       unsigned int *stride)
+{
+	unsigned int W = k->geom.nr_workers, S = k->geom.nr_submitters;
+
+	*stride = 1;
+	if (d == KNITK_DOORBELL_HOST) {
+		*first = k->layout.nr_request;
+		return W;
+	}
+	if (d >= W)
+		return 0;
+	if (k->geom.flags & KNITK_GEOM_STEAL) {
+		*first = 0;
+		return S;
+	}
+	*first = d;
+	*stride = W;
+	return S;
+}
+
+uint64_t knitk__knot_mailbox_ack(const struct knitk_knot *k, unsigned int m)
+{
+	uint64_t ack = 0;
+	unsigned int w;
+
+	/* Acquire pairs with the release store in knitk_lane_ack. */
+	if (!knot_mailbox_steals(k, m))
+		return atomic_load_explicit(A64(&knot_sector(k, m)->ack),
+					    memory_order_acquire);
+	for (w = 0; w < k->geom.nr_workers; w++)
+		ack ^= atomic_load_explicit(A64(&knot_steal_line(k, m, w)->ack),
+					    memory_order_acquire);
+	return ack;
+}
+
+static uint64_t mailbox_pending(const struct knitk_knot *k, unsigned int m)
+{
+	/* Acquire pairs with the release store in lane_publish_mask. */
+	uint64_t pub = atomic_load_explicit(A64(&knot_sector(k, m)->pub),
+					    memory_order_acquire);
+
+	return pub ^ knitk__knot_mailbox_ack(k, m);
+}
+
+KNITK_EXPORT int knitk_mailbox_pending(const struct knitk_knot *knot,
+				       unsigned int mailbox, uint64_t *pending)
+{
+	if (!knot || !pending || mailbox >= knot->layout.nr_mailboxes)
+		return -EINVAL;
+	*pending = mailbox_pending(knot, mailbox);
+	return __builtin_popcountll(*pending);
+}
+
+uint64_t knitk__knot_doorbell_pending(const struct knitk_knot *k,
+				      unsigned int d)
+{
+	unsigned int first = 0, stride = 1, n, i;
+	uint64_t any = 0;
+
+	n = doorbell_mailboxes(k, d, &first, &stride);
+	for (i = 0; i < n; i++)
+		any |= mailbox_pending(k, first + i * stride);
+	return any;
+}
