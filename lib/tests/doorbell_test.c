@@ -2,7 +2,8 @@
 /*
  * Doorbells (futex backend): park re-checks, suppressed rings (owner awake,
  * nothing pending), wakes of a parked thread with no timeout, the host's
- * wait over all of its return mailboxes, deadlines, and peer death.
+ * wait over all of its return mailboxes, deadlines, peer death, and the
+ * kick of one's own doorbell.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -269,6 +270,52 @@ static void worker_death_wakes_host(void)
 	fx_fini(&f);
 }
 
+/*
+ * knitk_doorbell_kick_self ends a wait prepared before it, with nothing
+ * pending; a wait prepared after it sleeps on (it is not remembered).
+ */
+static void kick_self_ends_prepared_wait(void)
+{
+	struct knitk_geometry g = {
+		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
+	};
+	struct knitk_wake_stats st;
+	struct knitk_knot *k;
+	pthread_t th;
+	uint32_t seq;
+	void *ret;
+	struct fx f;
+
+	REQUIRE(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+	CHECK_EQ(knitk_doorbell_can_kick(k), 1);	/* futex: always */
+	CHECK_EQ(knitk_doorbell_kick_self(k), -ENOTCONN);
+	CHECK_EQ(knitk_doorbell_kick_self(NULL), -EINVAL);
+	CHECK_EQ(knitk_doorbell_can_kick(NULL), -EINVAL);
+	knitk_knot_destroy(k);
+
+	REQUIRE(fx_init(&f, 1) == 0);
+	/* Prepared, then kicked before the wait: seq moved, no sleep. */
+	REQUIRE(knitk_doorbell_prepare(f.host, &seq) == 0);
+	CHECK_EQ(knitk_doorbell_kick_self(f.host), 0);
+	CHECK_EQ(knitk_doorbell_wait(f.host, seq, KNITK_WAIT_FOREVER), 0);
+	knitk_knot_wake_stats(f.host, &st);
+	CHECK_EQ(st.mismatches, 1);
+	/* Kicked while asleep: woken, counted a kick (or a mismatch). */
+	REQUIRE(pthread_create(&th, NULL, park_forever, f.host) == 0);
+	wait_until_sleeping(f.host, KNITK_DOORBELL_HOST);
+	CHECK_EQ(knitk_doorbell_kick_self(f.host), 0);
+	pthread_join(th, &ret);
+	CHECK_EQ((intptr_t)ret, 0);
+	knitk_knot_wake_stats(f.host, &st);
+	CHECK_EQ(st.kicks + st.mismatches, 2);
+	CHECK_EQ(st.spurious, 0);
+	CHECK_EQ(st.wakes, 0);
+	/* A kick before the prepare does not end the wait. */
+	CHECK_EQ(knitk_doorbell_kick_self(f.host), 0);
+	CHECK_EQ(knitk_doorbell_park(f.host, tap_now_ns() + 5000000), -ETIMEDOUT);
+	fx_fini(&f);
+}
+
 static void bad_arguments(void)
 {
 	struct knitk_geometry g = {
@@ -299,6 +346,7 @@ int main(void)
 	TEST(no_epipe_before_host_joins);
 	TEST(host_death_gives_epipe);
 	TEST(worker_death_wakes_host);
+	TEST(kick_self_ends_prepared_wait);
 	TEST(bad_arguments);
 	return tap_exit();
 }

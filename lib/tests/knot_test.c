@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Knots and endpoints: backend choice (automatic, flags, KNITK_BACKEND),
- * create/attach/join/destroy, the control page kept by the futex backend,
+ * create/attach/join/destroy, the control page kept by the futex backend
+ * and its ordered readers,
  * and a process worker that attaches with the inherited fd.
  */
 #include <errno.h>
@@ -126,6 +127,69 @@ static void join_roles(void)
 	knitk_knot_destroy(h);
 }
 
+/*
+ * The ordered readers of the control page follow joins, deaths and
+ * rejoins: knitk_knot_deaths, knitk_knot_role, knitk_knot_host_dead.
+ */
+static void control_page_readers(void)
+{
+	struct knitk_knot *h, *w0, *w1, *w1b;
+	uint32_t seq, gen;
+	uint64_t dead;
+
+	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_FUTEX, &h) == 0);
+	REQUIRE(knitk_knot_attach(knitk_knot_fd(h), 0, &w0) == 0);
+	CHECK_EQ(knitk_knot_host_dead(w0), 0);		/* not joined yet */
+	CHECK_EQ(knitk_knot_role(h, KNITK_DOORBELL_HOST, &gen), 0);
+	CHECK_EQ(gen, 0);
+	REQUIRE(knitk_knot_join(h, KNITK_ROLE_HOST, 0) == 1);
+	REQUIRE(knitk_knot_join(w0, KNITK_ROLE_WORKER, 0) == 1);
+	REQUIRE(knitk_knot_attach(knitk_knot_fd(h), 0, &w1) == 0);
+	REQUIRE(knitk_knot_join(w1, KNITK_ROLE_WORKER, 1) == 1);
+	CHECK_EQ(knitk_knot_deaths(h, &seq, &dead), 0);
+	CHECK_EQ(seq, 0);
+	CHECK_EQ(dead, 0);
+	CHECK_EQ(knitk_knot_role(h, KNITK_DOORBELL_HOST, NULL), 1);
+	CHECK_EQ(knitk_knot_role(w0, 1, &gen), 1);
+	CHECK_EQ(gen, 1);
+	CHECK_EQ(knitk_knot_host_dead(w0), 0);
+
+	/* Worker 1 dies (as the pool's monitor reports it), then rejoins. */
+	CHECK_EQ(knitk_knot_mark_dead(h, 1), 0);
+	CHECK_EQ(knitk_knot_deaths(w0, &seq, &dead), 0);
+	CHECK_EQ(seq, 1);
+	CHECK_EQ(dead, 1ULL << 1);
+	CHECK_EQ(knitk_knot_role(h, 1, &gen), 0);
+	CHECK_EQ(gen, 1);
+	knitk_knot_destroy(w1);
+	REQUIRE(knitk_knot_attach(knitk_knot_fd(h), 0, &w1b) == 0);
+	CHECK_EQ(knitk_knot_join(w1b, KNITK_ROLE_WORKER, 1), 2);
+	CHECK_EQ(knitk_knot_role(h, 1, &gen), 1);
+	CHECK_EQ(gen, 2);
+	CHECK_EQ(knitk_knot_deaths(h, NULL, &dead), 0);
+	CHECK_EQ(dead, 0);
+	CHECK_EQ(knitk_knot_deaths(h, &seq, NULL), 0);
+	CHECK_EQ(seq, 1);
+
+	/* The host leaves: the workers see it dead. */
+	knitk_knot_destroy(h);
+	CHECK_EQ(knitk_knot_host_dead(w0), 1);
+	CHECK_EQ(knitk_knot_deaths(w0, &seq, &dead), 0);
+	CHECK_EQ(seq, 2);
+	CHECK_EQ(dead, 1ULL << KNITK_DOORBELL_HOST);
+	CHECK_EQ(knitk_knot_role(w0, KNITK_DOORBELL_HOST, &gen), 0);
+	CHECK_EQ(gen, 1);
+
+	CHECK_EQ(knitk_knot_deaths(w0, NULL, NULL), -EINVAL);
+	CHECK_EQ(knitk_knot_deaths(NULL, &seq, &dead), -EINVAL);
+	CHECK_EQ(knitk_knot_role(w0, 2, NULL), -EINVAL);
+	CHECK_EQ(knitk_knot_role(w0, 62, NULL), -EINVAL);
+	CHECK_EQ(knitk_knot_role(NULL, 0, NULL), -EINVAL);
+	CHECK_EQ(knitk_knot_host_dead(NULL), -EINVAL);
+	knitk_knot_destroy(w1b);
+	knitk_knot_destroy(w0);
+}
+
 static void attach_rejects_other_fds(void)
 {
 	struct knitk_knot *k;
@@ -221,6 +285,7 @@ int main(void)
 	TEST(invalid_geometry);
 	TEST(control_page_and_layout);
 	TEST(join_roles);
+	TEST(control_page_readers);
 	TEST(attach_rejects_other_fds);
 	TEST(process_worker_by_fd);
 	TEST(kmod_not_supported_calls);

@@ -2,7 +2,8 @@
 /*
  * The lane protocol on one knot (futex backend, one process): claim,
  * reserve, publish (single and batched), scan, decode, ack; backpressure;
- * the cached ack word; arena payloads; stealing acks.
+ * the cached ack word; arena payloads; stealing acks; a producer standing
+ * in for a dead consumer.
  */
 #include <errno.h>
 #include <knitk.h>
@@ -399,6 +400,79 @@ static void steal_effective_ack(void)
 	knitk_knot_destroy(k);
 }
 
+static struct knitk_sector *sector_of(struct fx *f)
+{
+	void *base;
+
+	knitk_knot_base(f->k, &base);
+	return (struct knitk_sector *)((char *)base + f->l.mailbox_off +
+				       (uint64_t)f->mailbox * f->l.mailbox_stride);
+}
+
+/*
+ * The producer stands in for a dead consumer: every lane acknowledged,
+ * every arena slot free, also when the consumer died inside its ack
+ * with the free word stored and the ack word not.
+ */
+static void reset_consumer_frees_everything(void)
+{
+	struct knitk_geometry sg = {
+		.flags = KNITK_GEOM_STEAL, .nr_workers = 2, .nr_submitters = 1,
+		.lanes = KNITK_LANES,
+	};
+	struct knitk_lane_header h = { 0 };
+	struct knitk_producer *sp;
+	struct knitk_knot *sk;
+	struct knitk_sector *sec;
+	struct knitk_msg msg;
+	uint64_t pend, frees = 0;
+	static unsigned char big[1 << 16];
+	struct fx f;
+	int i, lane;
+
+	REQUIRE(fx_init(&f, 64, 1 << 16) == 0);
+	sec = sector_of(&f);
+	lane = knitk_lane_claim(f.p);
+	REQUIRE(lane >= 0);
+	CHECK_EQ(knitk_producer_reset_consumer(f.p), -EBUSY);
+	CHECK_EQ(knitk_lane_release(f.p, (unsigned int)lane), 0);
+	for (i = 0; i < 3; i++)
+		REQUIRE(knitk_producer_send(f.p, &h, big, 20000) == i);
+	CHECK_EQ(knitk_producer_send(f.p, &h, big, 20000), -ENOSPC);
+	for (i = 3; i < 64; i++)
+		REQUIRE(knitk_producer_send(f.p, &h, NULL, 0) == i);
+	CHECK_EQ(knitk_producer_send(f.p, &h, NULL, 0), -EAGAIN);
+	/* The consumer dies in knitk_lane_ack: frees stored, ack not. */
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 64);
+	for (i = 0; i < 3; i++) {
+		REQUIRE(knitk_lane_decode(f.c, (unsigned int)i, &msg) == 0);
+		frees ^= 1ULL << msg.header.arena_slot;
+	}
+	sec->arena_free ^= frees;
+	knitk_consumer_destroy(f.c);
+	f.c = NULL;
+
+	CHECK_EQ(knitk_producer_reset_consumer(f.p), 0);
+	CHECK_EQ(knitk_mailbox_pending(f.k, (unsigned int)f.mailbox, &pend), 0);
+	/* The whole arena is free: none of the three slots came back live. */
+	REQUIRE(knitk_producer_send(f.p, &h, big, sizeof(big)) >= 0);
+	for (i = 1; i < 64; i++)
+		REQUIRE(knitk_producer_send(f.p, &h, NULL, 0) >= 0);
+	/* A consumer created now starts from the state left. */
+	REQUIRE(knitk_consumer_create(f.k, (unsigned int)f.mailbox, &f.c) == 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 64);
+	CHECK_EQ(knitk_lane_ack(f.c, pend), 0);
+	CHECK(knitk_producer_send(f.p, &h, big, sizeof(big)) >= 0);
+	fx_fini(&f);
+
+	CHECK_EQ(knitk_producer_reset_consumer(NULL), -EINVAL);
+	REQUIRE(knitk_knot_create(&sg, KNITK_KNOT_FUTEX, &sk) == 0);
+	REQUIRE(knitk_producer_create(sk, 0, &sp) == 0);
+	CHECK_EQ(knitk_producer_reset_consumer(sp), -EOPNOTSUPP);
+	knitk_producer_destroy(sp);
+	knitk_knot_destroy(sk);
+}
+
 int main(void)
 {
 	TEST(value_roundtrip);
@@ -411,5 +485,6 @@ int main(void)
 	TEST(regression_equal_size_partial_free);
 	TEST(bad_headers_and_arguments);
 	TEST(steal_effective_ack);
+	TEST(reset_consumer_frees_everything);
 	return tap_exit();
 }
