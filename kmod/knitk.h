@@ -30,11 +30,43 @@ struct vm_area_struct;
 #define KNITK_SLOT_HOST		KNITK_DOORBELL_HOST
 #define KNITK_NO_SLOT		(-1)
 
+/*
+ * The counters of a doorbell that KNITK_IOC_STATS reports, in the field
+ * order of struct knitk_doorbell_stats (the debugfs columns' order too).
+ * knitk_bell_fields[] gives each its field; init, the stats copy and
+ * debugfs loop over them.
+ */
+enum knitk_bell_counter {
+	KNITK_BELL_WAITS,
+	KNITK_BELL_WAKES,
+	KNITK_BELL_SUPPRESSED_IDLE,
+	KNITK_BELL_SUPPRESSED_AWAKE,
+	KNITK_BELL_SPURIOUS,
+	KNITK_BELL_TIMEOUTS,
+	KNITK_BELL_MISMATCHES,
+	KNITK_BELL_INTERRUPTS,
+	KNITK_BELL_KICKS,
+	KNITK_NR_BELL_COUNTERS
+};
+
+/**
+ * struct knitk_bell_field - where a counter goes in the uapi stats
+ * @name: the field's name, the counter's debugfs column.
+ * @offset: the field's offset in struct knitk_doorbell_stats.
+ */
+struct knitk_bell_field {
+	const char *name;
+	size_t offset;
+};
+
+extern const struct knitk_bell_field knitk_bell_fields[KNITK_NR_BELL_COUNTERS];
+
 /**
  * struct knitk_bell - the kernel-side half of one doorbell
  * @wq: sleepers of KNITK_IOC_WAIT on this doorbell.
- * @waits..@kicks: the counters reported by KNITK_IOC_STATS; kept in
- *	kernel memory so userspace cannot forge them.
+ * @counters: the counters reported by KNITK_IOC_STATS, indexed by enum
+ *	knitk_bell_counter; kept in kernel memory so userspace cannot forge
+ *	them.
  * @events_begun: kicks and deaths (knitk_doorbell_kick()) that began:
  *	incremented before their seq advance.
  * @events_done: those that ended: incremented after it.  A wait takes
@@ -43,18 +75,16 @@ struct vm_area_struct;
  */
 struct knitk_bell {
 	wait_queue_head_t wq;
-	atomic64_t waits;
-	atomic64_t wakes;
-	atomic64_t suppressed_idle;
-	atomic64_t suppressed_awake;
-	atomic64_t spurious;
-	atomic64_t timeouts;
-	atomic64_t mismatches;
-	atomic64_t interrupts;
-	atomic64_t kicks;
+	atomic64_t counters[KNITK_NR_BELL_COUNTERS];
 	atomic_t events_begun;
 	atomic_t events_done;
 };
+
+static inline void knitk_bell_count(struct knitk_bell *bell,
+				    enum knitk_bell_counter c)
+{
+	atomic64_inc(&bell->counters[c]);
+}
 
 /**
  * struct knitk_knot - one shared region and everything the kernel keeps on it

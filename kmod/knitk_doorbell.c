@@ -152,16 +152,11 @@ bool knitk_wait_spurious(bool pending, u32 events_begun, u32 events_done)
 
 void knitk_bell_init(struct knitk_bell *bell)
 {
+	unsigned int c;
+
 	init_waitqueue_head(&bell->wq);
-	atomic64_set(&bell->waits, 0);
-	atomic64_set(&bell->wakes, 0);
-	atomic64_set(&bell->suppressed_idle, 0);
-	atomic64_set(&bell->suppressed_awake, 0);
-	atomic64_set(&bell->spurious, 0);
-	atomic64_set(&bell->timeouts, 0);
-	atomic64_set(&bell->mismatches, 0);
-	atomic64_set(&bell->interrupts, 0);
-	atomic64_set(&bell->kicks, 0);
+	for (c = 0; c < KNITK_NR_BELL_COUNTERS; c++)
+		atomic64_set(&bell->counters[c], 0);
 	atomic_set(&bell->events_begun, 0);
 	atomic_set(&bell->events_done, 0);
 }
@@ -222,7 +217,7 @@ static void knitk_doorbell_kick_all(struct knitk_knot *knot, u64 doorbells)
 		if (!(doorbells & BIT_ULL(d)))
 			continue;
 		knitk_doorbell_kick(knot, d);
-		atomic64_inc(&bell->kicks);
+		knitk_bell_count(bell, KNITK_BELL_KICKS);
 	}
 }
 
@@ -272,19 +267,19 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 		w.word = READ_ONCE(*word);
 		switch (knitk_notify_verdict(pending, w.sleeping)) {
 		case KNITK_NOTIFY_IDLE:
-			atomic64_inc(&bell->suppressed_idle);
+			knitk_bell_count(bell, KNITK_BELL_SUPPRESSED_IDLE);
 			break;
 		case KNITK_NOTIFY_AWAKE:
-			atomic64_inc(&bell->suppressed_awake);
+			knitk_bell_count(bell, KNITK_BELL_SUPPRESSED_AWAKE);
 			break;
 		case KNITK_NOTIFY_DELIVER:
 			if (!knitk_doorbell_advance(word, w)) {
 				/* The owner woke, or another notify won. */
-				atomic64_inc(&bell->suppressed_awake);
+				knitk_bell_count(bell, KNITK_BELL_SUPPRESSED_AWAKE);
 				break;
 			}
 			wake_up_interruptible_all(&bell->wq);
-			atomic64_inc(&bell->wakes);
+			knitk_bell_count(bell, KNITK_BELL_WAKES);
 			*woken |= BIT_ULL(d);
 			break;
 		}
@@ -389,20 +384,20 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 	 */
 	smp_mb();
 	if (READ_ONCE(db->seq) != expected) {
-		atomic64_inc(&bell->mismatches);
+		knitk_bell_count(bell, KNITK_BELL_MISMATCHES);
 		return -EAGAIN;
 	}
-	atomic64_inc(&bell->waits);
+	knitk_bell_count(bell, KNITK_BELL_WAITS);
 	ret = knitk_doorbell_sleep(knot, d, r, expected, deadline_ns);
 	/* Pairs with the write of ended under knot->lock before the wake. */
 	if (ret == 0 && knitk_wait_role_ended(r))
 		return -ENOTCONN;
 	switch (ret) {
 	case -ETIMEDOUT:
-		atomic64_inc(&bell->timeouts);
+		knitk_bell_count(bell, KNITK_BELL_TIMEOUTS);
 		break;
 	case -ERESTARTSYS:
-		atomic64_inc(&bell->interrupts);
+		knitk_bell_count(bell, KNITK_BELL_INTERRUPTS);
 		break;
 	default:
 		/* Seq moved: pairs with smp_mb__before_atomic() in the kick. */
@@ -420,11 +415,30 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 							       d),
 					atomic_read(&bell->events_begun),
 					events_done))
-			atomic64_inc(&bell->spurious);
+			knitk_bell_count(bell, KNITK_BELL_SPURIOUS);
 		break;
 	}
 	return ret;
 }
+
+#define KNITK_BELL_FIELD(c, f)	\
+	[c] = { #f, offsetof(struct knitk_doorbell_stats, f) }
+
+const struct knitk_bell_field knitk_bell_fields[KNITK_NR_BELL_COUNTERS] = {
+	KNITK_BELL_FIELD(KNITK_BELL_WAITS, waits),
+	KNITK_BELL_FIELD(KNITK_BELL_WAKES, wakes),
+	KNITK_BELL_FIELD(KNITK_BELL_SUPPRESSED_IDLE, suppressed_idle),
+	KNITK_BELL_FIELD(KNITK_BELL_SUPPRESSED_AWAKE, suppressed_awake),
+	KNITK_BELL_FIELD(KNITK_BELL_SPURIOUS, spurious),
+	KNITK_BELL_FIELD(KNITK_BELL_TIMEOUTS, timeouts),
+	KNITK_BELL_FIELD(KNITK_BELL_MISMATCHES, mismatches),
+	KNITK_BELL_FIELD(KNITK_BELL_INTERRUPTS, interrupts),
+	KNITK_BELL_FIELD(KNITK_BELL_KICKS, kicks),
+};
+
+/* Every field of the uapi struct is a counter of the table. */
+static_assert(sizeof(struct knitk_doorbell_stats) ==
+	      KNITK_NR_BELL_COUNTERS * sizeof(u64));
 
 /**
  * knitk_doorbell_stats() - read doorbell @d's counters
@@ -436,14 +450,9 @@ void knitk_doorbell_stats(struct knitk_knot *knot, unsigned int d,
 			  struct knitk_doorbell_stats *st)
 {
 	struct knitk_bell *bell = &knot->bells[d];
+	unsigned int c;
 
-	st->waits = atomic64_read(&bell->waits);
-	st->wakes = atomic64_read(&bell->wakes);
-	st->suppressed_idle = atomic64_read(&bell->suppressed_idle);
-	st->suppressed_awake = atomic64_read(&bell->suppressed_awake);
-	st->spurious = atomic64_read(&bell->spurious);
-	st->timeouts = atomic64_read(&bell->timeouts);
-	st->mismatches = atomic64_read(&bell->mismatches);
-	st->interrupts = atomic64_read(&bell->interrupts);
-	st->kicks = atomic64_read(&bell->kicks);
+	for (c = 0; c < KNITK_NR_BELL_COUNTERS; c++)
+		*(u64 *)((char *)st + knitk_bell_fields[c].offset) =
+			atomic64_read(&bell->counters[c]);
 }

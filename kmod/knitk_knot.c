@@ -31,19 +31,11 @@
 static struct dentry *knitk_debugfs_root;
 static atomic64_t knitk_knot_ids = ATOMIC64_INIT(0);
 
-static const char * const knitk_counter_names[] = {
-	"waits", "wakes", "suppressed_idle", "suppressed_awake",
-	"spurious", "timeouts", "mismatches", "interrupts", "kicks",
-};
-
 static int knitk_knot_show(struct seq_file *m, void *unused)
 {
 	struct knitk_knot *knot = m->private;
-	struct knitk_doorbell_stats st;
-	unsigned int d, i;
-	u64 *v = (u64 *)&st;
+	unsigned int d, c;
 
-	BUILD_BUG_ON(sizeof(st) != sizeof(u64) * ARRAY_SIZE(knitk_counter_names));
 	seq_printf(m, "size %llu workers %u submitters %u steal %u\n",
 		   knot->layout.size, knot->geometry.nr_workers,
 		   knot->geometry.nr_submitters,
@@ -53,16 +45,17 @@ static int knitk_knot_show(struct seq_file *m, void *unused)
 		   READ_ONCE(knot->control->dead),
 		   READ_ONCE(knot->control->death_seq));
 	seq_puts(m, "doorbell");
-	for (i = 0; i < ARRAY_SIZE(knitk_counter_names); i++)
-		seq_printf(m, " %s", knitk_counter_names[i]);
+	for (c = 0; c < KNITK_NR_BELL_COUNTERS; c++)
+		seq_printf(m, " %s", knitk_bell_fields[c].name);
 	seq_putc(m, '\n');
 	for (d = 0; d < KNITK_NR_DOORBELLS; d++) {
+		const atomic64_t *v = knot->bells[d].counters;
+
 		if (!knitk_doorbell_valid(&knot->geometry, d))
 			continue;
-		knitk_doorbell_stats(knot, d, &st);
 		seq_printf(m, "%u", d);
-		for (i = 0; i < ARRAY_SIZE(knitk_counter_names); i++)
-			seq_printf(m, " %llu", v[i]);
+		for (c = 0; c < KNITK_NR_BELL_COUNTERS; c++)
+			seq_printf(m, " %llu", (u64)atomic64_read(&v[c]));
 		seq_putc(m, '\n');
 	}
 	return 0;

@@ -438,6 +438,37 @@ static struct knitk_doorbell *knitk_test_bell(struct knitk_knot *knot,
 	       d * knot->layout.doorbell_stride;
 }
 
+/*
+ * The counters are in the field order of the uapi stats: counter c lands
+ * in the c-th field, which is where debugfs prints it.
+ */
+static void knitk_notify_stats_fields(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(1, 1);
+	struct knitk_doorbell_stats st;
+	struct knitk_knot *knot;
+	struct knitk_layout l;
+	const u64 *v = (const u64 *)&st;
+	unsigned int c, n;
+
+	knitk_layout_compute(&g, &l);
+	knot = knitk_knot_create(&g, &l);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(knot));
+	for (c = 0; c < KNITK_NR_BELL_COUNTERS; c++) {
+		KUNIT_EXPECT_EQ(test, knitk_bell_fields[c].offset,
+				c * sizeof(u64));
+		for (n = 0; n <= c; n++)
+			knitk_bell_count(&knot->bells[0], c);
+	}
+	knitk_doorbell_stats(knot, 0, &st);
+	for (c = 0; c < KNITK_NR_BELL_COUNTERS; c++)
+		KUNIT_EXPECT_EQ_MSG(test, v[c], (u64)c + 1, "field %s",
+				    knitk_bell_fields[c].name);
+	KUNIT_EXPECT_EQ(test, st.waits, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.kicks, (u64)KNITK_NR_BELL_COUNTERS);
+	knitk_knot_put(knot);
+}
+
 /* The whole filter on a real knot: counters, woken mask and seq. */
 static void knitk_notify_on_knot(struct kunit *test)
 {
@@ -570,6 +601,7 @@ static struct kunit_case knitk_notify_cases[] = {
 	KUNIT_CASE(knitk_notify_verdicts),
 	KUNIT_CASE(knitk_notify_doorbell_valid),
 	KUNIT_CASE(knitk_notify_on_knot),
+	KUNIT_CASE(knitk_notify_stats_fields),
 	KUNIT_CASE(knitk_notify_kick),
 	{}
 };

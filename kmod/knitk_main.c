@@ -436,3 +436,6 @@ module_exit(knitk_exit);
 MODULE_DESCRIPTION("knitk: kernel-assisted shared-memory IPC");
 MODULE_AUTHOR("knitk developers");
 MODULE_LICENSE("GPL");
+#ifdef KNITK_VERSION
+MODULE_VERSION(KNITK_VERSION);
+#endif

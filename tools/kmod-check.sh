@@ -98,4 +98,23 @@ fi
 # must be warning-free too.
 make -C "$kdir" M="$repo" W=1 modules >"$tmp/plain.log" 2>&1
 report "build W=1 without test hooks" "$tmp/plain.log" $?
+
+# VERSION at the top is the one version.  DKMS reads dkms.conf without
+# running make, so PACKAGE_VERSION is written out there and held to it
+# here, as is the module's MODULE_VERSION.
+want=$(cat VERSION)
+for what in dkms modinfo; do
+	case $what in
+	dkms)	got=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' dkms.conf)
+		name="dkms.conf PACKAGE_VERSION is VERSION" ;;
+	modinfo) got=$(modinfo -F version kmod/knitk.ko 2>/dev/null)
+		name="knitk.ko MODULE_VERSION is VERSION" ;;
+	esac
+	if [ -n "$want" ] && [ "$got" = "$want" ]; then
+		echo "ok - kmod: $name"
+	else
+		echo "not ok - kmod: $name ('$got', VERSION '$want')"
+		failed=1
+	fi
+done
 exit "$failed"

@@ -19,6 +19,8 @@
  * knitk_doorbell_prepare).
  */
 #include <errno.h>
+#include <stddef.h>
+#include <string.h>
 
 #include "internal.h"
 #include "knot_hooks.h"
@@ -279,26 +281,36 @@ KNITK_EXPORT int knitk_doorbell_ring(struct knitk_knot *knot,
 	return __builtin_popcountll(woken);
 }
 
+/* Where each counter goes in struct knitk_wake_stats. */
+#define WAKE_FIELD(c, f) [c] = offsetof(struct knitk_wake_stats, f)
+static const size_t wake_fields[KC_NR] = {
+	WAKE_FIELD(KC_WAITS, waits),
+	WAKE_FIELD(KC_WAKES, wakes),
+	WAKE_FIELD(KC_SPURIOUS, spurious),
+	WAKE_FIELD(KC_MISMATCHES, mismatches),
+	WAKE_FIELD(KC_TIMEOUTS, timeouts),
+	WAKE_FIELD(KC_INTERRUPTS, interrupts),
+	WAKE_FIELD(KC_SENT, sent),
+	WAKE_FIELD(KC_SUPPRESSED_AWAKE, suppressed_awake),
+	WAKE_FIELD(KC_SUPPRESSED_IDLE, suppressed_idle),
+	WAKE_FIELD(KC_KICKS, kicks),
+};
+_Static_assert(sizeof(struct knitk_wake_stats) == KC_NR * sizeof(uint64_t),
+	       "every field of knitk_wake_stats is a counter");
+
 KNITK_EXPORT int knitk_knot_wake_stats(const struct knitk_knot *knot,
 				       struct knitk_wake_stats *stats)
 {
-	const _Atomic uint64_t *c;
+	unsigned int c;
 
 	if (!knot || !stats)
 		return -EINVAL;
-	c = knot->counters;
-	stats->waits = atomic_load_explicit(&c[KC_WAITS], memory_order_relaxed);
-	stats->wakes = atomic_load_explicit(&c[KC_WAKES], memory_order_relaxed);
-	stats->spurious = atomic_load_explicit(&c[KC_SPURIOUS], memory_order_relaxed);
-	stats->mismatches = atomic_load_explicit(&c[KC_MISMATCHES], memory_order_relaxed);
-	stats->timeouts = atomic_load_explicit(&c[KC_TIMEOUTS], memory_order_relaxed);
-	stats->interrupts = atomic_load_explicit(&c[KC_INTERRUPTS], memory_order_relaxed);
-	stats->sent = atomic_load_explicit(&c[KC_SENT], memory_order_relaxed);
-	stats->suppressed_awake = atomic_load_explicit(&c[KC_SUPPRESSED_AWAKE],
-						       memory_order_relaxed);
-	stats->suppressed_idle = atomic_load_explicit(&c[KC_SUPPRESSED_IDLE],
-						      memory_order_relaxed);
-	stats->kicks = atomic_load_explicit(&c[KC_KICKS], memory_order_relaxed);
+	for (c = 0; c < KC_NR; c++) {
+		uint64_t v = atomic_load_explicit(&knot->counters[c],
+						  memory_order_relaxed);
+
+		memcpy((char *)stats + wake_fields[c], &v, sizeof(v));
+	}
 	return 0;
 }
 

@@ -24,6 +24,11 @@ _Static_assert(sizeof(struct knitk_doorbell) == KNITK_CACHELINE,
 #define A64(p) ((_Atomic uint64_t *)(void *)(p))
 #define A32(p) ((_Atomic uint32_t *)(void *)(p))
 
+/*
+ * The endpoint's wake counters, in the field order of the struct that
+ * reports them, struct knitk_wake_stats; knitk_knot_wake_stats() copies
+ * each to its field through the table of doorbell.c.
+ */
 enum knitk_counter {
 	KC_WAITS,
 	KC_WAKES,

@@ -3,8 +3,11 @@
 #
 # make install into a scratch DESTDIR, then build and run a program against
 # the installed headers and libraries through pkg-config, shared and static.
+# KNITK_VERSION and SONAME: lib/Makefile's (tests/run.sh passes them on).
 set -u
+: "${KNITK_VERSION:?}" "${SONAME:?}"
 lib_dir=$1
+so=libknitk.so.$KNITK_VERSION
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 say() { echo "$1 - lib: install: $2"; }
@@ -18,13 +21,13 @@ say ok "make install PREFIX=/usr DESTDIR=..."
 rc=0
 root=$t/root
 for f in usr/include/knitk.h usr/include/linux/knitk.h usr/lib/libknitk.a \
-	 usr/lib/libknitk.so.0.1 usr/lib/libknitk.so.0 usr/lib/libknitk.so \
+	 "usr/lib/$so" "usr/lib/$SONAME" usr/lib/libknitk.so \
 	 usr/lib/pkgconfig/knitk.pc; do
 	[ -e "$root/$f" ] || { echo "# missing $f"; rc=1; }
 done
-soname=$(readelf -d "$root/usr/lib/libknitk.so.0.1" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
-[ "$soname" = libknitk.so.0 ] || { echo "# soname: $soname"; rc=1; }
-if [ $rc -eq 0 ]; then say ok "files, symlinks and soname libknitk.so.0"; else say "not ok" "files, symlinks and soname libknitk.so.0"; fi
+soname=$(readelf -d "$root/usr/lib/$so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+[ "$soname" = "$SONAME" ] || { echo "# soname: $soname"; rc=1; }
+if [ $rc -eq 0 ]; then say ok "files, symlinks and soname $SONAME"; else say "not ok" "files, symlinks and soname $SONAME"; fi
 
 cat >"$t/prog.c" <<'C'
 #include <knitk.h>
@@ -42,6 +45,14 @@ int main(void)
 }
 C
 export PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_LIBDIR=$root/usr/lib/pkgconfig
+want=$(cat "$lib_dir/../VERSION")
+got=$(pkg-config --modversion knitk)
+if [ -n "$want" ] && [ "$got" = "$want" ]; then
+	say ok "knitk.pc has the version of VERSION"
+else
+	echo "# knitk.pc: '$got', VERSION: '$want'"
+	say "not ok" "knitk.pc has the version of VERSION"; rc=1
+fi
 flags=$(pkg-config --cflags --libs knitk) || flags=
 if [ -n "$flags" ] && gcc -std=c11 -Wall -Werror "$t/prog.c" -o "$t/prog" $flags -pthread &&
    LD_LIBRARY_PATH=$root/usr/lib "$t/prog" >/dev/null; then

@@ -4,18 +4,18 @@
 # Runs the library tests (plain, ASan+UBSan, TSan builds) and prints flat
 # TAP lines "ok - lib: <variant> <prog>: <case>".  Each program runs under a
 # watchdog: a hang is killed and reported as a failure, never a pass.
+# The test lists and the library's version and soname come from
+# lib/Makefile ("make check" runs this).
 set -u
-: "${BUILD:?}" "${TOP:?}"
+: "${BUILD:?}" "${TOP:?}" "${CORE_TESTS:?}" "${POOL_TESTS:?}" "${KNITK_VERSION:?}" "${SONAME:?}"
+export KNITK_VERSION SONAME
 here=$(cd "$(dirname "$0")" && pwd)
 watchdog=${KNITK_TEST_WATCHDOG:-300}
 # Message counts of the stress test per build.
 n_plain=${KNITK_STRESS_N:-1000000}
 n_asan=${KNITK_STRESS_N_ASAN:-100000}
 n_tsan=${KNITK_STRESS_N_TSAN:-100000}
-# The pool tests; argument: calls of their throughput cases per build.
-pool_tests="pool_api_test pool_calls_test pool_deadline_test pool_crash_test pool_shutdown_test pool_idle_test
-	pool_kill_test pool_race_test pool_handles_test pool_orphan_test pool_destroy_test
-	pool_adversary_test"
+# The pool tests' argument: calls of their throughput cases per build.
 pool_n_plain=${KNITK_POOL_N:-1000000}
 pool_n_san=${KNITK_POOL_N_SAN:-20000}
 failed=0
@@ -41,15 +41,15 @@ run() {	# run <label> <binary> [args...]
 	rm -f "$out"
 }
 
-for t in layout_test arena_test lane_test doorbell_test knot_test spurious_test; do
+for t in $CORE_TESTS; do
 	run "$t" "$BUILD/tests/$t"
 done
 run "stress_test" "$BUILD/tests/stress_test" "$n_plain"
-for t in $pool_tests; do
+for t in $POOL_TESTS; do
 	run "$t" "$BUILD/tests/$t" "$pool_n_plain"
 done
 "$here/pool_doc_test.sh" || failed=1
-"$here/check_exports.sh" "$BUILD/libknitk.so.0.1" \
+"$here/check_exports.sh" "$BUILD/libknitk.so.$KNITK_VERSION" \
 	<(cat "$here/../include/knitk.h" "$here/../include/knitk_pool.h") "$here/../libknitk.map" \
 	"$BUILD/libknitk.a" || failed=1
 "$here/check_layers.sh" || failed=1
@@ -58,12 +58,12 @@ done
 "$TOP/tools/bench/smoke.sh" || failed=1
 
 for v in asan tsan; do
-	for t in layout_test arena_test lane_test doorbell_test knot_test spurious_test; do
+	for t in $CORE_TESTS; do
 		run "$v $t" "$BUILD/tests-$v/$t"
 	done
 	n=n_$v
 	run "$v stress_test" "$BUILD/tests-$v/stress_test" "${!n}"
-	for t in $pool_tests; do
+	for t in $POOL_TESTS; do
 		run "$v $t" "$BUILD/tests-$v/$t" "$pool_n_san"
 	done
 done

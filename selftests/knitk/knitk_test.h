@@ -100,42 +100,6 @@ static inline void knitk_geom_small(struct knitk_geometry *g)
 	knitk_geom(g, 0, 2, 1, 64, 64, KNITK_ARENA_ALIGN);
 }
 
-static inline __u64 knitk_round_up(__u64 v, __u64 to)
-{
-	return (v + to - 1) / to * to;
-}
-
-/* The layout formula of the uapi header, written out term by term. */
-static inline void knitk_layout_expect(const struct knitk_geometry *g,
-				       struct knitk_layout *l)
-{
-	const __u64 P = KNITK_PAGE_BYTES;
-	int steal = !!(g->flags & KNITK_GEOM_STEAL);
-	__u32 W = g->nr_workers, S = g->nr_submitters;
-
-	memset(l, 0, sizeof(*l));
-	l->control_size = P;
-	l->doorbell_off = P;
-	l->doorbell_stride = KNITK_CACHELINE;
-	l->nr_doorbells = KNITK_NR_DOORBELLS;
-	l->abort_off = 2 * P;
-	l->abort_size = knitk_round_up(g->abort_bits / 8, P);
-	l->steal_off = steal ? l->abort_off + l->abort_size : 0;
-	l->steal_stride = KNITK_CACHELINE;
-	l->nr_steal = steal ? S * W : 0;
-	l->mailbox_off = l->abort_off + l->abort_size +
-			 knitk_round_up((__u64)l->nr_steal * 64, P);
-	l->nr_request = steal ? S : S * W;
-	l->nr_mailboxes = l->nr_request + W;
-	l->lane_off = sizeof(struct knitk_sector);
-	l->lane_stride = KNITK_LANE_HEADER_BYTES + g->inline_bytes;
-	l->arena_off = knitk_round_up(l->lane_off +
-				      (__u64)KNITK_LANES * l->lane_stride, P);
-	l->arena_size = g->arena_bytes;
-	l->mailbox_stride = l->arena_off + l->arena_size;
-	l->size = l->mailbox_off + l->nr_mailboxes * l->mailbox_stride;
-}
-
 static inline int knitk_create(int fd, const struct knitk_geometry *g,
 			       struct knitk_layout *l)
 {

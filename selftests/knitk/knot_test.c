@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 
 #include "kselftest_harness.h"
+#include "knitk.h"
 #include "knitk_test.h"
 
 #define MAX_KNOT_BYTES	KNITK_SYSMOD "/parameters/max_knot_bytes"
@@ -65,8 +66,8 @@ TEST_F(cap, max_knot_bytes_e2big)
 
 	knitk_geom(&fits, 0, 1, 1, 64, 64, 0);
 	knitk_geom(&big, 0, 1, 1, 64, 64, KNITK_ARENA_ALIGN);
-	knitk_layout_expect(&fits, &lf);
-	knitk_layout_expect(&big, &lb);
+	ASSERT_EQ(0, knitk_layout_compute(&fits, &lf));
+	ASSERT_EQ(0, knitk_layout_compute(&big, &lb));
 	ASSERT_LT(lf.size, lb.size);
 	/* The default cap must allow the bigger one, or the test proves nothing. */
 	ASSERT_LE(lb.size, self->saved);
@@ -115,7 +116,7 @@ TEST_F(cap, raised_cap_huge_knot_enomem_without_warning)
 
 	knitk_geom(&huge, 0, KNITK_MAX_WORKERS, KNITK_MAX_SUBMITTERS, 64, 64,
 		   KNITK_MAX_ARENA_BYTES);
-	knitk_layout_expect(&huge, &l);
+	ASSERT_EQ(0, knitk_layout_compute(&huge, &l));
 	ASSERT_LE(l.nr_mailboxes, KNITK_MAX_MAILBOXES);
 	ASSERT_LT(1ULL << 40, l.size);
 	kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -177,7 +178,8 @@ static int unprivileged_child(void)
 	int fds[MAX_TRIES], n, err;
 
 	knitk_geom_small(&g);
-	knitk_layout_expect(&g, &l);
+	if (knitk_layout_compute(&g, &l))
+		return 9;
 	rl.rlim_cur = rl.rlim_max = 3 * l.size + l.size / 2;
 	if (setrlimit(RLIMIT_MEMLOCK, &rl))
 		return 10;
@@ -214,7 +216,8 @@ static int privileged_child(void)
 	int fds[MAX_TRIES], n, err, i;
 
 	knitk_geom_small(&g);
-	knitk_layout_expect(&g, &l);
+	if (knitk_layout_compute(&g, &l))
+		return 9;
 	rl.rlim_cur = rl.rlim_max = l.size / 2;
 	if (setrlimit(RLIMIT_MEMLOCK, &rl))
 		return 10;
