@@ -22,6 +22,7 @@
 
 #include "internal.h"
 #include "knot_hooks.h"
+#include "sized.h"
 
 #ifdef KNITK_TEST_HOOKS
 _Atomic(knot_hook_fn) knitk__knot_hook;
@@ -317,11 +318,12 @@ KNITK_EXPORT int knitk_doorbell_ring(struct knitk_knot *knot,
 }
 
 KNITK_EXPORT int knitk_knot_wake_stats(const struct knitk_knot *knot,
-				       struct knitk_wake_stats *stats)
+				       struct knitk_wake_stats *out)
 {
+	struct knitk_wake_stats ws = { 0 }, *stats = &ws;
 	const _Atomic uint64_t *c;
 
-	if (!knot || !stats)
+	if (!knot || !out)
 		return -EINVAL;
 	c = knot->counters;
 	stats->waits = atomic_load_explicit(&c[KC_WAITS], memory_order_relaxed);
@@ -336,7 +338,7 @@ KNITK_EXPORT int knitk_knot_wake_stats(const struct knitk_knot *knot,
 	stats->suppressed_idle = atomic_load_explicit(&c[KC_SUPPRESSED_IDLE],
 						      memory_order_relaxed);
 	stats->kicks = atomic_load_explicit(&c[KC_KICKS], memory_order_relaxed);
-	return 0;
+	return knitk__sized_out(out, &ws, sizeof(ws), KNITK_WAKE_STATS_SIZE_VER0);
 }
 
 KNITK_EXPORT int knitk_knot_doorbell_stats(struct knitk_knot *knot,

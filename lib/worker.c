@@ -282,7 +282,7 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 
 	(void)argc;
 	(void)argv;
-	if (!table || !table->tasks || !table->nr_tasks)
+	if (!table || !table->tasks || !table->nr_tasks || table->reserved)
 		return -EINVAL;
 	if (!env)
 		return 0;

@@ -84,7 +84,7 @@ static int send_value(struct knitk_knot *k, unsigned int mailbox, uint64_t v)
 
 static void park_returns_when_pending(void)
 {
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	struct fx f;
 
 	REQUIRE(fx_init(&f, 1) == 0);
@@ -101,7 +101,7 @@ static void park_returns_when_pending(void)
 
 static void ring_suppressed_when_idle(void)
 {
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	uint32_t seq;
 	struct fx f;
 
@@ -124,7 +124,7 @@ static void *park_forever(void *arg)
 
 static void ring_wakes_parked_worker(void)
 {
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	pthread_t th;
 	void *ret;
 	struct fx f;
@@ -162,7 +162,7 @@ static void ring_wakes_parked_worker(void)
 /* Rule 5: one host wait covers every return mailbox. */
 static void host_waits_on_all_return_mailboxes(void)
 {
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	pthread_t th;
 	void *ret;
 	struct fx f;
@@ -194,7 +194,7 @@ static void host_waits_on_all_return_mailboxes(void)
 
 static void deadline_times_out(void)
 {
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	uint64_t t0 = tap_now_ns();
 	struct fx f;
 
@@ -246,7 +246,7 @@ static void host_death_gives_epipe(void)
 static void worker_death_wakes_host(void)
 {
 	const struct knitk_control *ctl;
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	pthread_t th;
 	void *ret;
 	struct fx f;

@@ -19,10 +19,10 @@ static unsigned long nr_calls = 20000;
 
 static void idle_lanes(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = WORKERS, .spin = 1 };
-	struct knitk_call_opts co = { .flags = KNITK_CALL_WORKER, .worker = TARGET };
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = WORKERS, .spin = 1 };
+	struct knitk_call_opts co = { .size = sizeof(co), .flags = KNITK_CALL_WORKER, .worker = TARGET };
 	struct knitk_worker_info before[WORKERS], after[WORKERS];
-	struct knitk_wake_stats hs;
+	struct knitk_wake_stats hs = { .size = sizeof(hs) };
 	struct knitk_knot *knot;
 	struct knitk_pool *pool;
 	unsigned long i, good = 0;
@@ -30,6 +30,7 @@ static void idle_lanes(void)
 
 	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
 	for (w = 0; w < WORKERS; w++)
+		before[w].size = sizeof(before[w]);
 		REQUIRE(knitk_pool_worker_info(pool, w, &before[w]) == 0 &&
 			before[w].db_valid);
 	for (i = 0; i < nr_calls; i++) {
@@ -45,6 +46,7 @@ static void idle_lanes(void)
 	}
 	CHECK_EQ(good, nr_calls);
 	for (w = 0; w < WORKERS; w++)
+		after[w].size = sizeof(after[w]);
 		REQUIRE(knitk_pool_worker_info(pool, w, &after[w]) == 0);
 	knitk_pool_knot(pool, &knot);
 	knitk_knot_wake_stats(knot, &hs);

@@ -41,7 +41,7 @@ run() {	# run <label> <binary> [args...]
 	rm -f "$out"
 }
 
-for t in layout_test arena_test lane_test doorbell_test knot_test spurious_test; do
+for t in layout_test arena_test lane_test doorbell_test knot_test spurious_test sized_test; do
 	run "$t" "$BUILD/tests/$t"
 done
 run "stress_test" "$BUILD/tests/stress_test" "$n_plain"
@@ -57,7 +57,7 @@ done
 "$TOP/tools/bench/smoke.sh" || failed=1
 
 for v in asan tsan; do
-	for t in layout_test arena_test lane_test doorbell_test knot_test spurious_test; do
+	for t in layout_test arena_test lane_test doorbell_test knot_test spurious_test sized_test; do
 		run "$v $t" "$BUILD/tests-$v/$t"
 	done
 	n=n_$v

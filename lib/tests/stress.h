@@ -194,6 +194,7 @@ static inline int stress_worker_run(struct stress_worker *sw)
 	}
 	r->ok = 1;
 out:
+	r->worker.size = sizeof(r->worker);
 	knitk_knot_wake_stats(sw->knot, &r->worker);
 	knitk_producer_destroy(p);
 	knitk_consumer_destroy(c);
@@ -285,6 +286,7 @@ static inline int stress_host_run(struct knitk_knot *host, uint64_t n,
 	}
 	ret = 0;
 out:
+	r->host.size = sizeof(r->host);
 	knitk_knot_wake_stats(host, &r->host);
 	knitk_consumer_destroy(c);
 	knitk_producer_destroy(p);
