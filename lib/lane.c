@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sized.h"
 
 struct knitk_producer {
 	struct knitk_knot *knot;
@@ -505,11 +506,17 @@ KNITK_EXPORT int knitk_lane_decode(struct knitk_consumer *consumer,
 	struct knitk_consumer *c = consumer;
 	const char *l;
 	struct knitk_lane_header *h;
+	int ret;
 
 	if (!c || !msg || lane >= KNITK_LANES)
 		return -EINVAL;
+	/* Every field is in the first version: fill in place, per lane. */
+	ret = knitk__sized_check(msg->size, KNITK_MSG_SIZE_VER0);
+	if (ret)
+		return ret;
 	if (!(c->seen & bit(lane)))
 		return -EPERM;
+	msg->size = sizeof(*msg);
 	l = c->lanes + (uint64_t)lane * c->lane_stride;
 	h = &msg->header;
 	memcpy(h, l, sizeof(*h));

@@ -34,6 +34,7 @@ KNITK__SIZED_VER0(knitk_call_opts, KNITK_CALL_OPTS_SIZE_VER0);
 KNITK__SIZED_VER0(knitk_pool_stats, KNITK_POOL_STATS_SIZE_VER0);
 KNITK__SIZED_VER0(knitk_worker_info, KNITK_WORKER_INFO_SIZE_VER0);
 KNITK__SIZED_VER0(knitk_wake_stats, KNITK_WAKE_STATS_SIZE_VER0);
+KNITK__SIZED_VER0(knitk_msg, KNITK_MSG_SIZE_VER0);
 
 /* The caller's size: the struct's leading uint32_t. */
 static inline uint32_t knitk__sized_size(const void *user)

@@ -24,10 +24,10 @@
  *
  * Sized structs.  A struct of this library that a caller fills in or
  * receives and that may grow (knitk_pool_opts, knitk_call_opts,
- * knitk_pool_stats, knitk_worker_info, knitk_wake_stats) starts with
- * `uint32_t size`, which the caller sets to the sizeof it was compiled with,
- * e.g. `struct knitk_pool_stats st = { .size = sizeof(st) };`.  Fields are
- * only ever appended, and the library, knowing its own size K:
+ * knitk_pool_stats, knitk_worker_info, knitk_wake_stats, knitk_msg)
+ * starts with `uint32_t size`, which the caller sets to the sizeof it was
+ * compiled with, e.g. `struct knitk_pool_stats st = { .size = sizeof(st) };`.
+ * Fields are only ever appended, and the library, knowing its own size K:
  *   - refuses a size below the struct's KNITK_*_SIZE_VER0 with -EINVAL, and
  *     one above KNITK_SIZED_MAX with -E2BIG;
  *   - input: reads a smaller struct as if zero-extended to K (a binary
@@ -293,18 +293,24 @@ struct knitk_consumer;
 
 /**
  * struct knitk_msg - one decoded lane
+ * @size: sizeof(struct knitk_msg) of the caller (sized struct, see above);
+ *	set once: knitk_lane_decode keeps it valid.
+ * @lane: the lane.
  * @header: copy of the lane header.
  * @data: payload bytes (inline area or arena), valid until the lane is
  *	acknowledged; NULL for KNITK_PAYLOAD_NONE/VALUE.
  * @len: payload bytes.
- * @lane: the lane.
  */
 struct knitk_msg {
+	uint32_t size;
+	unsigned int lane;
 	struct knitk_lane_header header;
 	const void *data;
 	size_t len;
-	unsigned int lane;
 };
+
+/* The first version: 88 bytes with 8-byte pointers. */
+#define KNITK_MSG_SIZE_VER0		(72 + 2 * sizeof(void *))
 
 /*
  * knitk_consumer_create - the consumer of a non-stealing @mailbox (the

@@ -29,10 +29,11 @@ static void idle_lanes(void)
 	unsigned int w;
 
 	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
-	for (w = 0; w < WORKERS; w++)
+	for (w = 0; w < WORKERS; w++) {
 		before[w].size = sizeof(before[w]);
 		REQUIRE(knitk_pool_worker_info(pool, w, &before[w]) == 0 &&
 			before[w].db_valid);
+	}
 	for (i = 0; i < nr_calls; i++) {
 		uint64_t x = i, y = 0;
 		size_t len;
@@ -45,9 +46,10 @@ static void idle_lanes(void)
 			sched_yield();
 	}
 	CHECK_EQ(good, nr_calls);
-	for (w = 0; w < WORKERS; w++)
+	for (w = 0; w < WORKERS; w++) {
 		after[w].size = sizeof(after[w]);
 		REQUIRE(knitk_pool_worker_info(pool, w, &after[w]) == 0);
+	}
 	knitk_pool_knot(pool, &knot);
 	knitk_knot_wake_stats(knot, &hs);
 	for (w = 0; w < WORKERS; w++) {

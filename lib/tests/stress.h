@@ -157,7 +157,7 @@ static inline int stress_worker_run(struct stress_worker *sw)
 		}
 		batch = pend;
 		while ((lane = knitk_lane_next(c, &pend)) >= 0) {
-			struct knitk_msg m;
+			struct knitk_msg m = { .size = sizeof(m) };
 			size_t len = stress_len(expected);
 
 			ret = knitk_lane_decode(c, (unsigned int)lane, &m);
@@ -217,7 +217,7 @@ static inline int stress_drain(struct knitk_consumer *c, uint64_t *credit)
 		return 0;
 	batch = pend;
 	while ((lane = knitk_lane_next(c, &pend)) >= 0) {
-		struct knitk_msg m;
+		struct knitk_msg m = { .size = sizeof(m) };
 
 		if (knitk_lane_decode(c, (unsigned int)lane, &m) == 0 &&
 		    m.header.value > *credit)
