@@ -135,7 +135,8 @@ static uint64_t print_lanes(struct knitk_pool *pool, unsigned int workers)
 static int run(unsigned int kind, unsigned int workers, uint64_t n)
 {
 	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind, .nr_workers = workers };
-	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER, .worker = 0 };
+	struct knitk_call_opts pin = { .size = sizeof(pin),
+				       .flags = KNITK_CALL_WORKER, .worker = 0 };
 	struct knitk_worker_info before[KNITK_MAX_WORKERS], wi = { .size = sizeof(wi) };
 	uint64_t chunk, total = 0, serial, c;
 	struct knitk_call **calls;

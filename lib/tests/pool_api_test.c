@@ -30,7 +30,8 @@ static void create_args(void)
 	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
 	o = (struct knitk_pool_opts){ .size = sizeof(o), .nr_workers = KNITK_MAX_WORKERS + 1 };
 	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
-	o = (struct knitk_pool_opts){ .size = sizeof(o), .nr_submitters = KNITK_MAX_SUBMITTERS + 1 };
+	o = (struct knitk_pool_opts){ .size = sizeof(o),
+				      .nr_submitters = KNITK_MAX_SUBMITTERS + 1 };
 	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
 	o = (struct knitk_pool_opts){ .size = sizeof(o), .flags = 1U << 30 };
 	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);

@@ -225,7 +225,8 @@ static void batch_and_any(void)
 static void prefix_command(void)
 {
 	static char *const prefix[] = { "env", "KNITK_PREFIX_TEST=1", NULL };
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 				     .prefix_argv = prefix };
 	struct knitk_pool *pool;
 	unsigned int i;
@@ -241,7 +242,8 @@ static void prefix_command(void)
 /* A worker binary that never joins: -ECHILD, nothing left behind. */
 static void worker_never_joins(void)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
 				     .worker_path = "/bin/true" };
 	struct knitk_pool *pool = NULL;
 

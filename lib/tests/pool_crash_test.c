@@ -95,9 +95,11 @@ static unsigned long calls_after(struct knitk_pool *pool, unsigned long n,
 
 static void crash(bool respawn)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 3,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 3,
 				     .flags = respawn ? KNITK_POOL_RESPAWN : 0 };
-	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER, .worker = 1 };
+	struct knitk_call_opts pin = { .size = sizeof(pin),
+				       .flags = KNITK_CALL_WORKER, .worker = 1 };
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct load l = { 0 };
@@ -172,7 +174,8 @@ static void crash_respawn(void)
 /* Every worker killed, no respawn: calls fail cleanly, nothing hangs. */
 static void all_dead(void)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1 };
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1 };
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_pool *pool;

@@ -57,7 +57,8 @@ static void check_clean_calls(struct knitk_pool *pool, unsigned int n)
 
 static void deadline_expires(void)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 1, .task_data = (void *)&ran };
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .nr_workers = 1, .task_data = (void *)&ran };
 	struct knitk_call_opts co = { .size = sizeof(co) };
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_pool *pool;
@@ -85,7 +86,8 @@ static void deadline_expires(void)
 /* Calls queued behind a long one expire in the queue and are never run. */
 static void expired_are_skipped(void)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 1, .task_data = (void *)&ran };
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .nr_workers = 1, .task_data = (void *)&ran };
 	struct knitk_call_opts co = { .size = sizeof(co) };
 	struct knitk_call *slow, *c[8];
 	struct knitk_pool *pool;
@@ -114,7 +116,8 @@ static void expired_are_skipped(void)
 /* No waiter: the status says -ETIMEDOUT once the deadline passed. */
 static void deadline_without_waiter(void)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 1, .task_data = (void *)&ran };
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .nr_workers = 1, .task_data = (void *)&ran };
 	struct knitk_call_opts co = { .size = sizeof(co) };
 	struct knitk_pool *pool;
 	struct knitk_call *c;
@@ -133,7 +136,8 @@ static void deadline_without_waiter(void)
 
 static void abort_running(void)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 1, .task_data = (void *)&ran };
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .nr_workers = 1, .task_data = (void *)&ran };
 	struct knitk_pool *pool;
 	struct knitk_call *c;
 	uint32_t ms = 60000;
@@ -155,7 +159,8 @@ static void abort_running(void)
 /* Random aborts under load: each call ends once, result or -ECANCELED. */
 static void abort_mixed(void)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 2, .task_data = (void *)&ran };
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .nr_workers = 2, .task_data = (void *)&ran };
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_pool *pool;
 	struct knitk_call *c[32];

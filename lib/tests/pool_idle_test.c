@@ -20,7 +20,8 @@ static unsigned long nr_calls = 20000;
 static void idle_lanes(void)
 {
 	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = WORKERS, .spin = 1 };
-	struct knitk_call_opts co = { .size = sizeof(co), .flags = KNITK_CALL_WORKER, .worker = TARGET };
+	struct knitk_call_opts co = { .size = sizeof(co),
+				      .flags = KNITK_CALL_WORKER, .worker = TARGET };
 	struct knitk_worker_info before[WORKERS], after[WORKERS];
 	struct knitk_wake_stats hs = { .size = sizeof(hs) };
 	struct knitk_knot *knot;

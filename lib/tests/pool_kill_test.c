@@ -90,7 +90,8 @@ static void *info_reader(void *arg)
 
 static void worker_info_race(void)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 				     .flags = KNITK_POOL_RESPAWN };
 	struct info_reader r = { 0 };
 	struct knitk_worker_info wi = { .size = sizeof(wi) };

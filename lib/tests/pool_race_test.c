@@ -132,7 +132,8 @@ static void *gap_submitter(void *arg)
 
 static void respawn_gap(void)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
 				     .flags = KNITK_POOL_RESPAWN };
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool *pool;
@@ -171,7 +172,8 @@ pid_t __wrap_waitpid(pid_t pid, int *status, int options)
 
 static void reap_eintr(void)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 				     .flags = KNITK_POOL_RESPAWN };
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool *pool;

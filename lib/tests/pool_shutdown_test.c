@@ -141,7 +141,8 @@ static void cancel_queued(void)
 /* Destroy without shutdown, handles outstanding: all complete. */
 static void destroy_outstanding(void)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2 };
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2 };
 	struct knitk_pool *pool;
 	struct knitk_call *c[10];
 	uint32_t ms = 60000;

@@ -95,7 +95,8 @@ TEST(crash_with_live_forked_helper)
 				     .nr_workers = 2,
 				     .knot_flags = KNITK_KNOT_KMOD,
 				     .flags = KNITK_POOL_RESPAWN };
-	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER, .worker = 0 };
+	struct knitk_call_opts pin = { .size = sizeof(pin),
+				       .flags = KNITK_CALL_WORKER, .worker = 0 };
 	char path[] = "/tmp/knitk-helper-XXXXXX";
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool_stats st = { .size = sizeof(st) };

@@ -109,7 +109,8 @@ static void join_load(struct load *l, pthread_t *th)
 
 TEST(process_calls)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 				     .knot_flags = KNITK_KNOT_KMOD };
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct load l = { 0 };
@@ -134,10 +135,12 @@ TEST(process_calls)
 
 static void crash(struct __test_metadata *_metadata, bool respawn)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 3,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 3,
 				     .knot_flags = KNITK_KNOT_KMOD,
 				     .flags = respawn ? KNITK_POOL_RESPAWN : 0 };
-	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER, .worker = 1 };
+	struct knitk_call_opts pin = { .size = sizeof(pin),
+				       .flags = KNITK_CALL_WORKER, .worker = 1 };
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct load l = { 0 };
@@ -207,7 +210,8 @@ TEST(crash_respawn)
 
 TEST(shutdown_cancel_processes)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 				     .knot_flags = KNITK_KNOT_KMOD };
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct load l = { .cancel_ok = true };
@@ -352,7 +356,8 @@ static void *signaller(void *arg)
  */
 TEST(reap_signals)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 				     .flags = KNITK_POOL_RESPAWN,
 				     .knot_flags = KNITK_KNOT_KMOD };
 	struct sigaction sa = { .sa_handler = on_sigusr1 }, old;
