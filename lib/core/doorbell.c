@@ -24,6 +24,9 @@
 
 #include "internal.h"
 #include "knot_hooks.h"
+#include "../sized.h"
+
+KNITK__SIZED_VER0(knitk_wake_stats, KNITK_WAKE_STATS_SIZE_VER0);
 
 #ifdef KNITK_TEST_HOOKS
 _Atomic(knot_hook_fn) knitk__knot_hook;
@@ -295,15 +298,17 @@ static const size_t wake_fields[KC_NR] = {
 	WAKE_FIELD(KC_SUPPRESSED_IDLE, suppressed_idle),
 	WAKE_FIELD(KC_KICKS, kicks),
 };
-_Static_assert(sizeof(struct knitk_wake_stats) == KC_NR * sizeof(uint64_t),
-	       "every field of knitk_wake_stats is a counter");
+_Static_assert(sizeof(struct knitk_wake_stats) ==
+	       offsetof(struct knitk_wake_stats, waits) + KC_NR * sizeof(uint64_t),
+	       "every field of knitk_wake_stats after its size is a counter");
 
 KNITK_EXPORT int knitk_knot_wake_stats(const struct knitk_knot *knot,
-				       struct knitk_wake_stats *stats)
+				       struct knitk_wake_stats *out)
 {
+	struct knitk_wake_stats ws = { 0 }, *stats = &ws;
 	unsigned int c;
 
-	if (!knot || !stats)
+	if (!knot || !out)
 		return -EINVAL;
 	for (c = 0; c < KC_NR; c++) {
 		uint64_t v = atomic_load_explicit(&knot->counters[c],
@@ -311,7 +316,7 @@ KNITK_EXPORT int knitk_knot_wake_stats(const struct knitk_knot *knot,
 
 		memcpy((char *)stats + wake_fields[c], &v, sizeof(v));
 	}
-	return 0;
+	return knitk__sized_out(out, &ws, sizeof(ws), KNITK_WAKE_STATS_SIZE_VER0);
 }
 
 KNITK_EXPORT int knitk_knot_doorbell_stats(struct knitk_knot *knot,

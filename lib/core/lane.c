@@ -22,6 +22,9 @@
 
 #include "arena.h"
 #include "internal.h"
+#include "../sized.h"
+
+KNITK__SIZED_VER0(knitk_msg, KNITK_MSG_SIZE_VER0);
 
 struct knitk_producer {
 	struct knitk_knot *knot;
@@ -465,11 +468,17 @@ KNITK_EXPORT int knitk_lane_decode(struct knitk_consumer *consumer,
 	struct knitk_consumer *c = consumer;
 	const char *l;
 	struct knitk_lane_header *h;
+	int ret;
 
 	if (!c || !msg || lane >= KNITK_LANES)
 		return -EINVAL;
+	/* Every field is in the first version: fill in place, per lane. */
+	ret = knitk__sized_check(msg->size, KNITK_MSG_SIZE_VER0);
+	if (ret)
+		return ret;
 	if (!(c->seen & bit(lane)))
 		return -EPERM;
+	msg->size = sizeof(*msg);
 	l = c->lanes + (uint64_t)lane * c->lane_stride;
 	h = &msg->header;
 	memcpy(h, l, sizeof(*h));

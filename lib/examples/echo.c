@@ -27,7 +27,7 @@ static int task_echo(const void *in, size_t len, struct knitk_reply *out,
 }
 
 static const knitk_task_fn fns[] = { task_echo };
-static const struct knitk_task_table tasks = { fns, 1 };
+static const struct knitk_task_table tasks = { .tasks = fns, .nr_tasks = 1 };
 
 struct client {
 	struct knitk_pool *pool;
@@ -55,7 +55,7 @@ static void *client_main(void *arg)
 
 int main(int argc, char **argv)
 {
-	struct knitk_pool_opts o = { .nr_workers = 2 };
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 2 };
 	unsigned int nr_clients = 4, i;
 	unsigned long per = 20000, bad = 0;
 	struct client cl[64];

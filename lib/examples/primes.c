@@ -79,7 +79,7 @@ static int task_nop(const void *in, size_t len, struct knitk_reply *out,
 }
 
 static const knitk_task_fn fns[] = { task_count, task_nop };
-static const struct knitk_task_table tasks = { fns, 2 };
+static const struct knitk_task_table tasks = { .tasks = fns, .nr_tasks = 2 };
 
 static double now_s(void)
 {
@@ -94,8 +94,8 @@ static uint64_t print_lanes(struct knitk_pool *pool, unsigned int workers)
 {
 	uint64_t spurious = 0;
 	struct knitk_doorbell_stats hdb;
-	struct knitk_worker_info wi;
-	struct knitk_wake_stats hs;
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_wake_stats hs = { .size = sizeof(hs) };
 	struct knitk_knot *knot;
 	unsigned int w;
 
@@ -135,9 +135,10 @@ static uint64_t print_lanes(struct knitk_pool *pool, unsigned int workers)
 
 static int run(unsigned int kind, unsigned int workers, uint64_t n)
 {
-	struct knitk_pool_opts o = { .kind = kind, .nr_workers = workers };
-	struct knitk_call_opts pin = { .flags = KNITK_CALL_WORKER, .worker = 0 };
-	struct knitk_worker_info before[KNITK_MAX_WORKERS], wi;
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind, .nr_workers = workers };
+	struct knitk_call_opts pin = { .size = sizeof(pin),
+				       .flags = KNITK_CALL_WORKER, .worker = 0 };
+	struct knitk_worker_info before[KNITK_MAX_WORKERS], wi = { .size = sizeof(wi) };
 	uint64_t chunk, total = 0, serial, c;
 	struct knitk_call **calls;
 	struct knitk_pool *pool;
@@ -199,8 +200,10 @@ static int run(unsigned int kind, unsigned int workers, uint64_t n)
 	spurious = print_lanes(pool, workers);
 
 	/* Idle lanes: 200 calls pinned to worker 0, nothing for the others. */
-	for (w = 0; w < workers; w++)
+	for (w = 0; w < workers; w++) {
+		before[w].size = sizeof(before[w]);
 		knitk_pool_worker_info(pool, w, &before[w]);
+	}
 	for (i = 0; i < 200; i++)
 		if (knitk_pool_call(pool, 1, NULL, 0, &pin, NULL, 0, NULL)) {
 			fprintf(stderr, "primes: pinned call failed\n");

@@ -22,6 +22,29 @@
  * stated: one thread drives a producer, one a consumer; an endpoint's
  * doorbell is parked on by one thread at a time, while any thread may ring.
  *
+ * Sized structs.  A struct of this library that a caller fills in or
+ * receives and that may grow (knitk_pool_opts, knitk_call_opts,
+ * knitk_pool_stats, knitk_worker_info, knitk_wake_stats, knitk_msg)
+ * starts with `uint32_t size`, which the caller sets to the sizeof it was
+ * compiled with, e.g. `struct knitk_pool_stats st = { .size = sizeof(st) };`.
+ * Fields are only ever appended, and the library, knowing its own size K:
+ *   - refuses a size below the struct's KNITK_*_SIZE_VER0 with -EINVAL, and
+ *     one above KNITK_SIZED_MAX with -E2BIG;
+ *   - input: reads a smaller struct as if zero-extended to K (a binary
+ *     built against an older header keeps working), and accepts a larger
+ *     one only if every byte past K is zero (else -E2BIG: the caller asks
+ *     for something this library cannot do);
+ *   - output: writes min(size, K) bytes, never a byte past the caller's
+ *     size, and stores that count in @size; fields past it were not
+ *     written.
+ * Structs that cannot carry a size keep fixed reserved fields that must be
+ * zero (-EINVAL otherwise): knitk_task_table (usually a static initialiser;
+ * its word of room is the padding it always had) and knitk_submission (an
+ * array element, whose stride must not vary; per-call options grow through
+ * its sized knitk_call_opts).  uAPI structs follow the uAPI's own rule
+ * (reserved fields, checked), and struct knitk_lane_header is a fixed
+ * 64-byte wire format.
+ *
  * Backends: "kmod" uses /dev/knitk; "futex" uses a memfd of the same layout
  * and shared futexes.  knitk_knot_create() picks kmod when /dev/knitk opens,
  * unless the environment variable KNITK_BACKEND=kmod|futex or a
@@ -40,6 +63,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Largest size a sized struct may claim (see "Sized structs" above). */
+#define KNITK_SIZED_MAX			4096
 
 /* ---------------------------------------------------------------- layout */
 
@@ -311,18 +337,24 @@ struct knitk_consumer;
 
 /**
  * struct knitk_msg - one decoded lane
+ * @size: sizeof(struct knitk_msg) of the caller (sized struct, see above);
+ *	set once: knitk_lane_decode keeps it valid.
+ * @lane: the lane.
  * @header: copy of the lane header.
  * @data: payload bytes (inline area or arena), valid until the lane is
  *	acknowledged; NULL for KNITK_PAYLOAD_NONE/VALUE.
  * @len: payload bytes.
- * @lane: the lane.
  */
 struct knitk_msg {
+	uint32_t size;
+	unsigned int lane;
 	struct knitk_lane_header header;
 	const void *data;
 	size_t len;
-	unsigned int lane;
 };
+
+/* The first version: 88 bytes with 8-byte pointers. */
+#define KNITK_MSG_SIZE_VER0		(72 + 2 * sizeof(void *))
 
 /*
  * knitk_consumer_create - the consumer of a non-stealing @mailbox (the
@@ -410,6 +442,8 @@ int knitk_doorbell_can_kick(const struct knitk_knot *knot);
 
 /**
  * struct knitk_wake_stats - this endpoint's sleep/wake counters
+ * @size: sizeof(struct knitk_wake_stats) of the caller (sized struct).
+ * @reserved: written as zero.
  * @waits: waits that went to sleep.
  * @wakes: waits woken with work or a peer event (a death that began
  *	after the wait's prepare, or was still kicking doorbells at it).
@@ -427,6 +461,8 @@ int knitk_doorbell_can_kick(const struct knitk_knot *knot);
  *	it) with nothing pending and no peer event.
  */
 struct knitk_wake_stats {
+	uint32_t size;
+	uint32_t reserved;
 	uint64_t waits;
 	uint64_t wakes;
 	uint64_t spurious;
@@ -438,6 +474,8 @@ struct knitk_wake_stats {
 	uint64_t suppressed_idle;
 	uint64_t kicks;
 };
+
+#define KNITK_WAKE_STATS_SIZE_VER0	88	/* first version */
 
 int knitk_knot_wake_stats(const struct knitk_knot *knot,
 			  struct knitk_wake_stats *stats);

@@ -49,10 +49,14 @@ struct knitk_reply;
 typedef int (*knitk_task_fn)(const void *in, size_t in_len,
 			     struct knitk_reply *out, void *ctx);
 
-/* Function id i of a pool runs tasks[i]. */
+/*
+ * Function id i of a pool runs tasks[i].  @reserved must be zero (see
+ * "Sized structs" in knitk.h).
+ */
 struct knitk_task_table {
 	const knitk_task_fn *tasks;
 	unsigned int nr_tasks;
+	uint32_t reserved;
 };
 
 #define KNITK_WORKER_THREADS		1
@@ -63,15 +67,17 @@ struct knitk_task_table {
 
 /**
  * struct knitk_pool_opts - how to build a pool (zero means default)
+ * @size: sizeof(struct knitk_pool_opts) of the caller (sized struct, see
+ *	knitk.h).
  * @kind: KNITK_WORKER_THREADS (default) or KNITK_WORKER_PROCESSES.
  * @flags: KNITK_POOL_* flags.
  * @nr_workers: workers, 1..KNITK_MAX_WORKERS (default: online CPUs).
  * @nr_submitters: submitter slots, 1..KNITK_MAX_SUBMITTERS (default 4);
  *	more concurrent submitting threads share slots.
  * @inline_bytes: inline bytes per lane (default 192; multiple of 64).
- * @arena_bytes: arena per mailbox (default 64 KiB; multiple of 4096).
  * @spin: polls of an empty mailbox before a worker parks (default 256).
  * @knot_flags: KNITK_KNOT_* flags forcing a backend (default: automatic).
+ * @arena_bytes: arena per mailbox (default 64 KiB; multiple of 4096).
  * @worker_path: process workers: the binary to run (default: this
  *	program, /proc/self/exe); it calls knitk_worker_main() early in main.
  * @worker_argv: process workers: NULL-terminated argv passed to the
@@ -82,25 +88,30 @@ struct knitk_task_table {
  * @task_data: thread workers: the pointer knitk_task_data() returns.
  */
 struct knitk_pool_opts {
+	uint32_t size;
 	unsigned int kind;
 	unsigned int flags;
 	unsigned int nr_workers;
 	unsigned int nr_submitters;
 	unsigned int inline_bytes;
 	unsigned int spin;
-	uint64_t arena_bytes;
 	unsigned int knot_flags;
+	uint64_t arena_bytes;
 	const char *worker_path;
 	char *const *worker_argv;
 	char *const *prefix_argv;
 	void *task_data;
 };
 
+/* The first version: 72 bytes with 8-byte pointers. */
+#define KNITK_POOL_OPTS_SIZE_VER0	(40 + 4 * sizeof(void *))
+
 /*
  * knitk_pool_create - start a pool running @table.  Process workers are
  * running and joined when this returns.  -EINVAL for bad options or an
  * empty table, -ECHILD when a process worker exits before joining, or the
- * errors of knitk_knot_create, posix_spawn and pthread_create.
+ * errors of knitk_knot_create, posix_spawn and pthread_create; for @opts
+ * the sized-struct errors (knitk.h).
  */
 int knitk_pool_create(const struct knitk_pool_opts *opts,
 		      const struct knitk_task_table *table,
@@ -139,17 +150,24 @@ void knitk_pool_destroy(struct knitk_pool *pool);
 
 /**
  * struct knitk_call_opts - per-call options (NULL means defaults)
+ * @size: sizeof(struct knitk_call_opts) of the caller (sized struct, see
+ *	knitk.h).
+ * @flags: KNITK_CALL_* flags.
  * @deadline_ns: absolute CLOCK_MONOTONIC deadline, 0 = none.  An expired
  *	call completes with -ETIMEDOUT; the worker skips it if it has not
  *	started it, and its late result is dropped.
- * @flags: KNITK_CALL_* flags.
  * @worker: with KNITK_CALL_WORKER, the worker to run on.
+ * @reserved: zero (-EINVAL otherwise).
  */
 struct knitk_call_opts {
-	uint64_t deadline_ns;
+	uint32_t size;
 	unsigned int flags;
+	uint64_t deadline_ns;
 	unsigned int worker;
+	uint32_t reserved;
 };
+
+#define KNITK_CALL_OPTS_SIZE_VER0	24	/* first version */
 
 /*
  * knitk_pool_submit - start function @fn on @len bytes at @in (copied
@@ -164,7 +182,11 @@ int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
 		      size_t len, const struct knitk_call_opts *opts,
 		      struct knitk_call **call);
 
-/** struct knitk_submission - one call of knitk_pool_submit_batch() */
+/*
+ * struct knitk_submission - one call of knitk_pool_submit_batch(); an array
+ * element, so fixed: @reserved must be zero (-EINVAL), and what a call may
+ * need later goes into its @opts.
+ */
 struct knitk_submission {
 	uint32_t fn;
 	uint32_t reserved;
@@ -278,6 +300,9 @@ int knitk_worker_main(int argc, char **argv,
 
 /**
  * struct knitk_pool_stats - counters of a pool
+ * @size: sizeof(struct knitk_pool_stats) of the caller (sized struct, see
+ *	knitk.h); the library stores the bytes it filled.
+ * @reserved: written as zero.
  * @submitted: calls submitted.
  * @completed: calls completed (every code).
  * @timedout: completed with -ETIMEDOUT.
@@ -288,6 +313,8 @@ int knitk_worker_main(int argc, char **argv,
  * @respawns: workers restarted.
  */
 struct knitk_pool_stats {
+	uint32_t size;
+	uint32_t reserved;
 	uint64_t submitted;
 	uint64_t completed;
 	uint64_t timedout;
@@ -298,10 +325,14 @@ struct knitk_pool_stats {
 	uint64_t respawns;
 };
 
+#define KNITK_POOL_STATS_SIZE_VER0	72	/* first version */
+
 int knitk_pool_stats(struct knitk_pool *pool, struct knitk_pool_stats *stats);
 
 /**
  * struct knitk_worker_info - one worker of a pool
+ * @size: sizeof(struct knitk_worker_info) of the caller (sized struct, see
+ *	knitk.h); the library stores the bytes it filled.
  * @pid: process id (process workers), else 0; 0 too from the worker's
  *	death on (its process is then reaped by the pool, so the number may
  *	be reused), until a respawned worker has joined.
@@ -312,15 +343,20 @@ int knitk_pool_stats(struct knitk_pool *pool, struct knitk_pool_stats *stats);
  *	on the futex backend the library's wake counters of its endpoint
  *	(waits, wakes, spurious; suppressed counts are the wakers').
  * @db_valid: 1 when @db was filled.
+ * @reserved: written as zero.
  */
 struct knitk_worker_info {
+	uint32_t size;
 	int32_t pid;
 	uint32_t alive;
 	uint32_t inflight;
 	uint32_t db_valid;
+	uint32_t reserved;
 	uint64_t calls;
 	struct knitk_doorbell_stats db;
 };
+
+#define KNITK_WORKER_INFO_SIZE_VER0	104	/* first version */
 
 int knitk_pool_worker_info(struct knitk_pool *pool, unsigned int worker,
 			   struct knitk_worker_info *info);

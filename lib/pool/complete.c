@@ -103,7 +103,7 @@ static unsigned int drain_worker(struct knitk_pool *pool, unsigned int w)
 		return 0;
 	while ((lane = knitk_lane_next(pw->ret, &pending)) >= 0) {
 		struct result *r = &res[n++];
-		struct knitk_msg msg;
+		struct knitk_msg msg = { .size = sizeof(msg) };
 		int err = knitk_lane_decode(pw->ret, (unsigned int)lane, &msg);
 
 		lanes |= 1ULL << lane;

@@ -25,6 +25,12 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "../sized.h"
+
+KNITK__SIZED_VER0(knitk_pool_opts, KNITK_POOL_OPTS_SIZE_VER0);
+KNITK__SIZED_VER0(knitk_call_opts, KNITK_CALL_OPTS_SIZE_VER0);
+KNITK__SIZED_VER0(knitk_pool_stats, KNITK_POOL_STATS_SIZE_VER0);
+KNITK__SIZED_VER0(knitk_worker_info, KNITK_WORKER_INFO_SIZE_VER0);
 
 #ifdef KNITK_TEST_HOOKS
 _Atomic(pool_hook_fn) knitk__test_hook;
@@ -43,7 +49,8 @@ static int opts_check(const struct knitk_pool_opts *o,
 {
 	unsigned int i;
 
-	if (!t || !t->tasks || !t->nr_tasks || t->nr_tasks >= POOL_FN_STOP)
+	if (!t || !t->tasks || !t->nr_tasks || t->nr_tasks >= POOL_FN_STOP ||
+	    t->reserved)
 		return -EINVAL;
 	for (i = 0; i < t->nr_tasks; i++)
 		if (!t->tasks[i])
@@ -203,9 +210,12 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	pool = calloc(1, sizeof(*pool));
 	if (!pool)
 		return -ENOMEM;
-	pool->opts = *opts;
-	opts_default(&pool->opts);
-	ret = opts_check(&pool->opts, table);
+	ret = knitk__sized_in(&pool->opts, sizeof(pool->opts),
+			      KNITK_POOL_OPTS_SIZE_VER0, opts);
+	if (!ret) {
+		opts_default(&pool->opts);
+		ret = opts_check(&pool->opts, table);
+	}
 	if (ret) {
 		free(pool);
 		return ret;
@@ -428,7 +438,7 @@ static int submit_check(struct knitk_pool *pool, uint32_t fn, const void *in,
 {
 	if (!pool || fn >= pool->table.nr_tasks || (len && !in))
 		return -EINVAL;
-	if (co && ((co->flags & ~KNITK_CALL_WORKER) ||
+	if (co && (co->reserved || (co->flags & ~KNITK_CALL_WORKER) ||
 		   ((co->flags & KNITK_CALL_WORKER) && co->worker >= pool->nr_workers)))
 		return -EINVAL;
 	if (len > pool->max_len)
@@ -441,11 +451,18 @@ KNITK_EXPORT int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn,
 				   const struct knitk_call_opts *co,
 				   struct knitk_call **callp)
 {
+	struct knitk_call_opts o;
 	struct knitk_call *call;
 	int ret;
 
 	if (!callp)
 		return -EINVAL;
+	if (co) {
+		ret = knitk__sized_in(&o, sizeof(o), KNITK_CALL_OPTS_SIZE_VER0, co);
+		if (ret)
+			return ret;
+		co = &o;
+	}
 	ret = submit_check(pool, fn, in, len, co);
 	if (ret)
 		return ret;
@@ -632,44 +649,46 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 KNITK_EXPORT int knitk_pool_stats(struct knitk_pool *pool,
 				  struct knitk_pool_stats *stats)
 {
+	struct knitk_pool_stats st;
+
 	if (!pool || !stats)
 		return -EINVAL;
 	pthread_mutex_lock(&pool->lock);
-	*stats = pool->stats;
+	st = pool->stats;
 	pthread_mutex_unlock(&pool->lock);
-	return 0;
+	return knitk__sized_out(stats, &st, sizeof(st), KNITK_POOL_STATS_SIZE_VER0);
 }
 
 KNITK_EXPORT int knitk_pool_worker_info(struct knitk_pool *pool,
 					unsigned int worker,
 					struct knitk_worker_info *info)
 {
+	struct knitk_wake_stats ws = { .size = sizeof(ws) };
+	struct knitk_worker_info wi = { 0 };
 	struct pool_worker *pw;
-	struct knitk_wake_stats ws;
 
 	if (!pool || !info || worker >= pool->nr_workers)
 		return -EINVAL;
-	memset(info, 0, sizeof(*info));
 	pw = &pool->workers[worker];
 	pthread_mutex_lock(&pool->lock);
-	info->pid = pw->pid;
-	info->alive = (uint32_t)atomic_load(&pw->alive);
-	info->inflight = pw->inflight;
-	info->calls = pw->calls;
+	wi.pid = pw->pid;
+	wi.alive = (uint32_t)atomic_load(&pw->alive);
+	wi.inflight = pw->inflight;
+	wi.calls = pw->calls;
 	pthread_mutex_unlock(&pool->lock);
-	if (knitk_knot_doorbell_stats(pool->knot, worker, &info->db) == 0) {
-		info->db_valid = 1;
+	if (knitk_knot_doorbell_stats(pool->knot, worker, &wi.db) == 0) {
+		wi.db_valid = 1;
 	} else if (pw->knot && knitk_knot_wake_stats(pw->knot, &ws) == 0) {
-		info->db.waits = ws.waits;
-		info->db.wakes = ws.wakes;
-		info->db.spurious = ws.spurious;
-		info->db.timeouts = ws.timeouts;
-		info->db.mismatches = ws.mismatches;
-		info->db.interrupts = ws.interrupts;
-		info->db.kicks = ws.kicks;
-		info->db_valid = 1;
+		wi.db.waits = ws.waits;
+		wi.db.wakes = ws.wakes;
+		wi.db.spurious = ws.spurious;
+		wi.db.timeouts = ws.timeouts;
+		wi.db.mismatches = ws.mismatches;
+		wi.db.interrupts = ws.interrupts;
+		wi.db.kicks = ws.kicks;
+		wi.db_valid = 1;
 	}
-	return 0;
+	return knitk__sized_out(info, &wi, sizeof(wi), KNITK_WORKER_INFO_SIZE_VER0);
 }
 
 KNITK_EXPORT int knitk_pool_knot(struct knitk_pool *pool,

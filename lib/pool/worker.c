@@ -157,7 +157,7 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 			 unsigned int lane)
 {
 	struct knitk_lane_header *rh;
-	struct knitk_msg msg;
+	struct knitk_msg msg = { .size = sizeof(msg) };
 	unsigned int rlane;
 	int err, status, stop;
 
@@ -282,7 +282,7 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 
 	(void)argc;
 	(void)argv;
-	if (!table || !table->tasks || !table->nr_tasks)
+	if (!table || !table->tasks || !table->nr_tasks || table->reserved)
 		return -EINVAL;
 	if (!env)
 		return 0;

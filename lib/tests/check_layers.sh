@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The pool is built on the public headers alone: each of its sources
-# compiles from a copy of lib/pool/, next to copies of lib/include and the
-# uAPI only, so that no core header can be reached (not even by a relative
-# path); with the test hooks too.  And each public header compiles on its
-# own.
+# compiles from a copy of lib/pool/, next to copies of lib/include, the
+# uAPI and lib/sized.h (header-only helpers of the sized-struct rule, which
+# include nothing but the public header) only, so that no core header can
+# be reached (not even by a relative path); with the test hooks too.  And
+# each public header compiles on its own.
 set -u
 lib=$(cd "$(dirname "$0")/.." && pwd)
 top=$(cd "$lib/.." && pwd)
@@ -18,6 +19,7 @@ mkdir -p "$t/lib/include" "$t/lib/pool" "$t/uapi/linux"
 cp "$lib"/include/*.h "$t/lib/include/"
 cp "$top/uapi/linux/knitk.h" "$t/uapi/linux/"
 cp "$lib"/pool/*.c "$lib"/pool/*.h "$t/lib/pool/"
+cp "$lib/sized.h" "$t/lib/"
 flags=(-std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$t/lib/include" -I"$t/uapi"
        '-DKNITK_EXPORT=__attribute__((visibility("default")))')
 rc=0

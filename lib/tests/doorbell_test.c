@@ -85,7 +85,7 @@ static int send_value(struct knitk_knot *k, unsigned int mailbox, uint64_t v)
 
 static void park_returns_when_pending(void)
 {
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	struct fx f;
 
 	REQUIRE(fx_init(&f, 1) == 0);
@@ -102,7 +102,7 @@ static void park_returns_when_pending(void)
 
 static void ring_suppressed_when_idle(void)
 {
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	uint32_t seq;
 	struct fx f;
 
@@ -125,7 +125,7 @@ static void *park_forever(void *arg)
 
 static void ring_wakes_parked_worker(void)
 {
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	pthread_t th;
 	void *ret;
 	struct fx f;
@@ -163,7 +163,7 @@ static void ring_wakes_parked_worker(void)
 /* Rule 5: one host wait covers every return mailbox. */
 static void host_waits_on_all_return_mailboxes(void)
 {
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	pthread_t th;
 	void *ret;
 	struct fx f;
@@ -195,7 +195,7 @@ static void host_waits_on_all_return_mailboxes(void)
 
 static void deadline_times_out(void)
 {
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	uint64_t t0 = tap_now_ns();
 	struct fx f;
 
@@ -247,7 +247,7 @@ static void host_death_gives_epipe(void)
 static void worker_death_wakes_host(void)
 {
 	const struct knitk_control *ctl;
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	pthread_t th;
 	void *ret;
 	struct fx f;
@@ -279,7 +279,7 @@ static void kick_self_ends_prepared_wait(void)
 	struct knitk_geometry g = {
 		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
 	};
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	struct knitk_knot *k;
 	pthread_t th;
 	uint32_t seq;

@@ -218,7 +218,7 @@ static void process_worker_by_fd(void)
 	const struct knitk_control *ctl;
 	struct knitk_consumer *c;
 	struct knitk_knot *h;
-	struct knitk_msg m;
+	struct knitk_msg m = { .size = sizeof(m) };
 	uint64_t pend;
 	int fd, status, ret;
 	pid_t pid;

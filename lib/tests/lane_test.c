@@ -69,7 +69,7 @@ static void value_roundtrip(void)
 	struct knitk_lane_header h = { .function_id = 7, .task_id = 99,
 				       .value = 0x1122334455667788ULL,
 				       .deadline_ns = 5, .abort_id = 3, .tag = 4 };
-	struct knitk_msg m;
+	struct knitk_msg m = { .size = sizeof(m) };
 	struct fx f;
 	uint64_t pend;
 	int lane;
@@ -97,11 +97,43 @@ static void value_roundtrip(void)
 	fx_fini(&f);
 }
 
+/* knitk_msg is sized: a size below its first version is refused. */
+static void msg_size_checked(void)
+{
+	struct knitk_lane_header h = { .function_id = 1 };
+	struct {
+		struct knitk_msg m;
+		unsigned char guard[16];
+	} big;
+	struct knitk_msg m;
+	struct fx f;
+	uint64_t pend;
+	unsigned int i;
+
+	REQUIRE(fx_init(&f, 128, 0) == 0);
+	REQUIRE(knitk_producer_send(f.p, &h, NULL, 0) == 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 1);
+	memset(&m, 0, sizeof(m));
+	CHECK_EQ(knitk_lane_decode(f.c, 0, &m), -EINVAL);
+	m.size = KNITK_MSG_SIZE_VER0 - 1;
+	CHECK_EQ(knitk_lane_decode(f.c, 0, &m), -EINVAL);
+	CHECK_EQ(m.header.function_id, 0);
+	memset(&big, 0x5a, sizeof(big));
+	big.m.size = sizeof(big);
+	CHECK_EQ(knitk_lane_decode(f.c, 0, &big.m), 0);
+	CHECK_EQ(big.m.size, sizeof(big.m));
+	CHECK_EQ(big.m.header.function_id, 1);
+	for (i = 0; i < sizeof(big.guard); i++)
+		CHECK_EQ(big.guard[i], 0x5a);
+	CHECK_EQ(knitk_lane_ack(f.c, 1), 0);
+	fx_fini(&f);
+}
+
 static void inline_and_arena_payloads(void)
 {
 	static unsigned char buf[70000];
 	struct knitk_lane_header h = { 0 };
-	struct knitk_msg m;
+	struct knitk_msg m = { .size = sizeof(m) };
 	size_t sizes[] = { 0, 1, 127, 128, 129, 4096, 70000 };
 	uint64_t pend;
 	struct fx f;
@@ -179,7 +211,7 @@ static void cached_ack_refreshed_on_exhaustion(void)
 static void batched_publish_one_store(void)
 {
 	struct knitk_lane_header *hp;
-	struct knitk_msg m;
+	struct knitk_msg m = { .size = sizeof(m) };
 	uint64_t pend, batch = 0;
 	struct fx f;
 	void *buf;
@@ -229,7 +261,7 @@ static void release_keeps_publish_order(void)
 		CHECK_EQ(knitk_producer_send(f.p, &h, NULL, 0), lane);
 		if (i % 10 == 9) {
 			uint64_t want = (uint64_t)i - 9;
-			struct knitk_msg m;
+			struct knitk_msg m = { .size = sizeof(m) };
 
 			CHECK_EQ(knitk_lane_scan(f.c, &pend), 10);
 			while ((lane = knitk_lane_next(f.c, &pend)) >= 0) {
@@ -283,7 +315,7 @@ static void regression_equal_size_partial_free(void)
 {
 	static unsigned char buf[3000];
 	struct knitk_lane_header h = { 0 };
-	struct knitk_msg m;
+	struct knitk_msg m = { .size = sizeof(m) };
 	uint64_t pend, part = 0, seen = 0;
 	struct fx f;
 	int i, lane, n = 0;
@@ -325,7 +357,7 @@ static void regression_equal_size_partial_free(void)
 static void bad_headers_and_arguments(void)
 {
 	struct knitk_lane_header *hp, h = { 0 };
-	struct knitk_msg m;
+	struct knitk_msg m = { .size = sizeof(m) };
 	uint64_t pend;
 	struct fx f;
 	int lane;
@@ -424,7 +456,7 @@ static void reset_consumer_frees_everything(void)
 	struct knitk_producer *sp;
 	struct knitk_knot *sk;
 	struct knitk_sector *sec;
-	struct knitk_msg msg;
+	struct knitk_msg msg = { .size = sizeof(msg) };
 	uint64_t pend, frees = 0;
 	static unsigned char big[1 << 16];
 	struct fx f;
@@ -476,6 +508,7 @@ static void reset_consumer_frees_everything(void)
 int main(void)
 {
 	TEST(value_roundtrip);
+	TEST(msg_size_checked);
 	TEST(inline_and_arena_payloads);
 	TEST(full_mailbox_is_backpressure);
 	TEST(cached_ack_refreshed_on_exhaustion);

@@ -50,14 +50,14 @@ static struct knitk_pool *orphan_pool;
  */
 static int orphan_host_main(int argc, char **argv)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES,
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES,
 				     .nr_workers = ORPHAN_WORKERS,
 				     .arena_bytes = ORPHAN_ARENA };
-	struct knitk_call_opts co = { .flags = KNITK_CALL_WORKER, .worker = 0 };
+	struct knitk_call_opts co = { .size = sizeof(co), .flags = KNITK_CALL_WORKER, .worker = 0 };
 	struct { int32_t ready, gate; uint32_t n; } gate;
 	int32_t pids[ORPHAN_WORKERS];
 	int fd[NR_FDS], i, nr_gates = 0;
-	struct knitk_worker_info wi;
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_call *c;
 	const char *mode;
 	char b;

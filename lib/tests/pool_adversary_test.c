@@ -215,7 +215,7 @@ static const knitk_task_fn fns[NR_T] = {
 	[T_ABORT] = t_abort, [T_SLEEP] = t_sleep, [T_PID] = t_pid,
 	[T_REPLY2] = t_reply2,
 };
-static const struct knitk_task_table table = { fns, NR_T };
+static const struct knitk_task_table table = { .tasks = fns, .nr_tasks = NR_T };
 
 static uint64_t after_ms(uint64_t ms)
 {
@@ -245,7 +245,7 @@ static int no_children(void)
 static struct knitk_pool *make_pool(unsigned int kind, unsigned int workers,
 				    unsigned int flags)
 {
-	struct knitk_pool_opts o = { .kind = kind, .nr_workers = workers,
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind, .nr_workers = workers,
 				     .flags = flags, .nr_submitters = 4 };
 	struct knitk_pool *p = NULL;
 	int ret = knitk_pool_create(&o, &table, &p);
@@ -344,7 +344,7 @@ static void crash_kinds_respawn(void)
 					  T_FORK_CRASH };
 	struct knitk_pool *p = make_pool(KNITK_WORKER_PROCESSES, 2,
 					 KNITK_POOL_RESPAWN);
-	struct knitk_pool_stats st;
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	pid_t host = getpid(), helper;
 	unsigned int k, i;
 	int fds;
@@ -388,7 +388,7 @@ static void crash_kinds_respawn(void)
 static void crash_all_then_epipe(void)
 {
 	struct knitk_pool *p = make_pool(KNITK_WORKER_PROCESSES, 2, 0);
-	struct knitk_call_opts o = { .flags = KNITK_CALL_WORKER };
+	struct knitk_call_opts o = { .size = sizeof(o), .flags = KNITK_CALL_WORKER };
 	struct knitk_call *c;
 	int v = 0;
 
@@ -492,7 +492,7 @@ static void *sd_thread(void *arg)
 static void shutdown_race(unsigned int kind, unsigned int mode)
 {
 	struct sd s = { .mode = mode };
-	struct knitk_pool_stats st;
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	pthread_t t[SUBMITTERS];
 	unsigned int i;
 	int round;
@@ -698,8 +698,8 @@ static void arena_size_calls_processes(void)
 static void deadlines(void)
 {
 	struct knitk_pool *p = make_pool(KNITK_WORKER_THREADS, 1, 0);
-	struct knitk_call_opts o = { 0 };
-	struct knitk_pool_stats st;
+	struct knitk_call_opts o = { .size = sizeof(o) };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_call *c;
 	uint32_t ms = 5000;
 	uint64_t x = 42, y = 0;
@@ -807,7 +807,7 @@ static void *ks_killer(void *arg)
 	uint64_t seed = 99;
 
 	while (!atomic_load(&s->stop)) {
-		struct knitk_worker_info wi;
+		struct knitk_worker_info wi = { .size = sizeof(wi) };
 		unsigned int w = tap_rand(&seed) % 2;
 
 		if (knitk_pool_worker_info(s->pool, w, &wi) == 0 &&
@@ -822,7 +822,7 @@ static void signal_storm_during_kill_storm(void)
 {
 	struct sigaction sa = { .sa_handler = on_usr1 };	/* no SA_RESTART */
 	struct sigaction old;
-	struct knitk_pool_stats st;
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct ks s = { 0 };
 	pthread_t sub[4], sig, kil;
 	unsigned int i;
@@ -887,8 +887,8 @@ static void host_killed(int busy)
 	REQUIRE(host >= 0);
 	if (host == 0) {
 		struct knitk_pool *p = make_pool(KNITK_WORKER_PROCESSES, 2, 0);
-		struct knitk_call_opts o = { .flags = KNITK_CALL_WORKER };
-		struct knitk_worker_info wi;
+		struct knitk_call_opts o = { .size = sizeof(o), .flags = KNITK_CALL_WORKER };
+		struct knitk_worker_info wi = { .size = sizeof(wi) };
 		struct knitk_call *c[2];
 		uint32_t ms = 300;
 		int j;
@@ -988,7 +988,7 @@ static void no_leaks_after_destroy(void)
 static void pinned_to_dead_worker(void)
 {
 	struct knitk_pool *p = make_pool(KNITK_WORKER_PROCESSES, 2, 0);
-	struct knitk_call_opts o = { .flags = KNITK_CALL_WORKER, .worker = 1 };
+	struct knitk_call_opts o = { .size = sizeof(o), .flags = KNITK_CALL_WORKER, .worker = 1 };
 	struct knitk_call *c;
 	int v = 0, ret;
 
@@ -1014,7 +1014,7 @@ static void pinned_waits_for_respawn(void)
 {
 	struct knitk_pool *p = make_pool(KNITK_WORKER_PROCESSES, 2,
 					 KNITK_POOL_RESPAWN);
-	struct knitk_call_opts o = { .flags = KNITK_CALL_WORKER, .worker = 0 };
+	struct knitk_call_opts o = { .size = sizeof(o), .flags = KNITK_CALL_WORKER, .worker = 0 };
 	int v = 0, i, first, pid;
 
 	REQUIRE(p);
@@ -1100,7 +1100,7 @@ static void reply_alloc_replaces(void)
 /* One submitter slot shared by 8 threads with arena-sized calls. */
 static void one_submitter_slot_many_threads(void)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_THREADS,
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_THREADS,
 				     .nr_workers = 2, .nr_submitters = 1 };
 	struct big b[8];
 	pthread_t t[8];

@@ -16,10 +16,10 @@
 
 static void create_args(void)
 {
-	struct knitk_pool_opts o = { 0 };
+	struct knitk_pool_opts o = { .size = sizeof(o) };
 	const knitk_task_fn holes[2] = { task_echo, NULL };
-	struct knitk_task_table empty = { test_task_fns, 0 };
-	struct knitk_task_table holey = { holes, 2 };
+	struct knitk_task_table empty = { .tasks = test_task_fns, .nr_tasks = 0 };
+	struct knitk_task_table holey = { .tasks = holes, .nr_tasks = 2 };
 	struct knitk_pool *pool = NULL;
 
 	CHECK_EQ(knitk_pool_create(NULL, &test_tasks, &pool), -EINVAL);
@@ -29,31 +29,32 @@ static void create_args(void)
 	CHECK_EQ(knitk_pool_create(&o, &holey, &pool), -EINVAL);
 	o.kind = 7;
 	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
-	o = (struct knitk_pool_opts){ .nr_workers = KNITK_MAX_WORKERS + 1 };
+	o = (struct knitk_pool_opts){ .size = sizeof(o), .nr_workers = KNITK_MAX_WORKERS + 1 };
 	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
-	o = (struct knitk_pool_opts){ .nr_submitters = KNITK_MAX_SUBMITTERS + 1 };
+	o = (struct knitk_pool_opts){ .size = sizeof(o),
+				      .nr_submitters = KNITK_MAX_SUBMITTERS + 1 };
 	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
-	o = (struct knitk_pool_opts){ .flags = 1U << 30 };
+	o = (struct knitk_pool_opts){ .size = sizeof(o), .flags = 1U << 30 };
 	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
 	/* Respawn is for processes only. */
-	o = (struct knitk_pool_opts){ .flags = KNITK_POOL_RESPAWN };
+	o = (struct knitk_pool_opts){ .size = sizeof(o), .flags = KNITK_POOL_RESPAWN };
 	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
 	/* A geometry the knot refuses. */
-	o = (struct knitk_pool_opts){ .inline_bytes = 100 };
+	o = (struct knitk_pool_opts){ .size = sizeof(o), .inline_bytes = 100 };
 	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
-	o = (struct knitk_pool_opts){ .arena_bytes = 1000 };
+	o = (struct knitk_pool_opts){ .size = sizeof(o), .arena_bytes = 1000 };
 	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
 	CHECK(pool == NULL);
 }
 
 static void call_args(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = 2, .arena_bytes = 4096 };
-	struct knitk_call_opts co = { 0 };
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 2, .arena_bytes = 4096 };
+	struct knitk_call_opts co = { .size = sizeof(co) };
 	struct knitk_call *c = NULL, *c2, *calls[1];
 	struct knitk_submission sub = { .fn = T_ECHO };
-	struct knitk_pool_stats st;
-	struct knitk_worker_info wi;
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_knot *knot;
 	struct knitk_pool *pool;
 	static char big[8192];
@@ -138,7 +139,7 @@ static void call_args(void)
 /* A handle outlives its pool; the pool's memory goes with the last one. */
 static void handle_outlives_pool(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = 1 };
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 1 };
 	struct knitk_pool *pool;
 	struct knitk_call *c;
 	const void *data;
@@ -157,7 +158,7 @@ static void handle_outlives_pool(void)
 /* In a copy of this program that has deleted itself: a process pool. */
 static int run_deleted_self(void)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES,
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES,
 				     .nr_workers = 2 };
 	struct knitk_pool *pool;
 	char path[4096], out[8];

@@ -92,9 +92,9 @@ static void *submitter(void *arg)
 
 static void run_calls(unsigned int kind, const char *name)
 {
-	struct knitk_pool_opts o = { .kind = kind, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind, .nr_workers = 2,
 				     .nr_submitters = SUBMITTERS };
-	struct knitk_pool_stats st;
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_pool *pool;
 	pthread_t th[SUBMITTERS];
 	struct sub s[SUBMITTERS];
@@ -146,7 +146,7 @@ static void calls_processes(void)
 /* Synchronous calls, inline and arena sized results, errors. */
 static void sync_calls(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = 2 };
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 2 };
 	struct knitk_pool *pool;
 	unsigned char out[8192];
 	unsigned char arg[5] = { 0 };
@@ -178,7 +178,7 @@ static void sync_calls(void)
 /* Batch submit, wait for any, and the wait timeout. */
 static void batch_and_any(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = 2 };
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 2 };
 	struct knitk_submission subs[8];
 	struct knitk_call *c[8], *slow;
 	struct knitk_pool *pool;
@@ -226,7 +226,8 @@ static void batch_and_any(void)
 static void prefix_command(void)
 {
 	static char *const prefix[] = { "env", "KNITK_PREFIX_TEST=1", NULL };
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 				     .prefix_argv = prefix };
 	struct knitk_pool *pool;
 	unsigned int i;
@@ -242,7 +243,8 @@ static void prefix_command(void)
 /* A worker binary that never joins: -ECHILD, nothing left behind. */
 static void worker_never_joins(void)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
 				     .worker_path = "/bin/true" };
 	struct knitk_pool *pool = NULL;
 

@@ -96,11 +96,13 @@ static unsigned long calls_after(struct knitk_pool *pool, unsigned long n,
 
 static void crash(bool respawn)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 3,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 3,
 				     .flags = respawn ? KNITK_POOL_RESPAWN : 0 };
-	struct knitk_call_opts pin = { .flags = KNITK_CALL_WORKER, .worker = 1 };
-	struct knitk_worker_info wi;
-	struct knitk_pool_stats st;
+	struct knitk_call_opts pin = { .size = sizeof(pin),
+				       .flags = KNITK_CALL_WORKER, .worker = 1 };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct load l = { 0 };
 	pthread_t th[THREADS];
 	struct knitk_call *c, *held;
@@ -173,9 +175,10 @@ static void crash_respawn(void)
 /* Every worker killed, no respawn: calls fail cleanly, nothing hangs. */
 static void all_dead(void)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1 };
-	struct knitk_worker_info wi;
-	struct knitk_pool_stats st;
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1 };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_pool *pool;
 	struct knitk_call *c;
 	uint32_t ms = 60000;

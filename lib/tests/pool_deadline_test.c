@@ -32,7 +32,7 @@ static const knitk_task_fn fns[] = {
 	[T_GATE] = task_gate,
 	[T_NR] = task_count,
 };
-static const struct knitk_task_table tasks = { fns, T_NR + 1 };
+static const struct knitk_task_table tasks = { .tasks = fns, .nr_tasks = T_NR + 1 };
 #define T_COUNT T_NR
 
 static _Atomic unsigned long ran;
@@ -40,7 +40,7 @@ static _Atomic unsigned long ran;
 /* Wait (untimed: the watchdog catches a hang) for the stale drop count. */
 static void wait_stale(struct knitk_pool *pool, uint64_t n)
 {
-	struct knitk_pool_stats st;
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 
 	for (;;) {
 		knitk_pool_stats(pool, &st);
@@ -58,9 +58,10 @@ static void check_clean_calls(struct knitk_pool *pool, unsigned int n)
 
 static void deadline_expires(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = 1, .task_data = (void *)&ran };
-	struct knitk_call_opts co = { 0 };
-	struct knitk_pool_stats st;
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .nr_workers = 1, .task_data = (void *)&ran };
+	struct knitk_call_opts co = { .size = sizeof(co) };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_pool *pool;
 	struct knitk_call *c;
 	uint32_t ms = 300;
@@ -86,8 +87,9 @@ static void deadline_expires(void)
 /* Calls queued behind a long one expire in the queue and are never run. */
 static void expired_are_skipped(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = 1, .task_data = (void *)&ran };
-	struct knitk_call_opts co = { 0 };
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .nr_workers = 1, .task_data = (void *)&ran };
+	struct knitk_call_opts co = { .size = sizeof(co) };
 	struct knitk_call *slow, *c[8];
 	struct knitk_pool *pool;
 	uint32_t ms = 500;
@@ -115,8 +117,9 @@ static void expired_are_skipped(void)
 /* No waiter: the status says -ETIMEDOUT once the deadline passed. */
 static void deadline_without_waiter(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = 1, .task_data = (void *)&ran };
-	struct knitk_call_opts co = { 0 };
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .nr_workers = 1, .task_data = (void *)&ran };
+	struct knitk_call_opts co = { .size = sizeof(co) };
 	struct knitk_pool *pool;
 	struct knitk_call *c;
 	uint32_t ms = 200;
@@ -134,7 +137,8 @@ static void deadline_without_waiter(void)
 
 static void abort_running(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = 1, .task_data = (void *)&ran };
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .nr_workers = 1, .task_data = (void *)&ran };
 	struct knitk_pool *pool;
 	struct knitk_call *c;
 	uint32_t ms = 60000;
@@ -156,8 +160,9 @@ static void abort_running(void)
 /* Random aborts under load: each call ends once, result or -ECANCELED. */
 static void abort_mixed(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = 2, .task_data = (void *)&ran };
-	struct knitk_pool_stats st;
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .nr_workers = 2, .task_data = (void *)&ran };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_pool *pool;
 	struct knitk_call *c[32];
 	unsigned long done = 0, ok = 0, canceled = 0, bad = 0, aborted = 0;

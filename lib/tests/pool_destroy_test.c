@@ -89,10 +89,10 @@ static void *waiter_main(void *arg)
 /* The waiter handles its worker's death when the destroy starts. */
 static void destroy_during_death(void)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES,
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES,
 				     .nr_workers = 1, .nr_submitters = 1 };
 	struct knitk_pool *pool;
-	struct knitk_worker_info wi;
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct waiter w = { 0 };
 	uint32_t ms = 60000;
 	pthread_t th;
@@ -121,7 +121,7 @@ static void destroy_during_death(void)
 /* A thread waiting forever when the destroy starts: its call is cancelled. */
 static void destroy_with_waiter(unsigned int kind)
 {
-	struct knitk_pool_opts o = { .kind = kind, .nr_workers = 2 };
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind, .nr_workers = 2 };
 	struct knitk_pool *pool;
 	struct waiter w = { 0 };
 	uint32_t ms = 60000;

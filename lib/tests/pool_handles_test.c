@@ -69,7 +69,7 @@ static void use_done_handle(struct knitk_call *c, unsigned int first,
 static void handles_after_destroy(unsigned int kind, bool inflight,
 				  const unsigned int *order)
 {
-	struct knitk_pool_opts o = { .kind = kind, .nr_workers = 2 };
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind, .nr_workers = 2 };
 	struct knitk_call *c[NR_CALLS];
 	struct knitk_pool *pool;
 	uint32_t ms = 60000;
@@ -133,7 +133,7 @@ static void inflight_processes(void)
  */
 static void reserved_status(unsigned int kind)
 {
-	struct knitk_pool_opts o = { .kind = kind, .nr_workers = 1 };
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind, .nr_workers = 1 };
 	struct knitk_call *c, *s;
 	struct knitk_pool *pool;
 	int32_t e = EINPROGRESS;

@@ -20,19 +20,22 @@ static unsigned long nr_calls = 20000;
 
 static void idle_lanes(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = WORKERS, .spin = 1 };
-	struct knitk_call_opts co = { .flags = KNITK_CALL_WORKER, .worker = TARGET };
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = WORKERS, .spin = 1 };
+	struct knitk_call_opts co = { .size = sizeof(co),
+				      .flags = KNITK_CALL_WORKER, .worker = TARGET };
 	struct knitk_worker_info before[WORKERS], after[WORKERS];
-	struct knitk_wake_stats hs;
+	struct knitk_wake_stats hs = { .size = sizeof(hs) };
 	struct knitk_knot *knot;
 	struct knitk_pool *pool;
 	unsigned long i, good = 0;
 	unsigned int w;
 
 	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
-	for (w = 0; w < WORKERS; w++)
+	for (w = 0; w < WORKERS; w++) {
+		before[w].size = sizeof(before[w]);
 		REQUIRE(knitk_pool_worker_info(pool, w, &before[w]) == 0 &&
 			before[w].db_valid);
+	}
 	for (i = 0; i < nr_calls; i++) {
 		uint64_t x = i, y = 0;
 		size_t len;
@@ -45,8 +48,10 @@ static void idle_lanes(void)
 			sched_yield();
 	}
 	CHECK_EQ(good, nr_calls);
-	for (w = 0; w < WORKERS; w++)
+	for (w = 0; w < WORKERS; w++) {
+		after[w].size = sizeof(after[w]);
 		REQUIRE(knitk_pool_worker_info(pool, w, &after[w]) == 0);
+	}
 	knitk_pool_knot(pool, &knot);
 	knitk_knot_wake_stats(knot, &hs);
 	for (w = 0; w < WORKERS; w++) {

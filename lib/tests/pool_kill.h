@@ -89,7 +89,7 @@ static inline int is_our_child(pid_t pid)
 static inline void wait_deaths(struct knitk_pool *pool, uint64_t deaths,
 			       uint64_t respawns)
 {
-	struct knitk_pool_stats st;
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 
 	for (;;) {
 		knitk_pool_stats(pool, &st);
@@ -225,7 +225,7 @@ static inline void storm_run(struct storm *s)
 	for (t = 0; t < s->threads; t++)
 		pthread_create(&th[t], NULL, storm_submitter, s);
 	for (i = 1; i <= s->kills && !atomic_load(&s->bad) && !atomic_load(&s->epipe); i++) {
-		struct knitk_worker_info wi;
+		struct knitk_worker_info wi = { .size = sizeof(wi) };
 		unsigned int w;
 
 		wait_ok_count(&s->ok, &s->bad, atomic_load(&s->ok) + 20);
@@ -270,10 +270,11 @@ static inline void storm_pool(unsigned int workers, unsigned int threads,
 			      struct storm_report *r)
 {
 	struct knitk_pool_opts o = {
+		.size = sizeof(o),
 		.kind = KNITK_WORKER_PROCESSES, .nr_workers = workers,
 		.flags = KNITK_POOL_RESPAWN, .knot_flags = knot_flags,
 	};
-	struct knitk_call_opts pin = { .flags = KNITK_CALL_WORKER };
+	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER };
 	struct storm *s = calloc(1, sizeof(*s));
 
 	memset(r, 0, sizeof(*r));
@@ -298,6 +299,7 @@ static inline void storm_pool(unsigned int workers, unsigned int threads,
 	r->epipe = atomic_load(&s->epipe);
 	for (pin.worker = 0; pin.worker < workers; pin.worker++)
 		r->served += mix_calls_good(s->pool, 50, &pin, pin.worker * 1000, 1);
+	r->st.size = sizeof(r->st);
 	knitk_pool_stats(s->pool, &r->st);
 	knitk_pool_destroy(s->pool);
 	r->fds[1] = count_fds(false);
@@ -313,10 +315,11 @@ static inline int pidfds_over_deaths(unsigned int n, unsigned int knot_flags,
 				     int counts[4])
 {
 	struct knitk_pool_opts o = {
+		.size = sizeof(o),
 		.kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 		.flags = KNITK_POOL_RESPAWN, .knot_flags = knot_flags,
 	};
-	struct knitk_worker_info wi;
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool *pool;
 	unsigned int i;
 	int ret;
@@ -391,11 +394,12 @@ static inline int torn_ack_free(struct knitk_pool *pool)
 static inline int torn_ack_run(unsigned int knot_flags)
 {
 	struct knitk_pool_opts o = {
+		.size = sizeof(o),
 		.kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
 		.nr_submitters = 1, .arena_bytes = 4096,
 		.flags = KNITK_POOL_RESPAWN, .knot_flags = knot_flags,
 	};
-	struct knitk_worker_info wi;
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_layout lay;
 	struct knitk_knot *knot;
 	struct knitk_pool *pool;

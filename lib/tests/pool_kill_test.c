@@ -80,7 +80,7 @@ struct info_reader {
 static void *info_reader(void *arg)
 {
 	struct info_reader *r = arg;
-	struct knitk_worker_info wi;
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
 
 	while (!atomic_load(&r->stop)) {
 		knitk_pool_worker_info(r->pool, r->reads++ % 2, &wi);
@@ -91,10 +91,11 @@ static void *info_reader(void *arg)
 
 static void worker_info_race(void)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 				     .flags = KNITK_POOL_RESPAWN };
 	struct info_reader r = { 0 };
-	struct knitk_worker_info wi;
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	unsigned int i, n = nr_kills / 10 + 5;
 	pthread_t th;
 

@@ -41,7 +41,7 @@ static int task_until_open(const void *in, size_t len,
 }
 
 static const knitk_task_fn gate_fns[] = { task_until_open };
-static const struct knitk_task_table gate_tasks = { gate_fns, 1 };
+static const struct knitk_task_table gate_tasks = { .tasks = gate_fns, .nr_tasks = 1 };
 
 static struct knitk_call *held;
 static _Atomic int full_seen;
@@ -60,7 +60,7 @@ static void hook_complete_held(struct knitk_pool *pool, enum pool_hook point,
 
 static void lost_wakeup(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = 1, .nr_submitters = 1,
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 1, .nr_submitters = 1,
 				     .arena_bytes = 4096 };
 	struct knitk_layout lay;
 	struct knitk_knot *knot;
@@ -133,9 +133,10 @@ static void *gap_submitter(void *arg)
 
 static void respawn_gap(void)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
 				     .flags = KNITK_POOL_RESPAWN };
-	struct knitk_worker_info wi;
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool *pool;
 	pthread_t th;
 
@@ -172,9 +173,10 @@ pid_t __wrap_waitpid(pid_t pid, int *status, int options)
 
 static void reap_eintr(void)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 				     .flags = KNITK_POOL_RESPAWN };
-	struct knitk_worker_info wi;
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool *pool;
 	int children = count_children();
 

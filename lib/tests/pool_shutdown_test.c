@@ -71,8 +71,8 @@ static void *load_thread(void *arg)
 
 static void shutdown_under_load(unsigned int kind, unsigned int mode)
 {
-	struct knitk_pool_opts o = { .kind = kind, .nr_workers = 2 };
-	struct knitk_pool_stats st;
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind, .nr_workers = 2 };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct load l = { .mode = mode };
 	pthread_t th[THREADS];
 	unsigned int i;
@@ -122,7 +122,7 @@ static void cancel_processes(void)
 /* Cancel with calls queued behind a long one: they end -ECANCELED now. */
 static void cancel_queued(void)
 {
-	struct knitk_pool_opts o = { .nr_workers = 1 };
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 1 };
 	struct knitk_pool *pool;
 	struct knitk_call *c[10];
 	uint32_t ms = 60000;
@@ -142,7 +142,8 @@ static void cancel_queued(void)
 /* Destroy without shutdown, handles outstanding: all complete. */
 static void destroy_outstanding(void)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2 };
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2 };
 	struct knitk_pool *pool;
 	struct knitk_call *c[10];
 	uint32_t ms = 60000;

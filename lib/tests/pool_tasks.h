@@ -194,7 +194,7 @@ static const knitk_task_fn test_task_fns[T_NR] = {
 	[T_GATE] = task_gate,
 };
 
-static const struct knitk_task_table test_tasks = { test_task_fns, T_NR };
+static const struct knitk_task_table test_tasks = { .tasks = test_task_fns, .nr_tasks = T_NR };
 
 /* Absolute CLOCK_MONOTONIC time @ms from now. */
 static inline uint64_t after_ms(uint64_t ms)

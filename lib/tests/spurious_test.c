@@ -242,7 +242,7 @@ static void park_across(struct knitk_knot *host, struct actor *ev,
 
 static void kick_in_flight_at_prepare(void)
 {
-	struct knitk_wake_stats st = { 0 };
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	struct fx f;
 	struct actor ev;
 
@@ -258,7 +258,7 @@ static void kick_in_flight_at_prepare(void)
 static void death_in_flight_at_prepare(void)
 {
 	const struct knitk_control *ctl;
-	struct knitk_wake_stats st = { 0 };
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 	struct fx f;
 	struct actor ev;
 

@@ -157,7 +157,7 @@ static inline int stress_worker_run(struct stress_worker *sw)
 		}
 		batch = pend;
 		while ((lane = knitk_lane_next(c, &pend)) >= 0) {
-			struct knitk_msg m;
+			struct knitk_msg m = { .size = sizeof(m) };
 			size_t len = stress_len(expected);
 
 			ret = knitk_lane_decode(c, (unsigned int)lane, &m);
@@ -194,6 +194,7 @@ static inline int stress_worker_run(struct stress_worker *sw)
 	}
 	r->ok = 1;
 out:
+	r->worker.size = sizeof(r->worker);
 	knitk_knot_wake_stats(sw->knot, &r->worker);
 	knitk_producer_destroy(p);
 	knitk_consumer_destroy(c);
@@ -216,7 +217,7 @@ static inline int stress_drain(struct knitk_consumer *c, uint64_t *credit)
 		return 0;
 	batch = pend;
 	while ((lane = knitk_lane_next(c, &pend)) >= 0) {
-		struct knitk_msg m;
+		struct knitk_msg m = { .size = sizeof(m) };
 
 		if (knitk_lane_decode(c, (unsigned int)lane, &m) == 0 &&
 		    m.header.value > *credit)
@@ -285,6 +286,7 @@ static inline int stress_host_run(struct knitk_knot *host, uint64_t n,
 	}
 	ret = 0;
 out:
+	r->host.size = sizeof(r->host);
 	knitk_knot_wake_stats(host, &r->host);
 	knitk_consumer_destroy(c);
 	knitk_producer_destroy(p);

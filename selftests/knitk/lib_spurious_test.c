@@ -144,7 +144,7 @@ static void park_across(struct __test_metadata *_metadata,
 TEST_F(lspur, kick_in_flight_at_prepare_is_a_kick)
 {
 	struct actor ev = { .knot = self->host };
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 
 	park_across(_metadata, self, &ev, kicker_run, NULL, &st);
 	EXPECT_EQ(1ULL, st.kicks);
@@ -163,7 +163,7 @@ static void death_not_done(struct __test_metadata *_metadata,
 TEST_F(lspur, death_in_flight_at_prepare_is_a_wake)
 {
 	struct actor ev = { .knot = self->worker };
-	struct knitk_wake_stats st;
+	struct knitk_wake_stats st = { .size = sizeof(st) };
 
 	self->worker = NULL;	/* the leaver destroys it */
 	park_across(_metadata, self, &ev, leaver_run, death_not_done, &st);

@@ -73,7 +73,7 @@ static const knitk_task_fn task_fns[T_NR] = {
 	[T_FORK_CRASH] = task_fork_crash,
 };
 
-static const struct knitk_task_table tasks = { task_fns, T_NR };
+static const struct knitk_task_table tasks = { .tasks = task_fns, .nr_tasks = T_NR };
 
 /* The pid the crashing task wrote to @path, or -1. */
 static pid_t read_pid(const char *path)
@@ -91,14 +91,15 @@ static pid_t read_pid(const char *path)
 
 TEST(crash_with_live_forked_helper)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES,
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES,
 				     .nr_workers = 2,
 				     .knot_flags = KNITK_KNOT_KMOD,
 				     .flags = KNITK_POOL_RESPAWN };
-	struct knitk_call_opts pin = { .flags = KNITK_CALL_WORKER, .worker = 0 };
+	struct knitk_call_opts pin = { .size = sizeof(pin),
+				       .flags = KNITK_CALL_WORKER, .worker = 0 };
 	char path[] = "/tmp/knitk-helper-XXXXXX";
-	struct knitk_worker_info wi;
-	struct knitk_pool_stats st;
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_pool *pool;
 	pid_t victim, helper;
 	unsigned int i;

@@ -110,9 +110,10 @@ static void join_load(struct load *l, pthread_t *th)
 
 TEST(process_calls)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 				     .knot_flags = KNITK_KNOT_KMOD };
-	struct knitk_pool_stats st;
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct load l = { 0 };
 	struct knitk_knot *knot;
 	pthread_t th[THREADS];
@@ -135,12 +136,14 @@ TEST(process_calls)
 
 static void crash(struct __test_metadata *_metadata, bool respawn)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 3,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 3,
 				     .knot_flags = KNITK_KNOT_KMOD,
 				     .flags = respawn ? KNITK_POOL_RESPAWN : 0 };
-	struct knitk_call_opts pin = { .flags = KNITK_CALL_WORKER, .worker = 1 };
-	struct knitk_worker_info wi;
-	struct knitk_pool_stats st;
+	struct knitk_call_opts pin = { .size = sizeof(pin),
+				       .flags = KNITK_CALL_WORKER, .worker = 1 };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct load l = { 0 };
 	pthread_t th[THREADS];
 	struct knitk_call *c, *held;
@@ -208,9 +211,10 @@ TEST(crash_respawn)
 
 TEST(shutdown_cancel_processes)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 				     .knot_flags = KNITK_KNOT_KMOD };
-	struct knitk_pool_stats st;
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct load l = { .cancel_ok = true };
 	pthread_t th[THREADS];
 	unsigned int i;
@@ -232,9 +236,9 @@ TEST(shutdown_cancel_processes)
 
 TEST(idle_lanes)
 {
-	struct knitk_pool_opts o = { .nr_workers = 8, .spin = 1,
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 8, .spin = 1,
 				     .knot_flags = KNITK_KNOT_KMOD };
-	struct knitk_call_opts co = { .flags = KNITK_CALL_WORKER, .worker = 3 };
+	struct knitk_call_opts co = { .size = sizeof(co), .flags = KNITK_CALL_WORKER, .worker = 3 };
 	struct knitk_worker_info before[8], after[8];
 	struct knitk_pool *pool;
 	unsigned int w;
@@ -242,11 +246,13 @@ TEST(idle_lanes)
 	REQUIRE_KNITK();
 	ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &pool));
 	for (w = 0; w < 8; w++) {
+		before[w].size = sizeof(before[w]);
 		ASSERT_EQ(0, knitk_pool_worker_info(pool, w, &before[w]));
 		ASSERT_EQ(1, before[w].db_valid);
 	}
 	EXPECT_EQ(500, calls_checked(pool, 500, &co));
 	for (w = 0; w < 8; w++) {
+		after[w].size = sizeof(after[w]);
 		ASSERT_EQ(0, knitk_pool_worker_info(pool, w, &after[w]));
 		printf("# doorbell %u: calls %llu waits %llu wakes %llu spurious %llu suppressed idle %llu awake %llu\n",
 		       w, (unsigned long long)after[w].calls,
@@ -351,11 +357,12 @@ static void *signaller(void *arg)
  */
 TEST(reap_signals)
 {
-	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
 				     .flags = KNITK_POOL_RESPAWN,
 				     .knot_flags = KNITK_KNOT_KMOD };
 	struct sigaction sa = { .sa_handler = on_sigusr1 }, old;
-	struct knitk_worker_info wi;
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool *pool;
 	int children = count_children();
 	pid_t victims[40];

@@ -330,7 +330,7 @@ static int kn_wait(struct knitk_consumer *c, struct knitk_knot *knot,
 static int kn_recv(struct knitk_consumer *c, struct knitk_knot *knot,
 		   unsigned int polls, uint64_t expect)
 {
-	struct knitk_msg m;
+	struct knitk_msg m = { .size = sizeof(m) };
 	uint64_t pend, batch;
 	int lane, ret;
 

@@ -42,7 +42,7 @@ static int task_inc(const void *in, size_t len, struct knitk_reply *out,
 }
 
 static const knitk_task_fn bench_fns[] = { task_inc };
-const struct knitk_task_table bench_tasks = { bench_fns, 1 };
+const struct knitk_task_table bench_tasks = { .tasks = bench_fns, .nr_tasks = 1 };
 
 /* ------------------------------------------------------------ knitk */
 
@@ -114,6 +114,7 @@ static int kp_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		  struct bench_result *r)
 {
 	struct knitk_pool_opts o = {
+		.size = sizeof(o),
 		.kind = (unsigned int)(c->arg & 15),
 		.nr_workers = ctx->workers,
 		.knot_flags = ctx->knot_flags,
@@ -274,10 +275,11 @@ static int idle_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		    struct bench_result *r)
 {
 	struct knitk_pool_opts o = {
+		.size = sizeof(o),
 		.kind = KNITK_WORKER_THREADS, .nr_workers = IDLE_WORKERS,
 		.knot_flags = ctx->knot_flags,
 	};
-	struct knitk_call_opts co = { .flags = KNITK_CALL_WORKER, .worker = 0 };
+	struct knitk_call_opts co = { .size = sizeof(co), .flags = KNITK_CALL_WORKER, .worker = 0 };
 	struct knitk_worker_info before[IDLE_WORKERS], after[IDLE_WORKERS];
 	uint64_t n = bench_ops(c, ctx), good = 0, t0, base = 0;
 	uint64_t wall = ctx->quick ? 300000000ULL : 2000000000ULL;
@@ -294,6 +296,7 @@ static int idle_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		return ret;
 	}
 	for (w = 0; w < IDLE_WORKERS && !ret; w++) {
+		before[w].size = sizeof(before[w]);
 		ret = knitk_pool_worker_info(pool, w, &before[w]);
 		if (!ret && !before[w].db_valid)
 			ret = -EOPNOTSUPP;
@@ -335,6 +338,7 @@ static int idle_run(const struct bench_case *c, const struct bench_ctx *ctx,
 	r->idle.workers = IDLE_WORKERS;
 	r->idle.idle_workers = IDLE_WORKERS - 1;
 	for (w = 0; w < IDLE_WORKERS; w++) {
+		after[w].size = sizeof(after[w]);
 		ret = knitk_pool_worker_info(pool, w, &after[w]);
 		if (ret) {
 			bench_fail(r, "worker counters: %s", strerror(-ret));

@@ -149,7 +149,7 @@ static int tk_peer(void *st, uint64_t n, uint64_t *moved)
 {
 	struct tp_state *s = st;
 	struct knitk_consumer *c = s->kp.pc;
-	struct knitk_msg m;
+	struct knitk_msg m = { .size = sizeof(m) };
 	uint64_t got = 0, pend, batch, seq;
 	unsigned int polls = 0;
 	unsigned char *dst;
