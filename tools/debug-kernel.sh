@@ -57,7 +57,7 @@ missing=$(grep -E '^CONFIG_[A-Z0-9_]+=' "$fragment" | while IFS= read -r line; d
 		grep -qxF "$line" "$out/.config" || echo "$line"
 	fi
 done || true)
-[ -z "$missing" ] || die "options not in the resulting .config: $(printf "%s " $missing)"
+[ -z "$missing" ] || die "options not in the resulting .config: $(printf '%s' "$missing" | tr '\n' ' ')"
 
 kmake all >>"$log" 2>&1 || { tail -n 40 "$log" >&2; die "build failed, log in $log"; }
 touch "$image"
