@@ -5,12 +5,13 @@
 #   make            library, tools, module and selftests
 #   make demo       boot a VM, modprobe knitk, run the example pool
 #   make check      every test layer; ends with "N passed, M failed"
+#   make stress     the kselftests under a KASAN + lockdep + kmemleak kernel
 #   make deps       install the Debian packages the above need
 
 KVER	?= $(shell tools/kver.sh 2>/dev/null)
 KDIR	?= /lib/modules/$(KVER)/build
 
-.PHONY: all lib tools module selftests check vm-check kunit demo deps clean install
+.PHONY: all lib tools module selftests check vm-check kunit stress demo deps clean install
 
 all: lib tools module selftests
 
@@ -34,6 +35,9 @@ vm-check:
 
 kunit:
 	CHECK_STEPS=kunit tools/check.sh
+
+stress:
+	tools/vm-debug.sh
 
 demo:
 	tools/demo.sh

@@ -17,6 +17,11 @@
 #
 #   VM_TIMEOUT        seconds for the whole boot (default 900)
 #   VM_PROG_TIMEOUT   seconds per program inside the guest (default 300)
+#   VM_KDIR           boot this kbuild output directory's kernel instead
+#                     (tools/vm-debug.sh), the module built against it
+#   VM_KMEMLEAK=1     scan for kernel memory leaks after rmmod (needs
+#                     CONFIG_DEBUG_KMEMLEAK): "ok - vm: kmemleak clean"
+#   VM_WORK           work directory (default build/vm)
 #
 #   tools/vm-check.sh --parse CONSOLE PROG...   re-reads a saved console
 set -eu
@@ -24,7 +29,9 @@ set -eu
 root_dir=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root_dir"
 
-work=$root_dir/build/vm
+work=${VM_WORK:-$root_dir/build/vm}
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
 timeout_s=${VM_TIMEOUT:-900}
 prog_timeout=${VM_PROG_TIMEOUT:-300}
 ksft_out=$work/selftests
@@ -144,7 +151,7 @@ parse_console() {
 	# the console (a panic prints there even with dmesg -n 1).  Timestamps
 	# are dropped so one message read twice is reported once.
 	kmsg=$(dirname "$console")/kmsg.log
-	bad='WARNING:|BUG:|Oops|general protection|Call Trace|refcount_t|list_add corruption|list_del corruption|kernel BUG|blocked for more than|hung_task|Kernel panic|UBSAN:|KASAN:|stack-protector|detected stall|stalls on CPUs'
+	bad='WARNING:|BUG:|Oops|general protection|Call Trace|refcount_t|list_add corruption|list_del corruption|kernel BUG|blocked for more than|hung_task|Kernel panic|UBSAN:|KASAN:|INFO: trying to register non-static key|stack-protector|detected stall|stalls on CPUs'
 	offending=$({
 		[ -f "$kmsg" ] && tr -d '\r' <"$kmsg"
 		awk '
@@ -161,6 +168,20 @@ parse_console() {
 		echo "ok - vm: guest kernel log clean"
 	else
 		fail "guest kernel log clean: no kernel log captured"
+	fi
+
+	# The leak scan of vm.sh -L, when the console has one.
+	if grep -q '^knitk-vm: kmemleak begin' "$console"; then
+		leaks=$(awk '/^knitk-vm: kmemleak begin/ { on = 1; next }
+			/^knitk-vm: kmemleak end/ { on = 0; done = 1 }
+			on { print }
+			END { if (!done) print "no end of the scan" }' "$console")
+		if [ -z "$leaks" ]; then
+			echo "ok - vm: kmemleak clean"
+		else
+			fail "kmemleak clean"
+			printf '%s\n' "$leaks" | head -n 60 | sed 's/^/#   /'
+		fi
 	fi
 
 	case "$vm_rc" in
@@ -190,7 +211,23 @@ fi
 
 # Without the module nothing can run; a broken test program only loses
 # itself (make -k), and is reported as not built below.
-build module make module KNITK_TEST_HOOKS=y || exit 1
+vm_opts=()
+module=$root_dir/kmod/knitk.ko
+if [ -n "${VM_KDIR:-}" ]; then
+	# A copy of the sources, so kmod/ keeps its objects for Debian's kernel.
+	mod_src=$work/module
+	mkdir -p "$mod_src"
+	rsync -a --include='*/' --include='*.[ch]' --include=Kbuild --include=Kconfig \
+		--exclude='*' Kbuild kmod uapi "$mod_src/"
+	build module make -C "$VM_KDIR" M="$mod_src" KNITK_TEST_HOOKS=y modules || exit 1
+	module=$mod_src/kmod/knitk.ko
+	vm_opts+=(-b "$VM_KDIR")
+else
+	build module make module KNITK_TEST_HOOKS=y || exit 1
+fi
+if [ "${VM_KMEMLEAK:-0}" = 1 ]; then
+	vm_opts+=(-L)
+fi
 if [ -f lib/Makefile ]; then
 	build lib make -C lib || true
 fi
@@ -213,7 +250,8 @@ console=$work/console.log
 # Never parse a previous boot's logs.
 rm -f "$console" "$work/kmsg.log"
 set +e
-tools/vm.sh -q -o "$work" -t "$timeout_s" -p "$prog_timeout" "${progs[@]}" >"$work/vm.log" 2>&1
+tools/vm.sh -q -o "$work" -t "$timeout_s" -p "$prog_timeout" -k "$module" \
+	${vm_opts[@]+"${vm_opts[@]}"} "${progs[@]}" >"$work/vm.log" 2>&1
 vm_rc=$?
 set -e
 sed 's/^/# /' "$work/vm.log"

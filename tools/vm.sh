@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Boots Debian's 6.1 kernel in QEMU (TCG) with a busybox initramfs, loads the
+# Boots Debian's 6.1 kernel (or a kernel built out of tree, -b) in QEMU (TCG) with a busybox initramfs, loads the
 # knitk module with modprobe, runs programs in order, unloads the module,
 # dumps the kernel log and powers off.
 #
@@ -12,6 +12,10 @@
 # ARGS are passed through the guest shell, so they may be quoted.
 #
 #   -k KO      module to install as knitk (default: kmod/knitk.ko)
+#   -b DIR     boot the kernel of the kbuild output directory DIR (its
+#              bzImage and release) instead of Debian's; KO must be built
+#              against it, and its dependencies built in
+#   -L         scan for kernel memory leaks (kmemleak) after rmmod
 #   -K         boot without the module
 #   -a FILE    also install FILE under /bin (helpers a program executes)
 #   -t SECS    host-side timeout for the whole boot (default 900)
@@ -26,6 +30,8 @@
 #   knitk-vm: begin NAME          ... program output ...
 #   knitk-vm: end NAME status=N   (N=timeout when -p expired)
 #   knitk-vm: rmmod knitk status=N
+#   knitk-vm: kmemleak begin      ... leak reports (-L) ...
+#   knitk-vm: kmemleak end
 #   knitk-vm: dmesg begin         ... guest kernel log ...
 #   knitk-vm: dmesg end
 #   knitk-vm: poweroff
@@ -41,6 +47,8 @@ timeout_s=900
 prog_timeout=0
 work=$root_dir/build/vm
 quiet=0
+kbuild=
+kmemleak=0
 extras=()
 
 usage() {
@@ -48,9 +56,11 @@ usage() {
 	exit 2
 }
 
-while getopts "k:Ka:t:p:o:qh" opt; do
+while getopts "k:b:LKa:t:p:o:qh" opt; do
 	case "$opt" in
 	k) module=$OPTARG ;;
+	b) kbuild=$OPTARG ;;
+	L) kmemleak=1 ;;
 	K) use_module=0 ;;
 	a) extras+=("$OPTARG") ;;
 	t) timeout_s=$OPTARG ;;
@@ -64,8 +74,16 @@ shift $((OPTIND - 1))
 
 die() { echo "vm.sh: $*" >&2; exit 1; }
 
-kver=$("$root_dir/tools/kver.sh") || die "no Debian 6.1 kernel with headers installed (tools/deps.sh)"
-kernel=/boot/vmlinuz-$kver
+if [ -n "$kbuild" ]; then
+	kernel=$kbuild/arch/x86/boot/bzImage
+	kver=$(cat "$kbuild/include/config/kernel.release") || die "$kbuild: not a built kernel tree"
+	# The lists modprobe reads (modules.builtin...) sit at the tree's top.
+	modlists=$kbuild
+else
+	kver=$("$root_dir/tools/kver.sh") || die "no Debian 6.1 kernel with headers installed (tools/deps.sh)"
+	kernel=/boot/vmlinuz-$kver
+	modlists=/lib/modules/$kver
+fi
 qemu=$(command -v qemu-system-x86_64) || die "qemu-system-x86_64 not installed (tools/deps.sh)"
 busybox=/bin/busybox
 [ -r "$kernel" ] || die "$kernel missing or unreadable (tools/deps.sh)"
@@ -119,10 +137,18 @@ if [ "$use_module" = 1 ]; then
 	cp "$module" "$extra_dir/knitk.ko"
 	# Built-in module lists let modprobe tell built-ins from missing ones.
 	for f in modules.builtin modules.builtin.modinfo modules.order; do
-		[ -f "/lib/modules/$kver/$f" ] && cp "/lib/modules/$kver/$f" "$initrd_root/lib/modules/$kver/"
+		[ -f "$modlists/$f" ] && cp "$modlists/$f" "$initrd_root/lib/modules/$kver/"
 	done
 	# Modules knitk depends on come from the installed image, recursively.
 	pending=$(modinfo -F depends "$module" | tr ',' ' ')
+	if [ -n "$kbuild" ]; then
+		# Such a tree installs no modules: knitk's dependencies are built in.
+		for dep in $pending; do
+			grep -q "/$dep\.ko\$" "$kbuild/modules.builtin" ||
+				die "dependency $dep of knitk is not built into $kbuild"
+		done
+		pending=""
+	fi
 	while [ -n "${pending// /}" ]; do
 		next=""
 		for dep in $pending; do
@@ -181,6 +207,9 @@ run() {
 	echo "knitk-vm: end $name status=$st"
 }
 EOF
+	if [ "$kmemleak" = 1 ]; then
+		echo 'echo clear >/sys/kernel/debug/kmemleak'
+	fi
 	if [ "$use_module" = 1 ]; then
 		echo 'modprobe knitk; echo "knitk-vm: modprobe knitk status=$?"'
 	fi
@@ -197,6 +226,18 @@ EOF
 	done
 	if [ "$use_module" = 1 ]; then
 		echo 'rmmod knitk; echo "knitk-vm: rmmod knitk status=$?"'
+	fi
+	if [ "$kmemleak" = 1 ]; then
+		# kmemleak reports an object once it is 5 s old and a scan found
+		# no reference to it; the boot's own objects were cleared.
+		cat <<'EOF'
+echo "knitk-vm: kmemleak begin"
+echo scan >/sys/kernel/debug/kmemleak
+sleep 6
+echo scan >/sys/kernel/debug/kmemleak
+cat /sys/kernel/debug/kmemleak
+echo "knitk-vm: kmemleak end"
+EOF
 	fi
 	cat <<'EOF'
 echo "knitk-vm: dmesg begin"
