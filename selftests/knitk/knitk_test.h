@@ -446,4 +446,57 @@ static inline int knitk_sysfs_write(const char *path, unsigned long long v)
 	return n == len ? 0 : (n < 0 ? -errno : -EIO);
 }
 
+/* A small knot whose fd joined as the host, and an endpoint as worker 0. */
+static inline int knot_make_host_worker(struct knot *k, int *worker)
+{
+	struct knitk_geometry g;
+
+	knitk_geom_small(&g);
+	if (knot_make(k, &g) ||
+	    knitk_join(k->fd, KNITK_ROLE_HOST, 0, NULL))
+		return -1;
+	*worker = knot_endpoint(k, KNITK_ROLE_WORKER, 0);
+	return *worker < 0 ? -1 : 0;
+}
+
+/*
+ * The module's kick_pause fault-injection knob (kmod/knitk_hooks.c, a
+ * module built with KNITK_TEST_HOOKS=y): write a doorbell to park its
+ * next kick before the seq advance, KNITK_PAUSE_OFF to disarm and let a
+ * parked kick go on; reads KNITK_PAUSE_PARKED while a kick is parked.
+ */
+#define KNITK_KICK_PAUSE	"/sys/kernel/debug/knitk/kick_pause"
+#define KNITK_PAUSE_OFF		KNITK_NR_DOORBELLS
+#define KNITK_PAUSE_PARKED	2
+
+/* Arm the knob on doorbell @d; a module without it is a failure. */
+static inline int knitk_pause_arm(unsigned int d)
+{
+	if (access(KNITK_KICK_PAUSE, F_OK))
+		fprintf(stderr, "# %s absent: build the module with KNITK_TEST_HOOKS=y\n",
+			KNITK_KICK_PAUSE);
+	return knitk_sysfs_write(KNITK_KICK_PAUSE, d);
+}
+
+/* Disarm the knob (and release a parked kick) if the module has it. */
+static inline void knitk_pause_off(void)
+{
+	if (access(KNITK_KICK_PAUSE, F_OK) == 0)
+		knitk_sysfs_write(KNITK_KICK_PAUSE, KNITK_PAUSE_OFF);
+}
+
+/* Until a kick is parked; negative errno if the knob cannot be read. */
+static inline int knitk_pause_wait_parked(void)
+{
+	unsigned long long v;
+	int ret;
+
+	for (;;) {
+		ret = knitk_sysfs_read(KNITK_KICK_PAUSE, &v);
+		if (ret || v == KNITK_PAUSE_PARKED)
+			return ret;
+		usleep(1000);
+	}
+}
+
 #endif /* KNITK_TEST_H */

@@ -16,9 +16,6 @@
 #include "knitk_test.h"
 
 #define HOST		KNITK_DOORBELL_HOST
-#define KICK_PAUSE	"/sys/kernel/debug/knitk/kick_pause"
-#define PAUSE_OFF	KNITK_NR_DOORBELLS	/* written: disarm, release */
-#define PAUSE_PARKED	2			/* read: a kick is parked */
 
 FIXTURE(lspur) {
 	struct knitk_knot *host, *worker;
@@ -43,8 +40,7 @@ FIXTURE_SETUP(lspur)
 FIXTURE_TEARDOWN(lspur)
 {
 	/* Never leave a kick parked or the knob armed for the next test. */
-	if (access(KICK_PAUSE, F_OK) == 0)
-		knitk_sysfs_write(KICK_PAUSE, PAUSE_OFF);
+	knitk_pause_off();
 	if (self->worker)
 		knitk_knot_destroy(self->worker);
 	if (self->host)
@@ -83,19 +79,6 @@ static void *parker_run(void *arg)
 	return NULL;
 }
 
-static int pause_wait_parked(void)
-{
-	unsigned long long v;
-	int ret;
-
-	for (;;) {
-		ret = knitk_sysfs_read(KICK_PAUSE, &v);
-		if (ret || v == PAUSE_PARKED)
-			return ret;
-		usleep(1000);
-	}
-}
-
 /*
  * Start @event on @ev; once its kick of the host doorbell is parked, run
  * @in_window, park the host until the kick, released once the host sleeps
@@ -111,17 +94,14 @@ static void park_across(struct __test_metadata *_metadata,
 	struct actor p = { .knot = self->host };
 	struct knitk_doorbell_stats ks;
 
-	if (access(KICK_PAUSE, F_OK))
-		TH_LOG("%s absent: build the module with KNITK_TEST_HOOKS=y",
-		       KICK_PAUSE);
-	ASSERT_EQ(0, knitk_sysfs_write(KICK_PAUSE, HOST));
+	ASSERT_EQ(0, knitk_pause_arm(HOST));
 	ASSERT_EQ(0, pthread_create(&ev->thread, NULL, event, ev));
-	ASSERT_EQ(0, pause_wait_parked());
+	ASSERT_EQ(0, knitk_pause_wait_parked());
 	if (in_window)
 		in_window(_metadata, self);
 	ASSERT_EQ(0, pthread_create(&p.thread, NULL, parker_run, &p));
 	ASSERT_EQ(0, knitk_wait_asleep(knitk_knot_fd(self->host), HOST, 1));
-	ASSERT_EQ(0, knitk_sysfs_write(KICK_PAUSE, PAUSE_OFF));
+	ASSERT_EQ(0, knitk_sysfs_write(KNITK_KICK_PAUSE, KNITK_PAUSE_OFF));
 	ASSERT_EQ(0, pthread_join(ev->thread, NULL));
 	ASSERT_EQ(0, pthread_join(p.thread, NULL));
 

@@ -38,15 +38,9 @@ FIXTURE(knot_poll) {
 
 FIXTURE_SETUP(knot_poll)
 {
-	struct knitk_geometry g;
-
 	KNITK_REQUIRE_DEV();
 	self->worker = -1;
-	knitk_geom_small(&g);
-	ASSERT_EQ(0, knot_make(&self->k, &g));
-	ASSERT_EQ(0, knitk_join(self->k.fd, KNITK_ROLE_HOST, 0, NULL));
-	self->worker = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
-	ASSERT_LE(0, self->worker);
+	ASSERT_EQ(0, knot_make_host_worker(&self->k, &self->worker));
 }
 
 FIXTURE_TEARDOWN(knot_poll)

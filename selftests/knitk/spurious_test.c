@@ -16,9 +16,6 @@
 
 #define HOST		KNITK_DOORBELL_HOST
 #define HOST_BIT	(1ULL << HOST)
-#define KICK_PAUSE	"/sys/kernel/debug/knitk/kick_pause"
-#define PAUSE_OFF	KNITK_NR_DOORBELLS	/* written: disarm, release */
-#define PAUSE_PARKED	2			/* read: a kick is parked */
 
 FIXTURE(spur) {
 	struct knot k;
@@ -27,47 +24,18 @@ FIXTURE(spur) {
 
 FIXTURE_SETUP(spur)
 {
-	struct knitk_geometry g;
-
 	KNITK_REQUIRE_DEV();
 	self->worker = -1;
-	knitk_geom_small(&g);
-	ASSERT_EQ(0, knot_make(&self->k, &g));
-	ASSERT_EQ(0, knitk_join(self->k.fd, KNITK_ROLE_HOST, 0, NULL));
-	self->worker = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
-	ASSERT_LE(0, self->worker);
+	ASSERT_EQ(0, knot_make_host_worker(&self->k, &self->worker));
 }
 
 FIXTURE_TEARDOWN(spur)
 {
 	/* Never leave a kick parked or the knob armed for the next test. */
-	if (access(KICK_PAUSE, F_OK) == 0)
-		knitk_sysfs_write(KICK_PAUSE, PAUSE_OFF);
+	knitk_pause_off();
 	if (self->worker >= 0)
 		close(self->worker);
 	knot_close(&self->k);
-}
-
-/* Arm the knob on doorbell d; a module without the hooks fails the test. */
-static void pause_arm(struct __test_metadata *_metadata, unsigned int d)
-{
-	if (access(KICK_PAUSE, F_OK))
-		TH_LOG("%s absent: build the module with KNITK_TEST_HOOKS=y",
-		       KICK_PAUSE);
-	ASSERT_EQ(0, knitk_sysfs_write(KICK_PAUSE, d));
-}
-
-static int pause_wait_parked(void)
-{
-	unsigned long long v;
-	int ret;
-
-	for (;;) {
-		ret = knitk_sysfs_read(KICK_PAUSE, &v);
-		if (ret || v == PAUSE_PARKED)
-			return ret;
-		usleep(1000);
-	}
 }
 
 struct actor {
@@ -114,15 +82,15 @@ static void wait_across_parked_event(struct __test_metadata *_metadata,
 	struct actor ev = { .fd = event_fd }, w = { .fd = self->k.fd };
 	struct knitk_doorbell_stats st;
 
-	pause_arm(_metadata, HOST);
+	ASSERT_EQ(0, knitk_pause_arm(HOST));
 	ASSERT_EQ(0, pthread_create(&ev.thread, NULL, event, &ev));
-	ASSERT_EQ(0, pause_wait_parked());
+	ASSERT_EQ(0, knitk_pause_wait_parked());
 
 	w.expected = knitk_doorbell_seq(db);
 	knitk_doorbell_sleeping(db, 1);
 	ASSERT_EQ(0, pthread_create(&w.thread, NULL, waiter_run, &w));
 	ASSERT_EQ(0, knitk_wait_asleep(self->k.fd, HOST, 1));
-	ASSERT_EQ(0, knitk_sysfs_write(KICK_PAUSE, PAUSE_OFF));
+	ASSERT_EQ(0, knitk_sysfs_write(KNITK_KICK_PAUSE, KNITK_PAUSE_OFF));
 	ASSERT_EQ(0, pthread_join(ev.thread, NULL));
 	ASSERT_EQ(0, pthread_join(w.thread, NULL));
 	knitk_doorbell_sleeping(db, 0);
