@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
- * Doorbells: sleep and wake without lost wakeups (rules 4 and 5).
+ * Doorbells: sleep and wake without lost wakeups (docs/protocol.md S1-S6, H1).
  *
  * Waiter (the owner of doorbell d):
  *   seq := load(d.seq); d.sleeping := nonce (seq_cst);

@@ -57,7 +57,7 @@ struct knitk_backend_ops {
 	int (*attach)(struct knitk_knot *k, int fd);
 	/* Take the role; returns the generation. */
 	int (*join)(struct knitk_knot *k, unsigned int role, unsigned int worker);
-	/* Sleep on the own doorbell while seq == @seq (rule 4). */
+	/* Sleep on the own doorbell while seq == @seq (docs/protocol.md S1). */
 	int (*wait)(struct knitk_knot *k, uint32_t seq, uint64_t deadline_ns);
 	/*
 	 * Ring the doorbells of @mask, whose sleeping flags were seen set;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
- * The lane protocol of a mailbox (rules 1 and 2 of the design).
+ * The lane protocol of a mailbox (docs/protocol.md L1-L6).
  *
  * Lane L is free when bit L of the pub word and of the effective ack word
  * agree, pending when they differ.  The producer is the only writer of the
@@ -165,7 +165,7 @@ KNITK_EXPORT int knitk_lane_claim(struct knitk_producer *producer)
 		return -EINVAL;
 	busy = (p->pub ^ p->ack_cache) | p->claimed;
 	if (busy == ~0ULL) {
-		/* Rule 2: refresh the cached ack only on apparent exhaustion. */
+		/* L3: refresh the cached ack only on apparent exhaustion. */
 		p->ack_cache = producer_load_ack(p);
 		busy = (p->pub ^ p->ack_cache) | p->claimed;
 		if (busy == ~0ULL)
@@ -437,7 +437,7 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 	if (!consumer || !pending)
 		return -EINVAL;
 	/*
-	 * Rule 2: never cache pub.  Acquire pairs with the release store
+	 * L4: never cache pub.  Acquire pairs with the release store
 	 * in lane_publish_mask: header and payload are visible.
 	 */
 	pub = atomic_load_explicit(A64(&consumer->sector->pub),

@@ -2,7 +2,7 @@
 /*
  * lane.pml - the mailbox lane protocol and the arena free word.
  *
- * One mailbox, one producer, one consumer (design rules 1-3).
+ * One mailbox, one producer, one consumer (docs/protocol.md L1-L4, A1-A2).
  *
  *  - The producer owns the pub word.  It keeps a private copy (my_pub) and a
  *    cached copy of the ack word (shadow_ack) that it refreshes only when its

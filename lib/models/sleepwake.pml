@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * sleepwake.pml - the doorbell sleep/wake protocol (design rules 4 and 5).
+ * sleepwake.pml - the doorbell sleep/wake protocol
+ * (docs/protocol.md S1-S4, H1).
  *
  * One waiter consumes MBOXES mailboxes (the host over the return mailboxes
- * of its workers, rule 5; a worker has one).  Each mailbox has its own
+ * of its workers, H1; a worker has one).  Each mailbox has its own
  * producer, a waker, that publishes ITEMS messages.  A mailbox is reduced to
  * its pub and ack words (counters here: pending while they differ).  The
  * waiter's doorbell is a sequence word plus a sleeping flag.
@@ -145,7 +146,7 @@ proctype waker(byte w)
 		if
 		:: flag ->
 			/*
-			 * notify, with the filter of rule 4: deliver only
+			 * notify, with the filter of S4: deliver only
 			 * to a sleeper that has work in some mailbox.
 			 */
 			k = 0;

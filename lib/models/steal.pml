@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * steal.pml - region claims on a shared submit mailbox (design rule 6).
+ * steal.pml - region claims on a shared submit mailbox
+ * (docs/protocol.md T2-T3).
  *
  * One producer (the host) publishes MSGS messages into the LANES lanes of
  * the submit mailbox.  CLAIMANTS workers take them by regions of G lanes.

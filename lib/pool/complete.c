@@ -5,8 +5,8 @@
  * (pool->draining, under pool->lock, which also orders the hand-over of
  * the role's unlocked state: the consumers, death_seq, the host knot's
  * doorbell nonce).  Only the holder parks on the host doorbell: one park
- * covers every return mailbox (rule 5), and a worker's death rings it too
- * (death_seq).
+ * covers every return mailbox (docs/protocol.md H1), and a worker's death
+ * rings it too (death_seq).
  *
  * Leader/follower (whenever the backend can kick: futex, or a module with
  * KNITK_FEATURE_KICK): a thread waiting for a result takes the role when
@@ -20,16 +20,17 @@
  * than KNITK_FEATURE_KICK) a parked host wakes only for work or a death:
  * there the completer keeps the role and waiters sleep on pool->cond.
  *
- * A death of worker w (rule 7): stop dispatching to w; cycle every slot lock
- * so no submitter is between its liveness check and its publish; take the
- * results w published before it died; complete every call still held by w
- * with -EOWNERDEAD and free its entries (no task id leaks); then reset w's
- * request mailboxes by acknowledging every pending lane as a stand-in
- * consumer (their calls have completed; this frees their arena slots), and,
- * with KNITK_POOL_RESPAWN, start a new process as worker w.  The new worker
- * builds its consumers from the shared ack and free words we left, and its
- * producer from a return mailbox we have fully drained: half-consumed lanes
- * of the dead worker are neither lost (their calls completed) nor run twice.
+ * A death of worker w (docs/protocol.md C3, C4): stop dispatching to w;
+ * cycle every slot lock so no submitter is between its liveness check and
+ * its publish; take the results w published before it died; complete every
+ * call still held by w with -EOWNERDEAD and free its entries (no task id
+ * leaks); then reset w's request mailboxes by acknowledging every pending
+ * lane as a stand-in consumer (their calls have completed; this frees their
+ * arena slots), and, with KNITK_POOL_RESPAWN, start a new process as worker
+ * w.  The new worker builds its consumers from the shared ack and free words
+ * we left, and its producer from a return mailbox we have fully drained:
+ * half-consumed lanes of the dead worker are neither lost (their calls
+ * completed) nor run twice.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -183,7 +183,7 @@ static void slots_exhausted_is_backpressure(void)
 }
 
 /*
- * knitting's aliasing bug (reference 3.5): every slot index tracked, a
+ * knitting's aliasing bug (docs/protocol.md A3): every slot index tracked, a
  * partial free, then the same size again.  The allocation must succeed and
  * not overlap anything live.
  */
@@ -214,7 +214,7 @@ static void regression_exact_size_reuse_all_tracked(void)
 }
 
 /*
- * The 0.1.61 bug (reference 2.7a): the producer rolls back slot s and
+ * The 0.1.61 bug (docs/protocol.md A1): the producer rolls back slot s and
  * reallocates it, then the consumer frees t.  With blind stores of private
  * copies the consumer's store reverted s; here s must stay live.
  */

@@ -160,7 +160,7 @@ static void ring_wakes_parked_worker(void)
 	fx_fini(&f);
 }
 
-/* Rule 5: one host wait covers every return mailbox. */
+/* docs/protocol.md H1: one host wait covers every return mailbox. */
 static void host_waits_on_all_return_mailboxes(void)
 {
 	struct knitk_wake_stats st = { .size = sizeof(st) };

@@ -183,10 +183,10 @@ static void full_mailbox_is_backpressure(void)
 }
 
 /*
- * Rule 2: the producer works from its cached ack word until its view is
- * full.  With lanes 35 and 50 acked it refreshes (full) and takes 35; then
- * lane 40 is acked, but the cached view still offers 50, which it takes
- * before refreshing again and finding 40.
+ * docs/protocol.md L3: the producer works from its cached ack word until
+ * its view is full.  With lanes 35 and 50 acked it refreshes (full) and
+ * takes 35; then lane 40 is acked, but the cached view still offers 50,
+ * which it takes before refreshing again and finding 40.
  */
 static void cached_ack_refreshed_on_exhaustion(void)
 {
