@@ -32,8 +32,9 @@ cd "$root_dir"
 work=${VM_WORK:-$root_dir/build/vm}
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
-timeout_s=${VM_TIMEOUT:-900}
-prog_timeout=${VM_PROG_TIMEOUT:-300}
+# Hang guards, not speed limits: a TCG guest on a loaded machine is slow.
+timeout_s=${VM_TIMEOUT:-2700}
+prog_timeout=${VM_PROG_TIMEOUT:-900}
 ksft_out=$work/selftests
 tools_out=$root_dir/build/tools
 mkdir -p "$work" "$ksft_out"

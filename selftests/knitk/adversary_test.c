@@ -19,7 +19,7 @@
 #include <sys/resource.h>
 #include <linux/userfaultfd.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_test.h"
 
@@ -547,12 +547,12 @@ static void join_close_race(struct __test_metadata *_metadata,
 	EXPECT_EQ(0U, stuck);
 }
 
-TEST_F_TIMEOUT(adv, join_close_poll_race, 240)
+TEST_F(adv, join_close_poll_race)
 {
 	join_close_race(_metadata, self, 0);
 }
 
-TEST_F_TIMEOUT(adv, join_close_poll_race_mapped, 240)
+TEST_F(adv, join_close_poll_race_mapped)
 {
 	join_close_race(_metadata, self, 1);
 }
@@ -715,7 +715,7 @@ static void *storm_run(void *arg)
  * wait restarts with its absolute deadline, so it ends at that deadline
  * with -ETIMEDOUT (a deadline re-armed on every restart would never end).
  */
-TEST_F_TIMEOUT(adv, signal_storm_restart_keeps_deadline, 120)
+TEST_F(adv, signal_storm_restart_keeps_deadline)
 {
 	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
 	struct knitk_doorbell_stats st;
@@ -750,7 +750,7 @@ TEST_F_TIMEOUT(adv, signal_storm_restart_keeps_deadline, 120)
  * retries with the same absolute deadline reaches it.  No signal is a
  * spurious wake, and the interrupts are counted.
  */
-TEST_F_TIMEOUT(adv, signal_storm_eintr_retry_reaches_deadline, 120)
+TEST_F(adv, signal_storm_eintr_retry_reaches_deadline)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct knitk_doorbell_stats st;
@@ -1191,7 +1191,7 @@ static void *slot_race_run(void *arg)
 }
 
 /* Endpoints racing for one slot: exactly one wins, every round. */
-TEST_F_TIMEOUT(adv, join_same_slot_race_one_winner, 240)
+TEST_F(adv, join_same_slot_race_one_winner)
 {
 	const struct knitk_control *ctl = self->k.ctl;
 	unsigned int round;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "../../lib/tests/stress.h"
 
 #define STRESS_N	100000
@@ -79,12 +79,12 @@ static void stress_case(struct __test_metadata *_metadata, const char *mode,
 	stress_report(_metadata, mode, &r);
 }
 
-TEST_F_TIMEOUT(stress, threads, 280)
+TEST_F(stress, threads)
 {
 	stress_case(_metadata, "threads", 0);
 }
 
-TEST_F_TIMEOUT(stress, processes, 280)
+TEST_F(stress, processes)
 {
 	stress_case(_metadata, "processes", 1);
 }

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_pool.h"
 
@@ -309,13 +309,13 @@ FIXTURE_TEARDOWN(storm)
 {
 }
 
-TEST_F_TIMEOUT(storm, kill_storm, 900)
+TEST_F(storm, kill_storm)
 {
 	REQUIRE_KNITK();
 	storm_kmod(_metadata, 3, 40);
 }
 
-TEST_F_TIMEOUT(storm, kill_storm_one, 900)
+TEST_F(storm, kill_storm_one)
 {
 	REQUIRE_KNITK();
 	storm_kmod(_metadata, 1, 15);
