@@ -8,8 +8,16 @@
 #   make stress     the kselftests under a KASAN + lockdep + kmemleak kernel
 #   make deps       install the Debian packages the above need
 
-KVER	?= $(shell tools/kver.sh 2>/dev/null)
-KDIR	?= /lib/modules/$(KVER)/build
+# The kernel to build the module for: KDIR, else /lib/modules/$(KVER)/build,
+# else the one tools/kver.sh --build picks (the running kernel, or Debian's
+# 6.1 image the VM boots); its message names what to install when neither
+# has headers.  Resolved in the recipes, so targets without the module never
+# look for a kernel.
+KVER	?=
+KDIR	?=
+kdir	= $(or $(KDIR),$(if $(KVER),/lib/modules/$(KVER)/build))
+kdir_sh	= kdir='$(kdir)'; [ -n "$$kdir" ] || { kver=$$(tools/kver.sh --build) && \
+	  kdir=/lib/modules/$$kver/build; } || exit 1
 
 .PHONY: all lib tools module selftests check vm-check kunit stress demo deps clean install
 
@@ -22,7 +30,8 @@ tools: lib
 	$(MAKE) -C tools
 
 module:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+	+@$(kdir_sh); echo "make module: building for $$kdir"; \
+	$(MAKE) -C "$$kdir" M=$(CURDIR) modules
 
 selftests: lib
 	$(MAKE) -C selftests/knitk
@@ -52,5 +61,5 @@ clean:
 	$(MAKE) -C lib clean
 	$(MAKE) -C tools clean
 	$(MAKE) -C selftests/knitk clean
-	-$(MAKE) -C $(KDIR) M=$(CURDIR) clean
+	+-@$(kdir_sh); $(MAKE) -C "$$kdir" M=$(CURDIR) clean
 	rm -rf build

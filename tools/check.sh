@@ -11,13 +11,14 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
-steps_all="host models kmod vm kunit"
+steps_all="pkg host models kmod vm kunit"
 steps=${CHECK_STEPS:-$steps_all}
 log_dir=${CHECK_LOG_DIR:-build/check}
 mkdir -p "$log_dir"
 
 step_cmd() {
 	case "$1" in
+	pkg)	echo "tools/pkg-check.sh" ;;
 	host)	echo "make -s -C lib check" ;;
 	models)	echo "make -s -C lib/models check" ;;
 	kmod)	echo "tools/kmod-check.sh" ;;

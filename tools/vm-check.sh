@@ -223,7 +223,10 @@ if [ -n "${VM_KDIR:-}" ]; then
 	module=$mod_src/kmod/knitk.ko
 	vm_opts+=(-b "$VM_KDIR")
 else
-	build module make module KNITK_TEST_HOOKS=y || exit 1
+	# The kernel the guest boots, whatever `make module` would pick here.
+	kver=$(tools/kver.sh 2>"$work/kver.log") ||
+		{ fail "build module: $(cat "$work/kver.log")"; exit 1; }
+	build module make module KVER="$kver" KNITK_TEST_HOOKS=y || exit 1
 fi
 if [ "${VM_KMEMLEAK:-0}" = 1 ]; then
 	vm_opts+=(-L)
