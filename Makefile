@@ -7,6 +7,9 @@
 #   make check      every test layer; ends with "N passed, M failed"
 #   make stress     the kselftests under a KASAN + lockdep + kmemleak kernel
 #   make deps       install the Debian packages the above need
+#   make install    library, headers, knitk.pc, knitk-bench, man pages, udev
+#                   rule (PREFIX=/usr/local, DESTDIR, LIBDIR, ...: below)
+#   make uninstall  removes exactly what make install put there
 
 # The kernel to build the module for: KDIR, else /lib/modules/$(KVER)/build,
 # else the one tools/kver.sh --build picks (the running kernel, or Debian's
@@ -19,7 +22,22 @@ kdir	= $(or $(KDIR),$(if $(KVER),/lib/modules/$(KVER)/build))
 kdir_sh	= kdir='$(kdir)'; [ -n "$$kdir" ] || { kver=$$(tools/kver.sh --build) && \
 	  kdir=/lib/modules/$$kver/build; } || exit 1
 
-.PHONY: all lib tools module selftests check vm-check kunit stress demo deps clean install
+# Install directories; LIBDIR is multiarch (e.g. lib/x86_64-linux-gnu).
+PREFIX		?= /usr/local
+MULTIARCH	:= $(or $(shell $(CC) -print-multiarch 2>/dev/null),\
+		   $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null))
+LIBDIR		?= $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
+INCDIR		?= $(PREFIX)/include
+BINDIR		?= $(PREFIX)/bin
+MANDIR		?= $(PREFIX)/share/man
+DOCDIR		?= $(PREFIX)/share/doc/knitk
+UDEVRULESDIR	?= $(PREFIX)/lib/udev/rules.d
+INSTALL_VARS	= DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' LIBDIR='$(LIBDIR)' \
+		  INCDIR='$(INCDIR)' BINDIR='$(BINDIR)' MANDIR='$(MANDIR)' \
+		  DOCDIR='$(DOCDIR)' UDEVRULESDIR='$(UDEVRULESDIR)'
+
+.PHONY: all lib tools module selftests check vm-check kunit stress demo deps clean \
+	install uninstall
 
 all: lib tools module selftests
 
@@ -55,7 +73,11 @@ deps:
 	tools/deps.sh
 
 install: lib
-	$(MAKE) -C lib install
+	$(MAKE) -C tools knitk-bench
+	$(INSTALL_VARS) tools/install.sh install
+
+uninstall:
+	$(INSTALL_VARS) tools/install.sh uninstall
 
 clean:
 	$(MAKE) -C lib clean
