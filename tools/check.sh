@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
-steps_all="pkg host models kmod vm kunit"
+steps_all="pkg host models kmod vm dkms kunit"
 steps=${CHECK_STEPS:-$steps_all}
 log_dir=${CHECK_LOG_DIR:-build/check}
 mkdir -p "$log_dir"
@@ -23,6 +23,7 @@ step_cmd() {
 	models)	echo "make -s -C lib/models check" ;;
 	kmod)	echo "tools/kmod-check.sh" ;;
 	vm)	echo "tools/vm-check.sh" ;;
+	dkms)	echo "tools/dkms-check.sh" ;;
 	kunit)	echo "tools/kunit.sh" ;;
 	*)	return 1 ;;
 	esac
