@@ -5,6 +5,9 @@
 # test runs, as flat TAP lines:
 #   ok - pkg: licence: ID          LICENSES/ holds the text of every SPDX id
 #   ok - pkg: kver: ...            which kernel `make module` picks
+#   ok - pkg: selftests: ...       standalone build from a clean copy of the
+#                                  tracked files; without /dev/knitk every
+#                                  program exits KSFT_SKIP, run_tests: # SKIP
 #   ok - pkg: man: ...             mandoc -T lint, a page per public function
 # (make install/uninstall: lib/tests/check_install.sh; DKMS: tools/dkms-check.sh.)
 set -u
@@ -52,6 +55,38 @@ if [ "$rc" -ne 0 ] && grep -q "install linux-headers-$running" "$t/none.out" &&
 else
 	sed 's/^/# /' "$t/none.out"
 	not_ok "kver: with no kernel headers make module stops naming the packages to install (exit $rc)"
+fi
+
+# The kselftests from a fresh clone: the files git sees (tracked or
+# not, nothing ignored, so nothing built).
+mkdir -p "$t/clone"
+git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$t/clone"
+if make -s -C "$t/clone/selftests/knitk" >"$t/ksft-build.log" 2>&1; then
+	ok "selftests: make -C selftests/knitk builds in a fresh clone (libknitk.a included)"
+	if [ -e /dev/knitk ]; then
+		ok "selftests: run_tests without /dev/knitk prints # SKIP # SKIP /dev/knitk present here"
+	else
+		make -s -C "$t/clone/selftests/knitk" run_tests >"$t/ksft-run.log" 2>&1
+		n=$(make -s -C "$t/clone/selftests/knitk" list | wc -l)
+		skips=$(grep -c '^ok [0-9]* selftests: knitk: [a-z_]* # SKIP$' "$t/ksft-run.log")
+		if [ "$n" -gt 0 ] && [ "$skips" -eq "$n" ]; then
+			ok "selftests: without /dev/knitk each of the $n programs exits KSFT_SKIP, run_tests prints # SKIP"
+		else
+			grep -E '^(not )?ok ' "$t/ksft-run.log" | sed 's/^/# /'
+			not_ok "selftests: without /dev/knitk each program exits KSFT_SKIP ($skips of $n # SKIP)"
+		fi
+		make -s -C "$t/clone/selftests/knitk" install INSTALL_PATH="$t/ksft-inst" >/dev/null 2>&1
+		missing=$(for p in $(make -s -C "$t/clone/selftests/knitk" list) config settings; do
+			[ -e "$t/ksft-inst/$p" ] || echo "$p"; done)
+		if [ -z "$missing" ]; then
+			ok "selftests: make install INSTALL_PATH= installs every program, config and settings"
+		else
+			not_ok "selftests: make install INSTALL_PATH= misses" $missing
+		fi
+	fi
+else
+	tail -n 30 "$t/ksft-build.log" | sed 's/^/# /'
+	not_ok "selftests: make -C selftests/knitk builds in a fresh clone (libknitk.a included)"
 fi
 
 exit "$failed"
