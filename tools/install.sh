@@ -21,9 +21,10 @@ version=$(cat VERSION)
 soname=libknitk.so.0
 build=build
 
-# manifest: "MODE SOURCE DEST" per file, "link TARGET DEST" per symlink.
+# manifest: "MODE SOURCE DEST" per file, "link TARGET DEST" per symlink,
+# "so PAGE DEST" per man page that sources another (.so PAGE).
 manifest() {
-	local f sec
+	local f sec page name
 	echo "755 $build/lib/libknitk.so.$version $LIBDIR/libknitk.so.$version"
 	echo "link libknitk.so.$version $LIBDIR/$soname"
 	echo "link $soname $LIBDIR/libknitk.so"
@@ -37,6 +38,10 @@ manifest() {
 	for f in man/*.[1-8]; do
 		sec=${f##*.}
 		echo "644 $f $MANDIR/man$sec/${f##*/}"
+	done
+	# Each function of a grouped page gets its own name.
+	tools/man-names.sh | while read -r page name; do
+		[ "$name.3" = "$page" ] || echo "so man3/$page $MANDIR/man3/$name.3"
 	done
 	echo "644 packaging/60-knitk.rules $UDEVRULESDIR/60-knitk.rules"
 	echo "644 packaging/modules-load.d/knitk.conf $DOCDIR/examples/modules-load.d/knitk.conf"
@@ -74,6 +79,10 @@ install)
 		if [ "$mode" = link ]; then
 			install -d "$DESTDIR${dst%/*}"
 			ln -sfn "$src" "$DESTDIR$dst"
+		elif [ "$mode" = so ]; then
+			install -d "$DESTDIR${dst%/*}"
+			echo ".so $src" >"$DESTDIR$dst"
+			chmod 644 "$DESTDIR$dst"
 		else
 			install -D -m "$mode" "$src" "$DESTDIR$dst"
 		fi

@@ -8,7 +8,8 @@
 #   ok - pkg: selftests: ...       standalone build from a clean copy of the
 #                                  tracked files; without /dev/knitk every
 #                                  program exits KSFT_SKIP, run_tests: # SKIP
-#   ok - pkg: man: ...             mandoc -T lint, a page per public function
+#   ok - pkg: man: ...             mandoc -T lint, a page per public function,
+#                                  references that resolve
 # (make install/uninstall: lib/tests/check_install.sh; DKMS: tools/dkms-check.sh.)
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -55,6 +56,46 @@ if [ "$rc" -ne 0 ] && grep -q "install linux-headers-$running" "$t/none.out" &&
 else
 	sed 's/^/# /' "$t/none.out"
 	not_ok "kver: with no kernel headers make module stops naming the packages to install (exit $rc)"
+fi
+
+# Man pages: mandoc's lint (style included) on each; every public function
+# of the installed headers named by a page; every page named is one.
+command -v mandoc >/dev/null || not_ok "man: mandoc not installed (tools/deps.sh)"
+for page in man/*.[1-8]; do
+	if out=$(mandoc -T lint "$page" 2>&1) && [ -z "$out" ]; then
+		ok "man: mandoc -T lint $page"
+	else
+		printf '%s\n' "$out" | sed 's/^/# /'
+		not_ok "man: mandoc -T lint $page"
+	fi
+done
+sed -n 's/^[a-z].*[ *]\(knitk_[a-z0-9_]*\)(.*/\1/p' lib/include/*.h | sort -u >"$t/functions"
+tools/man-names.sh | awk '{ print $2 }' | sort >"$t/named"
+missing=$(comm -23 "$t/functions" "$t/named")
+if [ -s "$t/functions" ] && [ -z "$missing" ]; then
+	ok "man: each of the $(wc -l <"$t/functions") functions of lib/include/*.h has a page"
+else
+	printf '# no page: %s\n' $missing
+	not_ok "man: each function of lib/include/*.h has a page"
+fi
+stale=$(comm -13 "$t/functions" <(sort -u "$t/named"))
+if [ -z "$stale" ]; then
+	ok "man: every name of a section 3 page is a public function"
+else
+	printf '# not a function: %s\n' $stale
+	not_ok "man: every name of a section 3 page is a public function"
+fi
+# Cross references to knitk's own pages resolve to a page or a name.
+{ ls man | sed 's/\.\([1-8]\)$/ \1/'; tools/man-names.sh | awk '{ print $2, 3 }'; } |
+	sort -u >"$t/pages"
+grep -ho '^\.BR knitk[a-z_-]* ([1-8])' man/* | sed 's/^\.BR //; s/ (\(.\))/ \1/' |
+	sort -u >"$t/refs"
+dangling=$(comm -23 "$t/refs" "$t/pages")
+if [ -z "$dangling" ]; then
+	ok "man: every reference to a knitk page resolves"
+else
+	printf '# dangling: %s\n' "$dangling"
+	not_ok "man: every reference to a knitk page resolves"
 fi
 
 # The kselftests from a fresh clone: the files git sees (tracked or

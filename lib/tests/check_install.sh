@@ -59,6 +59,9 @@ L=usr/lib/$ma
 	for f in "$top"/man/*.[1-8]; do
 		echo "644 usr/share/man/man${f##*.}/${f##*/}"
 	done
+	(cd "$top" && tools/man-names.sh) | while read -r page name; do
+		[ "$name.3" = "$page" ] || echo "644 usr/share/man/man3/$name.3"
+	done
 	echo "644 usr/lib/udev/rules.d/60-knitk.rules"
 	echo "644 usr/share/doc/knitk/examples/modules-load.d/knitk.conf"
 	for f in "$top"/LICENSES/*; do echo "644 usr/share/doc/knitk/LICENSES/${f##*/}"; done
@@ -73,6 +76,12 @@ if ! diff "$t/want" "$t/got" >"$t/diff"; then
 	fail "want vs installed:"; sed 's/^/#   /' "$t/diff"
 fi
 [ "$(wc -l <"$t/want")" -gt 15 ] || fail "suspiciously few files expected"
+# A function of a grouped page: its own name sources the page.
+while read -r page name; do
+	[ "$name.3" = "$page" ] && continue
+	got=$(cat "$root/usr/share/man/man3/$name.3" 2>/dev/null)
+	[ "$got" = ".so man3/$page" ] || fail "man3/$name.3: '$got', not .so man3/$page"
+done < <(cd "$top" && tools/man-names.sh)
 soname=$(readelf -d "$root/$L/$so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = "$SONAME" ] || fail "soname: $soname"
 result "every file, link and mode of the installed tree, soname $SONAME"
