@@ -24,11 +24,12 @@ check() {	# check NAME CMD...: ok when CMD succeeds
 	if "$@"; then ok "$name"; else not_ok "$name"; fi
 }
 
-# Licences: each identifier of an SPDX expression ("A OR B", "A WITH E")
-# needs its text; "-or-later" is the same text as the version it names.
-ids=$(git ls-files -z | xargs -0 grep -h -o 'SPDX-License-Identifier: .*' 2>/dev/null |
-	sed 's/^SPDX-License-Identifier: *//; s/ *\*\/.*$//; s/[()]//g' |
-	tr ' ' '\n' | grep -v -x -E 'OR|AND|WITH|' |
+# Licences: each identifier of the SPDX expression in a file's first lines
+# ("A OR B", "A WITH E") needs its text; "-or-later" is the same text as the
+# version it names.
+ids=$(git ls-files -z | xargs -0 awk 'FNR <= 3 && /SPDX-License-Identifier:/ {
+		sub(/.*SPDX-License-Identifier: */, ""); sub(/ *\*\/.*$/, ""); print }' |
+	tr -d '()' | tr ' ' '\n' | grep -v -x -E 'OR|AND|WITH|' |
 	sed 's/-or-later$//; s/-only$//; s/+$//' | sort -u)
 [ -n "$ids" ] || not_ok "licence: no SPDX line found"
 for id in $ids; do
@@ -39,7 +40,7 @@ done
 running=$(uname -r)
 mkdir -p "$t/mods/6.1.0-9-amd64/build" "$t/boot" "$t/none/mods" "$t/none/boot"
 touch "$t/boot/vmlinuz-6.1.0-9-amd64"
-kver() { KNITK_KVER= KNITK_MODULES_DIR=$1 KNITK_BOOT_DIR=$2 tools/kver.sh "${@:3}" 2>/dev/null; }
+kver() { KNITK_KVER='' KNITK_MODULES_DIR=$1 KNITK_BOOT_DIR=$2 tools/kver.sh "${@:3}" 2>/dev/null; }
 check "kver: without the running kernel's headers make module takes Debian's 6.1" \
 	test "$(kver "$t/mods" "$t/boot" --build)" = 6.1.0-9-amd64
 mkdir -p "$t/mods/$running/build"
@@ -47,7 +48,7 @@ check "kver: make module takes the running kernel when its build directory exist
 	test "$(kver "$t/mods" "$t/boot" --build)" = "$running"
 check "kver: the VM's kernel stays Debian's 6.1 when the running one has headers" \
 	test "$(kver "$t/mods" "$t/boot")" = 6.1.0-9-amd64
-KNITK_KVER= KNITK_MODULES_DIR=$t/none/mods KNITK_BOOT_DIR=$t/none/boot \
+KNITK_KVER='' KNITK_MODULES_DIR=$t/none/mods KNITK_BOOT_DIR=$t/none/boot \
 	make -s module >"$t/none.out" 2>&1
 rc=$?
 if [ "$rc" -ne 0 ] && grep -q "install linux-headers-$running" "$t/none.out" &&

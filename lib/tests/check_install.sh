@@ -114,6 +114,7 @@ export PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_LIBDIR=$root/$L/pkgconfig
 got=$(pkg-config --modversion knitk)
 [ "$got" = "$KNITK_VERSION" ] || fail "knitk.pc: '$got', VERSION: '$KNITK_VERSION'"
 result "knitk.pc has the version of VERSION"
+# shellcheck disable=SC2046 # pkg-config's flags are words
 if gcc -std=c11 -Wall -Werror "$t/prog.c" -o "$t/prog" $(pkg-config --cflags --libs knitk) \
 	>"$t/cc.log" 2>&1; then
 	got=$(LD_LIBRARY_PATH=$root/$L "$t/prog") || fail "the program failed"
@@ -123,6 +124,7 @@ else
 	sed 's/^/# /' "$t/cc.log"; fail "build failed"
 fi
 result "a program built with pkg-config runs against the installed shared library"
+# shellcheck disable=SC2046 # pkg-config's flags are words
 if gcc -std=c11 -Wall -Werror -static "$t/prog.c" -o "$t/prog-static" \
 	$(pkg-config --static --cflags --libs knitk) >"$t/cc.log" 2>&1; then
 	"$t/prog-static" >/dev/null || fail "the static program failed"
