@@ -106,16 +106,16 @@ git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t 
 if make -s -C "$t/clone/selftests/knitk" >"$t/ksft-build.log" 2>&1; then
 	ok "selftests: make -C selftests/knitk builds in a fresh clone (libknitk.a included)"
 	if [ -e /dev/knitk ]; then
-		ok "selftests: run_tests without /dev/knitk prints # SKIP # SKIP /dev/knitk present here"
+		ok "selftests: without /dev/knitk each program exits KSFT_SKIP # SKIP /dev/knitk present here"
 	else
 		make -s -C "$t/clone/selftests/knitk" run_tests >"$t/ksft-run.log" 2>&1
 		n=$(make -s -C "$t/clone/selftests/knitk" list | wc -l)
 		skips=$(grep -c '^ok [0-9]* selftests: knitk: [a-z_]* # SKIP$' "$t/ksft-run.log")
 		if [ "$n" -gt 0 ] && [ "$skips" -eq "$n" ]; then
-			ok "selftests: without /dev/knitk each of the $n programs exits KSFT_SKIP, run_tests prints # SKIP"
+			ok "selftests: without /dev/knitk each of the $n programs exits KSFT_SKIP and run_tests reports it skipped"
 		else
 			grep -E '^(not )?ok ' "$t/ksft-run.log" | sed 's/^/# /'
-			not_ok "selftests: without /dev/knitk each program exits KSFT_SKIP ($skips of $n # SKIP)"
+			not_ok "selftests: without /dev/knitk each program exits KSFT_SKIP ($skips of $n skipped)"
 		fi
 		make -s -C "$t/clone/selftests/knitk" install INSTALL_PATH="$t/ksft-inst" >/dev/null 2>&1
 		missing=$(for p in $(make -s -C "$t/clone/selftests/knitk" list) config settings; do
