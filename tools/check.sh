@@ -11,17 +11,19 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
-steps_all="host models kmod vm kunit"
+steps_all="pkg host models kmod vm dkms kunit"
 steps=${CHECK_STEPS:-$steps_all}
 log_dir=${CHECK_LOG_DIR:-build/check}
 mkdir -p "$log_dir"
 
 step_cmd() {
 	case "$1" in
+	pkg)	echo "tools/pkg-check.sh" ;;
 	host)	echo "make -s -C lib check" ;;
 	models)	echo "make -s -C lib/models check" ;;
 	kmod)	echo "tools/kmod-check.sh" ;;
 	vm)	echo "tools/vm-check.sh" ;;
+	dkms)	echo "tools/dkms-check.sh" ;;
 	kunit)	echo "tools/kunit.sh" ;;
 	*)	return 1 ;;
 	esac

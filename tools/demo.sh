@@ -39,7 +39,7 @@ fi
 log=build/demo
 mkdir -p "$log"
 echo "demo: building the module and knitk-demo"
-if ! make module >"$log/build.log" 2>&1 || ! make -C tools demo >>"$log/build.log" 2>&1; then
+if ! make module KVER="$(tools/kver.sh)" >"$log/build.log" 2>&1 || ! make -C tools demo >>"$log/build.log" 2>&1; then
 	tail -n 40 "$log/build.log" >&2
 	echo "demo: build failed, log in $log/build.log" >&2
 	exit 1

@@ -13,7 +13,7 @@ packages="
 	gcc make libc6-dev pkg-config perl python3 rsync
 	linux-headers-amd64 linux-image-amd64 linux-source-6.1
 	flex bison bc libelf-dev libssl-dev xz-utils
-	sparse shellcheck spin
+	sparse shellcheck spin dkms mandoc
 	qemu-system-x86 busybox-static cpio kmod
 	liburing-dev libglib2.0-dev
 "

@@ -22,6 +22,11 @@
 #   VM_KMEMLEAK=1     scan for kernel memory leaks after rmmod (needs
 #                     CONFIG_DEBUG_KMEMLEAK): "ok - vm: kmemleak clean"
 #   VM_WORK           work directory (default build/vm)
+#   VM_MODULE         boot this knitk.ko as built, e.g. DKMS's (no test
+#                     hooks: programs that need them skip or must be left
+#                     out), instead of building one
+#   VM_PROGS          the kselftest programs to run (default: all of
+#                     TEST_GEN_PROGS, then the demo)
 #
 #   tools/vm-check.sh --parse CONSOLE PROG...   re-reads a saved console
 set -eu
@@ -214,7 +219,10 @@ fi
 # itself (make -k), and is reported as not built below.
 vm_opts=()
 module=$root_dir/kmod/knitk.ko
-if [ -n "${VM_KDIR:-}" ]; then
+if [ -n "${VM_MODULE:-}" ]; then
+	module=$VM_MODULE
+	[ -f "$module" ] || { fail "module $module missing"; exit 1; }
+elif [ -n "${VM_KDIR:-}" ]; then
 	# A copy of the sources, so kmod/ keeps its objects for Debian's kernel.
 	mod_src=$work/module
 	mkdir -p "$mod_src"
@@ -224,7 +232,10 @@ if [ -n "${VM_KDIR:-}" ]; then
 	module=$mod_src/kmod/knitk.ko
 	vm_opts+=(-b "$VM_KDIR")
 else
-	build module make module KNITK_TEST_HOOKS=y || exit 1
+	# The kernel the guest boots, whatever `make module` would pick here.
+	kver=$(tools/kver.sh 2>"$work/kver.log") ||
+		{ fail "build module: $(cat "$work/kver.log")"; exit 1; }
+	build module make module KVER="$kver" KNITK_TEST_HOOKS=y || exit 1
 fi
 if [ "${VM_KMEMLEAK:-0}" = 1 ]; then
 	vm_opts+=(-L)
@@ -243,8 +254,9 @@ while IFS= read -r p; do
 	else
 		fail "$p: not built"
 	fi
-done < <(make -s -C selftests/knitk list)
-[ -x "$tools_out/knitk-demo" ] && progs+=("$tools_out/knitk-demo")
+done < <(if [ -n "${VM_PROGS:-}" ]; then printf '%s\n' $VM_PROGS
+	  else make -s -C selftests/knitk list; fi)
+[ -z "${VM_PROGS:-}" ] && [ -x "$tools_out/knitk-demo" ] && progs+=("$tools_out/knitk-demo")
 [ "${#progs[@]}" -gt 0 ] || { fail "no selftest programs listed"; exit 1; }
 
 console=$work/console.log

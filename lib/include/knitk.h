@@ -64,6 +64,18 @@
 extern "C" {
 #endif
 
+/*
+ * The version of these headers, that of VERSION at the top of the source
+ * tree (lib/tests/version_test.c holds them to it).  knitk_version() gives
+ * the library's own at run time: a program may run against a newer one.
+ */
+#define KNITK_VERSION_MAJOR		0
+#define KNITK_VERSION_MINOR		3
+#define KNITK_VERSION_PATCH		0
+
+/* knitk_version - the running library's version, "MAJOR.MINOR.PATCH". */
+const char *knitk_version(void);
+
 /* Largest size a sized struct may claim (see "Sized structs" above). */
 #define KNITK_SIZED_MAX			4096
 

@@ -29,6 +29,8 @@
 
 #include <linux/knitk.h>
 
+#include "ksft_skip.h"
+
 #define KNITK_DEV	"/dev/knitk"
 #define KNITK_SYSMOD	"/sys/module/knitk"
 

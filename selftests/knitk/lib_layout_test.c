@@ -13,6 +13,7 @@
 #include <knitk.h>
 
 #include "knitk_harness.h"
+#include "ksft_skip.h"
 
 #define MAX_KNOT_BYTES "/sys/module/knitk/parameters/max_knot_bytes"
 
