@@ -22,6 +22,7 @@ static struct knitk_knot *knot_alloc(const struct knitk_backend_ops *ops)
 	k->ops = ops;
 	k->fd = -1;
 	k->slot = -1;
+	atomic_init(&k->event_fd, -1);
 	return k;
 }
 
@@ -273,4 +274,15 @@ KNITK_EXPORT int knitk_knot_host_dead(const struct knitk_knot *knot)
 	if (!knot)
 		return -EINVAL;
 	return knot_host_dead(knot);
+}
+
+KNITK_EXPORT int knitk_knot_set_event_fd(struct knitk_knot *knot, int efd)
+{
+	if (!knot || efd < -1)
+		return -EINVAL;
+	if (knot->ops->kind != KNITK_BACKEND_FUTEX)
+		return -EOPNOTSUPP;
+	/* Pairs with the acquire in host_event_signal (backend_futex.c). */
+	atomic_store_explicit(&knot->event_fd, efd, memory_order_release);
+	return 0;
 }
