@@ -397,7 +397,8 @@ int knitk_pool_worker_info(struct knitk_pool *pool, unsigned int worker,
  * by another thread (knitk_call_abort, a deadline seen by a wait) is
  * reaped but does not fire the fd; a deadline alone never fires it (the
  * loop runs its own timer and then calls knitk_call_status or abort).
- * Event mode lasts until destroy.  -EOPNOTSUPP for a pool whose backend
+ * Event mode lasts until destroy; the calls knitk_pool_shutdown completes
+ * are queued without firing the fd (reap after it returns).  -EOPNOTSUPP for a pool whose backend
  * cannot kick (a module without KNITK_FEATURE_KICK) and for process
  * workers on the futex backend (their endpoints cannot reach the eventfd).
  */

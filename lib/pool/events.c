@@ -124,11 +124,13 @@ KNITK_EXPORT int knitk_pool_event_fd(struct knitk_pool *pool)
 	pool->event_fd = fd;
 	atomic_store_explicit(&pool->evmode, true, memory_order_relaxed);
 	/*
-	 * The completer leaves the role for good (completer_drain checks
-	 * evmode after this kick); wait for it, so reap finds the role free.
+	 * Whoever holds the role leaves it for good: the completer checks
+	 * evmode after this kick, a waiting thread no longer may drain
+	 * (pool_may_drain_locked).  Wait for it, so that the first reap
+	 * finds the role free and arms the fd.
 	 */
 	knitk__pool_kick_drainer_locked(pool);
-	while (pool->completer_draining)
+	while (pool->draining)
 		pthread_cond_wait(&pool->cond, &pool->lock);
 out:
 	pthread_mutex_unlock(&pool->lock);
