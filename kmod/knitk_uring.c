@@ -22,7 +22,7 @@
 #endif
 #include <linux/string.h>
 
-#include "knitk.h"
+#include "knitk_internal.h"
 
 /* The payload's room in a 64-byte SQE; SQE128 adds 64 reserved bytes. */
 #define KNITK_URING_PDU		16

@@ -159,7 +159,7 @@ int main(int argc, char **argv)
 	struct knitk_pool_opts po = { .size = sizeof(po) };
 	struct io_uring_cqe *cqe;
 	struct ev_opts o;
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	double t0;
 	int lfd, fd;
 
@@ -171,11 +171,11 @@ int main(int argc, char **argv)
 		po.nr_workers = o.workers;
 		if (knitk_pool_create(&po, &ev_tasks, &pool) ||
 		    (efd = knitk_pool_event_fd(pool)) < 0 ||
-		    knitk_pool_knot(pool, &knot)) {
+		    knitk_pool_endpoint(pool, &knot)) {
 			fprintf(stderr, "echo_uring: no pool\n");
 			return 1;
 		}
-		efd_read = knitk_knot_backend(knot) == KNITK_BACKEND_FUTEX;
+		efd_read = knitk_endpoint_backend(knot) == KNITK_BACKEND_FUTEX;
 	}
 	lfd = ev_listen(o.port, 0);
 	if (lfd < 0 || io_uring_queue_init(256, &ring, 0))

@@ -29,24 +29,24 @@ extern "C" {
 #endif
 
 /*
- * knitk_uring_supported - 1 when @knot's endpoint offers the wait (the
+ * knitk_uring_supported - 1 when @ep's endpoint offers the wait (the
  * module, with KNITK_FEATURE_URING_CMD), 0 when not (the futex backend, an
  * older module), or a negative errno.
  */
-int knitk_uring_supported(const struct knitk_knot *knot);
+int knitk_uring_supported(const struct knitk_endpoint *ep);
 
 /*
- * knitk_prep_doorbell_wait - fill @sqe with a wait of @knot's own doorbell
+ * knitk_prep_doorbell_wait - fill @sqe with a wait of @ep's own doorbell
  * while its seq is @seq, until @deadline_ns (absolute CLOCK_MONOTONIC, or
  * KNITK_WAIT_FOREVER); sqe->user_data is left to the caller.  Works on
  * 64- and 128-byte SQEs (the caller zeroes a 128-byte one's tail, as
  * io_uring_get_sqe does not).  -EOPNOTSUPP on the futex backend (a module
  * without the feature completes the CQE with -EOPNOTSUPP or -ENOTTY:
- * check knitk_uring_supported once), -ENOTCONN before knitk_knot_join,
+ * check knitk_uring_supported once), -ENOTCONN before knitk_endpoint_join,
  * -EINVAL for NULL arguments.
  */
 int knitk_prep_doorbell_wait(struct io_uring_sqe *sqe,
-			     const struct knitk_knot *knot, uint32_t seq,
+			     const struct knitk_endpoint *ep, uint32_t seq,
 			     uint64_t deadline_ns);
 
 #ifdef __cplusplus

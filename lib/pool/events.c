@@ -8,7 +8,7 @@
  * nothing, leaves the host doorbell's sleeping flag set ("armed") as a
  * parked drainer would (docs/protocol.md S1, H1): the next result or death
  * then wakes the host endpoint's pollers (module) or writes the pool's
- * eventfd (futex backend, through knitk_knot_set_event_fd on every
+ * eventfd (futex backend, through knitk_endpoint_set_event_fd on every
  * endpoint of the pool), once; rings while the loop is busy are
  * suppressed as for any awake owner.  Blocking waits do not drain in event
  * mode (call.c), the completer drains only after shutdown (complete.c),
@@ -83,15 +83,15 @@ static int events_futex_fd_locked(struct knitk_pool *pool)
 	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (efd < 0)
 		return -errno;
-	ret = knitk_knot_set_event_fd(pool->knot, efd);
+	ret = knitk_endpoint_set_event_fd(pool->ep, efd);
 	for (w = 0; !ret && w < pool->nr_workers; w++)
-		if (pool->workers[w].knot)
-			ret = knitk_knot_set_event_fd(pool->workers[w].knot, efd);
+		if (pool->workers[w].ep)
+			ret = knitk_endpoint_set_event_fd(pool->workers[w].ep, efd);
 	if (ret) {
-		knitk_knot_set_event_fd(pool->knot, -1);
+		knitk_endpoint_set_event_fd(pool->ep, -1);
 		for (w = 0; w < pool->nr_workers; w++)
-			if (pool->workers[w].knot)
-				knitk_knot_set_event_fd(pool->workers[w].knot, -1);
+			if (pool->workers[w].ep)
+				knitk_endpoint_set_event_fd(pool->workers[w].ep, -1);
 		close(efd);
 		return ret;
 	}
@@ -115,10 +115,10 @@ KNITK_EXPORT int knitk_pool_event_fd(struct knitk_pool *pool)
 		fd = -EOPNOTSUPP;
 		goto out;
 	}
-	if (knitk_knot_backend(pool->knot) == KNITK_BACKEND_FUTEX)
+	if (knitk_endpoint_backend(pool->ep) == KNITK_BACKEND_FUTEX)
 		fd = events_futex_fd_locked(pool);
 	else
-		fd = knitk_knot_fd(pool->knot);
+		fd = knitk_endpoint_fd(pool->ep);
 	if (fd < 0)
 		goto out;
 	pool->event_fd = fd;

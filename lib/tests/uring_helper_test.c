@@ -18,16 +18,16 @@ static void futex_backend_unsupported(void)
 				    .abort_bits = 64,
 				    .arena_bytes = KNITK_ARENA_ALIGN };
 	struct io_uring_sqe sqe;
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 
-	REQUIRE(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &knot) == 0);
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &knot) == 0);
 	CHECK_EQ(knitk_uring_supported(knot), 0);
 	CHECK_EQ(knitk_prep_doorbell_wait(&sqe, knot, 0, KNITK_WAIT_FOREVER),
 		 -EOPNOTSUPP);
 	CHECK_EQ(knitk_prep_doorbell_wait(NULL, knot, 0, 0), -EINVAL);
 	CHECK_EQ(knitk_prep_doorbell_wait(&sqe, NULL, 0, 0), -EINVAL);
 	CHECK(knitk_uring_supported(NULL) < 0);
-	knitk_knot_destroy(knot);
+	knitk_endpoint_destroy(knot);
 }
 
 int main(void)

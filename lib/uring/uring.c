@@ -15,14 +15,14 @@ _Static_assert(sizeof(struct knitk_uring_wait) == 16 &&
 	       offsetof(struct io_uring_sqe, cmd) + 16 == 64,
 	       "the payload fills a 64-byte SQE's command area");
 
-KNITK_EXPORT int knitk_uring_supported(const struct knitk_knot *knot)
+KNITK_EXPORT int knitk_uring_supported(const struct knitk_endpoint *knot)
 {
 	struct knitk_api api = { .api = KNITK_API };
-	int fd = knitk_knot_fd(knot);
+	int fd = knitk_endpoint_fd(knot);
 
 	if (fd < 0)
 		return fd;
-	if (knitk_knot_backend(knot) != KNITK_BACKEND_KMOD)
+	if (knitk_endpoint_backend(knot) != KNITK_BACKEND_KMOD)
 		return 0;
 	if (ioctl(fd, KNITK_IOC_API, &api) < 0)
 		return -errno;
@@ -30,7 +30,7 @@ KNITK_EXPORT int knitk_uring_supported(const struct knitk_knot *knot)
 }
 
 KNITK_EXPORT int knitk_prep_doorbell_wait(struct io_uring_sqe *sqe,
-					  const struct knitk_knot *knot,
+					  const struct knitk_endpoint *knot,
 					  uint32_t seq, uint64_t deadline_ns)
 {
 	struct knitk_uring_wait w = { .expected = seq, .deadline_ns = deadline_ns };
@@ -38,15 +38,15 @@ KNITK_EXPORT int knitk_prep_doorbell_wait(struct io_uring_sqe *sqe,
 
 	if (!sqe || !knot)
 		return -EINVAL;
-	if (knitk_knot_backend(knot) != KNITK_BACKEND_KMOD)
+	if (knitk_endpoint_backend(knot) != KNITK_BACKEND_KMOD)
 		return -EOPNOTSUPP;
-	slot = knitk_knot_role_slot(knot);
+	slot = knitk_endpoint_doorbell(knot);
 	if (slot < 0)
 		return slot;
 	w.doorbell = (uint8_t)slot;
 	memset(sqe, 0, sizeof(*sqe));
 	sqe->opcode = IORING_OP_URING_CMD;
-	sqe->fd = knitk_knot_fd(knot);
+	sqe->fd = knitk_endpoint_fd(knot);
 	sqe->cmd_op = KNITK_URING_CMD_WAIT;
 	memcpy(sqe->cmd, &w, sizeof(w));
 	return 0;

@@ -12,7 +12,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_pool.h"
 
@@ -32,15 +32,15 @@ TEST(event_fd_is_host_endpoint_under_epoll)
 	unsigned long sent = 0, reaped = 0, bad = 0, dup = 0;
 	struct knitk_call *calls[64];
 	struct knitk_pool *pool;
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	int fd, ep, n, i;
 
 	if (access("/dev/knitk", F_OK))
 		SKIP(return, "/dev/knitk absent: modprobe knitk first");
 	ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &pool));
-	ASSERT_EQ(0, knitk_pool_knot(pool, &knot));
+	ASSERT_EQ(0, knitk_pool_endpoint(pool, &knot));
 	fd = knitk_pool_event_fd(pool);
-	ASSERT_EQ(knitk_knot_fd(knot), fd);
+	ASSERT_EQ(knitk_endpoint_fd(knot), fd);
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	ASSERT_LE(0, ep);
 	ASSERT_EQ(0, epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev));

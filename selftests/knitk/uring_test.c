@@ -14,7 +14,7 @@
 #include <liburing.h>
 #include <pthread.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk_test.h"
 
 #define HOST		KNITK_DOORBELL_HOST
