@@ -356,6 +356,7 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
  * @r: the caller's role, holding @d (NULL: no role to watch)
  * @expected: the seq the caller saw before it set its sleeping flag
  * @deadline_ns: absolute CLOCK_MONOTONIC deadline or KNITK_WAIT_FOREVER
+ * @uring: a KNITK_URING_CMD_WAIT (counted in uring_waits too)
  *
  * The doorbell belongs to the slot, which a later joiner may hold once @r
  * has ended: a wait whose role ends, before or while it sleeps, returns
@@ -367,7 +368,7 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
  */
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 			const struct knitk_role *r, u32 expected,
-			u64 deadline_ns)
+			u64 deadline_ns, bool uring)
 {
 	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
 	struct knitk_bell *bell = &knot->bells[d];
@@ -388,6 +389,8 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 		return -EAGAIN;
 	}
 	knitk_bell_count(bell, KNITK_BELL_WAITS);
+	if (uring)
+		knitk_bell_count(bell, KNITK_BELL_URING_WAITS);
 	ret = knitk_doorbell_sleep(knot, d, r, expected, deadline_ns);
 	/* Pairs with the write of ended under knot->lock before the wake. */
 	if (ret == 0 && knitk_wait_role_ended(r))
@@ -434,6 +437,7 @@ const struct knitk_bell_field knitk_bell_fields[KNITK_NR_BELL_COUNTERS] = {
 	KNITK_BELL_FIELD(KNITK_BELL_MISMATCHES, mismatches),
 	KNITK_BELL_FIELD(KNITK_BELL_INTERRUPTS, interrupts),
 	KNITK_BELL_FIELD(KNITK_BELL_KICKS, kicks),
+	KNITK_BELL_FIELD(KNITK_BELL_URING_WAITS, uring_waits),
 };
 
 /* Every field of the uapi struct is a counter of the table. */

@@ -46,6 +46,7 @@ enum knitk_bell_counter {
 	KNITK_BELL_MISMATCHES,
 	KNITK_BELL_INTERRUPTS,
 	KNITK_BELL_KICKS,
+	KNITK_BELL_URING_WAITS,
 	KNITK_NR_BELL_COUNTERS
 };
 
@@ -189,9 +190,16 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 			  u64 *woken);
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 			const struct knitk_role *r, u32 expected,
-			u64 deadline_ns);
+			u64 deadline_ns, bool uring);
 void knitk_doorbell_stats(struct knitk_knot *knot, unsigned int d,
 			  struct knitk_doorbell_stats *st);
+
+/* knitk_uring.c: IORING_OP_URING_CMD on an endpoint. */
+struct io_uring_cmd;
+int knitk_uring_cmd(struct io_uring_cmd *cmd, unsigned int issue_flags);
+
+/* knitk_main.c: an endpoint file's knot (NULL if none) and role. */
+struct knitk_knot *knitk_file_knot(struct file *file, struct knitk_role **r);
 
 /* knitk_poll.c: poll() of an endpoint and its wakes. */
 void knitk_poller_init(struct knitk_poller *p);

@@ -465,7 +465,8 @@ static void knitk_notify_stats_fields(struct kunit *test)
 		KUNIT_EXPECT_EQ_MSG(test, v[c], (u64)c + 1, "field %s",
 				    knitk_bell_fields[c].name);
 	KUNIT_EXPECT_EQ(test, st.waits, 1ULL);
-	KUNIT_EXPECT_EQ(test, st.kicks, (u64)KNITK_NR_BELL_COUNTERS);
+	KUNIT_EXPECT_EQ(test, st.kicks, (u64)KNITK_BELL_KICKS + 1);
+	KUNIT_EXPECT_EQ(test, st.uring_waits, (u64)KNITK_NR_BELL_COUNTERS);
 	knitk_knot_put(knot);
 }
 
@@ -526,9 +527,9 @@ static void knitk_notify_on_knot(struct kunit *test)
 
 	/* A wait whose seq already moved does not sleep. */
 	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, 0,
-						  KNITK_WAIT_FOREVER), -EAGAIN);
+						  KNITK_WAIT_FOREVER, false), -EAGAIN);
 	/* A deadline in the past times out. */
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, 1, 0), -ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, 1, 0, false), -ETIMEDOUT);
 	knitk_doorbell_stats(knot, 1, &st);
 	KUNIT_EXPECT_EQ(test, st.mismatches, 1ULL);
 	KUNIT_EXPECT_EQ(test, st.waits, 1ULL);
@@ -537,7 +538,7 @@ static void knitk_notify_on_knot(struct kunit *test)
 	ended.slot = 1;
 	ended.ended = true;
 	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, &ended, 1,
-						  KNITK_WAIT_FOREVER), -ENOTCONN);
+						  KNITK_WAIT_FOREVER, false), -ENOTCONN);
 	knitk_doorbell_stats(knot, 1, &st);
 	KUNIT_EXPECT_EQ(test, st.wakes + st.timeouts + st.spurious, 2ULL);
 	knitk_knot_put(knot);
@@ -757,7 +758,7 @@ static void knitk_peer_death_rings_doorbells(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, knot->control->death_done, 2U);
 	/* A worker of a dead host gets -EPIPE instead of sleeping. */
 	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 0, NULL, 1,
-						  KNITK_WAIT_FOREVER), -EPIPE);
+						  KNITK_WAIT_FOREVER, false), -EPIPE);
 	knitk_role_release(&again);
 	knitk_role_release(&host);
 	knitk_role_release(&w1);
@@ -909,7 +910,7 @@ static int knitk_test_sleeper_fn(void *data)
 	struct knitk_test_sleeper *s = data;
 
 	s->ret = knitk_doorbell_wait(s->knot, s->doorbell, NULL, s->expected,
-				     KNITK_WAIT_FOREVER);
+				     KNITK_WAIT_FOREVER, false);
 	complete(&s->done);
 	return 0;
 }
@@ -1062,7 +1063,8 @@ static void knitk_wait_host_death_is_epipe(struct kunit *test)
 	/* A new host lets the worker sleep again. */
 	knitk_test_join(test, &next, knot, KNITK_SLOT_HOST);
 	seq = READ_ONCE(knitk_test_bell(knot, 1)->seq);
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, seq, 0), -ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, seq, 0, false),
+			-ETIMEDOUT);
 	knitk_role_release(&next);
 	knitk_role_release(&w1);
 	knitk_role_release(&host);

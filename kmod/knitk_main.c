@@ -25,6 +25,9 @@
  *                                         owner with pending work is woken,
  *                                         or any with KNITK_NOTIFY_KICK
  *   ioctl(fd, KNITK_IOC_STATS, &s)        a doorbell's counters
+ *   IORING_OP_URING_CMD, cmd_op KNITK_URING_CMD_WAIT
+ *                                         KNITK_IOC_WAIT for an io_uring
+ *                                         loop (knitk_uring.c)
  *   poll(fd)                              the own doorbell (the host's when
  *                                         not joined): POLLIN while work is
  *                                         pending, POLLPRI while a role is
@@ -75,7 +78,7 @@ MODULE_PARM_DESC(max_knot_bytes, "largest knot CREATE accepts, in bytes");
 
 #define KNITK_FEATURES	(KNITK_FEATURE_STEAL | KNITK_FEATURE_PEER_DEATH | \
 			 KNITK_FEATURE_STATS | KNITK_FEATURE_POLL | \
-			 KNITK_FEATURE_KICK)
+			 KNITK_FEATURE_KICK | KNITK_FEATURE_URING_CMD)
 
 /**
  * struct knitk_endpoint - one open of /dev/knitk
@@ -257,7 +260,7 @@ static int knitk_ioctl_wait(struct knitk_endpoint *ep, struct knitk_knot *knot,
 	if (slot == KNITK_NO_SLOT || READ_ONCE(ep->role.ended))
 		return -ENOTCONN;
 	return knitk_doorbell_wait(knot, slot, &ep->role, w.expected,
-				   w.deadline_ns);
+				   w.deadline_ns, false);
 }
 
 static int knitk_ioctl_notify(struct knitk_knot *knot, void __user *argp)
@@ -345,6 +348,21 @@ static __poll_t knitk_poll(struct file *file, struct poll_table_struct *pt)
 	return knitk_poll_mask(knot, slot);
 }
 
+/**
+ * knitk_file_knot() - the knot and role of an endpoint file
+ * @file: a /dev/knitk file
+ * @r: out: the endpoint's role
+ *
+ * Return: the attached knot (held by the file), or NULL.
+ */
+struct knitk_knot *knitk_file_knot(struct file *file, struct knitk_role **r)
+{
+	struct knitk_endpoint *ep = file->private_data;
+
+	*r = &ep->role;
+	return knitk_endpoint_knot(ep);
+}
+
 static int knitk_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	struct knitk_endpoint *ep = file->private_data;
@@ -403,6 +421,7 @@ static const struct file_operations knitk_fops = {
 	.compat_ioctl	= compat_ptr_ioctl,
 	.mmap		= knitk_mmap,
 	.poll		= knitk_poll,
+	.uring_cmd	= knitk_uring_cmd,
 	.llseek		= no_llseek,
 };
 

@@ -30,6 +30,8 @@ manifest() {
 	echo "link $soname $LIBDIR/libknitk.so"
 	echo "644 $build/lib/libknitk.a $LIBDIR/libknitk.a"
 	echo "644 $build/pkg/knitk.pc $LIBDIR/pkgconfig/knitk.pc"
+	echo "644 $build/lib/libknitk-uring.a $LIBDIR/libknitk-uring.a"
+	echo "644 $build/pkg/knitk-uring.pc $LIBDIR/pkgconfig/knitk-uring.pc"
 	for f in lib/include/*.h; do
 		echo "644 $f $INCDIR/${f##*/}"
 	done
@@ -60,10 +62,14 @@ rel() {
 }
 
 write_pc() {
+	local pc
+
 	mkdir -p "$build/pkg"
-	sed -e "s|@PREFIX@|$PREFIX|" -e "s|@LIBDIR@|$(rel "$LIBDIR")|" \
-	    -e "s|@INCDIR@|$(rel "$INCDIR")|" -e "s|@VERSION@|$version|" \
-	    lib/knitk.pc.in >"$build/pkg/knitk.pc"
+	for pc in knitk knitk-uring; do
+		sed -e "s|@PREFIX@|$PREFIX|" -e "s|@LIBDIR@|$(rel "$LIBDIR")|" \
+		    -e "s|@INCDIR@|$(rel "$INCDIR")|" -e "s|@VERSION@|$version|" \
+		    "lib/$pc.pc.in" >"$build/pkg/$pc.pc"
+	done
 }
 
 run_ldconfig() {

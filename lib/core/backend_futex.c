@@ -171,6 +171,27 @@ static int futex_wait(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_
 }
 
 /*
+ * A wake of the host doorbell while its owner sleeps also goes to the
+ * host's event fd, if set (knitk_endpoint_set_event_fd): an event loop waits
+ * there, not on the futex.  The fd is non-blocking; a full counter
+ * (never reached in practice) still leaves it readable.
+ */
+static void host_event_signal(struct knitk_endpoint *k)
+{
+	/* Pairs with the release in knitk_endpoint_set_event_fd: the fd is made. */
+	int efd = atomic_load_explicit(&k->event_fd, memory_order_acquire);
+	uint64_t one = 1;
+
+	if (efd < 0)
+		return;
+	/* Counted first: a reader woken by the write sees the count. */
+	knot_count(k, KC_EVENT_WRITES, 1);
+	if (write(efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is full, so the fd is readable anyway. */
+	}
+}
+
+/*
  * Advance seq of @db and clear its sleeping flag if its owner still sleeps
  * in cycle @w, as the module does: later rings for the same sleep then
  * find the owner awake.
@@ -212,15 +233,18 @@ static int futex_notify(struct knitk_endpoint *k, uint64_t mask, uint64_t *woken
 			continue;
 		}
 		sys_futex(&db->seq, FUTEX_WAKE, INT_MAX, NULL, 0);
+		if (d == KNITK_DOORBELL_HOST)
+			host_event_signal(k);
 		out |= 1ULL << d;
 	}
 	*woken = out;
 	return 0;
 }
 
-/* Wake @d unconditionally (a peer event, not work). */
-static void doorbell_kick(struct knitk_doorbell *db)
+/* Wake doorbell @d unconditionally (a peer event or a kick, not work). */
+static void doorbell_kick(struct knitk_endpoint *k, unsigned int d)
 {
+	struct knitk_doorbell *db = knot_doorbell(k, d);
 	uint64_t w = atomic_load_explicit(doorbell_word(db), memory_order_relaxed);
 
 	/* seq_cst: ordered after the death stores; pairs with futex_wait. */
@@ -229,12 +253,14 @@ static void doorbell_kick(struct knitk_doorbell *db)
 			memory_order_seq_cst, memory_order_relaxed))
 		;
 	sys_futex(&db->seq, FUTEX_WAKE, INT_MAX, NULL, 0);
+	if (d == KNITK_DOORBELL_HOST && dbw_sleeping(w))
+		host_event_signal(k);
 }
 
 /* Wake the own doorbell past the idle filter (see knitk_doorbell_kick_self). */
 static int futex_kick(struct knitk_endpoint *k)
 {
-	doorbell_kick(knot_doorbell(k, (unsigned int)k->doorbell));
+	doorbell_kick(k, (unsigned int)k->doorbell);
 	return 0;
 }
 
@@ -261,9 +287,9 @@ static int futex_mark_dead(struct knitk_endpoint *k, unsigned int doorbell)
 	KNOT_HOOK(k, KNOT_HOOK_DEATH, doorbell);
 	if (doorbell == KNITK_DOORBELL_HOST) {
 		for (w = 0; w < k->geom.nr_workers; w++)
-			doorbell_kick(knot_doorbell(k, w));
+			doorbell_kick(k, w);
 	} else {
-		doorbell_kick(knot_doorbell(k, KNITK_DOORBELL_HOST));
+		doorbell_kick(k, KNITK_DOORBELL_HOST);
 	}
 	/*
 	 * After the kicks (seq_cst CASes): pairs with the acquire of

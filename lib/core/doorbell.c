@@ -26,7 +26,7 @@
 #include "knot_hooks.h"
 #include "../sized.h"
 
-KNITK__SIZED_VER0(knitk_wake_stats, KNITK_WAKE_STATS_SIZE_VER0);
+KNITK__SIZED_VER0(knitk_wake_stats, KNITK_WAKE_STATS_SIZE_VER1);
 
 #ifdef KNITK_TEST_HOOKS
 _Atomic(knot_hook_fn) knitk__endpoint_hook;
@@ -297,6 +297,7 @@ static const size_t wake_fields[KC_NR] = {
 	WAKE_FIELD(KC_SUPPRESSED_AWAKE, suppressed_awake),
 	WAKE_FIELD(KC_SUPPRESSED_IDLE, suppressed_idle),
 	WAKE_FIELD(KC_KICKS, kicks),
+	WAKE_FIELD(KC_EVENT_WRITES, event_writes),
 };
 _Static_assert(sizeof(struct knitk_wake_stats) ==
 	       offsetof(struct knitk_wake_stats, waits) + KC_NR * sizeof(uint64_t),

@@ -40,6 +40,7 @@ enum knitk_counter {
 	KC_SUPPRESSED_AWAKE,
 	KC_SUPPRESSED_IDLE,
 	KC_KICKS,
+	KC_EVENT_WRITES,
 	KC_NR,
 };
 
@@ -94,6 +95,8 @@ struct knitk_endpoint {
 	_Atomic uint32_t kicks_begun;
 	_Atomic uint32_t kicks_done;
 	uint32_t kicks_done_seen;	/* kicks_done seen at prepare */
+	/* futex: the eventfd signalled with each wake of the host doorbell, or -1 */
+	_Atomic int event_fd;
 	_Atomic uint64_t counters[KC_NR];
 };
 

@@ -22,6 +22,7 @@ static struct knitk_endpoint *knot_alloc(const struct knitk_backend_ops *ops)
 	k->ops = ops;
 	k->fd = -1;
 	k->doorbell = -1;
+	atomic_init(&k->event_fd, -1);
 	return k;
 }
 
@@ -273,4 +274,15 @@ KNITK_EXPORT int knitk_endpoint_host_dead(const struct knitk_endpoint *ep)
 	if (!ep)
 		return -EINVAL;
 	return knot_host_dead(ep);
+}
+
+KNITK_EXPORT int knitk_endpoint_set_event_fd(struct knitk_endpoint *ep, int efd)
+{
+	if (!ep || efd < -1)
+		return -EINVAL;
+	if (ep->ops->kind != KNITK_BACKEND_FUTEX)
+		return -EOPNOTSUPP;
+	/* Pairs with the acquire in host_event_signal (backend_futex.c). */
+	atomic_store_explicit(&ep->event_fd, efd, memory_order_release);
+	return 0;
 }

@@ -452,6 +452,19 @@ int knitk_doorbell_kick_self(struct knitk_endpoint *ep);
  */
 int knitk_doorbell_can_kick(const struct knitk_endpoint *ep);
 
+/*
+ * knitk_endpoint_set_event_fd - futex backend: signal eventfd @efd (write 1)
+ * each time this endpoint wakes the host doorbell while its sleeping flag
+ * is set: a result or a death delivered to a host that declared it will
+ * sleep (knitk_doorbell_prepare), never a ring the flag suppresses, so an
+ * event loop can wait on @efd instead of the futex.  Every endpoint that
+ * may wake the host (its workers, and the host itself for deaths it marks)
+ * needs it.  @efd -1 stops it.  The caller keeps @efd open while set.
+ * -EOPNOTSUPP on the module, whose endpoint fd polls instead; -EINVAL for
+ * a NULL @ep or @efd below -1.
+ */
+int knitk_endpoint_set_event_fd(struct knitk_endpoint *ep, int efd);
+
 /**
  * struct knitk_wake_stats - this endpoint's sleep/wake counters
  * @size: sizeof(struct knitk_wake_stats) of the caller (sized struct).
@@ -471,6 +484,9 @@ int knitk_doorbell_can_kick(const struct knitk_endpoint *ep);
  * @kicks: waits ended by a kick (another thread of the endpoint handing
  *	over its park, or an abort; begun after the prepare or in flight at
  *	it) with nothing pending and no peer event.
+ * @event_writes: futex backend: writes to the host's event fd
+ *	(knitk_endpoint_set_event_fd) by this endpoint, one per wake of a host
+ *	doorbell whose sleeping flag was set; 0 while the host does not wait.
  */
 struct knitk_wake_stats {
 	uint32_t size;
@@ -485,9 +501,11 @@ struct knitk_wake_stats {
 	uint64_t suppressed_awake;
 	uint64_t suppressed_idle;
 	uint64_t kicks;
+	uint64_t event_writes;
 };
 
 #define KNITK_WAKE_STATS_SIZE_VER0	88	/* first version */
+#define KNITK_WAKE_STATS_SIZE_VER1	96	/* + event_writes */
 
 int knitk_endpoint_wake_stats(const struct knitk_endpoint *ep,
 			      struct knitk_wake_stats *stats);

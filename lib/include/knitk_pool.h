@@ -311,6 +311,9 @@ int knitk_worker_main(int argc, char **argv,
  * @stale: results that arrived for calls already completed, dropped.
  * @deaths: worker deaths seen.
  * @respawns: workers restarted.
+ * @event_writes: futex backend: writes to the event fd
+ *	(knitk_pool_event_fd) by the host's and the thread workers'
+ *	endpoints; 0 while no thread waits on it.
  */
 struct knitk_pool_stats {
 	uint32_t size;
@@ -323,9 +326,11 @@ struct knitk_pool_stats {
 	uint64_t stale;
 	uint64_t deaths;
 	uint64_t respawns;
+	uint64_t event_writes;
 };
 
 #define KNITK_POOL_STATS_SIZE_VER0	72	/* first version */
+#define KNITK_POOL_STATS_SIZE_VER1	80	/* + event_writes */
 
 int knitk_pool_stats(struct knitk_pool *pool, struct knitk_pool_stats *stats);
 
@@ -357,9 +362,60 @@ struct knitk_worker_info {
 };
 
 #define KNITK_WORKER_INFO_SIZE_VER0	104	/* first version */
+#define KNITK_WORKER_INFO_SIZE_VER1	112	/* + db.uring_waits */
 
 int knitk_pool_worker_info(struct knitk_pool *pool, unsigned int worker,
 			   struct knitk_worker_info *info);
+
+/* -------------------------------------------------------- event loops */
+
+/*
+ * knitk_pool_event_fd - an fd for an event loop (epoll, poll, io_uring
+ * poll or read), and the switch of @pool into event mode; the same fd on
+ * every call.  The pool owns it: never close it.  On the module it is the
+ * host endpoint (its poll(), EPOLLIN); on the futex backend an eventfd
+ * that the pool's endpoints write only when they wake a host that waits:
+ * one write per sleep of the loop, not one per result, none while the
+ * loop is busy (knitk_pool_stats' @event_writes counts them).
+ *
+ * The fd fires after knitk_pool_reap() returned 0, which "arms" it, for
+ * the next result or worker death; add it with EPOLLIN | EPOLLET
+ * (edge-triggered; with the module's endpoint, also EPOLLPRI for deaths).
+ * Readiness is a hint to reap, not a count: the loop calls reap until it
+ * returns 0 before each wait, and need not read(2) the eventfd (reading
+ * it, e.g. with an io_uring read, is harmless; a level-triggered poll of
+ * the eventfd stays ready until it is read).
+ *
+ * In event mode, from this call on: every call that completes is queued
+ * for knitk_pool_reap (whoever also waits for it); results are taken only
+ * by reap (and by shutdown and destroy); knitk_call_wait,
+ * knitk_pool_wait_any/all and knitk_pool_call still work from other
+ * threads, sleeping until a reap completes their calls, so the loop's
+ * thread must not call them; knitk_pool_submit never waits for room:
+ * -EAGAIN when every eligible worker is at capacity or its request arena
+ * is full (reap, then submit again).  A call completed without a result
+ * by another thread (knitk_call_abort, a deadline seen by a wait) is
+ * reaped but does not fire the fd; a deadline alone never fires it (the
+ * loop runs its own timer and then calls knitk_call_status or abort).
+ * Event mode lasts until destroy; the calls knitk_pool_shutdown completes
+ * are queued without firing the fd (reap after it returns).  -EOPNOTSUPP for a pool whose backend
+ * cannot kick (a module without KNITK_FEATURE_KICK) and for process
+ * workers on the futex backend (their endpoints cannot reach the eventfd).
+ */
+int knitk_pool_event_fd(struct knitk_pool *pool);
+
+/*
+ * knitk_pool_reap - collect up to @max completed calls into @calls, oldest
+ * first, without blocking; returns how many (0: none, and the fd armed).
+ * Each is returned once, is still the caller's handle (read it, then
+ * knitk_call_release it), and is never returned once released.  Any
+ * number of threads may reap concurrently with each other, with submits
+ * and with waits of other threads: one of them takes the results, the
+ * others get what is queued.  -EINVAL for a NULL @pool, NULL @calls with
+ * @max > 0, or a pool not in event mode (knitk_pool_event_fd first).
+ */
+int knitk_pool_reap(struct knitk_pool *pool, struct knitk_call **calls,
+		    unsigned int max);
 
 /* knitk_pool_endpoint - the pool's knot (host endpoint), e.g. for stats. */
 int knitk_pool_endpoint(struct knitk_pool *pool, struct knitk_endpoint **ep);

@@ -41,6 +41,7 @@ void knitk__call_complete_locked(struct knitk_pool *pool,
 	call->data = data;
 	call->len = data ? len : 0;
 	pool->stats.completed++;
+	knitk__events_queue_locked(pool, call);
 	if (status == -ETIMEDOUT)
 		pool->stats.timedout++;
 	else if (status == -ECANCELED)
@@ -55,6 +56,7 @@ void knitk__call_unref_locked(struct knitk_call *call)
 
 	if (--call->refs)
 		return;
+	knitk__events_forget_locked(call);
 	free(call->data);
 	free(call);
 	pool->handles--;
@@ -165,7 +167,7 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 			first = -EINPROGRESS;
 			break;
 		}
-		if (pool->leader && !pool->draining && !pool->completer_done) {
+		if (pool_may_drain_locked(pool)) {
 			/* Leader: drain for everyone until our calls are done. */
 			pool->draining = true;
 			pthread_mutex_unlock(&pool->lock);
@@ -237,8 +239,7 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 	pool = call->pool;
 	pthread_mutex_lock(&pool->lock);
 	call_expire_locked(call, pool_now_ns());
-	if (call->state != CALL_DONE && pool->leader && !pool->draining &&
-	    !pool->completer_done) {
+	if (call->state != CALL_DONE && pool_may_drain_locked(pool)) {
 		/*
 		 * A poller makes progress as a waiter would, without parking:
 		 * with nobody waiting the completer may be lingering.
@@ -346,6 +347,8 @@ KNITK_EXPORT void knitk_call_release(struct knitk_call *call)
 	pthread_mutex_lock(&pool->lock);
 	if (call->state != CALL_DONE)
 		call_abort_locked(call);
+	/* Never reaped once released (the entry may hold it longer). */
+	knitk__events_forget_locked(call);
 	knitk__call_unref_locked(call);
 	/* The last handle of a destroyed pool frees what is left of it. */
 	last = pool->destroyed && !pool->handles;

@@ -368,11 +368,47 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 }
 
 /*
+ * The reaper's round (events.c): drain; if that found nothing, arm the
+ * host doorbell (its sleeping flag stays set when we return, so the next
+ * ring wakes the event fd) and look once more.  Returns the work done;
+ * 0 leaves the doorbell armed.
+ */
+unsigned int knitk__pool_drain_or_arm(struct knitk_pool *pool)
+{
+	unsigned int n;
+	uint32_t seq;
+
+	/* Awake while we drain: rings meanwhile are suppressed, not sent. */
+	knitk_doorbell_cancel(pool->ep);
+	n = drain_all(pool);
+	if (n || knitk_doorbell_prepare(pool->ep, &seq))
+		return n;
+	/*
+	 * Pairs with the fence in knitk_doorbell_ring: a result published
+	 * before our flag store is found by this look, one after it finds
+	 * the flag and wakes the fd.  Deaths: check_deaths reads death_seq
+	 * after the flag store.
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+	n = drain_all(pool);
+	if (n)
+		knitk_doorbell_cancel(pool->ep);
+	return n;
+}
+
+/* Event mode before shutdown: reap drains, not the completer. */
+static bool completer_yields_locked(struct knitk_pool *pool)
+{
+	return atomic_load_explicit(&pool->evmode, memory_order_relaxed) &&
+	       !pool->closed;
+}
+
+/*
  * The completer's rounds as drainer.  With @leader it leaves the role as
  * soon as a thread waits (that thread drains from then on); it returns
  * when every worker is gone.
  */
-static void completer_drain(struct knitk_pool *pool)
+static void completer_drain(struct knitk_pool *pool, bool ev)
 {
 	unsigned int spins = 0;
 
@@ -383,6 +419,12 @@ static void completer_drain(struct knitk_pool *pool)
 		/* seq_cst pairs with the increment in calls_wait. */
 		if (pool->leader &&
 		    atomic_load_explicit(&pool->waiters, memory_order_seq_cst))
+			return;
+		/*
+		 * Entered before event mode: leave for reap (event_fd kicks
+		 * us).  Entered in it, the pool is closed: keep the role.
+		 */
+		if (!ev && atomic_load_explicit(&pool->evmode, memory_order_relaxed))
 			return;
 		if (drain_all(pool)) {
 			spins = 0;
@@ -433,12 +475,18 @@ static void *completer_main(void *arg)
 {
 	struct knitk_pool *pool = arg;
 	uint64_t seen;
+	bool ev;
 
 	pthread_mutex_lock(&pool->lock);
 	seen = pool->activity;
 	for (;;) {
 		if (completer_should_exit_locked(pool))
 			break;
+		if (completer_yields_locked(pool)) {
+			/* Shutdown (a passive wait) signals ccond. */
+			pthread_cond_wait(&pool->ccond, &pool->lock);
+			continue;
+		}
 		if (pool->leader &&
 		    (pool->draining || atomic_load(&pool->waiters) ||
 		     (!pool->passive && !pool->closed && !pool->orphans &&
@@ -456,8 +504,9 @@ static void *completer_main(void *arg)
 		pool->draining = true;
 		pool->completer_draining = true;
 		pool->orphans = false;
+		ev = atomic_load_explicit(&pool->evmode, memory_order_relaxed);
 		pthread_mutex_unlock(&pool->lock);
-		completer_drain(pool);
+		completer_drain(pool, ev);
 		pthread_mutex_lock(&pool->lock);
 		pool->draining = false;
 		pool->completer_draining = false;

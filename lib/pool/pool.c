@@ -29,8 +29,8 @@
 
 KNITK__SIZED_VER0(knitk_pool_opts, KNITK_POOL_OPTS_SIZE_VER0);
 KNITK__SIZED_VER0(knitk_call_opts, KNITK_CALL_OPTS_SIZE_VER0);
-KNITK__SIZED_VER0(knitk_pool_stats, KNITK_POOL_STATS_SIZE_VER0);
-KNITK__SIZED_VER0(knitk_worker_info, KNITK_WORKER_INFO_SIZE_VER0);
+KNITK__SIZED_VER0(knitk_pool_stats, KNITK_POOL_STATS_SIZE_VER1);
+KNITK__SIZED_VER0(knitk_worker_info, KNITK_WORKER_INFO_SIZE_VER1);
 
 #ifdef KNITK_TEST_HOOKS
 _Atomic(pool_hook_fn) knitk__test_hook;
@@ -225,6 +225,7 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	pool->nr_submitters = pool->opts.nr_submitters;
 	pool->monitor_efd = -1;
 	pool->host_pidfd = -1;
+	pool->event_fd = -1;
 	pthread_mutex_init(&pool->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -332,6 +333,11 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 			pthread_mutex_unlock(&pool->lock);
 			return -EPIPE;
 		}
+		/* An event loop never waits in the library: it reaps first. */
+		if (atomic_load_explicit(&pool->evmode, memory_order_relaxed)) {
+			pthread_mutex_unlock(&pool->lock);
+			return -EAGAIN;
+		}
 		POOL_HOOK(pool, POOL_HOOK_SUBMIT_WAIT, 0);
 		knitk__pool_wait_passive_locked(pool);
 	}
@@ -417,6 +423,8 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 		if (ret != -ENOSPC && ret != -EAGAIN)
 			return ret;
 		POOL_HOOK(pool, POOL_HOOK_PUBLISH_FULL, call->worker);
+		if (atomic_load_explicit(&pool->evmode, memory_order_relaxed))
+			return -EAGAIN;
 		/*
 		 * Backpressure: the worker has not yet retired earlier
 		 * requests' arena bytes.  It does so before answering them,
@@ -621,6 +629,9 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 			close(pool->workers[w].pidfd);
 	if (pool->monitor_efd >= 0)
 		close(pool->monitor_efd);
+	/* After every endpoint that signalled it is gone. */
+	if (pool->event_fd_owned)
+		close(pool->event_fd);
 	for (s = 0; pool->submitters && s < pool->nr_submitters; s++) {
 		free(pool->submitters[s].producers);
 		pthread_mutex_destroy(&pool->submitters[s].lock);
@@ -646,6 +657,22 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 		knitk__pool_free(pool);
 }
 
+/* Event fd writes by the host's and the thread workers' endpoints. */
+static uint64_t pool_event_writes(struct knitk_pool *pool)
+{
+	struct knitk_wake_stats ws = { .size = sizeof(ws) };
+	uint64_t n = 0;
+	unsigned int w;
+
+	if (pool->ep && knitk_endpoint_wake_stats(pool->ep, &ws) == 0)
+		n += ws.event_writes;
+	for (w = 0; w < pool->nr_workers; w++)
+		if (pool->workers[w].ep &&
+		    knitk_endpoint_wake_stats(pool->workers[w].ep, &ws) == 0)
+			n += ws.event_writes;
+	return n;
+}
+
 KNITK_EXPORT int knitk_pool_stats(struct knitk_pool *pool,
 				  struct knitk_pool_stats *stats)
 {
@@ -655,6 +682,7 @@ KNITK_EXPORT int knitk_pool_stats(struct knitk_pool *pool,
 		return -EINVAL;
 	pthread_mutex_lock(&pool->lock);
 	st = pool->stats;
+	st.event_writes = pool_event_writes(pool);
 	pthread_mutex_unlock(&pool->lock);
 	return knitk__sized_out(stats, &st, sizeof(st), KNITK_POOL_STATS_SIZE_VER0);
 }

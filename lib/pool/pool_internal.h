@@ -63,6 +63,9 @@ struct knitk_call {
 	uint64_t task_id;
 	uint64_t deadline_ns;
 	size_t len;
+	/* Event mode: on pool->done_head's list, pool->lock (events.c). */
+	bool queued;
+	struct knitk_call *done_prev, *done_next;
 	void *data;			/* result bytes: small[] or malloc */
 	unsigned char small[64];
 };
@@ -159,6 +162,15 @@ struct knitk_pool {
 	uint64_t activity;		/* bumped by every wait, pool->lock */
 	pthread_cond_t ccond;		/* the completer's sleep */
 
+	/*
+	 * Event mode (events.c): set once, under pool->lock, by the first
+	 * knitk_pool_event_fd; read unlocked by the completer's rounds.
+	 */
+	_Atomic bool evmode;
+	int event_fd;			/* -1 until then */
+	bool event_fd_owned;		/* the futex backend's eventfd */
+	struct knitk_call *done_head, *done_tail;	/* completed, not reaped */
+
 	/* Process workers. */
 	char *exe;
 	pthread_t monitor;
@@ -200,6 +212,21 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 			   uint64_t deadline_ns);
 void knitk__pool_kick_drainer_locked(struct knitk_pool *pool);
 void knitk__pool_wait_passive_locked(struct knitk_pool *pool);
+
+/* events.c */
+void knitk__events_queue_locked(struct knitk_pool *pool, struct knitk_call *call);
+void knitk__events_forget_locked(struct knitk_call *call);
+unsigned int knitk__pool_drain_or_arm(struct knitk_pool *pool);
+
+/*
+ * The calling thread may take the drainer role now: a leader pool, the
+ * role free, and not in event mode (where reap is the drainer).
+ */
+static inline bool pool_may_drain_locked(const struct knitk_pool *pool)
+{
+	return pool->leader && !pool->draining && !pool->completer_done &&
+	       !atomic_load_explicit(&pool->evmode, memory_order_relaxed);
+}
 
 /* worker.c */
 struct worker_args {

@@ -54,6 +54,8 @@ done
 	"$BUILD/libknitk.a" || failed=1
 "$here/check_layers.sh" || failed=1
 "$here/check_install.sh" "$here/.." || failed=1
+# The event-loop examples against their load generator.
+"$here/examples.sh" || failed=1
 # knitk-bench --quick: structure and sanity of its output, not speed.
 "$TOP/tools/bench/smoke.sh" || failed=1
 

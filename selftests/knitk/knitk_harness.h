@@ -6,11 +6,13 @@
  * That is a hang guard, not a speed limit: a guest under TCG on a loaded
  * machine can take minutes over a test that takes a second on hardware, so
  * the guard is set where only a lost wake or a deadlock reaches it.
+ * A program whose every test skipped exits KSFT_SKIP (ksft_skip.h).
  */
 #ifndef KNITK_HARNESS_H
 #define KNITK_HARNESS_H
 
 #include "kselftest_harness.h"
+#include "ksft_skip.h"
 
 #undef TEST_TIMEOUT_DEFAULT
 #define TEST_TIMEOUT_DEFAULT	600

@@ -98,6 +98,8 @@
 #define KNITK_FEATURE_STATS		(1ULL << 2)
 #define KNITK_FEATURE_POLL		(1ULL << 3)
 #define KNITK_FEATURE_KICK		(1ULL << 4)
+/* Bit 7: KNITK_URING_CMD_WAIT through IORING_OP_URING_CMD. */
+#define KNITK_FEATURE_URING_CMD		(1ULL << 7)
 
 /* Fixed shape. */
 #define KNITK_LANES			64
@@ -446,6 +448,8 @@ struct knitk_notify {
  * @mismatches: waits that returned -EAGAIN without sleeping.
  * @interrupts: waits ended by a signal.
  * @kicks: kicks (KNITK_NOTIFY_KICK) received.
+ * @uring_waits: KNITK_URING_CMD_WAIT commands that went to sleep (also
+ *	counted in @waits).
  */
 struct knitk_doorbell_stats {
 	__u64 waits;
@@ -457,6 +461,7 @@ struct knitk_doorbell_stats {
 	__u64 mismatches;
 	__u64 interrupts;
 	__u64 kicks;
+	__u64 uring_waits;
 };
 
 /**
@@ -473,6 +478,37 @@ struct knitk_stats {
 
 #define KNITK_IOC_MAGIC			0xb7
 
+/**
+ * struct knitk_uring_wait - KNITK_URING_CMD_WAIT, the command payload
+ * @expected: the doorbell seq the caller saw before it set its sleeping
+ *	flag and re-checked its mailboxes, as for KNITK_IOC_WAIT.
+ * @doorbell: the caller's own doorbell (its worker id, or
+ *	KNITK_DOORBELL_HOST); any other gives -EINVAL.
+ * @flags: must be zero.
+ * @reserved: must be zero.
+ * @deadline_ns: absolute CLOCK_MONOTONIC deadline, or KNITK_WAIT_FOREVER.
+ *
+ * The 16 bytes of the SQE's command area (struct io_uring_sqe, cmd; with
+ * IORING_SETUP_SQE128 the remaining 64 bytes must be zero), submitted as
+ * IORING_OP_URING_CMD on a joined endpoint with cmd_op
+ * KNITK_URING_CMD_WAIT.  The CQE's res is what KNITK_IOC_WAIT would
+ * return: 0 when woken (a delivered notify, a kick or a peer event moved
+ * seq), -EAGAIN when seq already differs from @expected, -ETIMEDOUT at the
+ * deadline, -EPIPE for a worker whose host died; and -ECANCELED when the
+ * wait is cancelled: the ring or the submitting task exits, or the
+ * endpoint's role ends (its owner's last close, or its exit) while it
+ * sleeps.  -ENOTCONN when the endpoint holds no role, -EINVAL for a bad
+ * payload, -ENOTTY for an unknown cmd_op.  A sleeping wait occupies an
+ * io_uring async worker (io-wq) until it completes.
+ */
+struct knitk_uring_wait {
+	__u32 expected;
+	__u8 doorbell;
+	__u8 flags;
+	__u16 reserved;
+	__u64 deadline_ns;
+};
+
 #define KNITK_IOC_API		_IOWR(KNITK_IOC_MAGIC, 0x00, struct knitk_api)
 #define KNITK_IOC_CREATE	_IOWR(KNITK_IOC_MAGIC, 0x01, struct knitk_create)
 #define KNITK_IOC_ATTACH	_IOWR(KNITK_IOC_MAGIC, 0x02, struct knitk_attach)
@@ -480,5 +516,8 @@ struct knitk_stats {
 #define KNITK_IOC_WAIT		_IOW(KNITK_IOC_MAGIC, 0x04, struct knitk_wait)
 #define KNITK_IOC_NOTIFY	_IOWR(KNITK_IOC_MAGIC, 0x05, struct knitk_notify)
 #define KNITK_IOC_STATS		_IOWR(KNITK_IOC_MAGIC, 0x06, struct knitk_stats)
+
+/* cmd_op of IORING_OP_URING_CMD (KNITK_FEATURE_URING_CMD). */
+#define KNITK_URING_CMD_WAIT	_IOW(KNITK_IOC_MAGIC, 0x20, struct knitk_uring_wait)
 
 #endif /* _UAPI_LINUX_KNITK_H */
