@@ -27,7 +27,9 @@
 #include "pool_internal.h"
 #include "../sized.h"
 
-KNITK__SIZED_VER0(knitk_pool_opts, KNITK_POOL_OPTS_SIZE_VER0);
+_Static_assert(offsetof(struct knitk_pool_opts, size) == 0 &&
+	       sizeof(struct knitk_pool_opts) == KNITK_POOL_OPTS_SIZE_VER1,
+	       "knitk_pool_opts layout");
 KNITK__SIZED_VER0(knitk_call_opts, KNITK_CALL_OPTS_SIZE_VER0);
 KNITK__SIZED_VER0(knitk_pool_stats, KNITK_POOL_STATS_SIZE_VER0);
 KNITK__SIZED_VER0(knitk_worker_info, KNITK_WORKER_INFO_SIZE_VER0);
@@ -63,6 +65,11 @@ static int opts_check(const struct knitk_pool_opts *o,
 	    o->nr_submitters < 1 || o->nr_submitters > KNITK_MAX_SUBMITTERS)
 		return -EINVAL;
 	if ((o->flags & KNITK_POOL_RESPAWN) && o->kind != KNITK_WORKER_PROCESSES)
+		return -EINVAL;
+	if (o->dispatch == KNITK_POOL_DISPATCH_STEAL)
+		return knitk_steal_region_lanes(o->nr_workers, o->steal_region) < 0 ?
+		       -EINVAL : -EOPNOTSUPP;
+	if (o->dispatch != KNITK_POOL_DISPATCH_PRIVATE || o->steal_region)
 		return -EINVAL;
 	return 0;
 }
