@@ -434,26 +434,32 @@ KNITK_EXPORT int knitk_producer_track_claims(struct knitk_producer *producer)
 }
 
 KNITK_EXPORT int knitk_producer_claims(struct knitk_producer *producer,
-				       unsigned int worker, uint64_t *lanes)
+				       uint64_t *lanes, unsigned int nr)
 {
 	struct knitk_producer *p = producer;
+	unsigned int w;
 	uint64_t m;
+	int n = 0;
 
-	if (!p || !lanes || !p->track || worker >= p->nr_ack_words)
+	if (!p || !lanes || !p->track || nr > p->nr_ack_words)
 		return -EINVAL;
 	p->ack_cache = producer_load_ack(p);
-	*lanes = p->claims[worker];
-	/* T10: record whose arena slots these are, before the lanes go. */
-	for (m = *lanes; m; m &= m - 1) {
-		const struct knitk_lane_header *h =
-			lane_hdr(p, (unsigned int)__builtin_ctzll(m));
+	for (w = 0; w < nr; w++) {
+		lanes[w] = p->claims[w];
+		/* T10: record whose arena slots these are, before the lanes go. */
+		for (m = lanes[w]; m; m &= m - 1) {
+			const struct knitk_lane_header *h =
+				lane_hdr(p, (unsigned int)__builtin_ctzll(m));
 
-		if (h->kind == KNITK_PAYLOAD_ARENA && h->arena_slot < KNITK_ARENA_SLOTS)
-			p->slot_owner[h->arena_slot] = (int8_t)worker;
+			if (h->kind == KNITK_PAYLOAD_ARENA &&
+			    h->arena_slot < KNITK_ARENA_SLOTS)
+				p->slot_owner[h->arena_slot] = (int8_t)w;
+		}
+		p->claims[w] = 0;
+		p->unreported &= ~lanes[w];
+		n += __builtin_popcountll(lanes[w]);
 	}
-	p->claims[worker] = 0;
-	p->unreported &= ~*lanes;
-	return __builtin_popcountll(*lanes);
+	return n;
 }
 
 KNITK_EXPORT int knitk_producer_reset_claimant(struct knitk_producer *producer,
@@ -461,13 +467,15 @@ KNITK_EXPORT int knitk_producer_reset_claimant(struct knitk_producer *producer,
 {
 	struct knitk_producer *p = producer;
 	struct knitk_steal_line *sl;
-	uint64_t lanes, live, frees = 0;
+	uint64_t live, frees = 0;
 	unsigned int s;
-	int ret;
 
-	ret = knitk_producer_claims(p, worker, &lanes);
-	if (ret < 0)
-		return ret;
+	if (!p || !p->track || worker >= p->nr_ack_words)
+		return -EINVAL;
+	/* Every claim of w is reported, so slot_owner names its slots. */
+	p->ack_cache = producer_load_ack(p);
+	if (p->claims[worker])
+		return -EBUSY;
 	/* Acquire pairs with the release of live in a join (P2). */
 	if (atomic_load_explicit(A64(&knot_control(p->knot)->live),
 				 memory_order_acquire) & bit(worker))

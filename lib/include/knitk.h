@@ -438,18 +438,20 @@ int knitk_steal_consumer_create(struct knitk_knot *knot, unsigned int mailbox,
 int knitk_producer_track_claims(struct knitk_producer *producer);
 
 /*
- * knitk_producer_claims - reload the ack words; *@lanes gets the lanes
- * @worker retired since its last report, which are free from now on.
- * Returns how many.  -EINVAL unless tracking.
+ * knitk_producer_claims - reload the ack words once; @lanes[w] gets the
+ * lanes worker w retired since its last report, for w below @nr (at most
+ * the knot's workers); they are free from now on.  Returns how many in
+ * all.  -EINVAL unless tracking.
  */
-int knitk_producer_claims(struct knitk_producer *producer, unsigned int worker,
-			  uint64_t *lanes);
+int knitk_producer_claims(struct knitk_producer *producer, uint64_t *lanes,
+			  unsigned int nr);
 
 /*
  * knitk_producer_reset_claimant - stand in for dead @worker: free every
- * arena slot of a lane it claimed and did not free (first reporting its
- * claims, see knitk_producer_claims).  Only while @worker's role is not
- * held (-EBUSY) and nobody else takes it.  Returns the slots freed.
+ * arena slot of a lane it claimed and did not free.  -EBUSY while it has
+ * claims not reported yet (knitk_producer_claims first) or its role is
+ * held; only until a new worker takes its steal line.  Returns the slots
+ * freed.
  */
 int knitk_producer_reset_claimant(struct knitk_producer *producer,
 				  unsigned int worker);

@@ -429,7 +429,7 @@ static void claims_reported_and_reset(void)
 	struct knitk_lane_header h = { 0 };
 	struct knitk_consumer *c0, *c1;
 	struct rig r;
-	uint64_t pend0, pend1, lanes;
+	uint64_t pend0, pend1, lanes[2];
 	int i;
 
 	REQUIRE(rig_init(&r, 2, 1, 16) == 0);
@@ -449,10 +449,13 @@ static void claims_reported_and_reset(void)
 	CHECK_EQ(pend0 & pend1, 0);
 	/* Retired, but busy until reported. */
 	CHECK_EQ(knitk_producer_send(r.p[0], &h, NULL, 0), -EAGAIN);
-	CHECK_EQ(knitk_producer_claims(r.p[0], 1, &lanes), 16);
-	CHECK_EQ(lanes, pend1);
-	CHECK_EQ(knitk_producer_claims(r.p[0], 1, &lanes), 0);
-	CHECK_EQ(knitk_producer_reset_claimant(r.p[0], 0), -EBUSY);
+	CHECK_EQ(knitk_producer_reset_claimant(r.p[0], 1), -EBUSY);
+	CHECK_EQ(knitk_producer_claims(r.p[0], lanes, 2), 32);
+	CHECK_EQ(lanes[0], pend0);
+	CHECK_EQ(lanes[1], pend1);
+	CHECK_EQ(knitk_producer_claims(r.p[0], lanes, 2), 0);
+	CHECK_EQ(knitk_producer_claims(r.p[0], lanes, 3), -EINVAL);
+	CHECK_EQ(knitk_producer_reset_claimant(r.p[0], 0), -EBUSY);	/* live */
 	/* Worker 0 dies holding the three arena slots. */
 	CHECK_EQ(knitk_knot_mark_dead(r.host, 0), 0);
 	CHECK_EQ(knitk_producer_reset_claimant(r.p[0], 0), 3);
