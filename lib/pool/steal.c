@@ -41,29 +41,22 @@ _Atomic uint64_t *knitk__steal_words(struct knitk_knot *knot)
  * Wake one idle worker if nobody searches (T12).  Called after a publish
  * (the caller's release store of pub) or by a worker whose claim ended its
  * search.  The fence pairs with the seq_cst RMWs of a worker going idle
- * (knitk__steal_idle): either we see its searching bit, or it clears it
- * and its re-check after the doorbell prepare sees our publish.
+ * (knitk__steal_idle) and its doorbell prepare: either we see its
+ * searching bit, or its re-check after the prepare sees our publish.
+ * Only a worker changes its own bits: until the one rung marks itself
+ * awake, later publishes ring the same worker, whose delivered wake
+ * suppresses them, so a burst wakes one worker, not a herd.
  */
 void knitk__steal_wake(struct knitk_knot *knot, _Atomic uint64_t *words)
 {
-	uint64_t idle, bit;
+	uint64_t idle;
 
 	atomic_thread_fence(memory_order_seq_cst);
-	for (;;) {
-		if (atomic_load_explicit(&words[1], memory_order_seq_cst))
-			return;
-		idle = atomic_load_explicit(&words[0], memory_order_seq_cst);
-		if (!idle)
-			return;
-		bit = idle & -idle;
-		/* Take it out of the idle set; whoever clears the bit rings. */
-		if (atomic_fetch_and_explicit(&words[0], ~bit,
-					      memory_order_seq_cst) & bit) {
-			atomic_fetch_or_explicit(&words[1], bit, memory_order_seq_cst);
-			knitk_doorbell_ring(knot, bit);
-			return;
-		}
-	}
+	if (atomic_load_explicit(&words[1], memory_order_seq_cst))
+		return;
+	idle = atomic_load_explicit(&words[0], memory_order_seq_cst);
+	if (idle)
+		knitk_doorbell_ring(knot, idle & -idle);
 }
 
 /* Worker @w found nothing to claim: it searches (spins). */
