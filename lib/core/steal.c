@@ -29,6 +29,7 @@
 
 #include "arena.h"
 #include "internal.h"
+#include "knot_hooks.h"
 
 /* Pause rounds before a senior sleeps while a junior holds its region. */
 #define STEAL_SPIN		64
@@ -281,6 +282,7 @@ static uint64_t steal_claim_once(struct knitk_steal *st, bool *again)
 	/* T4: announce, then a full fence before the peers' want loads. */
 	atomic_store_explicit(A64(&st->line->want), rbit, memory_order_seq_cst);
 	steal_storeload_fence();
+	KNOT_HOOK(st->knot, KNOT_HOOK_STEAL_WANT, st->me);
 	junior = false;
 	live = steal_live(st);
 	for (p = 0; p < st->nr_workers; p++) {
@@ -316,6 +318,7 @@ static uint64_t steal_claim_once(struct knitk_steal *st, bool *again)
 		 */
 		atomic_store_explicit(A64(&st->line->ack), st->ack,
 				      memory_order_release);
+		KNOT_HOOK(st->knot, KNOT_HOOK_STEAL_CLAIM, st->me);
 	}
 	/* T7: want cleared only after the ack. */
 	want_store(st, 0);

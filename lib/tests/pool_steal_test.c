@@ -16,9 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "knitk.h"
 #include "knitk_pool.h"
 #include "tap.h"
+#include "../core/knot_hooks.h"
 
 enum { S_MIX, S_ORDER, S_DIE, S_SLEEP, S_NR };
 
@@ -412,9 +416,129 @@ static void deadlines_aborts_shutdown(void)
 	knitk_pool_destroy(pool);
 }
 
+/*
+ * A process worker of die_at(): KNITK_STEAL_DIE is "point,worker,path";
+ * worker @worker kills itself at hook @point, once (the first to create
+ * @path), so its respawned successor lives.
+ */
+static int die_point = -1;
+static unsigned int die_worker;
+static const char *die_path;
+
+static void die_hook(struct knitk_knot *k, enum knot_hook point, unsigned int arg)
+{
+	int fd;
+
+	(void)k;
+	if ((int)point != die_point || arg != die_worker)
+		return;
+	fd = open(die_path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	if (fd < 0)
+		return;
+	close(fd);
+	raise(SIGKILL);
+}
+
+static void die_setup(void)
+{
+	const char *env = getenv("KNITK_STEAL_DIE");
+	static char path[256];
+	int point;
+
+	if (!env || !getenv("KNITK_WORKER") ||
+	    sscanf(env, "%d,%u,%255s", &point, &die_worker, path) != 3)
+		return;
+	die_point = point;
+	die_path = path;
+	atomic_store(&knitk__knot_hook, die_hook);
+}
+
+/*
+ * T5, T10, T11 at the exact points: process worker 0 (the senior) dies
+ * right after announcing its want (holding no claim: nothing fails) or
+ * right after retiring its claim (holding the claim and its want: only
+ * the claimed calls fail).  Survivors do not wait on the dead intent once
+ * the pool's pidfd monitor cleared its live bit, and the respawned worker
+ * takes the steal line over.
+ */
+static void die_at(enum knot_hook point, unsigned int g)
+{
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_call *calls[60];
+	char env[300], path[] = "/tmp/knitk-steal-die.XXXXXX";
+	struct knitk_pool *pool;
+	unsigned int i, ok = 0, dead = 0;
+	uint64_t xs[60];
+	int fd = mkstemp(path);
+
+	REQUIRE(fd >= 0);
+	close(fd);
+	unlink(path);
+	snprintf(env, sizeof(env), "%d,0,%s", (int)point, path);
+	setenv("KNITK_STEAL_DIE", env, 1);
+	pool = steal_pool(KNITK_WORKER_PROCESSES, 2, g, KNITK_POOL_RESPAWN, NULL);
+	unsetenv("KNITK_STEAL_DIE");
+	REQUIRE(pool);
+	for (i = 0; i < 60; i++) {
+		xs[i] = 77 + i;
+		REQUIRE(knitk_pool_submit(pool, S_MIX, &xs[i], 8, NULL, &calls[i]) == 0);
+	}
+	REQUIRE(knitk_pool_wait_all(pool, calls, 60, KNITK_WAIT_FOREVER) == 0);
+	for (i = 0; i < 60; i++) {
+		const void *d;
+		size_t len;
+		uint64_t y = 0;
+		int s = knitk_call_status(calls[i]);
+
+		if (s == -EOWNERDEAD)
+			dead++;
+		else if (s == 0 && !knitk_call_result(calls[i], &d, &len) &&
+			 len == 8 && (memcpy(&y, d, 8), y == mix(xs[i])))
+			ok++;
+		knitk_call_release(calls[i]);
+	}
+	/* Served after the death, by the survivor and the new worker 0. */
+	for (i = 0; i < 500; i++) {
+		uint64_t x = i, y = 0;
+		size_t len = 0;
+
+		if (knitk_pool_call(pool, S_MIX, &x, 8, NULL, &y, 8, &len) == 0 &&
+		    len == 8 && y == mix(x))
+			ok++;
+	}
+	REQUIRE(knitk_pool_stats(pool, &st) == 0);
+	printf("# worker 0 died at %s: %u -EOWNERDEAD, %u ok\n",
+	       point == KNOT_HOOK_STEAL_WANT ? "its want" : "its claim", dead, ok);
+	CHECK_EQ(access(path, F_OK), 0);	/* it did die there */
+	CHECK_EQ(ok + dead, 560);
+	if (point == KNOT_HOOK_STEAL_WANT)
+		CHECK_EQ(dead, 0);
+	else
+		CHECK(dead >= 1 && dead <= g);
+	CHECK_EQ(st.deaths, 1);
+	CHECK_EQ(st.respawns, 1);
+	CHECK_EQ(st.ownerdead, dead);
+	CHECK_EQ(st.stale, 0);
+	knitk_pool_destroy(pool);
+	unlink(path);
+}
+
+static void death_holding_want(void)
+{
+	die_at(KNOT_HOOK_STEAL_WANT, 8);
+}
+
+static void death_holding_claim_and_want(void)
+{
+	die_at(KNOT_HOOK_STEAL_CLAIM, 8);
+}
+
 int main(int argc, char **argv)
 {
-	int ret = knitk_worker_main(argc, argv, &table, NULL);
+	int ret;
+
+	die_setup();
+	ret = knitk_worker_main(argc, argv, &table, NULL);
 
 	if (ret)
 		return 1;
@@ -424,6 +548,8 @@ int main(int argc, char **argv)
 	TEST(age_order);
 	TEST(deadlines_aborts_shutdown);
 	TEST(death_holding_claim);
+	TEST(death_holding_want);
+	TEST(death_holding_claim_and_want);
 	TEST(exactly_once_threads);
 	TEST(exactly_once_processes);
 	return tap_exit();
