@@ -126,8 +126,11 @@ struct knitk_pool_opts {
  * wants and runs its calls in publish order (docs/protocol.md T1-T9).  A
  * publish wakes one idle worker only when no worker is awake and
  * searching.  knitk_call_worker() names the bucket of the call's in-flight
- * entry until a worker has taken it, then that worker.  An illegal g or
- * worker count is -EINVAL, never a fallback.  Private stays the default
+ * entry, not the worker that runs it.  A worker's death fails only the
+ * calls it had claimed (-EOWNERDEAD); when the last worker is gone for
+ * good, the calls no worker took complete with -EPIPE.  An illegal g or
+ * worker count is -EINVAL, never a fallback, and so is KNITK_CALL_WORKER
+ * on a stealing pool.  Private stays the default
  * until the skewed benchmark shows stealing ahead.
  */
 #define KNITK_POOL_DISPATCH_PRIVATE	0

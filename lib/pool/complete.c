@@ -238,6 +238,8 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 		pool->respawning--;
 	}
 	pw->state = respawn ? WORKER_NONE : WORKER_DEAD;
+	if (pool->steal)
+		knitk__steal_orphans_locked(pool);
 	pool_progress_locked(pool);
 	pthread_cond_broadcast(&pool->cond);
 	pthread_mutex_unlock(&pool->lock);

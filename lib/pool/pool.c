@@ -281,6 +281,22 @@ fail:
 	return ret;
 }
 
+/* True while some worker may serve (now or after a respawn). */
+bool knitk__pool_has_workers_locked(struct knitk_pool *pool,
+				    const struct knitk_call_opts *co)
+{
+	unsigned int w;
+
+	if (pool->respawning)
+		return true;
+	if (co && (co->flags & KNITK_CALL_WORKER))
+		return atomic_load(&pool->workers[co->worker].alive);
+	for (w = 0; w < pool->nr_workers; w++)
+		if (atomic_load(&pool->workers[w].alive))
+			return true;
+	return false;
+}
+
 /* The balancer: least-loaded live worker below the cap, or -1. */
 static int pool_pick_locked(struct knitk_pool *pool,
 			    const struct knitk_call_opts *co)
@@ -294,6 +310,9 @@ static int pool_pick_locked(struct knitk_pool *pool,
 		return atomic_load(&pw->alive) && pw->inflight < POOL_CAP ?
 		       (int)co->worker : -1;
 	}
+	/* Stealing: buckets of any worker, while some worker serves. */
+	if (pool->steal && !knitk__pool_has_workers_locked(pool, co))
+		return -1;
 	for (i = 0; i < pool->nr_workers; i++) {
 		unsigned int w = (pool->cursor + i) % pool->nr_workers;
 		struct pool_worker *pw = &pool->workers[w];
@@ -314,22 +333,6 @@ static int pool_pick_locked(struct knitk_pool *pool,
 	return best;
 }
 
-/* True while some worker may serve (now or after a respawn). */
-static bool pool_has_workers_locked(struct knitk_pool *pool,
-				    const struct knitk_call_opts *co)
-{
-	unsigned int w;
-
-	if (pool->respawning)
-		return true;
-	if (co && (co->flags & KNITK_CALL_WORKER))
-		return atomic_load(&pool->workers[co->worker].alive);
-	for (w = 0; w < pool->nr_workers; w++)
-		if (atomic_load(&pool->workers[w].alive))
-			return true;
-	return false;
-}
-
 /* Register @call in flight on a worker; returns the worker. */
 static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 			 const struct knitk_call_opts *co)
@@ -348,7 +351,7 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 		w = pool_pick_locked(pool, co);
 		if (w >= 0)
 			break;
-		if (!pool_has_workers_locked(pool, co)) {
+		if (!knitk__pool_has_workers_locked(pool, co)) {
 			pthread_mutex_unlock(&pool->lock);
 			return -EPIPE;
 		}

@@ -202,6 +202,9 @@ void knitk__pool_cancel_all_locked(struct knitk_pool *pool);
 /* pool.c */
 void knitk__pool_free(struct knitk_pool *pool);
 unsigned int knitk__slot_acquire(struct knitk_pool *pool);
+/* Some worker serves, or will after a respawn (pool->lock held). */
+bool knitk__pool_has_workers_locked(struct knitk_pool *pool,
+				    const struct knitk_call_opts *co);
 
 /* complete.c */
 int knitk__completer_start(struct knitk_pool *pool);
@@ -241,6 +244,7 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 			 const struct knitk_lane_header *h, const void *in,
 			 size_t len);
 void knitk__steal_stop_workers(struct knitk_pool *pool);
+void knitk__steal_orphans_locked(struct knitk_pool *pool);
 
 /* spawn.c */
 int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w);

@@ -192,19 +192,6 @@ unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,
 	return n;
 }
 
-/* Some worker serves, or will after a respawn (pool->lock held). */
-static bool steal_has_workers_locked(struct knitk_pool *pool)
-{
-	unsigned int w;
-
-	if (pool->respawning)
-		return true;
-	for (w = 0; w < pool->nr_workers; w++)
-		if (atomic_load(&pool->workers[w].alive))
-			return true;
-	return false;
-}
-
 /* Send @h into slot @s's mailbox (its lock held); the lane, or an error. */
 static int steal_send(struct knitk_pool *pool, unsigned int s,
 		      const struct knitk_lane_header *h, const void *in,
@@ -251,7 +238,7 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 		POOL_HOOK(pool, POOL_HOOK_PUBLISH_FULL, 0);
 		pthread_mutex_lock(&pool->lock);
 		while (progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
-		       steal_has_workers_locked(pool))
+		       knitk__pool_has_workers_locked(pool, NULL))
 			knitk__pool_wait_passive_locked(pool);
 		pthread_mutex_unlock(&pool->lock);
 	}
@@ -298,4 +285,23 @@ void knitk__steal_stop_workers(struct knitk_pool *pool)
 		if (ret)
 			return;
 	}
+}
+
+/*
+ * After a death (pool->lock held): with no worker left and none coming
+ * back, nobody will claim the calls still in the mailboxes; they complete
+ * with -EPIPE, as a submit would.
+ */
+void knitk__steal_orphans_locked(struct knitk_pool *pool)
+{
+	unsigned int i;
+
+	if (knitk__pool_has_workers_locked(pool, NULL))
+		return;
+	for (i = 0; i < pool->nr_workers * KNITK_LANES; i++)
+		if (pool->entries[i].call) {
+			knitk__call_complete_locked(pool, pool->entries[i].call,
+						    -EPIPE, NULL, 0);
+			knitk__entry_free_locked(pool, i);
+		}
 }

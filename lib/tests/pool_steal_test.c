@@ -182,6 +182,7 @@ static void *submit_main(void *arg)
 
 struct wakes {
 	uint64_t waits, wakes, spurious;
+	unsigned int valid;		/* workers whose counters were read */
 };
 
 static void pool_wakes(struct knitk_pool *pool, unsigned int workers,
@@ -195,6 +196,7 @@ static void pool_wakes(struct knitk_pool *pool, unsigned int workers,
 
 		if (knitk_pool_worker_info(pool, i, &wi) || !wi.db_valid)
 			continue;
+		w->valid++;
 		w->waits += wi.db.waits;
 		w->wakes += wi.db.wakes;
 		w->spurious += wi.db.spurious;
@@ -223,12 +225,16 @@ static void exactly_once_one(unsigned int kind, unsigned int workers,
 	}
 	REQUIRE(knitk_pool_stats(pool, &st) == 0);
 	pool_wakes(pool, workers, &wk);
-	printf("# %s, %u workers, g %u: %lu of %lu calls exactly once "
-	       "(stale %llu); worker wakes %llu (%.4f per call), spurious %llu\n",
+	printf("# %s, %u workers, g %u: %lu of %lu calls exactly once (stale %llu)",
 	       kind == KNITK_WORKER_THREADS ? "threads" : "processes", workers, g,
-	       good, n / SUBMITTERS * SUBMITTERS, (unsigned long long)st.stale,
-	       (unsigned long long)wk.wakes, (double)wk.wakes / (double)(good ? good : 1),
-	       (unsigned long long)wk.spurious);
+	       good, n / SUBMITTERS * SUBMITTERS, (unsigned long long)st.stale);
+	if (wk.valid)
+		printf("; wakes %llu (%.5f per call), spurious %llu\n",
+		       (unsigned long long)wk.wakes,
+		       (double)wk.wakes / (double)(good ? good : 1),
+		       (unsigned long long)wk.spurious);
+	else
+		printf("; no wake counters for these workers\n");
 	CHECK_EQ(good, n / SUBMITTERS * SUBMITTERS);
 	CHECK_EQ(st.completed, st.submitted);
 	CHECK_EQ(st.stale, 0);
@@ -523,6 +529,40 @@ static void die_at(enum knot_hook point, unsigned int g)
 	unlink(path);
 }
 
+/*
+ * The only worker dies at its first want, with calls queued and no
+ * respawn: nobody is left to claim them, so they end -EPIPE (not a hang).
+ */
+static void last_worker_dies(void)
+{
+	struct knitk_call *calls[10];
+	char env[300], path[] = "/tmp/knitk-steal-last.XXXXXX";
+	struct knitk_pool *pool;
+	unsigned int i, epipe = 0;
+	uint64_t x = 5;
+	int fd = mkstemp(path);
+
+	REQUIRE(fd >= 0);
+	close(fd);
+	unlink(path);
+	snprintf(env, sizeof(env), "%d,0,%s", (int)KNOT_HOOK_STEAL_WANT, path);
+	setenv("KNITK_STEAL_DIE", env, 1);
+	pool = steal_pool(KNITK_WORKER_PROCESSES, 1, 0, 0, NULL);
+	unsetenv("KNITK_STEAL_DIE");
+	REQUIRE(pool);
+	for (i = 0; i < 10; i++)
+		REQUIRE(knitk_pool_submit(pool, S_MIX, &x, 8, NULL, &calls[i]) == 0);
+	REQUIRE(knitk_pool_wait_all(pool, calls, 10, KNITK_WAIT_FOREVER) == 0);
+	for (i = 0; i < 10; i++) {
+		epipe += knitk_call_status(calls[i]) == -EPIPE;
+		knitk_call_release(calls[i]);
+	}
+	CHECK_EQ(epipe, 10);
+	CHECK_EQ(knitk_pool_submit(pool, S_MIX, &x, 8, NULL, &calls[0]), -EPIPE);
+	knitk_pool_destroy(pool);
+	unlink(path);
+}
+
 static void death_holding_want(void)
 {
 	die_at(KNOT_HOOK_STEAL_WANT, 8);
@@ -550,6 +590,7 @@ int main(int argc, char **argv)
 	TEST(death_holding_claim);
 	TEST(death_holding_want);
 	TEST(death_holding_claim_and_want);
+	TEST(last_worker_dies);
 	TEST(exactly_once_threads);
 	TEST(exactly_once_processes);
 	return tap_exit();
