@@ -27,7 +27,9 @@
 #include "pool_internal.h"
 #include "../sized.h"
 
-KNITK__SIZED_VER0(knitk_pool_opts, KNITK_POOL_OPTS_SIZE_VER0);
+_Static_assert(offsetof(struct knitk_pool_opts, size) == 0 &&
+	       sizeof(struct knitk_pool_opts) == KNITK_POOL_OPTS_SIZE_VER1,
+	       "knitk_pool_opts layout");
 KNITK__SIZED_VER0(knitk_call_opts, KNITK_CALL_OPTS_SIZE_VER0);
 KNITK__SIZED_VER0(knitk_pool_stats, KNITK_POOL_STATS_SIZE_VER1);
 KNITK__SIZED_VER0(knitk_worker_info, KNITK_WORKER_INFO_SIZE_VER1);
@@ -63,6 +65,11 @@ static int opts_check(const struct knitk_pool_opts *o,
 	    o->nr_submitters < 1 || o->nr_submitters > KNITK_MAX_SUBMITTERS)
 		return -EINVAL;
 	if ((o->flags & KNITK_POOL_RESPAWN) && o->kind != KNITK_WORKER_PROCESSES)
+		return -EINVAL;
+	if (o->dispatch == KNITK_POOL_DISPATCH_STEAL)
+		return knitk_steal_region_lanes(o->nr_workers, o->steal_region) < 0 ?
+		       -EINVAL : 0;
+	if (o->dispatch != KNITK_POOL_DISPATCH_PRIVATE || o->steal_region)
 		return -EINVAL;
 	return 0;
 }
@@ -147,6 +154,7 @@ static int pool_worker_exe(const struct knitk_pool_opts *opts, char **exe)
 static int pool_setup(struct knitk_pool *pool)
 {
 	struct knitk_geometry geom = {
+		.flags = pool->steal ? KNITK_GEOM_STEAL : 0,
 		.nr_workers = pool->nr_workers,
 		.nr_submitters = pool->nr_submitters,
 		.lanes = KNITK_LANES,
@@ -185,13 +193,19 @@ static int pool_setup(struct knitk_pool *pool)
 						       sizeof(struct knitk_producer *));
 		if (!pool->submitters[s].producers)
 			return -ENOMEM;
-		for (w = 0; w < pool->nr_workers; w++) {
+		/* Stealing: one request mailbox per slot, every worker's. */
+		for (w = 0; w < (pool->steal ? 1 : pool->nr_workers); w++) {
 			ret = knitk_producer_create(pool->ep,
 				(unsigned int)knitk_endpoint_request_mailbox(pool->ep, s, w),
 				&pool->submitters[s].producers[w]);
 			if (ret)
 				return ret;
 		}
+	}
+	if (pool->steal) {
+		ret = knitk__steal_setup(pool);
+		if (ret)
+			return ret;
 	}
 	return knitk_endpoint_deaths(pool->ep, &pool->death_seq, NULL);
 }
@@ -221,6 +235,10 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 		return ret;
 	}
 	pool->table = *table;
+	pool->steal = pool->opts.dispatch == KNITK_POOL_DISPATCH_STEAL;
+	if (pool->steal)
+		pool->steal_g = (unsigned int)knitk_steal_region_lanes(pool->opts.nr_workers,
+								pool->opts.steal_region);
 	pool->nr_workers = pool->opts.nr_workers;
 	pool->nr_submitters = pool->opts.nr_submitters;
 	pool->monitor_efd = -1;
@@ -264,6 +282,22 @@ fail:
 	return ret;
 }
 
+/* True while some worker may serve (now or after a respawn). */
+bool knitk__pool_has_workers_locked(struct knitk_pool *pool,
+				    const struct knitk_call_opts *co)
+{
+	unsigned int w;
+
+	if (pool->respawning)
+		return true;
+	if (co && (co->flags & KNITK_CALL_WORKER))
+		return atomic_load(&pool->workers[co->worker].alive);
+	for (w = 0; w < pool->nr_workers; w++)
+		if (atomic_load(&pool->workers[w].alive))
+			return true;
+	return false;
+}
+
 /* The balancer: least-loaded live worker below the cap, or -1. */
 static int pool_pick_locked(struct knitk_pool *pool,
 			    const struct knitk_call_opts *co)
@@ -277,11 +311,16 @@ static int pool_pick_locked(struct knitk_pool *pool,
 		return atomic_load(&pw->alive) && pw->inflight < POOL_CAP ?
 		       (int)co->worker : -1;
 	}
+	/* Stealing: buckets of any worker, while some worker serves. */
+	if (pool->steal && !knitk__pool_has_workers_locked(pool, co))
+		return -1;
 	for (i = 0; i < pool->nr_workers; i++) {
 		unsigned int w = (pool->cursor + i) % pool->nr_workers;
 		struct pool_worker *pw = &pool->workers[w];
 
-		if (!atomic_load(&pw->alive) || pw->inflight >= POOL_CAP)
+		/* Stealing: w is only the entry's bucket, any worker runs it. */
+		if ((!pool->steal && !atomic_load(&pw->alive)) ||
+		    pw->inflight >= POOL_CAP)
 			continue;
 		if (pw->inflight < best_load) {
 			best_load = pw->inflight;
@@ -293,22 +332,6 @@ static int pool_pick_locked(struct knitk_pool *pool,
 	if (best >= 0)
 		pool->cursor = ((unsigned int)best + 1) % pool->nr_workers;
 	return best;
-}
-
-/* True while some worker may serve (now or after a respawn). */
-static bool pool_has_workers_locked(struct knitk_pool *pool,
-				    const struct knitk_call_opts *co)
-{
-	unsigned int w;
-
-	if (pool->respawning)
-		return true;
-	if (co && (co->flags & KNITK_CALL_WORKER))
-		return atomic_load(&pool->workers[co->worker].alive);
-	for (w = 0; w < pool->nr_workers; w++)
-		if (atomic_load(&pool->workers[w].alive))
-			return true;
-	return false;
 }
 
 /* Register @call in flight on a worker; returns the worker. */
@@ -329,7 +352,7 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 		w = pool_pick_locked(pool, co);
 		if (w >= 0)
 			break;
-		if (!pool_has_workers_locked(pool, co)) {
+		if (!knitk__pool_has_workers_locked(pool, co)) {
 			pthread_mutex_unlock(&pool->lock);
 			return -EPIPE;
 		}
@@ -360,7 +383,7 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 }
 
 /* Take a submitter: the thread's own by hash, else any free one. */
-static unsigned int submitter_acquire(struct knitk_pool *pool)
+unsigned int knitk__submitter_acquire(struct knitk_pool *pool)
 {
 	unsigned int S = pool->nr_submitters, i;
 	unsigned int home = (unsigned int)(((uintptr_t)pthread_self() >> 6) * 2654435761U) % S;
@@ -394,6 +417,8 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 	unsigned int s;
 	int ret;
 
+	if (pool->steal)
+		return knitk__steal_publish(pool, call, &h, in, len);
 	for (;;) {
 		/*
 		 * Sampled before the attempt: a completion that frees room
@@ -402,7 +427,7 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 		 * room freed before a bump we see is seen by the send.
 		 */
 		progress = atomic_load_explicit(&pool->progress, memory_order_acquire);
-		s = submitter_acquire(pool);
+		s = knitk__submitter_acquire(pool);
 		/*
 		 * seq_cst pairs with the stores in handle_death, which then
 		 * cycles every submitter lock: either we see the worker dead (or
@@ -447,7 +472,8 @@ static int submit_check(struct knitk_pool *pool, uint32_t fn, const void *in,
 	if (!pool || fn >= pool->table.nr_tasks || (len && !in))
 		return -EINVAL;
 	if (co && (co->reserved || (co->flags & ~KNITK_CALL_WORKER) ||
-		   ((co->flags & KNITK_CALL_WORKER) && co->worker >= pool->nr_workers)))
+		   ((co->flags & KNITK_CALL_WORKER) &&
+		    (co->worker >= pool->nr_workers || pool->steal))))
 		return -EINVAL;
 	if (len > pool->max_len)
 		return -EMSGSIZE;
@@ -529,7 +555,9 @@ static void pool_stop_workers(struct knitk_pool *pool)
 	struct knitk_lane_header h = { .function_id = POOL_FN_STOP };
 	unsigned int w;
 
-	for (w = 0; w < pool->nr_workers; w++) {
+	if (pool->steal)
+		knitk__steal_stop_workers(pool);
+	for (w = 0; !pool->steal && w < pool->nr_workers; w++) {
 		if (!atomic_load(&pool->workers[w].alive))
 			continue;
 		pthread_mutex_lock(&pool->submitters[0].lock);
@@ -633,6 +661,7 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 	if (pool->event_fd_owned)
 		close(pool->event_fd);
 	for (s = 0; pool->submitters && s < pool->nr_submitters; s++) {
+		knitk__steal_free_slot(&pool->submitters[s]);
 		free(pool->submitters[s].producers);
 		pthread_mutex_destroy(&pool->submitters[s].lock);
 	}
