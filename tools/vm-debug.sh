@@ -25,8 +25,7 @@ cd "$root_dir"
 
 kdir=$(tools/debug-kernel.sh) || { echo "not ok - vm-debug: build the debug kernel"; exit 1; }
 echo "ok - vm-debug: debug kernel $(cat "$kdir/include/config/kernel.release") in $kdir"
-seed=${KNITK_FUZZ_SEED:-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')}
-case "$seed" in 0x*|[1-9]*) ;; *) seed=0x$seed ;; esac
+seed=${KNITK_FUZZ_SEED:-0x$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')}
 ops=${KNITK_FUZZ_OPS:-200000}
 kills=${KNITK_STORM_KILLS:-1000}
 echo "# vm-debug: fuzz seed $seed, $ops ops; $kills kills (replay: KNITK_FUZZ_SEED=$seed make stress)"
