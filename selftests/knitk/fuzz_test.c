@@ -106,7 +106,8 @@ static const char *const ok_names[NR_OKS] = {
 };
 
 struct fz {
-	uint64_t seed;
+	uint64_t seed;		/* the generator's state */
+	uint64_t stream;	/* its first state: which process this is */
 	unsigned long op;
 	int procs;		/* may fork, and may take part in SCM_RIGHTS */
 	int sock_out, sock_in;	/* -1 without a ring */
@@ -119,8 +120,9 @@ struct fz {
 };
 
 #define FAIL(z, fmt, ...) do {						\
-	printf("# seed %#llx op %lu: " fmt "\n",			\
-	       (unsigned long long)(z)->seed, (z)->op, ##__VA_ARGS__);	\
+	printf("# KNITK_FUZZ_SEED=%#llx, stream %#llx, op %lu: " fmt "\n",	\
+	       (unsigned long long)fuzz_seed,				\
+	       (unsigned long long)(z)->stream, (z)->op, ##__VA_ARGS__);	\
 	return -1;							\
 } while (0)
 
@@ -818,7 +820,8 @@ static int op_fork(struct fz *z)
 	pid_t pid;
 
 	child = *z;
-	child.seed = rnd(&z->seed);
+	child.seed = child.stream = rnd(&z->seed);
+	child.op = 0;
 	pid = fork();
 	if (pid < 0)
 		return 0;
@@ -865,7 +868,7 @@ static int (*const ops[])(struct fz *) = {
 static void fuzz_init(struct fz *z, uint64_t seed, int procs)
 {
 	memset(z, 0, sizeof(*z));
-	z->seed = seed;
+	z->seed = z->stream = seed;
 	z->procs = procs;
 	z->sock_out = z->sock_in = -1;
 	memset(z->fd, -1, sizeof(z->fd));
