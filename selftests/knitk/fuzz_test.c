@@ -1117,7 +1117,12 @@ static void *race_waiter(void *arg)
 
 	while (!atomic_load(&r->stop)) {
 		if (chance(&x->s, 70)) {
+			/*
+			 * Some without a deadline: the close at the end of
+			 * the round ends the role, and must end them too.
+			 */
 			ret = knitk_wait(r->ep, (uint32_t)below(&x->s, 3),
+					 chance(&x->s, 20) ? KNITK_WAIT_FOREVER :
 					 knitk_now_ns() + below(&x->s, 20 * KNITK_MS));
 			if (!allowed(ret, (int[]){ EAGAIN, ETIMEDOUT, EINTR, ENOTCONN,
 						   EPIPE, EBADF }, 6))
