@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk_test.h"
 #include "knitk_live.h"
 

@@ -32,7 +32,7 @@
 #include <stdatomic.h>
 #include <sys/prctl.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_test.h"
 #include "knitk_live.h"

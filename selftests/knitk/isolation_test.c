@@ -17,7 +17,7 @@
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk_test.h"
 #include "knitk_live.h"
 
