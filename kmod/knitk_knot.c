@@ -30,6 +30,9 @@
 
 static struct dentry *knitk_debugfs_root;
 static atomic64_t knitk_knot_ids = ATOMIC64_INIT(0);
+/* Knots not yet freed and their bytes: debugfs knitk/live, for leak tests. */
+static atomic64_t knitk_live_knots = ATOMIC64_INIT(0);
+static atomic64_t knitk_live_bytes = ATOMIC64_INIT(0);
 
 static int knitk_knot_show(struct seq_file *m, void *unused)
 {
@@ -62,9 +65,24 @@ static int knitk_knot_show(struct seq_file *m, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(knitk_knot);
 
+static int knitk_live_show(struct seq_file *m, void *unused)
+{
+	seq_printf(m, "knots %lld\nbytes %lld\n",
+		   (s64)atomic64_read(&knitk_live_knots),
+		   (s64)atomic64_read(&knitk_live_bytes));
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(knitk_live);
+
+/*
+ * debugfs is root's: every file is 0400, so another user learns nothing of
+ * a knot (its size, roles or counters) from it.
+ */
 void knitk_knot_debugfs_init(void)
 {
 	knitk_debugfs_root = debugfs_create_dir("knitk", NULL);
+	debugfs_create_file("live", 0400, knitk_debugfs_root, NULL,
+			    &knitk_live_fops);
 	knitk_hooks_init(knitk_debugfs_root);
 }
 
@@ -193,9 +211,11 @@ struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 	ctl->layout = *l;
 	knot->control = ctl;
 
+	atomic64_inc(&knitk_live_knots);
+	atomic64_add(l->size, &knitk_live_bytes);
 	knot->id = atomic64_inc_return(&knitk_knot_ids);
 	snprintf(name, sizeof(name), "knot-%llu", knot->id);
-	knot->debugfs = debugfs_create_file(name, 0444, knitk_debugfs_root,
+	knot->debugfs = debugfs_create_file(name, 0400, knitk_debugfs_root,
 					    knot, &knitk_knot_fops);
 	return knot;
 
@@ -222,6 +242,8 @@ static void knitk_knot_free(struct kref *ref)
 	vunmap(knot->base);
 	knitk_knot_free_pages(knot);
 	knitk_knot_uncharge(knot);
+	atomic64_sub(knot->layout.size, &knitk_live_bytes);
+	atomic64_dec(&knitk_live_knots);
 	mutex_destroy(&knot->lock);
 	kfree(knot);
 }

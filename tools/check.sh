@@ -24,7 +24,9 @@ step_cmd() {
 	kmod)	echo "tools/kmod-check.sh" ;;
 	vm)	echo "tools/vm-check.sh" ;;
 	dkms)	echo "tools/dkms-check.sh" ;;
-	kunit)	echo "tools/kunit.sh" ;;
+	# The KUnit build trees in the cache are shared by every checkout.
+	kunit)	mkdir -p "${KNITK_CACHE:-$HOME/.cache/knitk}" &&
+		echo "flock ${KNITK_CACHE:-$HOME/.cache/knitk}/.kunit.lock tools/kunit.sh" ;;
 	*)	return 1 ;;
 	esac
 }

@@ -39,7 +39,7 @@ mkdir -p "$work"
 work=$(cd "$work" && pwd)
 # Hang guards, not speed limits: a TCG guest on a loaded machine is slow.
 timeout_s=${VM_TIMEOUT:-2700}
-prog_timeout=${VM_PROG_TIMEOUT:-900}
+prog_timeout=${VM_PROG_TIMEOUT:-1800}
 ksft_out=$work/selftests
 tools_out=$root_dir/build/tools
 mkdir -p "$work" "$ksft_out"

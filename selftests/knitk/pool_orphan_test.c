@@ -3,7 +3,7 @@
  * Process workers do not outlive their host, on the module, which marks a
  * killed host dead itself: idle workers leave their park with -EPIPE, a
  * busy one after its task, one waiting for room for its result gives up
- * (the scenarios: lib/tests/orphan.h).
+ * (the scenarios: lib/tests/orphan.h); then the module has freed the knot.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -17,6 +17,7 @@
 #define POOL_TASKS_SLEEP_STEP_US	500
 #include "../../lib/tests/pool_tasks.h"
 #include "../../lib/tests/orphan.h"
+#include "knitk_live.h"
 
 #define REQUIRE_KNITK() do {						\
 	if (access("/dev/knitk", F_OK))					\
@@ -27,30 +28,35 @@ TEST(kill_idle)
 {
 	REQUIRE_KNITK();
 	ASSERT_EQ(NULL, orphan_kill_idle(KNITK_KNOT_KMOD));
+	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 
 TEST(kill_busy)
 {
 	REQUIRE_KNITK();
 	ASSERT_EQ(NULL, orphan_kill_busy(KNITK_KNOT_KMOD));
+	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 
 TEST(kill_result_waiting)
 {
 	REQUIRE_KNITK();
 	ASSERT_EQ(NULL, orphan_kill_result_waiting(KNITK_KNOT_KMOD));
+	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 
 TEST(return_from_main)
 {
 	REQUIRE_KNITK();
 	ASSERT_EQ(NULL, orphan_host_leaves(KNITK_KNOT_KMOD, "return"));
+	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 
 TEST(exit_without_destroy)
 {
 	REQUIRE_KNITK();
 	ASSERT_EQ(NULL, orphan_host_leaves(KNITK_KNOT_KMOD, "_exit"));
+	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 
 int main(int argc, char **argv)
