@@ -1,26 +1,41 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * steal.pml - region claims on a shared submit mailbox
- * (docs/protocol.md T2-T3).
+ * (docs/protocol.md T2-T3), with stalled and dead claimants.
  *
  * One producer (the host) publishes MSGS messages into the LANES lanes of
  * the submit mailbox.  CLAIMANTS workers take them by regions of G lanes.
- * Each worker c has a steal line with its own ack word (ack[c]) and its own
- * WANT word (want[c]); every word has one writer.  The mailbox's effective
- * ack word is the XOR of every worker's ack.  A lower id is more senior.
+ * Each worker c has a steal line with its own words, each with one writer:
+ * ack[c], want[c] (a region mask) and claim[c] (the lanes it took, with
+ * the bits its ack held on them before the take, one word in the C code:
+ * region index, g lane bits, g ack bits).  The mailbox's effective ack word
+ * is the XOR of every worker's ack.  A lower id is more senior.  live is
+ * the LIVE mask: the module (peer death) clears a dead worker's bit and
+ * rings every doorbell; a dead worker's WANT then stops counting at once.
  *
  * Claim by worker c (one attempt):
  *   P    = pub ^ ack[0] ^ ... (each word loaded separately)
  *   RW   = regions with pending lanes in P
- *   PEER = OR of the other workers' WANT, SEN = the same over seniors
+ *   PEER = OR of the other live workers' WANT, SEN = the same over seniors
  *   E    = RW & ~SEN (nothing left -> give up); C = RW & ~PEER, or E
  *   r    = any region of C (every choice explored: covers any cursor or
  *          oldest-first policy)
- *   want[c] = 1 << r; full fence (sequential consistency here)
- *   re-check every other WANT for r: a senior -> withdraw (want[c] = 0);
- *   a junior -> wait until that junior's WANT drops r
- *   T = (pub ^ every ack) & lanes of r; T == 0 -> withdraw
- *   decode every lane of T; ack[c] ^= T (one store); then want[c] = 0
+ *   want[c] = 1 << r; full fence (StoreLoad)
+ *   re-check every other live WANT for r: a senior -> withdraw; a junior ->
+ *     wait until it drops r or dies: one poll (the pause), then sleep on
+ *     the doorbell (s = seq; sleeping; re-check; park until seq != s)
+ *   T = (pub ^ every ack) & lanes of r & ~(every other claim), the claim
+ *     words loaded before the acks; T == 0 -> withdraw
+ *   claim[c] = T; decode every lane of T; ack[c] ^= T (one store);
+ *   claim[c] = 0; want[c] = 0; ring every sleeping senior
+ *
+ * Death of worker DEAD (if DEAD < CLAIMANTS): at any step (the killer may
+ * or may not fire).  Its claimed but unacked lanes are completed with
+ * -EOWNERDEAD by a stand-in (the pool's death handler): it finds the
+ * claim's lanes unacked when ack[DEAD] still holds the claim's old bits on
+ * them, stores the toggled ack on the dead worker's behalf (it is now that
+ * line's only writer) and clears the claim.  The dead worker's WANT is left
+ * for its successor; survivors ignore it through the LIVE mask.
  *
  * The producer caches the XOR of the ack words and reloads them only when
  * its view shows every lane busy, as on a private mailbox.  A worker with
@@ -28,18 +43,25 @@
  * itself is sleepwake.pml's business).
  *
  * Checked (safety):
- *  - at most one worker holds a region between its handshake and its WANT
- *    clear (mutual exclusion per region);
- *  - no message is decoded twice; the producer writes a lane only while it
- *    is free; after the producer drains the mailbox every message has been
- *    decoded exactly once, and a lost one blocks everyone (invalid end
- *    state).
+ *  - at most one live worker holds a region between its handshake and its
+ *    WANT clear (mutual exclusion per region);
+ *  - every message is taken once: decoded once by a worker, or completed
+ *    by the stand-in only when the dead worker claimed it (never both);
+ *    the producer writes a lane only while it is free; after the drain
+ *    every message was taken, and a lost one or a senior asleep for ever
+ *    on a junior blocks everyone (invalid end state: no deadlock).
  *
  * Broken variants:
- *  - BROKEN_NO_RECHECK: a worker does not re-check the others' WANT after
- *    raising its own (no Dekker handshake): two workers claim one region.
- *  - BROKEN_CLEAR_FIRST: a worker clears WANT before it stores its ack, so
- *    a waiting senior computes T from the stale ack and decodes again.
+ *  - BROKEN_NO_RECHECK: no re-check of the others' WANT after raising one's
+ *    own (no Dekker handshake): two workers claim one region.
+ *  - BROKEN_NO_FENCE: no StoreLoad fence after the WANT store: the store
+ *    sits in the store buffer while the re-check loads run (as x86-TSO
+ *    allows), so two workers each miss the other's WANT.
+ *  - BROKEN_CLEAR_FIRST: the claim and WANT cleared before the ack is
+ *    stored, so a waiting senior computes T from the stale ack and decodes
+ *    again.
+ *  - BROKEN_IGNORE_LIVE: the handshake counts a dead worker's WANT: a
+ *    senior waits for ever on a dead junior.
  */
 
 #ifndef CLAIMANTS
@@ -54,21 +76,38 @@
 #ifndef MSGS
 #define MSGS		3
 #endif
+#ifndef DEAD
+#define DEAD		CLAIMANTS	/* the worker that may die; none */
+#endif
 
 #define REGIONS		(LANES / G)
 #define LMASK		((1 << LANES) - 1)
 #define RMASK(r)	(((1 << G) - 1) << ((r) * G))
 #define BIT(w, i)	(((w) >> (i)) & 1)
 
+#ifdef BROKEN_IGNORE_LIVE
+#define COUNTS(p)	1
+#else
+#define COUNTS(p)	BIT(live, p)	/* a dead worker's WANT stops counting */
+#endif
+
 byte pub;			/* the producer's pub word */
 byte ack[CLAIMANTS];		/* steal line of worker c: ack word */
 byte want[CLAIMANTS];		/* steal line of worker c: WANT, a region mask */
+byte claim[CLAIMANTS];		/* steal line of worker c: lanes taken ... */
+byte claim_old[CLAIMANTS];	/* ... and its ack bits on them before */
 byte lane_msg[LANES];		/* lane headers (a message id stands for them) */
+byte live = (1 << CLAIMANTS) - 1;	/* the LIVE mask */
+bool rung[CLAIMANTS];		/* doorbell of worker c: seq moved ... */
+bool sleeping[CLAIMANTS];	/* ... and sleeping flag */
+bool kill;			/* the killer fired */
 
 /* Ghost state for the checks. */
-byte decoded[MSGS];
-byte ndecoded;
+byte taken[MSGS];
+byte owner[MSGS];
+byte ntaken;
 byte holders[REGIONS];
+byte held[CLAIMANTS];		/* region held + 1, 0 for none */
 
 #if CLAIMANTS == 2
 #define ACKS		(ack[0] ^ ack[1])
@@ -104,6 +143,41 @@ inline load_pending(x)
 	od
 }
 
+/*
+ * After every WANT clear (claim done, or withdrawn): ring every senior that
+ * sleeps, it may be waiting for this worker (the notify's filter aside).
+ * One step: the flag against ring order is sleepwake.pml's proof.
+ */
+inline ring_seniors()
+{
+	atomic {
+		p = 0;
+		do
+		:: p == c -> break
+		:: p < c && sleeping[p] -> rung[p] = true; p++
+		:: p < c && !sleeping[p] -> p++
+		od;
+		p = 0
+	}
+}
+
+/* Re-check every other WANT for r (the StoreLoad side of the handshake). */
+inline recheck()
+{
+	p = 0;
+	do
+	:: p == CLAIMANTS -> break
+	:: p < CLAIMANTS && p == c -> p++
+	:: p < CLAIMANTS && p != c ->
+		if
+		:: BIT(want[p], r) && COUNTS(p) && p < c -> senior = true
+		:: BIT(want[p], r) && COUNTS(p) && p > c -> junior = true
+		:: else -> skip
+		fi;
+		p++
+	od
+}
+
 active proctype producer()
 {
 	byte my_pub = 0, shadow = 0, sent = 0, lane, x, p, i;
@@ -136,10 +210,58 @@ active proctype producer()
 	(pub == ACKS);			/* drain */
 	i = 0;
 	do
-	:: i < MSGS -> assert(decoded[i] == 1); i++
+	:: i < MSGS -> assert(taken[i] == 1); i++
 	:: else -> break
 	od
 }
+
+#if DEAD < CLAIMANTS
+/* Fires at most once, at any time, or never. */
+active proctype killer()
+{
+end:
+	kill = true
+}
+
+/*
+ * The pool's death handler, once the LIVE bit is gone: complete the dead
+ * worker's unacked claimed lanes with -EOWNERDEAD and ack them for it.
+ */
+active proctype standin()
+{
+	byte k, m;
+
+end:
+	(BIT(live, DEAD) == 0);
+	atomic {
+		if
+		:: claim[DEAD] != 0 &&
+		   (ack[DEAD] & claim[DEAD]) == claim_old[DEAD] ->
+			k = 0;
+			do
+			:: k == LANES -> break
+			:: k < LANES && BIT(claim[DEAD], k) == 0 -> k++
+			:: k < LANES && BIT(claim[DEAD], k) == 1 ->
+				m = lane_msg[k];
+				if
+				:: taken[m] == 0 ->	/* claimed, never decoded */
+					taken[m] = 1;
+					owner[m] = DEAD;
+					ntaken++
+				:: else ->		/* decoded by the dead one */
+					assert(owner[m] == DEAD)
+				fi;
+				k++
+			od;
+			ack[DEAD] = ack[DEAD] ^ claim[DEAD];
+			k = 0;
+			m = 0
+		:: else -> skip
+		fi
+	}
+	atomic { claim[DEAD] = 0; claim_old[DEAD] = 0 }
+}
+#endif
 
 proctype claimant(byte c)
 {
@@ -150,10 +272,11 @@ proctype claimant(byte c)
 	byte my_ack = 0, P, C, T, r, p, k, m;
 	bool senior, junior;
 
+	{
 end_idle:
 	do
-	:: ndecoded == MSGS -> break
-	:: atomic { ndecoded != MSGS && (pub ^ ACKS) != 0 } ->
+	:: ntaken == MSGS -> break
+	:: atomic { ntaken != MSGS && (pub ^ ACKS) != 0 } ->
 		/* (slept until some lane was pending) */
 		load_pending(P);
 		/*
@@ -178,8 +301,8 @@ end_idle:
 			p = 0;
 			do
 			:: p == CLAIMANTS -> break
-			:: p < CLAIMANTS && p == c -> p++
-			:: p < CLAIMANTS && p != c ->
+			:: p < CLAIMANTS && (p == c || !COUNTS(p)) -> p++
+			:: p < CLAIMANTS && p != c && COUNTS(p) ->
 				m = m | want[p];
 				if
 				:: p < c -> T = T | want[p]
@@ -201,56 +324,76 @@ end_idle:
 		pick(r, C, REGIONS, k);
 		atomic { C = 0; k = 0 }
 
+#if defined(BROKEN_NO_RECHECK)
+		want[c] = 1 << r;
+#elif defined(BROKEN_NO_FENCE)
+		/* The WANT store drains from the store buffer after the loads. */
+		recheck();
+		want[c] = 1 << r;
+#else
 		want[c] = 1 << r;		/* announce, then StoreLoad */
-
-#ifndef BROKEN_NO_RECHECK
-		/* Re-check every other WANT for r, one load each. */
-		p = 0;
-		do
-		:: p == CLAIMANTS -> break
-		:: p < CLAIMANTS && p == c -> p++
-		:: p < CLAIMANTS && p != c ->
-			if
-			:: BIT(want[p], r) && p < c -> senior = true
-			:: BIT(want[p], r) && p > c -> junior = true
-			:: else -> skip
-			fi;
-			p++
-		od;
+		recheck();
+#endif
 		if
 		:: senior ->
 			/* A junior always yields to a senior. */
 			atomic { senior = false; junior = false; p = 0 };
 			want[c] = 0;
+			ring_seniors();
 			goto retry
 		:: else -> skip
 		fi;
 		if
 		:: junior ->
-			/* A senior waits for every junior to leave r. */
+			/*
+			 * A senior waits for every junior to leave r or die:
+			 * one poll, then sleep on its doorbell.
+			 */
 			p = c + 1;
 			do
 			:: p >= CLAIMANTS -> break
-			:: p < CLAIMANTS -> (BIT(want[p], r) == 0); p++
+			:: p < CLAIMANTS &&
+			   (BIT(want[p], r) == 0 || !COUNTS(p)) -> p++
+			:: p < CLAIMANTS &&
+			   !(BIT(want[p], r) == 0 || !COUNTS(p)) ->
+				rung[c] = false;	/* s = seq */
+				sleeping[c] = true;
+				if
+				:: BIT(want[p], r) == 0 || !COUNTS(p) -> skip
+				:: else -> rung[c]	/* park until seq != s */
+				fi;
+				atomic { sleeping[c] = false; rung[c] = false }
 			od
 		:: else -> skip
 		fi;
 		atomic { senior = false; junior = false; p = 0 };
-#endif
 
 		atomic {
 			holders[r]++;
+			held[c] = r + 1;
 			assert(holders[r] == 1);	/* one holder per region */
 		}
 
+		/* Recompute the lanes: other claims first, then the acks. */
+		p = 0;
+		m = 0;
+		do
+		:: p == CLAIMANTS -> break
+		:: p < CLAIMANTS && p == c -> p++
+		:: p < CLAIMANTS && p != c -> m = m | claim[p]; p++
+		od;
 		load_pending(T);
-		atomic { T = T & RMASK(r); p = 0 }
+		atomic { T = T & RMASK(r) & ~m; p = 0; m = 0 }
 		if
 		:: T == 0 ->
-			atomic { holders[r]--; want[c] = 0 }
+			atomic { holders[r]--; held[c] = 0 };
+			want[c] = 0;
+			ring_seniors();
 			goto retry
 		:: else -> skip
 		fi;
+
+		atomic { claim[c] = T; claim_old[c] = my_ack & T }
 
 		/*
 		 * Decode every lane of T.  The lanes are the claimant's until
@@ -263,9 +406,10 @@ end_idle:
 			:: k < LANES && BIT(T, k) == 0 -> k++
 			:: k < LANES && BIT(T, k) == 1 ->
 				m = lane_msg[k];
-				assert(decoded[m] == 0);	/* not twice */
-				decoded[m]++;
-				ndecoded++;
+				assert(taken[m] == 0);		/* not twice */
+				taken[m] = 1;
+				owner[m] = c;
+				ntaken++;
 				k++
 			od;
 			k = 0;
@@ -274,15 +418,35 @@ end_idle:
 			T = 0
 		}
 #ifdef BROKEN_CLEAR_FIRST
-		atomic { holders[r]--; want[c] = 0 }
+		atomic { claim[c] = 0; claim_old[c] = 0 }
+		atomic { holders[r]--; held[c] = 0; want[c] = 0 }
 		ack[c] = my_ack;
 #else
 		ack[c] = my_ack;			/* ACK before ... */
-		atomic { holders[r]--; want[c] = 0 }	/* ... WANT clear */
+		atomic { claim[c] = 0; claim_old[c] = 0 }
+		atomic { holders[r]--; held[c] = 0; want[c] = 0 } /* ... WANT */
 #endif
+		ring_seniors();
 retry:
 		r = 0
 	od
+	} unless {
+		atomic {
+			c == DEAD && kill;
+			/* Peer death: LIVE bit cleared, every doorbell rung. */
+			live = live & ~(1 << c);
+			if
+			:: held[c] != 0 -> holders[held[c] - 1]--; held[c] = 0
+			:: else -> skip
+			fi;
+			p = 0;
+			do
+			:: p == CLAIMANTS -> break
+			:: p < CLAIMANTS && sleeping[p] -> rung[p] = true; p++
+			:: p < CLAIMANTS && !sleeping[p] -> p++
+			od
+		}
+	}
 }
 
 init
