@@ -42,12 +42,12 @@ table=(
 "steal;steal.pml;-DCLAIMANTS=2 -DLANES=3 -DG=1 -DMSGS=2;safety;;steal: one holder per region, exactly-once claim, no deadlock (2 workers, 3 regions of 1 lane, 2 messages)"
 "steal-reuse;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=3;safety;;steal: one holder per region, exactly-once claim, lanes reused (2 workers, 2 regions of 1 lane, 3 messages)"
 "steal-g2;steal.pml;-DCLAIMANTS=2 -DLANES=4 -DG=2 -DMSGS=2;safety;;steal: one holder per region, exactly-once claim (2 workers, 2 regions of 2 lanes, 2 messages)"
-"steal-dead-junior;steal.pml;-DCLAIMANTS=2 -DLANES=3 -DG=1 -DMSGS=2 -DDEAD=1;safety;;steal: a junior dies at any step: its claim completed once by the stand-in, no survivor waits on it (2 workers, 3 regions of 1 lane)"
-"steal-dead-senior;steal.pml;-DCLAIMANTS=2 -DLANES=4 -DG=2 -DMSGS=2 -DDEAD=0;safety;;steal: a senior dies at any step: its claim completed once by the stand-in, no survivor waits on it (2 workers, 2 regions of 2 lanes)"
-"steal-3-dead;steal.pml;-DCLAIMANTS=3 -DLANES=1 -DG=1 -DMSGS=1 -DDEAD=2;safety;;steal: 3 workers, one dies, one stalls with the senior asleep on it: exactly-once, no lost wake, no deadlock (1 region of 1 lane)"
+"steal-dead-junior;steal.pml;-DCLAIMANTS=2 -DLANES=3 -DG=1 -DMSGS=2 -DDEAD=1;safety;;steal: a junior dies at any step: every message retired once, no survivor waits on it (2 workers, 3 regions of 1 lane)"
+"steal-dead-senior;steal.pml;-DCLAIMANTS=2 -DLANES=4 -DG=2 -DMSGS=2 -DDEAD=0;safety;;steal: a senior dies at any step: every message retired once, no survivor waits on it (2 workers, 2 regions of 2 lanes)"
+"steal-3-dead;steal.pml;-DCLAIMANTS=3 -DLANES=2 -DG=1 -DMSGS=1 -DDEAD=2;safety;;steal: 3 workers, one dies, one stalls while the senior waits: exactly-once, no deadlock (2 regions of 1 lane, 1 message)"
 "steal-no-recheck;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=2 -DBROKEN_NO_RECHECK;safety;assertion violated.*(holders\[r\]|taken\[m\]);steal: broken variant rejected (no re-check of the other WANT words: double claim)"
 "steal-no-fence;steal.pml;-DCLAIMANTS=2 -DLANES=3 -DG=1 -DMSGS=3 -DBROKEN_NO_FENCE;safety;assertion violated.*(holders\[r\]|taken\[m\]);steal: broken variant rejected (no StoreLoad fence after the WANT store: double claim)"
-"steal-clear-first;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=2 -DBROKEN_CLEAR_FIRST;safety;assertion violated.*taken\[m\];steal: broken variant rejected (WANT cleared before ACK stored: lane decoded twice)"
+"steal-clear-first;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=2 -DBROKEN_CLEAR_FIRST;safety;assertion violated.*taken\[m\];steal: broken variant rejected (WANT cleared before ACK stored: lane retired twice)"
 "steal-ignore-live;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=2 -DDEAD=1 -DBROKEN_IGNORE_LIVE;safety;invalid end state;steal: broken variant rejected (LIVE mask ignored: a senior waits for ever on a dead junior)"
 )
 

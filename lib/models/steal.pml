@@ -1,41 +1,45 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * steal.pml - region claims on a shared submit mailbox
- * (docs/protocol.md T2-T3), with stalled and dead claimants.
+ * (docs/protocol.md T2-T7), with stalled and dead claimants.
  *
  * One producer (the host) publishes MSGS messages into the LANES lanes of
  * the submit mailbox.  CLAIMANTS workers take them by regions of G lanes.
- * Each worker c has a steal line with its own words, each with one writer:
- * ack[c], want[c] (a region mask) and claim[c] (the lanes it took, with
- * the bits its ack held on them before the take, one word in the C code:
- * region index, g lane bits, g ack bits).  The mailbox's effective ack word
- * is the XOR of every worker's ack.  A lower id is more senior.  live is
- * the LIVE mask: the module (peer death) clears a dead worker's bit and
- * rings every doorbell; a dead worker's WANT then stops counting at once.
+ * Each worker c has a steal line with its own ack word (ack[c]) and its own
+ * WANT word (want[c], a region mask); every word has one writer.  The
+ * mailbox's effective ack word is the XOR of every worker's ack.  A lower
+ * id is more senior.  live is the LIVE mask: the kernel's peer death (or
+ * the pool's pidfd monitor) clears a dead worker's bit, and from then on
+ * its WANT stops counting.
  *
  * Claim by worker c (one attempt):
  *   P    = pub ^ ack[0] ^ ... (each word loaded separately)
  *   RW   = regions with pending lanes in P
- *   PEER = OR of the other live workers' WANT, SEN = the same over seniors
- *   E    = RW & ~SEN (nothing left -> give up); C = RW & ~PEER, or E
- *   r    = any region of C (every choice explored: covers any cursor or
- *          oldest-first policy)
- *   want[c] = 1 << r; full fence (StoreLoad)
- *   re-check every other live WANT for r: a senior -> withdraw; a junior ->
- *     wait until it drops r or dies: one poll (the pause), then sleep on
- *     the doorbell (s = seq; sleeping; re-check; park until seq != s)
- *   T = (pub ^ every ack) & lanes of r & ~(every other claim), the claim
- *     words loaded before the acks; T == 0 -> withdraw
- *   claim[c] = T; decode every lane of T; ack[c] ^= T (one store);
- *   claim[c] = 0; want[c] = 0; ring every sleeping senior
+ *   PEER = OR of the live peers' WANT, SEN = the same over live seniors
+ *   E    = RW & ~SEN (nothing left -> give up); C = RW & ~PEER, or E  (T3)
+ *   r    = any region of C (every choice explored: covers the code's
+ *          oldest-first choice, T9)
+ *   want[c] = 1 << r; StoreLoad fence                                (T4)
+ *   re-check every live peer's WANT for r: a senior -> withdraw; a junior
+ *     -> wait until no junior is both live and in r                  (T5)
+ *   T = (pub ^ every ack) & lanes of r, loaded again; T == 0 -> withdraw
+ *   copy the lanes of T; ack[c] ^= T (one store: the lanes are retired,
+ *     and c's alone)                                                 (T6)
+ *   want[c] = 0, after the ack                                       (T7)
  *
- * Death of worker DEAD (if DEAD < CLAIMANTS): at any step (the killer may
- * or may not fire).  Its claimed but unacked lanes are completed with
- * -EOWNERDEAD by a stand-in (the pool's death handler): it finds the
- * claim's lanes unacked when ack[DEAD] still holds the claim's old bits on
- * them, stores the toggled ack on the dead worker's behalf (it is now that
- * line's only writer) and clears the claim.  The dead worker's WANT is left
- * for its successor; survivors ignore it through the LIVE mask.
+ * The senior's wait (64 pauses, then 50 us sleeps, the live mask reloaded
+ * each round) is modelled as a wait for its condition: a poll that finds
+ * nothing changed leads back to the same state.  So a senior that would
+ * spin for ever on a junior that never leaves is a blocked process, and
+ * with everyone else done, an invalid end state.
+ *
+ * Death of worker DEAD (if DEAD < CLAIMANTS): at any step, or never (a
+ * killer process may fire once).  Its live bit is cleared at once.  Lanes
+ * it retired with its ack store are its calls (the pool completes them
+ * -EOWNERDEAD, T10-T11); lanes it copied but did not ack stay pending and
+ * go to a survivor.  A stalled claimant is any claimant between two of its
+ * steps: every interleaving is explored, so a claimant may stall while it
+ * holds WANT or a claim.
  *
  * The producer caches the XOR of the ack words and reloads them only when
  * its view shows every lane busy, as on a private mailbox.  A worker with
@@ -45,11 +49,10 @@
  * Checked (safety):
  *  - at most one live worker holds a region between its handshake and its
  *    WANT clear (mutual exclusion per region);
- *  - every message is taken once: decoded once by a worker, or completed
- *    by the stand-in only when the dead worker claimed it (never both);
- *    the producer writes a lane only while it is free; after the drain
- *    every message was taken, and a lost one or a senior asleep for ever
- *    on a junior blocks everyone (invalid end state: no deadlock).
+ *  - every message is retired exactly once (by one ack store, dead or
+ *    alive); the producer writes a lane only while it is free; after the
+ *    drain every message was retired, and a lost one or a senior waiting
+ *    for ever blocks everyone (invalid end state: no deadlock).
  *
  * Broken variants:
  *  - BROKEN_NO_RECHECK: no re-check of the others' WANT after raising one's
@@ -57,9 +60,8 @@
  *  - BROKEN_NO_FENCE: no StoreLoad fence after the WANT store: the store
  *    sits in the store buffer while the re-check loads run (as x86-TSO
  *    allows), so two workers each miss the other's WANT.
- *  - BROKEN_CLEAR_FIRST: the claim and WANT cleared before the ack is
- *    stored, so a waiting senior computes T from the stale ack and decodes
- *    again.
+ *  - BROKEN_CLEAR_FIRST: WANT cleared before the ack is stored, so a
+ *    waiting senior computes T from the stale ack and retires it again.
  *  - BROKEN_IGNORE_LIVE: the handshake counts a dead worker's WANT: a
  *    senior waits for ever on a dead junior.
  */
@@ -94,17 +96,12 @@
 byte pub;			/* the producer's pub word */
 byte ack[CLAIMANTS];		/* steal line of worker c: ack word */
 byte want[CLAIMANTS];		/* steal line of worker c: WANT, a region mask */
-byte claim[CLAIMANTS];		/* steal line of worker c: lanes taken ... */
-byte claim_old[CLAIMANTS];	/* ... and its ack bits on them before */
 byte lane_msg[LANES];		/* lane headers (a message id stands for them) */
 byte live = (1 << CLAIMANTS) - 1;	/* the LIVE mask */
-bool rung[CLAIMANTS];		/* doorbell of worker c: seq moved ... */
-bool sleeping[CLAIMANTS];	/* ... and sleeping flag */
 bool kill;			/* the killer fired */
 
 /* Ghost state for the checks. */
-byte taken[MSGS];
-byte owner[MSGS];
+byte taken[MSGS];		/* retired by an ack store */
 byte ntaken;
 byte holders[REGIONS];
 byte held[CLAIMANTS];		/* region held + 1, 0 for none */
@@ -141,24 +138,6 @@ inline load_pending(x)
 	:: p < CLAIMANTS && p == c -> p++
 	:: p < CLAIMANTS && p != c -> x = x ^ ack[p]; p++
 	od
-}
-
-/*
- * After every WANT clear (claim done, or withdrawn): ring every senior that
- * sleeps, it may be waiting for this worker (the notify's filter aside).
- * One step: the flag against ring order is sleepwake.pml's proof.
- */
-inline ring_seniors()
-{
-	atomic {
-		p = 0;
-		do
-		:: p == c -> break
-		:: p < c && sleeping[p] -> rung[p] = true; p++
-		:: p < c && !sleeping[p] -> p++
-		od;
-		p = 0
-	}
 }
 
 /* Re-check every other WANT for r (the StoreLoad side of the handshake). */
@@ -223,44 +202,6 @@ end:
 	kill = true
 }
 
-/*
- * The pool's death handler, once the LIVE bit is gone: complete the dead
- * worker's unacked claimed lanes with -EOWNERDEAD and ack them for it.
- */
-active proctype standin()
-{
-	byte k, m;
-
-end:
-	(BIT(live, DEAD) == 0);
-	atomic {
-		if
-		:: claim[DEAD] != 0 &&
-		   (ack[DEAD] & claim[DEAD]) == claim_old[DEAD] ->
-			k = 0;
-			do
-			:: k == LANES -> break
-			:: k < LANES && BIT(claim[DEAD], k) == 0 -> k++
-			:: k < LANES && BIT(claim[DEAD], k) == 1 ->
-				m = lane_msg[k];
-				if
-				:: taken[m] == 0 ->	/* claimed, never decoded */
-					taken[m] = 1;
-					owner[m] = DEAD;
-					ntaken++
-				:: else ->		/* decoded by the dead one */
-					assert(owner[m] == DEAD)
-				fi;
-				k++
-			od;
-			ack[DEAD] = ack[DEAD] ^ claim[DEAD];
-			k = 0;
-			m = 0
-		:: else -> skip
-		fi
-	}
-	atomic { claim[DEAD] = 0; claim_old[DEAD] = 0 }
-}
 #endif
 
 proctype claimant(byte c)
@@ -339,30 +280,18 @@ end_idle:
 			/* A junior always yields to a senior. */
 			atomic { senior = false; junior = false; p = 0 };
 			want[c] = 0;
-			ring_seniors();
 			goto retry
 		:: else -> skip
 		fi;
 		if
 		:: junior ->
-			/*
-			 * A senior waits for every junior to leave r or die:
-			 * one poll, then sleep on its doorbell.
-			 */
+			/* A senior waits until no junior is live and in r. */
 			p = c + 1;
 			do
 			:: p >= CLAIMANTS -> break
-			:: p < CLAIMANTS &&
-			   (BIT(want[p], r) == 0 || !COUNTS(p)) -> p++
-			:: p < CLAIMANTS &&
-			   !(BIT(want[p], r) == 0 || !COUNTS(p)) ->
-				rung[c] = false;	/* s = seq */
-				sleeping[c] = true;
-				if
-				:: BIT(want[p], r) == 0 || !COUNTS(p) -> skip
-				:: else -> rung[c]	/* park until seq != s */
-				fi;
-				atomic { sleeping[c] = false; rung[c] = false }
+			:: p < CLAIMANTS ->
+				(BIT(want[p], r) == 0 || !COUNTS(p));
+				p++
 			od
 		:: else -> skip
 		fi;
@@ -374,32 +303,28 @@ end_idle:
 			assert(holders[r] == 1);	/* one holder per region */
 		}
 
-		/* Recompute the lanes: other claims first, then the acks. */
-		p = 0;
-		m = 0;
-		do
-		:: p == CLAIMANTS -> break
-		:: p < CLAIMANTS && p == c -> p++
-		:: p < CLAIMANTS && p != c -> m = m | claim[p]; p++
-		od;
+		/* The lanes of r, loaded again after the handshake (T6). */
 		load_pending(T);
-		atomic { T = T & RMASK(r) & ~m; p = 0; m = 0 }
+		atomic { T = T & RMASK(r); p = 0 }
 		if
 		:: T == 0 ->
 			atomic { holders[r]--; held[c] = 0 };
 			want[c] = 0;
-			ring_seniors();
 			goto retry
 		:: else -> skip
 		fi;
 
-		atomic { claim[c] = T; claim_old[c] = my_ack & T }
-
 		/*
-		 * Decode every lane of T.  The lanes are the claimant's until
-		 * its ack store, so reading them in one step loses nothing.
+		 * Copy the lanes of T (private memory), then retire them with
+		 * one ack store.  They are the claimant's until that store, so
+		 * the copy reads what the retire step records.
 		 */
+#ifdef BROKEN_CLEAR_FIRST
+		atomic { holders[r]--; held[c] = 0; want[c] = 0 }
+#endif
 		atomic {
+			my_ack = my_ack ^ T;
+			ack[c] = my_ack;			/* ACK before ... */
 			k = 0;
 			do
 			:: k == LANES -> break
@@ -408,43 +333,28 @@ end_idle:
 				m = lane_msg[k];
 				assert(taken[m] == 0);		/* not twice */
 				taken[m] = 1;
-				owner[m] = c;
 				ntaken++;
 				k++
 			od;
 			k = 0;
 			m = 0;
-			my_ack = my_ack ^ T;
 			T = 0
 		}
-#ifdef BROKEN_CLEAR_FIRST
-		atomic { claim[c] = 0; claim_old[c] = 0 }
-		atomic { holders[r]--; held[c] = 0; want[c] = 0 }
-		ack[c] = my_ack;
-#else
-		ack[c] = my_ack;			/* ACK before ... */
-		atomic { claim[c] = 0; claim_old[c] = 0 }
-		atomic { holders[r]--; held[c] = 0; want[c] = 0 } /* ... WANT */
+#ifndef BROKEN_CLEAR_FIRST
+		atomic { holders[r]--; held[c] = 0; want[c] = 0 }	/* ... WANT */
 #endif
-		ring_seniors();
 retry:
 		r = 0
 	od
 	} unless {
 		atomic {
 			c == DEAD && kill;
-			/* Peer death: LIVE bit cleared, every doorbell rung. */
+			/* Peer death: the LIVE bit cleared at once. */
 			live = live & ~(1 << c);
 			if
 			:: held[c] != 0 -> holders[held[c] - 1]--; held[c] = 0
 			:: else -> skip
 			fi;
-			p = 0;
-			do
-			:: p == CLAIMANTS -> break
-			:: p < CLAIMANTS && sleeping[p] -> rung[p] = true; p++
-			:: p < CLAIMANTS && !sleeping[p] -> p++
-			od
 		}
 	}
 }
