@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
-steps_all="host models kmod vm kunit"
+steps_all="host models kmod vm kunit bench"
 steps=${CHECK_STEPS:-$steps_all}
 log_dir=${CHECK_LOG_DIR:-build/check}
 mkdir -p "$log_dir"
@@ -23,6 +23,7 @@ step_cmd() {
 	kmod)	echo "tools/kmod-check.sh" ;;
 	vm)	echo "tools/vm-check.sh" ;;
 	kunit)	echo "tools/kunit.sh" ;;
+	bench)	echo "tools/bench/smoke.sh" ;;
 	*)	return 1 ;;
 	esac
 }

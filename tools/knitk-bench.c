@@ -241,7 +241,7 @@ static void json_num(FILE *f, int *first, const char *key, double v)
 	if (isnan(v))
 		fprintf(f, ": null");
 	else
-		fprintf(f, ": %.4f", v);
+		fprintf(f, ": %.6g", v);
 	*first = 0;
 }
 
@@ -341,7 +341,7 @@ static int write_json(const char *path, const struct row *rows, int nr,
 			row->median_ns, row->min_ns, value(row, row->median_ns),
 			value(row, row->min_ns), row->cpu_ns);
 		if (row->base && row->base != row)
-			fprintf(f, ", \"speed\": %.4f", speed(row, row->base));
+			fprintf(f, ", \"speed\": %.6g", speed(row, row->base));
 		fprintf(f, ",\n     \"speed_vs\": {");
 		first = 1;
 		for (j = 0; j < nr; j++) {
@@ -352,7 +352,7 @@ static int write_json(const char *path, const struct row *rows, int nr,
 				continue;
 			fprintf(f, "%s", first ? "" : ", ");
 			json_str(f, b->c->name);
-			fprintf(f, ": %.4f", speed(row, b));
+			fprintf(f, ": %.6g", speed(row, b));
 			first = 0;
 		}
 		fprintf(f, "}");
