@@ -148,6 +148,21 @@ uint64_t knitk__knot_doorbell_pending(const struct knitk_knot *k,
 /* Effective ack word of mailbox @m (acquire loads). */
 uint64_t knitk__knot_mailbox_ack(const struct knitk_knot *k, unsigned int m);
 
+/* steal.c: the claimant of a stealing mailbox (docs/protocol.md T1-T9). */
+struct knitk_steal;
+int knitk__steal_create(struct knitk_knot *k, unsigned int mailbox,
+			unsigned int g, struct knitk_steal **st);
+void knitk__steal_destroy(struct knitk_steal *st);
+/* Claim a region (or return the lanes of the last claim not taken yet). */
+uint64_t knitk__steal_claim(struct knitk_steal *st);
+/* The next claimed lane of *@pending in publish order, or -ENOENT. */
+int knitk__steal_next(struct knitk_steal *st, uint64_t *pending);
+bool knitk__steal_holds(const struct knitk_steal *st, unsigned int lane);
+/* The private copy of claimed @lane: header, then the inline bytes. */
+const char *knitk__steal_lane(const struct knitk_steal *st, unsigned int lane);
+/* Done with claimed @lanes: free their arena slots (own free word). */
+int knitk__steal_done(struct knitk_steal *st, uint64_t lanes);
+
 /* The host joined once and its endpoint has been released (or marked dead). */
 static inline bool knot_host_dead(const struct knitk_knot *k)
 {

@@ -21,6 +21,16 @@ enum knot_hook {
 	 * @arg: the dead slot.
 	 */
 	KNOT_HOOK_DEATH,
+	/*
+	 * steal.c: the claimant announced its want word and fenced, before
+	 * it looks at its peers; @arg: the worker.
+	 */
+	KNOT_HOOK_STEAL_WANT,
+	/*
+	 * steal.c: the claimed lanes are retired (ack stored), want not
+	 * cleared yet; @arg: the worker.
+	 */
+	KNOT_HOOK_STEAL_CLAIM,
 };
 
 typedef void (*knot_hook_fn)(struct knitk_knot *k, enum knot_hook point,

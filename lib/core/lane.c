@@ -38,9 +38,16 @@ struct knitk_producer {
 	uint64_t pub;			/* private copy of the pub word */
 	uint64_t ack_cache;		/* cached effective ack word */
 	uint64_t claimed;		/* claimed, not yet published */
+	uint64_t stamp;			/* publishes so far (lane stamps) */
 	unsigned int nr_ack_words;
 	const uint64_t *ack_words[KNITK_MAX_WORKERS];
 	struct knitk_arena *arena;
+	/* knitk_producer_track_claims: who retired which lane (T10). */
+	bool track;
+	uint64_t unreported;		/* retired, not reported: still busy */
+	uint64_t seen_ack[KNITK_MAX_WORKERS];	/* ack words at the last load */
+	uint64_t claims[KNITK_MAX_WORKERS];	/* retired by w, not reported */
+	int8_t slot_owner[KNITK_ARENA_SLOTS];	/* claimant of a slot, or -1 */
 };
 
 struct knitk_consumer {
@@ -56,6 +63,7 @@ struct knitk_consumer {
 	uint64_t ack;			/* private copy of the ack word */
 	uint64_t seen;			/* pending lanes found by scans */
 	struct knitk_arena_freer freer;
+	struct knitk_steal *steal;	/* a claimant of a stealing mailbox */
 };
 
 static inline uint64_t bit(unsigned int lane)
@@ -72,6 +80,13 @@ static inline unsigned int ring_next(uint64_t mask, unsigned int cursor)
 }
 
 /* ------------------------------------------------------------ producer */
+
+static struct knitk_lane_header *lane_hdr(const struct knitk_producer *p,
+					  unsigned int lane)
+{
+	return (struct knitk_lane_header *)(p->lanes +
+					    (uint64_t)lane * p->lane_stride);
+}
 
 KNITK_EXPORT int knitk_producer_create(struct knitk_knot *knot,
 				       unsigned int mailbox,
@@ -115,6 +130,15 @@ KNITK_EXPORT int knitk_producer_create(struct knitk_knot *knot,
 	}
 	/* We are the only writer of pub: continue from what it holds. */
 	p->pub = atomic_load_explicit(A64(&p->sector->pub), memory_order_relaxed);
+	/* And of the stamps: continue after the newest. */
+	for (w = 0; w < KNITK_LANES; w++) {
+		uint64_t s = atomic_load_explicit(A64(&lane_hdr(p, w)->stamp),
+						  memory_order_relaxed);
+
+		if ((int64_t)(s - p->stamp) > 0)
+			p->stamp = s;
+	}
+	memset(p->slot_owner, -1, sizeof(p->slot_owner));
 	p->ack_cache = knitk__knot_mailbox_ack(knot, mailbox);
 	*producer = p;
 	return 0;
@@ -132,27 +156,29 @@ KNITK_EXPORT void knitk_producer_destroy(struct knitk_producer *producer)
 	free(producer);
 }
 
-static uint64_t producer_load_ack(const struct knitk_producer *p)
+static uint64_t producer_load_ack(struct knitk_producer *p)
 {
-	uint64_t ack = 0;
+	uint64_t ack = 0, a;
 	unsigned int i;
 
 	/*
 	 * Acquire pairs with the consumer's release store of its ack word:
 	 * its reads of the lane happen before we reuse the lane.
 	 */
-	for (i = 0; i < p->nr_ack_words; i++)
-		ack ^= atomic_load_explicit(A64(p->ack_words[i]),
-					    memory_order_acquire);
+	for (i = 0; i < p->nr_ack_words; i++) {
+		a = atomic_load_explicit(A64(p->ack_words[i]),
+					 memory_order_acquire);
+		if (p->track) {
+			/* T10: a lane retired by claimant i stays busy. */
+			p->claims[i] |= a ^ p->seen_ack[i];
+			p->unreported |= a ^ p->seen_ack[i];
+			p->seen_ack[i] = a;
+		}
+		ack ^= a;
+	}
 	return ack;
 }
 
-static struct knitk_lane_header *lane_hdr(const struct knitk_producer *p,
-					  unsigned int lane)
-{
-	return (struct knitk_lane_header *)(p->lanes +
-					    (uint64_t)lane * p->lane_stride);
-}
 
 KNITK_EXPORT int knitk_lane_claim(struct knitk_producer *producer)
 {
@@ -163,11 +189,11 @@ KNITK_EXPORT int knitk_lane_claim(struct knitk_producer *producer)
 
 	if (!p)
 		return -EINVAL;
-	busy = (p->pub ^ p->ack_cache) | p->claimed;
+	busy = (p->pub ^ p->ack_cache) | p->claimed | p->unreported;
 	if (busy == ~0ULL) {
 		/* L3: refresh the cached ack only on apparent exhaustion. */
 		p->ack_cache = producer_load_ack(p);
-		busy = (p->pub ^ p->ack_cache) | p->claimed;
+		busy = (p->pub ^ p->ack_cache) | p->claimed | p->unreported;
 		if (busy == ~0ULL)
 			return -EAGAIN;
 	}
@@ -175,7 +201,8 @@ KNITK_EXPORT int knitk_lane_claim(struct knitk_producer *producer)
 	p->cursor = (lane + 1) % KNITK_LANES;
 	p->claimed |= bit(lane);
 	h = lane_hdr(p, lane);
-	memset(h, 0, sizeof(*h));
+	/* Not the stamp: claimants may read it as an age hint (T9). */
+	memset(h, 0, offsetof(struct knitk_lane_header, stamp));
 	h->arena_slot = KNITK_ARENA_NO_SLOT;
 	return (int)lane;
 }
@@ -239,6 +266,7 @@ KNITK_EXPORT int knitk_lane_reserve(struct knitk_producer *producer,
 	ret = knitk__arena_alloc(p->arena, len, &off);
 	if (ret < 0)
 		return ret;
+	p->slot_owner[ret] = -1;
 	h->kind = KNITK_PAYLOAD_ARENA;
 	h->arena_slot = (uint32_t)ret;
 	h->value = off;
@@ -279,6 +307,12 @@ KNITK_EXPORT int knitk_lane_release(struct knitk_producer *producer,
 
 static void lane_publish_mask(struct knitk_producer *p, uint64_t lanes)
 {
+	uint64_t m;
+
+	/* T9: the publish order, read by claimants (atomic: a hint there). */
+	for (m = lanes; m; m &= m - 1)
+		atomic_store_explicit(A64(&lane_hdr(p, (unsigned int)__builtin_ctzll(m))->stamp),
+				      ++p->stamp, memory_order_relaxed);
 	p->claimed &= ~lanes;
 	p->pub ^= lanes;
 	/*
@@ -380,6 +414,93 @@ KNITK_EXPORT int knitk_producer_reset_consumer(struct knitk_producer *producer)
 	return 0;
 }
 
+KNITK_EXPORT int knitk_producer_track_claims(struct knitk_producer *producer)
+{
+	struct knitk_producer *p = producer;
+	unsigned int i;
+
+	if (!p)
+		return -EINVAL;
+	if (!knot_mailbox_steals(p->knot, p->mailbox))
+		return -EOPNOTSUPP;
+	if (p->track)
+		return 0;
+	/* Whatever the ack words hold now is history (reported as nobody's). */
+	for (i = 0; i < p->nr_ack_words; i++)
+		p->seen_ack[i] = atomic_load_explicit(A64(p->ack_words[i]),
+						      memory_order_acquire);
+	p->track = true;
+	return 0;
+}
+
+KNITK_EXPORT int knitk_producer_claims(struct knitk_producer *producer,
+				       uint64_t *lanes, unsigned int nr)
+{
+	struct knitk_producer *p = producer;
+	unsigned int w;
+	uint64_t m;
+	int n = 0;
+
+	if (!p || !lanes || !p->track || nr > p->nr_ack_words)
+		return -EINVAL;
+	p->ack_cache = producer_load_ack(p);
+	for (w = 0; w < nr; w++) {
+		lanes[w] = p->claims[w];
+		/* T10: record whose arena slots these are, before the lanes go. */
+		for (m = lanes[w]; m; m &= m - 1) {
+			const struct knitk_lane_header *h =
+				lane_hdr(p, (unsigned int)__builtin_ctzll(m));
+
+			if (h->kind == KNITK_PAYLOAD_ARENA &&
+			    h->arena_slot < KNITK_ARENA_SLOTS)
+				p->slot_owner[h->arena_slot] = (int8_t)w;
+		}
+		p->claims[w] = 0;
+		p->unreported &= ~lanes[w];
+		n += __builtin_popcountll(lanes[w]);
+	}
+	return n;
+}
+
+KNITK_EXPORT int knitk_producer_reset_claimant(struct knitk_producer *producer,
+					       unsigned int worker)
+{
+	struct knitk_producer *p = producer;
+	struct knitk_steal_line *sl;
+	uint64_t live, frees = 0;
+	unsigned int s;
+
+	if (!p || !p->track || worker >= p->nr_ack_words)
+		return -EINVAL;
+	/* Every claim of w is reported, so slot_owner names its slots. */
+	p->ack_cache = producer_load_ack(p);
+	if (p->claims[worker])
+		return -EBUSY;
+	/* Acquire pairs with the release of live in a join (P2). */
+	if (atomic_load_explicit(A64(&knot_control(p->knot)->live),
+				 memory_order_acquire) & bit(worker))
+		return -EBUSY;
+	knitk__arena_live(p->arena, &live);
+	for (s = 0; s < KNITK_ARENA_SLOTS; s++)
+		if ((live & (1ULL << s)) && p->slot_owner[s] == (int8_t)worker) {
+			frees |= 1ULL << s;
+			p->slot_owner[s] = -1;
+		}
+	if (frees) {
+		sl = knot_steal_line(p->knot, p->mailbox, worker);
+		/*
+		 * The dead claimant was the only writer of its free word and
+		 * its successor is not running yet: we stand in (T11).
+		 * Release pairs with the acquire in arena_freed.
+		 */
+		atomic_store_explicit(A64(&sl->arena_free),
+				      atomic_load_explicit(A64(&sl->arena_free),
+							   memory_order_relaxed) ^ frees,
+				      memory_order_release);
+	}
+	return __builtin_popcountll(frees);
+}
+
 KNITK_EXPORT int knitk_producer_notify(struct knitk_producer *producer)
 {
 	if (!producer)
@@ -424,8 +545,40 @@ KNITK_EXPORT int knitk_consumer_create(struct knitk_knot *knot,
 	return 0;
 }
 
+KNITK_EXPORT int knitk_steal_consumer_create(struct knitk_knot *knot,
+					     unsigned int mailbox,
+					     unsigned int region_lanes,
+					     struct knitk_consumer **consumer)
+{
+	struct knitk_consumer *c;
+	int ret;
+
+	if (!knot || !consumer || mailbox >= knot->layout.nr_mailboxes)
+		return -EINVAL;
+	if (!knot_mailbox_steals(knot, mailbox))
+		return -EOPNOTSUPP;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->knot = knot;
+	c->mailbox = mailbox;
+	c->sector = knot_sector(knot, mailbox);
+	c->arena_mem = (const char *)c->sector + knot->layout.arena_off;
+	c->arena_size = knot->layout.arena_size;
+	c->inline_bytes = knot->geom.inline_bytes;
+	ret = knitk__steal_create(knot, mailbox, region_lanes, &c->steal);
+	if (ret) {
+		free(c);
+		return ret;
+	}
+	*consumer = c;
+	return 0;
+}
+
 KNITK_EXPORT void knitk_consumer_destroy(struct knitk_consumer *consumer)
 {
+	if (consumer)
+		knitk__steal_destroy(consumer->steal);
 	free(consumer);
 }
 
@@ -436,6 +589,11 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 
 	if (!consumer || !pending)
 		return -EINVAL;
+	if (consumer->steal) {
+		/* T3-T7: claim a region; its lanes are ours from now on. */
+		*pending = knitk__steal_claim(consumer->steal);
+		return __builtin_popcountll(*pending);
+	}
 	/*
 	 * L4: never cache pub.  Acquire pairs with the release store
 	 * in lane_publish_mask: header and payload are visible.
@@ -456,6 +614,8 @@ KNITK_EXPORT int knitk_lane_next(struct knitk_consumer *consumer,
 		return -EINVAL;
 	if (!*pending)
 		return -ENOENT;
+	if (consumer->steal)
+		return knitk__steal_next(consumer->steal, pending);
 	lane = ring_next(*pending, consumer->cursor);
 	consumer->cursor = (lane + 1) % KNITK_LANES;
 	*pending &= ~bit(lane);
@@ -476,10 +636,12 @@ KNITK_EXPORT int knitk_lane_decode(struct knitk_consumer *consumer,
 	ret = knitk__sized_check(msg->size, KNITK_MSG_SIZE_VER0);
 	if (ret)
 		return ret;
-	if (!(c->seen & bit(lane)))
+	if (c->steal ? !knitk__steal_holds(c->steal, lane) : !(c->seen & bit(lane)))
 		return -EPERM;
 	msg->size = sizeof(*msg);
-	l = c->lanes + (uint64_t)lane * c->lane_stride;
+	/* A claimant reads its private copy of the lane (T6). */
+	l = c->steal ? knitk__steal_lane(c->steal, lane) :
+		       c->lanes + (uint64_t)lane * c->lane_stride;
 	h = &msg->header;
 	memcpy(h, l, sizeof(*h));
 	msg->lane = lane;
@@ -516,6 +678,8 @@ KNITK_EXPORT int knitk_lane_ack(struct knitk_consumer *consumer,
 
 	if (!c || !lanes)
 		return -EINVAL;
+	if (c->steal)
+		return knitk__steal_done(c->steal, lanes);
 	if (lanes & ~c->seen)
 		return -EPERM;
 	for (m = lanes; m; m &= m - 1) {

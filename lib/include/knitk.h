@@ -233,7 +233,8 @@ int knitk_mailbox_pending(const struct knitk_knot *knot, unsigned int mailbox,
  * @deadline_ns: caller meta: absolute CLOCK_MONOTONIC deadline, 0 = none.
  * @abort_id: caller meta: abort bit + 1, 0 = none.
  * @user: free for the caller.
- * @reserved: zero.
+ * @stamp: library: the mailbox's publish count when the lane was published
+ *	(claimants of a stealing mailbox take the oldest first).
  */
 struct knitk_lane_header {
 	uint32_t function_id;
@@ -247,7 +248,7 @@ struct knitk_lane_header {
 	uint64_t deadline_ns;
 	uint32_t abort_id;
 	uint32_t user;
-	uint64_t reserved;
+	uint64_t stamp;
 };
 
 /* ------------------------------------------------------ producer (claim) */
@@ -359,7 +360,7 @@ struct knitk_msg {
 /*
  * knitk_consumer_create - the consumer of a non-stealing @mailbox (the
  * request mailbox of one worker, or a return mailbox).  -EOPNOTSUPP for a
- * stealing request mailbox.
+ * stealing request mailbox (see knitk_steal_consumer_create).
  */
 int knitk_consumer_create(struct knitk_knot *knot, unsigned int mailbox,
 			  struct knitk_consumer **consumer);
@@ -390,6 +391,70 @@ int knitk_lane_decode(struct knitk_consumer *consumer, unsigned int lane,
  * arena slots, then one release store of the ack word.
  */
 int knitk_lane_ack(struct knitk_consumer *consumer, uint64_t lanes);
+
+/* ------------------------------------------------------------- stealing */
+
+/*
+ * Work stealing (docs/protocol.md T1-T9).  The 64 lanes of a stealing
+ * request mailbox form 64 / g regions of g lanes; every worker consumes
+ * the mailbox through a claimant of its own.  knitk_lane_scan() on a
+ * claimant claims the oldest published region that no more senior worker
+ * wants (a Dekker handshake on the steal lines' want words), copies the
+ * claimed lanes' headers and inline payloads out and retires the lanes
+ * with one store of the worker's ack word: the lanes it returns belong to
+ * this worker alone.  knitk_lane_next() gives them in publish order,
+ * knitk_lane_decode() reads them from the copy (arena payloads in place),
+ * and knitk_lane_ack() frees their arena slots through the worker's own
+ * free word, once the payload is no longer read.
+ */
+
+/*
+ * knitk_steal_region_lanes - the region size g for @nr_workers claimants:
+ * @region_lanes when it is a power of two with 64 / g >= @nr_workers + 1,
+ * with 0 the largest such g; -EINVAL otherwise (or for 0 or more than 63
+ * workers).
+ */
+int knitk_steal_region_lanes(unsigned int nr_workers, unsigned int region_lanes);
+
+/*
+ * knitk_steal_consumer_create - the claimant of the endpoint's worker role
+ * on stealing request @mailbox, regions of @region_lanes lanes (legal for
+ * the knot's worker count, see knitk_steal_region_lanes).  It takes over
+ * the role's steal line: continues from its ack and free words and clears
+ * a want word a dead predecessor left.  -EINVAL for bad arguments or an
+ * endpoint not joined as a worker, -EOPNOTSUPP for a non-stealing mailbox.
+ */
+int knitk_steal_consumer_create(struct knitk_knot *knot, unsigned int mailbox,
+				unsigned int region_lanes,
+				struct knitk_consumer **consumer);
+
+/*
+ * knitk_producer_track_claims - on a stealing mailbox, from now on a lane
+ * a worker retired stays busy for this producer until
+ * knitk_producer_claims() has reported it: the caller learns which worker
+ * took which lane before the lane is reused.  -EOPNOTSUPP for a
+ * non-stealing mailbox.
+ */
+int knitk_producer_track_claims(struct knitk_producer *producer);
+
+/*
+ * knitk_producer_claims - reload the ack words once; @lanes[w] gets the
+ * lanes worker w retired since its last report, for w below @nr (at most
+ * the knot's workers); they are free from now on.  Returns how many in
+ * all.  -EINVAL unless tracking.
+ */
+int knitk_producer_claims(struct knitk_producer *producer, uint64_t *lanes,
+			  unsigned int nr);
+
+/*
+ * knitk_producer_reset_claimant - stand in for dead @worker: free every
+ * arena slot of a lane it claimed and did not free.  -EBUSY while it has
+ * claims not reported yet (knitk_producer_claims first) or its role is
+ * held; only until a new worker takes its steal line.  Returns the slots
+ * freed.
+ */
+int knitk_producer_reset_claimant(struct knitk_producer *producer,
+				  unsigned int worker);
 
 /* ------------------------------------------------------------ doorbells */
 

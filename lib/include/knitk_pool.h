@@ -86,6 +86,10 @@ struct knitk_task_table {
  *	worker command, e.g. a sandbox ("bwrap", ..., NULL); the knot fd
  *	still reaches the worker by inheritance, so the prefix must keep fds.
  * @task_data: thread workers: the pointer knitk_task_data() returns.
+ * @dispatch: KNITK_POOL_DISPATCH_PRIVATE (0, the default) or
+ *	KNITK_POOL_DISPATCH_STEAL (added in version 1).
+ * @steal_region: stealing: lanes per region g, a power of two with
+ *	64 / g >= nr_workers + 1; 0 = the largest such g (added in version 1).
  */
 struct knitk_pool_opts {
 	uint32_t size;
@@ -101,10 +105,33 @@ struct knitk_pool_opts {
 	char *const *worker_argv;
 	char *const *prefix_argv;
 	void *task_data;
+	unsigned int dispatch;
+	unsigned int steal_region;
 };
 
 /* The first version: 72 bytes with 8-byte pointers. */
 #define KNITK_POOL_OPTS_SIZE_VER0	(40 + 4 * sizeof(void *))
+/* Version 1 adds @dispatch and @steal_region. */
+#define KNITK_POOL_OPTS_SIZE_VER1	(KNITK_POOL_OPTS_SIZE_VER0 + 8)
+
+/*
+ * struct knitk_pool_opts.dispatch.
+ *
+ * PRIVATE: one request mailbox per (submitter slot, worker); the balancer
+ * sends each call to the least-loaded worker.
+ *
+ * STEAL: one request mailbox per submitter slot, shared by every worker
+ * (1..63 workers).  Its 64 lanes form 64 / g regions of g lanes; an idle
+ * worker claims the oldest published region that no more senior worker
+ * wants and runs its calls in publish order (docs/protocol.md T1-T9).  A
+ * publish wakes one idle worker only when no worker is awake and
+ * searching.  knitk_call_worker() names the bucket of the call's in-flight
+ * entry until a worker has taken it, then that worker.  An illegal g or
+ * worker count is -EINVAL, never a fallback.  Private stays the default
+ * until the skewed benchmark shows stealing ahead.
+ */
+#define KNITK_POOL_DISPATCH_PRIVATE	0
+#define KNITK_POOL_DISPATCH_STEAL	1
 
 /*
  * knitk_pool_create - start a pool running @table.  Process workers are

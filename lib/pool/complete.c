@@ -68,7 +68,11 @@ static void results_apply(struct knitk_pool *pool, unsigned int w,
 			atomic_store_explicit(&pw->alive, 0, memory_order_seq_cst);
 			continue;
 		}
-		e = idx / KNITK_LANES == w ? &pool->entries[idx] : NULL;
+		/* Stealing: any worker may answer any entry (T10). */
+		e = pool->steal || idx / KNITK_LANES == w ?
+		    &pool->entries[idx] : NULL;
+		if (e && idx >= pool->nr_workers * KNITK_LANES)
+			e = NULL;
 		if (!e || !e->call || e->gen != gen) {
 			/* Not ours, or its entry is gone: drop it. */
 			pool->stats.stale++;
@@ -165,9 +169,10 @@ static void reset_requests(struct knitk_pool *pool, unsigned int w)
 static void handle_death(struct knitk_pool *pool, unsigned int w)
 {
 	struct pool_worker *pw = &pool->workers[w];
+	uint64_t tids[KNITK_LANES * KNITK_MAX_SUBMITTERS];
+	unsigned int s, i, nr_tids = 0;
 	bool respawn;
 	uint64_t busy;
-	unsigned int s;
 	pid_t pid;
 	int ret;
 
@@ -206,13 +211,25 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	if (pid > 0)
 		knitk__spawn_reap(pid);
 
+	if (pool->steal)
+		nr_tids = knitk__steal_take_dead(pool, w, tids);
 	pthread_mutex_lock(&pool->lock);
-	for (busy = pw->busy; busy; busy &= busy - 1) {
+	for (busy = pool->steal ? 0 : pw->busy; busy; busy &= busy - 1) {
 		unsigned int idx = w * KNITK_LANES + (unsigned int)__builtin_ctzll(busy);
 
 		if (pool->entries[idx].call)
 			knitk__call_complete_locked(pool, pool->entries[idx].call,
 						    -EOWNERDEAD, NULL, 0);
+		knitk__entry_free_locked(pool, idx);
+	}
+	/* Stealing: the calls w had claimed and not answered (T10). */
+	for (i = 0; i < nr_tids; i++) {
+		uint32_t idx = (uint32_t)tids[i], gen = (uint32_t)(tids[i] >> 32);
+		struct pool_entry *e = &pool->entries[idx];
+
+		if (idx >= pool->nr_workers * KNITK_LANES || !e->call || e->gen != gen)
+			continue;
+		knitk__call_complete_locked(pool, e->call, -EOWNERDEAD, NULL, 0);
 		knitk__entry_free_locked(pool, idx);
 	}
 	if (respawn && pool->closed) {
@@ -226,7 +243,8 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	pthread_mutex_unlock(&pool->lock);
 
 	POOL_HOOK(pool, POOL_HOOK_RESET, w);
-	reset_requests(pool, w);
+	if (!pool->steal)
+		reset_requests(pool, w);
 	if (!respawn)
 		return;
 	ret = knitk__spawn_worker(pool, w);

@@ -27,7 +27,9 @@
 #include "pool_internal.h"
 #include "../sized.h"
 
-KNITK__SIZED_VER0(knitk_pool_opts, KNITK_POOL_OPTS_SIZE_VER0);
+_Static_assert(offsetof(struct knitk_pool_opts, size) == 0 &&
+	       sizeof(struct knitk_pool_opts) == KNITK_POOL_OPTS_SIZE_VER1,
+	       "knitk_pool_opts layout");
 KNITK__SIZED_VER0(knitk_call_opts, KNITK_CALL_OPTS_SIZE_VER0);
 KNITK__SIZED_VER0(knitk_pool_stats, KNITK_POOL_STATS_SIZE_VER0);
 KNITK__SIZED_VER0(knitk_worker_info, KNITK_WORKER_INFO_SIZE_VER0);
@@ -63,6 +65,11 @@ static int opts_check(const struct knitk_pool_opts *o,
 	    o->nr_submitters < 1 || o->nr_submitters > KNITK_MAX_SUBMITTERS)
 		return -EINVAL;
 	if ((o->flags & KNITK_POOL_RESPAWN) && o->kind != KNITK_WORKER_PROCESSES)
+		return -EINVAL;
+	if (o->dispatch == KNITK_POOL_DISPATCH_STEAL)
+		return knitk_steal_region_lanes(o->nr_workers, o->steal_region) < 0 ?
+		       -EINVAL : 0;
+	if (o->dispatch != KNITK_POOL_DISPATCH_PRIVATE || o->steal_region)
 		return -EINVAL;
 	return 0;
 }
@@ -147,6 +154,7 @@ static int pool_worker_exe(const struct knitk_pool_opts *opts, char **exe)
 static int pool_setup(struct knitk_pool *pool)
 {
 	struct knitk_geometry geom = {
+		.flags = pool->steal ? KNITK_GEOM_STEAL : 0,
 		.nr_workers = pool->nr_workers,
 		.nr_submitters = pool->nr_submitters,
 		.lanes = KNITK_LANES,
@@ -185,13 +193,19 @@ static int pool_setup(struct knitk_pool *pool)
 						  sizeof(struct knitk_producer *));
 		if (!pool->slots[s].producers)
 			return -ENOMEM;
-		for (w = 0; w < pool->nr_workers; w++) {
+		/* Stealing: one request mailbox per slot, every worker's. */
+		for (w = 0; w < (pool->steal ? 1 : pool->nr_workers); w++) {
 			ret = knitk_producer_create(pool->knot,
 				(unsigned int)knitk_knot_request_mailbox(pool->knot, s, w),
 				&pool->slots[s].producers[w]);
 			if (ret)
 				return ret;
 		}
+	}
+	if (pool->steal) {
+		ret = knitk__steal_setup(pool);
+		if (ret)
+			return ret;
 	}
 	return knitk_knot_deaths(pool->knot, &pool->death_seq, NULL);
 }
@@ -221,6 +235,10 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 		return ret;
 	}
 	pool->table = *table;
+	pool->steal = pool->opts.dispatch == KNITK_POOL_DISPATCH_STEAL;
+	if (pool->steal)
+		pool->steal_g = (unsigned int)knitk_steal_region_lanes(pool->opts.nr_workers,
+								pool->opts.steal_region);
 	pool->nr_workers = pool->opts.nr_workers;
 	pool->nr_submitters = pool->opts.nr_submitters;
 	pool->monitor_efd = -1;
@@ -280,7 +298,9 @@ static int pool_pick_locked(struct knitk_pool *pool,
 		unsigned int w = (pool->cursor + i) % pool->nr_workers;
 		struct pool_worker *pw = &pool->workers[w];
 
-		if (!atomic_load(&pw->alive) || pw->inflight >= POOL_CAP)
+		/* Stealing: w is only the entry's bucket, any worker runs it. */
+		if ((!pool->steal && !atomic_load(&pw->alive)) ||
+		    pw->inflight >= POOL_CAP)
 			continue;
 		if (pw->inflight < best_load) {
 			best_load = pw->inflight;
@@ -354,7 +374,7 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 }
 
 /* Take a submitter slot: the thread's own by hash, else any free one. */
-static unsigned int slot_acquire(struct knitk_pool *pool)
+unsigned int knitk__slot_acquire(struct knitk_pool *pool)
 {
 	unsigned int S = pool->nr_submitters, i;
 	unsigned int home = (unsigned int)(((uintptr_t)pthread_self() >> 6) * 2654435761U) % S;
@@ -388,6 +408,8 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 	unsigned int s;
 	int ret;
 
+	if (pool->steal)
+		return knitk__steal_publish(pool, call, &h, in, len);
 	for (;;) {
 		/*
 		 * Sampled before the attempt: a completion that frees room
@@ -396,7 +418,7 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 		 * room freed before a bump we see is seen by the send.
 		 */
 		progress = atomic_load_explicit(&pool->progress, memory_order_acquire);
-		s = slot_acquire(pool);
+		s = knitk__slot_acquire(pool);
 		/*
 		 * seq_cst pairs with the stores in handle_death, which then
 		 * cycles every slot lock: either we see the worker dead (or
@@ -439,7 +461,8 @@ static int submit_check(struct knitk_pool *pool, uint32_t fn, const void *in,
 	if (!pool || fn >= pool->table.nr_tasks || (len && !in))
 		return -EINVAL;
 	if (co && (co->reserved || (co->flags & ~KNITK_CALL_WORKER) ||
-		   ((co->flags & KNITK_CALL_WORKER) && co->worker >= pool->nr_workers)))
+		   ((co->flags & KNITK_CALL_WORKER) &&
+		    (co->worker >= pool->nr_workers || pool->steal))))
 		return -EINVAL;
 	if (len > pool->max_len)
 		return -EMSGSIZE;
@@ -521,7 +544,9 @@ static void pool_stop_workers(struct knitk_pool *pool)
 	struct knitk_lane_header h = { .function_id = POOL_FN_STOP };
 	unsigned int w;
 
-	for (w = 0; w < pool->nr_workers; w++) {
+	if (pool->steal)
+		knitk__steal_stop_workers(pool);
+	for (w = 0; !pool->steal && w < pool->nr_workers; w++) {
 		if (!atomic_load(&pool->workers[w].alive))
 			continue;
 		pthread_mutex_lock(&pool->slots[0].lock);
@@ -622,6 +647,7 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 	if (pool->monitor_efd >= 0)
 		close(pool->monitor_efd);
 	for (s = 0; pool->slots && s < pool->nr_submitters; s++) {
+		knitk__steal_free_slot(&pool->slots[s]);
 		free(pool->slots[s].producers);
 		pthread_mutex_destroy(&pool->slots[s].lock);
 	}

@@ -108,7 +108,12 @@ struct pool_worker {
 
 struct pool_slot {
 	pthread_mutex_t lock;
-	struct knitk_producer **producers;	/* per worker */
+	struct knitk_producer **producers;	/* per worker; stealing: one */
+	/* Stealing (steal.c): the task id published in each lane ... */
+	uint64_t lane_task[KNITK_LANES];
+	/* ... and per worker the task ids of its latest reported claim. */
+	uint64_t (*held)[KNITK_LANES];
+	uint8_t *nr_held;
 };
 
 struct knitk_pool {
@@ -119,6 +124,10 @@ struct knitk_pool {
 	unsigned int nr_workers;
 	unsigned int nr_submitters;
 	uint64_t max_len;		/* largest argument/result */
+	/* KNITK_POOL_DISPATCH_STEAL: regions of steal_g lanes (steal.c). */
+	bool steal;
+	unsigned int steal_g;
+	_Atomic uint64_t *steal_words;	/* idle and searching masks */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -192,6 +201,7 @@ void knitk__pool_cancel_all_locked(struct knitk_pool *pool);
 
 /* pool.c */
 void knitk__pool_free(struct knitk_pool *pool);
+unsigned int knitk__slot_acquire(struct knitk_pool *pool);
 
 /* complete.c */
 int knitk__completer_start(struct knitk_pool *pool);
@@ -208,9 +218,29 @@ struct worker_args {
 	void *task_data;
 	unsigned int worker;
 	unsigned int spin;
+	unsigned int steal_g;		/* 0: private lanes */
 };
 int knitk__worker_run(const struct worker_args *args);
 void *knitk__worker_thread_main(void *arg);
+
+/* steal.c */
+_Atomic uint64_t *knitk__steal_words(struct knitk_knot *knot);
+void knitk__steal_wake(struct knitk_knot *knot, _Atomic uint64_t *words);
+void knitk__steal_search(_Atomic uint64_t *words, unsigned int w);
+void knitk__steal_idle(_Atomic uint64_t *words, unsigned int w);
+void knitk__steal_awake(_Atomic uint64_t *words, unsigned int w);
+void knitk__steal_claimed(struct knitk_knot *knot, _Atomic uint64_t *words,
+			  unsigned int w, unsigned int nr_mailboxes);
+void knitk__steal_gone(_Atomic uint64_t *words, unsigned int w);
+int knitk__steal_setup(struct knitk_pool *pool);
+void knitk__steal_free_slot(struct pool_slot *sl);
+void knitk__steal_collect(struct knitk_pool *pool, unsigned int s);
+unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,
+				    uint64_t *tids);
+int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
+			 const struct knitk_lane_header *h, const void *in,
+			 size_t len);
+void knitk__steal_stop_workers(struct knitk_pool *pool);
 
 /* spawn.c */
 int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w);

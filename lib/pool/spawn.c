@@ -4,7 +4,7 @@
  *
  * A worker process is started with posix_spawn (never fork in a threaded
  * host): [prefix argv...] worker_path [worker argv...], with POOL_ENV set
- * to "fd,worker,spin,hostfd".  The knot fd crosses by inheritance: it is
+ * to "fd,worker,spin,hostfd,g" (g: stealing region lanes, 0 = private).  The knot fd crosses by inheritance: it is
  * O_CLOEXEC in the host, and a dup2 onto itself in the spawn's file actions
  * clears the flag in the child only, so no other child inherits it; so
  * does hostfd, the host's own pidfd, on the futex backend (else -1).  The child
@@ -114,8 +114,8 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 	pid_t pid;
 	int ret, pidfd;
 
-	snprintf(var, sizeof(var), POOL_ENV "=%d,%u,%u,%d", fd, w,
-		 pool->opts.spin, pool->host_pidfd);
+	snprintf(var, sizeof(var), POOL_ENV "=%d,%u,%u,%d,%u", fd, w,
+		 pool->opts.spin, pool->host_pidfd, pool->steal_g);
 	argv = calloc(np + na + 2, sizeof(*argv));
 	env = worker_env(var);
 	if (!argv || !env) {

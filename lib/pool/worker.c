@@ -178,11 +178,27 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	return stop;
 }
 
+/* The consumer of submitter slot @s's requests: private lanes or a claimant. */
+static int worker_consumer(const struct worker_args *a, unsigned int s,
+			   struct knitk_consumer **c)
+{
+	int m = knitk_knot_request_mailbox(a->knot, s, a->worker);
+
+	if (m < 0)
+		return m;
+	if (a->steal_g)
+		return knitk_steal_consumer_create(a->knot, (unsigned int)m,
+						   a->steal_g, c);
+	return knitk_consumer_create(a->knot, (unsigned int)m, c);
+}
+
 int knitk__worker_run(const struct worker_args *a)
 {
 	struct knitk_layout layout;
 	struct knitk_geometry geom;
 	struct worker_loop l = { .a = a, .knot = a->knot };
+	/* Stealing: the idle and searching masks (docs/protocol.md T12). */
+	_Atomic uint64_t *words = a->steal_g ? knitk__steal_words(a->knot) : NULL;
 	unsigned int s, spins = 0;
 	void *base;
 	int ret, done = 0;
@@ -200,9 +216,9 @@ int knitk__worker_run(const struct worker_args *a)
 	ret = knitk_producer_create(a->knot,
 		(unsigned int)knitk_knot_return_mailbox(a->knot, a->worker), &l.ret);
 	for (s = 0; !ret && s < geom.nr_submitters; s++)
-		ret = knitk_consumer_create(a->knot,
-			(unsigned int)knitk_knot_request_mailbox(a->knot, s, a->worker),
-			&l.req[s]);
+		ret = worker_consumer(a, s, &l.req[s]);
+	if (words)
+		knitk__steal_search(words, a->worker);
 	while (!ret && !done) {
 		bool any = false;
 
@@ -210,9 +226,13 @@ int knitk__worker_run(const struct worker_args *a)
 			uint64_t pending;
 			int lane;
 
+			/* Stealing: a scan claims a region of s's mailbox. */
 			if (knitk_lane_scan(l.req[s], &pending) <= 0)
 				continue;
 			any = true;
+			if (words)
+				knitk__steal_claimed(a->knot, words, a->worker,
+						     l.nr_submitters);
 			while (!done && (lane = knitk_lane_next(l.req[s], &pending)) >= 0) {
 				/*
 				 * A host gone (killed: its calls are lost with
@@ -228,15 +248,27 @@ int knitk__worker_run(const struct worker_args *a)
 			spins = 0;
 			continue;
 		}
+		if (words)
+			knitk__steal_search(words, a->worker);
 		if (spins < a->spin) {
 			pool_spin_relax(spins++);
 			continue;
 		}
 		spins = 0;
+		if (words)
+			knitk__steal_idle(words, a->worker);
 		/* Lost-wakeup free; -EPIPE: the host is gone, stop. */
-		if (knitk_doorbell_park(a->knot, KNITK_WAIT_FOREVER) == -EPIPE)
+		ret = knitk_doorbell_park(a->knot, KNITK_WAIT_FOREVER);
+		if (words)
+			knitk__steal_awake(words, a->worker);
+		if (ret == -EPIPE) {
+			ret = 0;
 			break;
+		}
+		ret = 0;
 	}
+	if (words)
+		knitk__steal_gone(words, a->worker);
 	for (s = 0; s < geom.nr_submitters; s++)
 		knitk_consumer_destroy(l.req[s]);
 	knitk_producer_destroy(l.ret);
@@ -254,6 +286,7 @@ void *knitk__worker_thread_main(void *arg)
 		.task_data = pool->opts.task_data,
 		.worker = pw->id,
 		.spin = pool->opts.spin,
+		.steal_g = pool->steal_g,
 	};
 
 	knitk__worker_run(&a);
@@ -261,7 +294,7 @@ void *knitk__worker_thread_main(void *arg)
 }
 
 /*
- * A process worker: POOL_ENV is "fd,worker,spin,hostfd", set by
+ * A process worker: POOL_ENV is "fd,worker,spin,hostfd,g", set by
  * knitk__spawn_worker().  The knot fd came by inheritance; attaching with
  * KNITK_ATTACH_TAKE_FD closes it, so our own endpoint is the only one this
  * process holds and our exit is seen as our death.  hostfd (futex backend,
@@ -277,7 +310,7 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 	struct host_watch hw = { 0 };
 	int fd, ret;
 	char *end;
-	long v[4];
+	long v[5];
 	int i;
 
 	(void)argc;
@@ -286,16 +319,17 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 		return -EINVAL;
 	if (!env)
 		return 0;
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < 5; i++) {
 		v[i] = strtol(env, &end, 10);
-		if (end == env || v[i] < (i < 3 ? 0 : -1) || v[i] > INT_MAX ||
-		    (*end != (i < 3 ? ',' : '\0')))
+		if (end == env || v[i] < (i == 3 ? -1 : 0) || v[i] > INT_MAX ||
+		    (*end != (i < 4 ? ',' : '\0')))
 			exit(127);
 		env = end + 1;
 	}
 	fd = (int)v[0];
 	a.worker = (unsigned int)v[1];
 	a.spin = (unsigned int)v[2];
+	a.steal_g = (unsigned int)v[4];
 	/* Our own children must not become workers. */
 	unsetenv(POOL_ENV);
 	ret = knitk_knot_attach(fd, KNITK_ATTACH_TAKE_FD, &a.knot);

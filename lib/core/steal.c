@@ -1,0 +1,439 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * The claimant of a stealing request mailbox (docs/protocol.md T1-T9): the
+ * consumer side of work stealing.
+ *
+ * Worker c owns one steal line per stealing mailbox: its ack word, its
+ * want word and its arena free word, each with c as the only writer.  The
+ * 64 lanes form R = 64 / g regions of g lanes.  A claim:
+ *
+ *   P := pending lanes (pub XOR every ack word); RW := regions with work
+ *   LIVE := the control page's live mask; SEN/PEER := OR of the want words
+ *   of live seniors (lower id) / all live peers
+ *   r := the oldest published region of RW & ~PEER, else of RW & ~SEN
+ *   want[c] := 1 << r; StoreLoad fence                          (T4)
+ *   a live senior wants r: withdraw                             (T5)
+ *   a live junior wants r: wait until it does not, boundedly    (T5)
+ *   T := pending lanes of r, loaded again                       (T6)
+ *   copy the headers and inline bytes of T; ack[c] ^= T (release) (T6)
+ *   want[c] := 0 (release), after the ack                       (T7)
+ *
+ * The lanes of T are then this worker's alone; their arena slots stay live
+ * until knitk__steal_done frees them through the own free word (T8).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "arena.h"
+#include "internal.h"
+#include "knot_hooks.h"
+
+/* Pause rounds before a senior sleeps while a junior holds its region. */
+#define STEAL_SPIN		64
+/* The bounded sleep of a senior waiting for a junior, on its doorbell. */
+#define STEAL_NAP_NS		50000ULL
+/* Claim attempts of one scan before it reports nothing claimable. */
+#define STEAL_TRIES		4
+
+struct knitk_steal {
+	struct knitk_knot *knot;
+	struct knitk_sector *sector;
+	const char *lanes;
+	struct knitk_steal_line *line;	/* ours */
+	unsigned int mailbox;
+	unsigned int me;
+	unsigned int nr_workers;
+	unsigned int g;
+	unsigned int nr_regions;
+	uint32_t lane_stride;
+	size_t copy_bytes;		/* header and inline bytes per lane */
+	uint64_t ack;			/* private copy of our ack word */
+	uint64_t held;			/* claimed, arena slot not freed yet */
+	uint64_t queued;		/* claimed, not taken by steal_next */
+	uint8_t order[KNITK_LANES];	/* claimed lanes in publish order */
+	unsigned int nr_order;
+	unsigned int pos;
+	struct knitk_arena_freer freer;
+	char *copy;			/* KNITK_LANES * copy_bytes */
+};
+
+KNITK_EXPORT int knitk_steal_region_lanes(unsigned int nr_workers,
+					  unsigned int region_lanes)
+{
+	unsigned int g = region_lanes;
+
+	/* T1: a spare region beyond one per worker, for a late claimant. */
+	if (nr_workers < 1 || nr_workers >= KNITK_LANES)
+		return -EINVAL;
+	if (!g) {
+		for (g = KNITK_LANES / 2; KNITK_LANES / g < nr_workers + 1; g /= 2)
+			;
+		return (int)g;
+	}
+	if (g > KNITK_LANES || (g & (g - 1)) || KNITK_LANES / g < nr_workers + 1)
+		return -EINVAL;
+	return (int)g;
+}
+
+static uint64_t region_mask(const struct knitk_steal *st, unsigned int r)
+{
+	return (st->g == KNITK_LANES ? ~0ULL : (1ULL << st->g) - 1) << (r * st->g);
+}
+
+static const uint64_t *peer_word(const struct knitk_steal *st, unsigned int p,
+				 size_t off)
+{
+	return (const uint64_t *)((const char *)knot_steal_line(st->knot,
+					st->mailbox, p) + off);
+}
+
+/* T2: pub XOR every ack word, ours from the private copy. */
+static uint64_t steal_pending(const struct knitk_steal *st)
+{
+	/* Acquire pairs with the release store in lane_publish_mask. */
+	uint64_t p = atomic_load_explicit(A64(&st->sector->pub),
+					  memory_order_acquire) ^ st->ack;
+	unsigned int w;
+
+	/* Acquire pairs with each claimant's release store of its ack (T6). */
+	for (w = 0; w < st->nr_workers; w++)
+		if (w != st->me)
+			p ^= atomic_load_explicit(A64(peer_word(st, w,
+					offsetof(struct knitk_steal_line, ack))),
+					memory_order_acquire);
+	return p;
+}
+
+/* T3: live peers: a dead claimant's want word stops counting. */
+static uint64_t steal_live(const struct knitk_steal *st)
+{
+	uint64_t all = st->nr_workers == 64 ? ~0ULL : (1ULL << st->nr_workers) - 1;
+
+	/* Acquire pairs with the release of live in a join (P2). */
+	return atomic_load_explicit(A64(&knot_control(st->knot)->live),
+				    memory_order_acquire) & all & ~(1ULL << st->me);
+}
+
+static uint64_t peer_want(const struct knitk_steal *st, unsigned int p,
+			  memory_order mo)
+{
+	/*
+	 * Acquire (at least) pairs with the release clear of want after the
+	 * ack (T7); seq_cst in the check after the announce (T4).
+	 */
+	return atomic_load_explicit(A64(peer_word(st, p,
+				offsetof(struct knitk_steal_line, want))), mo);
+}
+
+/*
+ * T4: the StoreLoad fence between the announce and the peers' want loads.
+ * Partner: the same fence of every other claimant.  TSan does not model
+ * fences; for it the seq_cst announce and loads carry the same order.
+ */
+static inline void steal_storeload_fence(void)
+{
+#ifndef __SANITIZE_THREAD__
+	atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+static uint64_t regions_of(const struct knitk_steal *st, uint64_t lanes)
+{
+	uint64_t rw = 0;
+	unsigned int r;
+
+	for (r = 0; r < st->nr_regions; r++)
+		if (lanes & region_mask(st, r))
+			rw |= 1ULL << r;
+	return rw;
+}
+
+static _Atomic uint64_t *lane_stamp(const struct knitk_steal *st,
+				    unsigned int lane)
+{
+	return A64((char *)st->lanes + (uint64_t)lane * st->lane_stride +
+		   offsetof(struct knitk_lane_header, stamp));
+}
+
+/*
+ * T9: the region of @cand holding the oldest pending lane of @pending.  A
+ * stamp read here is only a hint (another claimant may take the lane and
+ * the producer reuse it), hence the atomic load.
+ */
+static unsigned int oldest_region(const struct knitk_steal *st,
+				  uint64_t cand, uint64_t pending)
+{
+	uint64_t best = 0, m;
+	unsigned int r, best_r = 0;
+	bool any = false;
+
+	for (r = 0; r < st->nr_regions; r++) {
+		if (!(cand & (1ULL << r)))
+			continue;
+		for (m = pending & region_mask(st, r); m; m &= m - 1) {
+			uint64_t s = atomic_load_explicit(lane_stamp(st,
+					(unsigned int)__builtin_ctzll(m)),
+					memory_order_relaxed);
+
+			if (!any || (int64_t)(s - best) < 0) {
+				best = s;
+				best_r = r;
+				any = true;
+			}
+		}
+	}
+	return best_r;
+}
+
+/* The bounded wait of a senior for a junior in its region (T5). */
+static void steal_backoff(struct knitk_steal *st, unsigned int round)
+{
+	struct timespec ts;
+	uint32_t seq;
+
+	if (round < STEAL_SPIN) {
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+		return;
+	}
+	/*
+	 * Sleep on the own doorbell, with a deadline: the junior does not
+	 * ring us when it is done, but a publish may.
+	 */
+	if (knitk_doorbell_prepare(st->knot, &seq))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	st->knot->ops->wait(st->knot, seq, (uint64_t)ts.tv_sec * 1000000000ULL +
+			    (uint64_t)ts.tv_nsec + STEAL_NAP_NS);
+	knitk_doorbell_cancel(st->knot);
+}
+
+static void want_store(struct knitk_steal *st, uint64_t v)
+{
+	/*
+	 * Release: a claimant that sees want cleared (acquire in peer_want)
+	 * sees the ack stored before it (T7).
+	 */
+	atomic_store_explicit(A64(&st->line->want), v, memory_order_release);
+}
+
+/* Copy the lanes of @t out and sort them by stamp (publish order, T9). */
+static void steal_take(struct knitk_steal *st, uint64_t t)
+{
+	uint64_t stamps[KNITK_LANES], m;
+	unsigned int n = 0, i;
+
+	for (m = t; m; m &= m - 1) {
+		unsigned int lane = (unsigned int)__builtin_ctzll(m);
+		const char *src = st->lanes + (uint64_t)lane * st->lane_stride;
+		uint64_t s;
+
+		memcpy(st->copy + lane * st->copy_bytes, src, st->copy_bytes);
+		s = ((const struct knitk_lane_header *)(st->copy +
+				lane * st->copy_bytes))->stamp;
+		for (i = n; i > 0 && (int64_t)(stamps[i - 1] - s) > 0; i--) {
+			stamps[i] = stamps[i - 1];
+			st->order[i] = st->order[i - 1];
+		}
+		stamps[i] = s;
+		st->order[i] = (uint8_t)lane;
+		n++;
+	}
+	st->nr_order = n;
+	st->pos = 0;
+	st->queued = t;
+	st->held |= t;
+}
+
+/* One claim attempt: the lanes claimed, 0 if none; *@again: retry. */
+static uint64_t steal_claim_once(struct knitk_steal *st, bool *again)
+{
+	uint64_t pending, rw, live, want_all = 0, want_sen = 0, cand, rbit, t;
+	unsigned int p, r, round;
+	bool junior;
+
+	*again = false;
+	pending = steal_pending(st);
+	if (!pending)
+		return 0;
+	rw = regions_of(st, pending);
+	live = steal_live(st);
+	for (p = 0; p < st->nr_workers; p++) {
+		if (!(live & (1ULL << p)))
+			continue;
+		uint64_t w = peer_want(st, p, memory_order_acquire);
+
+		want_all |= w;
+		if (p < st->me)
+			want_sen |= w;
+	}
+	cand = rw & ~want_all;
+	if (!cand)
+		cand = rw & ~want_sen;
+	if (!cand)
+		return 0;		/* every region with work is a senior's */
+	r = oldest_region(st, cand, pending);
+	rbit = 1ULL << r;
+
+	/* T4: announce, then a full fence before the peers' want loads. */
+	atomic_store_explicit(A64(&st->line->want), rbit, memory_order_seq_cst);
+	steal_storeload_fence();
+	KNOT_HOOK(st->knot, KNOT_HOOK_STEAL_WANT, st->me);
+	junior = false;
+	live = steal_live(st);
+	for (p = 0; p < st->nr_workers; p++) {
+		if (!(live & (1ULL << p)) ||
+		    !(peer_want(st, p, memory_order_seq_cst) & rbit))
+			continue;
+		if (p < st->me) {
+			/* T5: juniors withdraw. */
+			want_store(st, 0);
+			*again = true;
+			return 0;
+		}
+		junior = true;
+	}
+	/* T5: a senior waits for a live junior to leave r, boundedly. */
+	for (round = 0; junior; round++) {
+		steal_backoff(st, round);
+		junior = false;
+		live = steal_live(st);
+		for (p = st->me + 1; p < st->nr_workers && !junior; p++)
+			junior = (live & (1ULL << p)) &&
+				 (peer_want(st, p, memory_order_acquire) & rbit);
+	}
+	/* T6: the claimed lanes, computed after the handshake. */
+	t = steal_pending(st) & region_mask(st, r);
+	if (t) {
+		steal_take(st, t);
+		st->ack ^= t;
+		/*
+		 * Release: the copies above are done before the producer
+		 * may reuse the lanes; pairs with its acquire of the ack
+		 * words (producer_load_ack) and the claimants' (T2).
+		 */
+		atomic_store_explicit(A64(&st->line->ack), st->ack,
+				      memory_order_release);
+		KNOT_HOOK(st->knot, KNOT_HOOK_STEAL_CLAIM, st->me);
+	}
+	/* T7: want cleared only after the ack. */
+	want_store(st, 0);
+	*again = !t;
+	return t;
+}
+
+uint64_t knitk__steal_claim(struct knitk_steal *st)
+{
+	unsigned int i;
+	bool again = true;
+	uint64_t t = 0;
+
+	/* Lanes not taken yet come first: one claim at a time. */
+	if (st->queued)
+		return st->queued;
+	for (i = 0; i < STEAL_TRIES && again && !t; i++)
+		t = steal_claim_once(st, &again);
+	return t;
+}
+
+int knitk__steal_next(struct knitk_steal *st, uint64_t *pending)
+{
+	while (st->pos < st->nr_order) {
+		unsigned int lane = st->order[st->pos++];
+
+		if (*pending & (1ULL << lane)) {
+			*pending &= ~(1ULL << lane);
+			st->queued &= ~(1ULL << lane);
+			return (int)lane;
+		}
+	}
+	return -ENOENT;
+}
+
+bool knitk__steal_holds(const struct knitk_steal *st, unsigned int lane)
+{
+	return st->held & (1ULL << lane);
+}
+
+const char *knitk__steal_lane(const struct knitk_steal *st, unsigned int lane)
+{
+	return st->copy + lane * st->copy_bytes;
+}
+
+int knitk__steal_done(struct knitk_steal *st, uint64_t lanes)
+{
+	uint64_t frees = 0, m;
+
+	if (lanes & ~st->held)
+		return -EPERM;
+	for (m = lanes; m; m &= m - 1) {
+		const struct knitk_lane_header *h = (const void *)
+			knitk__steal_lane(st, (unsigned int)__builtin_ctzll(m));
+
+		if (h->kind == KNITK_PAYLOAD_ARENA &&
+		    h->arena_slot < KNITK_ARENA_SLOTS)
+			frees ^= 1ULL << h->arena_slot;
+	}
+	st->held &= ~lanes;
+	st->queued &= ~lanes;
+	if (frees) {
+		st->freer.toggles ^= frees;
+		/* T8: release pairs with the acquire in arena_freed. */
+		atomic_store_explicit(A64(st->freer.word), st->freer.toggles,
+				      memory_order_release);
+	}
+	return 0;
+}
+
+int knitk__steal_create(struct knitk_knot *k, unsigned int mailbox,
+			unsigned int g, struct knitk_steal **out)
+{
+	struct knitk_steal *st;
+	int ret;
+
+	if (k->slot < 0 || (unsigned int)k->slot >= k->geom.nr_workers ||
+	    knitk_steal_region_lanes(k->geom.nr_workers, g) != (int)g)
+		return -EINVAL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->knot = k;
+	st->mailbox = mailbox;
+	st->me = (unsigned int)k->slot;
+	st->nr_workers = k->geom.nr_workers;
+	st->g = g;
+	st->nr_regions = KNITK_LANES / g;
+	st->sector = knot_sector(k, mailbox);
+	st->lanes = (const char *)st->sector + k->layout.lane_off;
+	st->line = knot_steal_line(k, mailbox, st->me);
+	st->lane_stride = k->layout.lane_stride;
+	st->copy_bytes = KNITK_LANE_HEADER_BYTES + k->geom.inline_bytes;
+	st->copy = malloc(KNITK_LANES * st->copy_bytes);
+	if (!st->copy) {
+		free(st);
+		return -ENOMEM;
+	}
+	/* We are the only writer of our steal line: continue from it. */
+	st->ack = atomic_load_explicit(A64(&st->line->ack), memory_order_relaxed);
+	ret = knitk__arena_freer_init(&st->freer, (uint64_t *)&st->line->arena_free);
+	if (ret) {
+		knitk__steal_destroy(st);
+		return ret;
+	}
+	/* A dead predecessor's intent (T3, respawn). */
+	want_store(st, 0);
+	*out = st;
+	return 0;
+}
+
+void knitk__steal_destroy(struct knitk_steal *st)
+{
+	if (!st)
+		return;
+	free(st->copy);
+	free(st);
+}

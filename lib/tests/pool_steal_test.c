@@ -1,0 +1,556 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * The stealing pool (KNITK_POOL_DISPATCH_STEAL, docs/protocol.md T1-T12):
+ * options, exactly-once under contention for 2..63 thread and process
+ * workers and every legal g with several submitting threads, age order,
+ * a worker dying holding a claim (respawned on its steal line), deadlines,
+ * aborts and both shutdowns, and the wakes it costs.  argv[1]: calls of
+ * the throughput cases (a tenth per configuration).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "knitk.h"
+#include "knitk_pool.h"
+#include "tap.h"
+#include "../core/knot_hooks.h"
+
+enum { S_MIX, S_ORDER, S_DIE, S_SLEEP, S_NR };
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 31;
+	x *= 0x9e3779b97f4a7c15ULL;
+	return x ^ (x >> 29);
+}
+
+static int s_mix(const void *in, size_t len, struct knitk_reply *out, void *ctx)
+{
+	uint64_t x;
+
+	(void)ctx;
+	if (len != sizeof(x))
+		return -EINVAL;
+	memcpy(&x, in, sizeof(x));
+	x = mix(x);
+	return knitk_reply_set(out, &x, sizeof(x));
+}
+
+/* Thread workers: the order calls run in, behind a gate. */
+struct order {
+	_Atomic int open;
+	_Atomic unsigned int next;
+};
+
+static int s_order(const void *in, size_t len, struct knitk_reply *out, void *ctx)
+{
+	struct order *o = knitk_task_data(ctx);
+
+	(void)in;
+	(void)len;
+	(void)out;
+	while (!atomic_load(&o->open))
+		sched_yield();
+	return (int)atomic_fetch_add(&o->next, 1);
+}
+
+static int s_die(const void *in, size_t len, struct knitk_reply *out, void *ctx)
+{
+	(void)in;
+	(void)len;
+	(void)out;
+	(void)ctx;
+	raise(SIGKILL);
+	return 0;
+}
+
+/* Runs until aborted or past its deadline. */
+static int s_sleep(const void *in, size_t len, struct knitk_reply *out, void *ctx)
+{
+	(void)in;
+	(void)len;
+	(void)out;
+	while (!knitk_task_aborted(ctx))
+		sched_yield();
+	return -EINTR;
+}
+
+static const knitk_task_fn fns[S_NR] = { s_mix, s_order, s_die, s_sleep };
+static const struct knitk_task_table table = { .tasks = fns, .nr_tasks = S_NR };
+
+static unsigned long nr_calls = 1000000;
+
+static struct knitk_pool *steal_pool(unsigned int kind, unsigned int workers,
+				     unsigned int g, unsigned int flags, void *data)
+{
+	struct knitk_pool_opts o = {
+		.size = sizeof(o), .kind = kind, .nr_workers = workers,
+		.dispatch = KNITK_POOL_DISPATCH_STEAL, .steal_region = g,
+		.flags = flags, .task_data = data,
+	};
+	struct knitk_pool *pool = NULL;
+	int ret = knitk_pool_create(&o, &table, &pool);
+
+	if (ret)
+		printf("# knitk_pool_create: %d\n", ret);
+	return ret ? NULL : pool;
+}
+
+static void opts_checked(void)
+{
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 4,
+				     .dispatch = KNITK_POOL_DISPATCH_STEAL };
+	struct knitk_call_opts co = { .size = sizeof(co), .flags = KNITK_CALL_WORKER };
+	struct knitk_pool *pool = NULL;
+	struct knitk_call *call = NULL;
+	uint64_t x = 1;
+
+	o.steal_region = 16;		/* 4 regions for 4 workers */
+	CHECK_EQ(knitk_pool_create(&o, &table, &pool), -EINVAL);
+	o.steal_region = 3;
+	CHECK_EQ(knitk_pool_create(&o, &table, &pool), -EINVAL);
+	o.steal_region = 2;
+	o.nr_workers = KNITK_MAX_WORKERS;	/* 63 workers need g = 1 */
+	CHECK_EQ(knitk_pool_create(&o, &table, &pool), -EINVAL);
+	o.nr_workers = 4;
+	o.steal_region = 0;
+	o.dispatch = 2;
+	CHECK_EQ(knitk_pool_create(&o, &table, &pool), -EINVAL);
+	o.dispatch = KNITK_POOL_DISPATCH_PRIVATE;
+	o.steal_region = 8;		/* a region without stealing */
+	CHECK_EQ(knitk_pool_create(&o, &table, &pool), -EINVAL);
+	CHECK(!pool);
+	pool = steal_pool(KNITK_WORKER_THREADS, 4, 8, 0, NULL);
+	REQUIRE(pool);
+	/* A call cannot be pinned to a worker when any worker may take it. */
+	CHECK_EQ(knitk_pool_submit(pool, S_MIX, &x, 8, &co, &call), -EINVAL);
+	knitk_pool_destroy(pool);
+}
+
+/* ------------------------------------------------------ exactly once */
+
+#define SUBMITTERS	4
+#define BATCH		48
+
+struct submitter {
+	struct knitk_pool *pool;
+	unsigned int id;
+	unsigned long n;
+	unsigned long good;
+};
+
+static void *submit_main(void *arg)
+{
+	struct submitter *s = arg;
+	struct knitk_call *calls[BATCH];
+	uint64_t xs[BATCH];
+	unsigned long i = 0;
+
+	while (i < s->n) {
+		unsigned int k, b = 0;
+
+		for (; b < BATCH && i < s->n; b++, i++) {
+			xs[b] = (uint64_t)s->id << 40 | i;
+			if (knitk_pool_submit(s->pool, S_MIX, &xs[b], 8, NULL, &calls[b]))
+				return NULL;
+		}
+		if (knitk_pool_wait_all(s->pool, calls, b, KNITK_WAIT_FOREVER))
+			return NULL;
+		for (k = 0; k < b; k++) {
+			const void *d;
+			size_t len;
+			uint64_t y = 0;
+
+			if (knitk_call_status(calls[k]) == 0 &&
+			    !knitk_call_result(calls[k], &d, &len) && len == 8 &&
+			    (memcpy(&y, d, 8), y == mix(xs[k])))
+				s->good++;
+			knitk_call_release(calls[k]);
+		}
+	}
+	return NULL;
+}
+
+struct wakes {
+	uint64_t waits, wakes, spurious;
+};
+
+static void pool_wakes(struct knitk_pool *pool, unsigned int workers,
+		       struct wakes *w)
+{
+	unsigned int i;
+
+	memset(w, 0, sizeof(*w));
+	for (i = 0; i < workers; i++) {
+		struct knitk_worker_info wi = { .size = sizeof(wi) };
+
+		if (knitk_pool_worker_info(pool, i, &wi) || !wi.db_valid)
+			continue;
+		w->waits += wi.db.waits;
+		w->wakes += wi.db.wakes;
+		w->spurious += wi.db.spurious;
+	}
+}
+
+static void exactly_once_one(unsigned int kind, unsigned int workers,
+			     unsigned int g, unsigned long n)
+{
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct submitter sub[SUBMITTERS];
+	pthread_t t[SUBMITTERS];
+	struct knitk_pool *pool = steal_pool(kind, workers, g, 0, NULL);
+	unsigned long good = 0;
+	struct wakes wk;
+	unsigned int i;
+
+	REQUIRE(pool);
+	for (i = 0; i < SUBMITTERS; i++) {
+		sub[i] = (struct submitter){ pool, i, n / SUBMITTERS, 0 };
+		REQUIRE(pthread_create(&t[i], NULL, submit_main, &sub[i]) == 0);
+	}
+	for (i = 0; i < SUBMITTERS; i++) {
+		pthread_join(t[i], NULL);
+		good += sub[i].good;
+	}
+	REQUIRE(knitk_pool_stats(pool, &st) == 0);
+	pool_wakes(pool, workers, &wk);
+	printf("# %s, %u workers, g %u: %lu of %lu calls exactly once "
+	       "(stale %llu); worker wakes %llu (%.4f per call), spurious %llu\n",
+	       kind == KNITK_WORKER_THREADS ? "threads" : "processes", workers, g,
+	       good, n / SUBMITTERS * SUBMITTERS, (unsigned long long)st.stale,
+	       (unsigned long long)wk.wakes, (double)wk.wakes / (double)(good ? good : 1),
+	       (unsigned long long)wk.spurious);
+	CHECK_EQ(good, n / SUBMITTERS * SUBMITTERS);
+	CHECK_EQ(st.completed, st.submitted);
+	CHECK_EQ(st.stale, 0);
+	knitk_pool_destroy(pool);
+}
+
+static void exactly_once_threads(void)
+{
+	static const unsigned int counts[] = { 2, 3, 4, 8, 16, 63 };
+	unsigned int i, g;
+
+	for (i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+		for (g = 1; g <= KNITK_LANES; g *= 2)
+			if (knitk_steal_region_lanes(counts[i], g) == (int)g)
+				exactly_once_one(KNITK_WORKER_THREADS, counts[i], g,
+						 nr_calls / 10);
+}
+
+static void exactly_once_processes(void)
+{
+	static const unsigned int counts[] = { 2, 3, 4, 8, 16, 63 };
+	unsigned int i;
+
+	for (i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+		exactly_once_one(KNITK_WORKER_PROCESSES, counts[i], 0, nr_calls / 10);
+}
+
+/* --------------------------------------------------------- the rest */
+
+/*
+ * T9: with the mailbox wrapped (lane order is not publish order) and full,
+ * the oldest region is claimed first and decoded in publish order.  After
+ * 41 calls, calls 0..22 sit in lanes 41..63 and 55..59 in lanes 32..36 of
+ * the same region (g = 32): calls 0..22 run first, in order (lowest lane
+ * first would run 55..59 before them).
+ */
+static void age_order(void)
+{
+	struct knitk_call *calls[KNITK_LANES];
+	struct order o = { 0 };
+	struct knitk_pool_opts opts = {
+		.size = sizeof(opts), .nr_workers = 1, .nr_submitters = 1,
+		.dispatch = KNITK_POOL_DISPATCH_STEAL, .task_data = &o,
+	};
+	struct knitk_pool *pool = NULL;
+	unsigned int i, n = 0, sum = 0;
+
+	REQUIRE(knitk_pool_create(&opts, &table, &pool) == 0);
+	atomic_store(&o.open, 1);
+	for (i = 0; i < 41; i++)
+		CHECK_EQ(knitk_pool_call(pool, S_ORDER, NULL, 0, NULL, NULL, 0, NULL),
+			 (int)i);
+	atomic_store(&o.open, 0);
+	atomic_store(&o.next, 0);
+	for (i = 0; i < 60; i++)
+		REQUIRE(knitk_pool_submit(pool, S_ORDER, NULL, 0, NULL, &calls[i]) == 0);
+	atomic_store(&o.open, 1);
+	REQUIRE(knitk_pool_wait_all(pool, calls, 60, KNITK_WAIT_FOREVER) == 0);
+	for (i = 0; i < 60; i++) {
+		if (i < 23)
+			n += knitk_call_status(calls[i]) == (int)i;
+		sum += (unsigned int)knitk_call_status(calls[i]);
+		knitk_call_release(calls[i]);
+	}
+	CHECK_EQ(n, 23);
+	CHECK_EQ(sum, 59 * 60 / 2);
+	knitk_pool_destroy(pool);
+}
+
+/*
+ * T10, T11: a process worker dies holding a claim.  Only calls it had
+ * claimed end -EOWNERDEAD (at most one region), every other call
+ * succeeds, and the respawned worker serves from the dead one's line.
+ */
+static void death_holding_claim(void)
+{
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_call *calls[40], *die;
+	struct knitk_pool *pool;
+	unsigned int i, ok = 0, dead = 0, g = 8;
+	uint64_t xs[40];
+
+	pool = steal_pool(KNITK_WORKER_PROCESSES, 2, g, KNITK_POOL_RESPAWN, NULL);
+	REQUIRE(pool);
+	REQUIRE(knitk_pool_submit(pool, S_DIE, NULL, 0, NULL, &die) == 0);
+	for (i = 0; i < 40; i++) {
+		xs[i] = 1000 + i;
+		REQUIRE(knitk_pool_submit(pool, S_MIX, &xs[i], 8, NULL, &calls[i]) == 0);
+	}
+	CHECK_EQ(knitk_call_wait(die, KNITK_WAIT_FOREVER), -EOWNERDEAD);
+	REQUIRE(knitk_pool_wait_all(pool, calls, 40, KNITK_WAIT_FOREVER) == 0);
+	for (i = 0; i < 40; i++) {
+		const void *d;
+		size_t len;
+		uint64_t y = 0;
+		int s = knitk_call_status(calls[i]);
+
+		if (s == -EOWNERDEAD)
+			dead++;
+		else if (s == 0 && !knitk_call_result(calls[i], &d, &len) &&
+			 len == 8 && (memcpy(&y, d, 8), y == mix(xs[i])))
+			ok++;
+		knitk_call_release(calls[i]);
+	}
+	knitk_call_release(die);
+	printf("# died holding a claim: %u calls -EOWNERDEAD, %u ok\n", dead + 1, ok);
+	CHECK(dead + 1 <= g);
+	CHECK_EQ(ok + dead, 40);
+	/* The new worker and the survivor serve everything after. */
+	for (i = 0; i < 2000; i++) {
+		uint64_t x = i, y = 0;
+		size_t len = 0;
+
+		if (knitk_pool_call(pool, S_MIX, &x, 8, NULL, &y, 8, &len) == 0 &&
+		    len == 8 && y == mix(x))
+			ok++;
+	}
+	CHECK_EQ(ok, 40 - dead + 2000);
+	REQUIRE(knitk_pool_stats(pool, &st) == 0);
+	CHECK_EQ(st.deaths, 1);
+	CHECK_EQ(st.respawns, 1);
+	CHECK_EQ(st.ownerdead, dead + 1);
+	CHECK_EQ(st.stale, 0);
+	knitk_pool_destroy(pool);
+}
+
+/* Deadlines and aborts of queued and running calls, then both shutdowns. */
+static void deadlines_aborts_shutdown(void)
+{
+	struct knitk_call_opts co = { .size = sizeof(co) };
+	struct knitk_call *run[2], *late, *ab, *more[20];
+	struct knitk_pool *pool;
+	unsigned int i, ok = 0;
+	uint64_t xs[20];
+
+	pool = steal_pool(KNITK_WORKER_THREADS, 2, 0, 0, NULL);
+	REQUIRE(pool);
+	/* Both workers busy until aborted. */
+	for (i = 0; i < 2; i++)
+		REQUIRE(knitk_pool_submit(pool, S_SLEEP, NULL, 0, NULL, &run[i]) == 0);
+	co.deadline_ns = tap_now_ns() + 1000000;
+	REQUIRE(knitk_pool_submit(pool, S_SLEEP, NULL, 0, &co, &late) == 0);
+	REQUIRE(knitk_pool_submit(pool, S_SLEEP, NULL, 0, NULL, &ab) == 0);
+	CHECK_EQ(knitk_call_wait(late, KNITK_WAIT_FOREVER), -ETIMEDOUT);
+	CHECK_EQ(knitk_call_abort(ab), 0);
+	CHECK_EQ(knitk_call_status(ab), -ECANCELED);
+	for (i = 0; i < 2; i++) {
+		CHECK_EQ(knitk_call_abort(run[i]), 0);
+		CHECK_EQ(knitk_call_wait(run[i], KNITK_WAIT_FOREVER), -ECANCELED);
+	}
+	for (i = 0; i < 20; i++) {
+		xs[i] = i;
+		REQUIRE(knitk_pool_submit(pool, S_MIX, &xs[i], 8, NULL, &more[i]) == 0);
+	}
+	/* Drain: every queued call still runs. */
+	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
+	for (i = 0; i < 20; i++) {
+		const void *d;
+		size_t len;
+		uint64_t y = 0;
+
+		if (knitk_call_status(more[i]) == 0 &&
+		    !knitk_call_result(more[i], &d, &len) && len == 8 &&
+		    (memcpy(&y, d, 8), y == mix(xs[i])))
+			ok++;
+		knitk_call_release(more[i]);
+	}
+	CHECK_EQ(ok, 20);
+	knitk_call_release(late);
+	knitk_call_release(ab);
+	for (i = 0; i < 2; i++)
+		knitk_call_release(run[i]);
+	knitk_pool_destroy(pool);
+
+	/* Cancel: running and queued calls end -ECANCELED. */
+	pool = steal_pool(KNITK_WORKER_THREADS, 2, 0, 0, NULL);
+	REQUIRE(pool);
+	for (i = 0; i < 10; i++)
+		REQUIRE(knitk_pool_submit(pool, S_SLEEP, NULL, 0, NULL, &more[i]) == 0);
+	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_CANCEL), 0);
+	for (i = 0; i < 10; i++) {
+		CHECK_EQ(knitk_call_status(more[i]), -ECANCELED);
+		knitk_call_release(more[i]);
+	}
+	knitk_pool_destroy(pool);
+}
+
+/*
+ * A process worker of die_at(): KNITK_STEAL_DIE is "point,worker,path";
+ * worker @worker kills itself at hook @point, once (the first to create
+ * @path), so its respawned successor lives.
+ */
+static int die_point = -1;
+static unsigned int die_worker;
+static const char *die_path;
+
+static void die_hook(struct knitk_knot *k, enum knot_hook point, unsigned int arg)
+{
+	int fd;
+
+	(void)k;
+	if ((int)point != die_point || arg != die_worker)
+		return;
+	fd = open(die_path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	if (fd < 0)
+		return;
+	close(fd);
+	raise(SIGKILL);
+}
+
+static void die_setup(void)
+{
+	const char *env = getenv("KNITK_STEAL_DIE");
+	static char path[256];
+	int point;
+
+	if (!env || !getenv("KNITK_WORKER") ||
+	    sscanf(env, "%d,%u,%255s", &point, &die_worker, path) != 3)
+		return;
+	die_point = point;
+	die_path = path;
+	atomic_store(&knitk__knot_hook, die_hook);
+}
+
+/*
+ * T5, T10, T11 at the exact points: process worker 0 (the senior) dies
+ * right after announcing its want (holding no claim: nothing fails) or
+ * right after retiring its claim (holding the claim and its want: only
+ * the claimed calls fail).  Survivors do not wait on the dead intent once
+ * the pool's pidfd monitor cleared its live bit, and the respawned worker
+ * takes the steal line over.
+ */
+static void die_at(enum knot_hook point, unsigned int g)
+{
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_call *calls[60];
+	char env[300], path[] = "/tmp/knitk-steal-die.XXXXXX";
+	struct knitk_pool *pool;
+	unsigned int i, ok = 0, dead = 0;
+	uint64_t xs[60];
+	int fd = mkstemp(path);
+
+	REQUIRE(fd >= 0);
+	close(fd);
+	unlink(path);
+	snprintf(env, sizeof(env), "%d,0,%s", (int)point, path);
+	setenv("KNITK_STEAL_DIE", env, 1);
+	pool = steal_pool(KNITK_WORKER_PROCESSES, 2, g, KNITK_POOL_RESPAWN, NULL);
+	unsetenv("KNITK_STEAL_DIE");
+	REQUIRE(pool);
+	for (i = 0; i < 60; i++) {
+		xs[i] = 77 + i;
+		REQUIRE(knitk_pool_submit(pool, S_MIX, &xs[i], 8, NULL, &calls[i]) == 0);
+	}
+	REQUIRE(knitk_pool_wait_all(pool, calls, 60, KNITK_WAIT_FOREVER) == 0);
+	for (i = 0; i < 60; i++) {
+		const void *d;
+		size_t len;
+		uint64_t y = 0;
+		int s = knitk_call_status(calls[i]);
+
+		if (s == -EOWNERDEAD)
+			dead++;
+		else if (s == 0 && !knitk_call_result(calls[i], &d, &len) &&
+			 len == 8 && (memcpy(&y, d, 8), y == mix(xs[i])))
+			ok++;
+		knitk_call_release(calls[i]);
+	}
+	/* Served after the death, by the survivor and the new worker 0. */
+	for (i = 0; i < 500; i++) {
+		uint64_t x = i, y = 0;
+		size_t len = 0;
+
+		if (knitk_pool_call(pool, S_MIX, &x, 8, NULL, &y, 8, &len) == 0 &&
+		    len == 8 && y == mix(x))
+			ok++;
+	}
+	REQUIRE(knitk_pool_stats(pool, &st) == 0);
+	printf("# worker 0 died at %s: %u -EOWNERDEAD, %u ok\n",
+	       point == KNOT_HOOK_STEAL_WANT ? "its want" : "its claim", dead, ok);
+	CHECK_EQ(access(path, F_OK), 0);	/* it did die there */
+	CHECK_EQ(ok + dead, 560);
+	if (point == KNOT_HOOK_STEAL_WANT)
+		CHECK_EQ(dead, 0);
+	else
+		CHECK(dead >= 1 && dead <= g);
+	CHECK_EQ(st.deaths, 1);
+	CHECK_EQ(st.respawns, 1);
+	CHECK_EQ(st.ownerdead, dead);
+	CHECK_EQ(st.stale, 0);
+	knitk_pool_destroy(pool);
+	unlink(path);
+}
+
+static void death_holding_want(void)
+{
+	die_at(KNOT_HOOK_STEAL_WANT, 8);
+}
+
+static void death_holding_claim_and_want(void)
+{
+	die_at(KNOT_HOOK_STEAL_CLAIM, 8);
+}
+
+int main(int argc, char **argv)
+{
+	int ret;
+
+	die_setup();
+	ret = knitk_worker_main(argc, argv, &table, NULL);
+
+	if (ret)
+		return 1;
+	if (argc > 1)
+		nr_calls = strtoul(argv[1], NULL, 0);
+	TEST(opts_checked);
+	TEST(age_order);
+	TEST(deadlines_aborts_shutdown);
+	TEST(death_holding_claim);
+	TEST(death_holding_want);
+	TEST(death_holding_claim_and_want);
+	TEST(exactly_once_threads);
+	TEST(exactly_once_processes);
+	return tap_exit();
+}

@@ -1,0 +1,512 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * The claimants of stealing mailboxes (lib/core/steal.c, docs/protocol.md
+ * T1-T11): regions, exactly-once under contention for every legal g, age
+ * order, dead claimants (LIVE mask) and the producer's claim reports.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "knitk.h"
+#include "tap.h"
+
+/* Messages per submit mailbox and configuration (sanitizers: fewer). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define STEAL_N_DEFAULT		4000
+#else
+#define STEAL_N_DEFAULT		100000
+#endif
+#define STEAL_SUBMITTERS	3
+#define STEAL_INLINE		64
+#define STEAL_ARENA		(64 * 1024)
+
+static unsigned long steal_n = STEAL_N_DEFAULT;
+
+static void regions(void)
+{
+	CHECK_EQ(knitk_steal_region_lanes(1, 0), 32);
+	CHECK_EQ(knitk_steal_region_lanes(2, 0), 16);
+	CHECK_EQ(knitk_steal_region_lanes(3, 0), 16);
+	CHECK_EQ(knitk_steal_region_lanes(4, 0), 8);
+	CHECK_EQ(knitk_steal_region_lanes(7, 0), 8);
+	CHECK_EQ(knitk_steal_region_lanes(8, 0), 4);
+	CHECK_EQ(knitk_steal_region_lanes(16, 0), 2);
+	CHECK_EQ(knitk_steal_region_lanes(31, 0), 2);
+	CHECK_EQ(knitk_steal_region_lanes(32, 0), 1);
+	CHECK_EQ(knitk_steal_region_lanes(63, 0), 1);
+	CHECK_EQ(knitk_steal_region_lanes(63, 1), 1);
+	CHECK_EQ(knitk_steal_region_lanes(4, 2), 2);
+	CHECK_EQ(knitk_steal_region_lanes(4, 16), -EINVAL);	/* 4 regions < 5 */
+	CHECK_EQ(knitk_steal_region_lanes(4, 3), -EINVAL);	/* not a power of 2 */
+	CHECK_EQ(knitk_steal_region_lanes(2, 64), -EINVAL);
+	CHECK_EQ(knitk_steal_region_lanes(64, 0), -EINVAL);
+	CHECK_EQ(knitk_steal_region_lanes(0, 0), -EINVAL);
+}
+
+struct rig {
+	struct knitk_knot *host;
+	struct knitk_knot *w[KNITK_MAX_WORKERS];
+	struct knitk_producer *p[STEAL_SUBMITTERS];
+	unsigned int nr_workers;
+	unsigned int nr_submitters;
+	unsigned int g;
+};
+
+static int rig_init(struct rig *r, unsigned int workers, unsigned int subs,
+		    unsigned int g)
+{
+	struct knitk_geometry geom = {
+		.flags = KNITK_GEOM_STEAL, .nr_workers = workers,
+		.nr_submitters = subs, .lanes = KNITK_LANES,
+		.inline_bytes = STEAL_INLINE, .arena_bytes = STEAL_ARENA,
+	};
+	unsigned int i;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->nr_workers = workers;
+	r->nr_submitters = subs;
+	r->g = g;
+	ret = knitk_knot_create(&geom, KNITK_KNOT_FUTEX, &r->host);
+	if (ret)
+		return ret;
+	ret = knitk_knot_join(r->host, KNITK_ROLE_HOST, 0);
+	if (ret < 0)
+		return ret;
+	for (i = 0; i < workers; i++) {
+		ret = knitk_knot_attach(knitk_knot_fd(r->host), 0, &r->w[i]);
+		if (ret)
+			return ret;
+		ret = knitk_knot_join(r->w[i], KNITK_ROLE_WORKER, i);
+		if (ret < 0)
+			return ret;
+	}
+	for (i = 0; i < subs; i++) {
+		ret = knitk_producer_create(r->host, i, &r->p[i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void rig_fini(struct rig *r)
+{
+	unsigned int i;
+
+	for (i = 0; i < r->nr_submitters; i++)
+		knitk_producer_destroy(r->p[i]);
+	for (i = 0; i < r->nr_workers; i++)
+		knitk_knot_destroy(r->w[i]);
+	knitk_knot_destroy(r->host);
+}
+
+/* ------------------------------------------------------ exactly once */
+
+/* The payload of message @id: a value, inline bytes or arena bytes. */
+static size_t msg_len(uint64_t id)
+{
+	switch (id % 4) {
+	case 0:
+		return 0;
+	case 1:
+	case 2:
+		return 1 + id % STEAL_INLINE;
+	default:
+		return STEAL_INLINE + 1 + id % 3000;
+	}
+}
+
+static unsigned char msg_byte(uint64_t id, size_t i)
+{
+	return (unsigned char)(id * 131 + i * 7 + (id >> 32));
+}
+
+struct run {
+	struct rig *rig;
+	_Atomic unsigned char *seen;	/* per message: times consumed */
+	_Atomic unsigned long consumed;
+	_Atomic unsigned long bad;
+	unsigned long total;
+};
+
+struct worker_arg {
+	struct run *run;
+	unsigned int w;
+};
+
+static bool check_msg(const struct knitk_msg *m)
+{
+	uint64_t id = m->header.task_id;
+	size_t len = msg_len(id), i;
+
+	if (!len)
+		return m->header.kind == KNITK_PAYLOAD_VALUE &&
+		       m->header.value == ~id;
+	if (m->len != len || m->header.function_id != (uint32_t)id)
+		return false;
+	for (i = 0; i < len; i++)
+		if (((const unsigned char *)m->data)[i] != msg_byte(id, i))
+			return false;
+	return true;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker_arg *a = arg;
+	struct run *run = a->run;
+	struct rig *r = run->rig;
+	struct knitk_consumer *c[STEAL_SUBMITTERS] = { 0 };
+	unsigned int s;
+
+	for (s = 0; s < r->nr_submitters; s++)
+		if (knitk_steal_consumer_create(r->w[a->w], s, r->g, &c[s])) {
+			atomic_fetch_add(&run->bad, 1);
+			goto out;
+		}
+	while (atomic_load_explicit(&run->consumed, memory_order_acquire) < run->total) {
+		bool any = false;
+
+		for (s = 0; s < r->nr_submitters; s++) {
+			struct knitk_msg m = { .size = sizeof(m) };
+			uint64_t pend;
+			int lane;
+
+			if (knitk_lane_scan(c[s], &pend) <= 0)
+				continue;
+			any = true;
+			while ((lane = knitk_lane_next(c[s], &pend)) >= 0) {
+				uint64_t id;
+
+				if (knitk_lane_decode(c[s], (unsigned int)lane, &m) ||
+				    !check_msg(&m))
+					atomic_fetch_add(&run->bad, 1);
+				id = m.header.task_id;
+				if ((id >> 32) < r->nr_submitters &&
+				    (id & 0xffffffffU) < steal_n)
+					atomic_fetch_add(&run->seen[(id >> 32) * steal_n +
+								    (id & 0xffffffffU)], 1);
+				else
+					atomic_fetch_add(&run->bad, 1);
+				if (knitk_lane_ack(c[s], 1ULL << lane))
+					atomic_fetch_add(&run->bad, 1);
+				atomic_fetch_add_explicit(&run->consumed, 1,
+							  memory_order_release);
+			}
+		}
+		if (!any)
+			sched_yield();
+	}
+out:
+	for (s = 0; s < r->nr_submitters; s++)
+		knitk_consumer_destroy(c[s]);
+	return NULL;
+}
+
+struct submit_arg {
+	struct run *run;
+	unsigned int s;
+};
+
+static void *submit_main(void *arg)
+{
+	struct submit_arg *a = arg;
+	struct knitk_producer *p = a->run->rig->p[a->s];
+	static __thread unsigned char buf[STEAL_INLINE + 3001];
+	unsigned long i;
+
+	for (i = 0; i < steal_n; i++) {
+		uint64_t id = (uint64_t)a->s << 32 | i;
+		struct knitk_lane_header h = {
+			.function_id = (uint32_t)id, .task_id = id, .value = ~id,
+		};
+		size_t len = msg_len(id), k;
+		int ret;
+
+		for (k = 0; k < len; k++)
+			buf[k] = msg_byte(id, k);
+		while ((ret = knitk_producer_send(p, &h, len ? buf : NULL, len)) == -EAGAIN ||
+		       ret == -ENOSPC)
+			sched_yield();
+		if (ret < 0)
+			atomic_fetch_add(&a->run->bad, 1);
+	}
+	return NULL;
+}
+
+static void exactly_once_one(unsigned int workers, unsigned int g)
+{
+	struct worker_arg wa[KNITK_MAX_WORKERS];
+	struct submit_arg sa[STEAL_SUBMITTERS];
+	pthread_t wt[KNITK_MAX_WORKERS], st[STEAL_SUBMITTERS];
+	struct run run = { 0 };
+	struct rig r;
+	unsigned long i, once = 0;
+	unsigned int k;
+
+	REQUIRE(rig_init(&r, workers, STEAL_SUBMITTERS, g) == 0);
+	run.rig = &r;
+	run.total = steal_n * STEAL_SUBMITTERS;
+	run.seen = calloc(run.total, 1);
+	REQUIRE(run.seen);
+	for (k = 0; k < workers; k++) {
+		wa[k] = (struct worker_arg){ &run, k };
+		REQUIRE(pthread_create(&wt[k], NULL, worker_main, &wa[k]) == 0);
+	}
+	for (k = 0; k < STEAL_SUBMITTERS; k++) {
+		sa[k] = (struct submit_arg){ &run, k };
+		REQUIRE(pthread_create(&st[k], NULL, submit_main, &sa[k]) == 0);
+	}
+	for (k = 0; k < STEAL_SUBMITTERS; k++)
+		pthread_join(st[k], NULL);
+	for (k = 0; k < workers; k++)
+		pthread_join(wt[k], NULL);
+	for (i = 0; i < run.total; i++)
+		once += atomic_load(&run.seen[i]) == 1;
+	printf("# %u workers, g %u: %lu of %lu messages consumed exactly once\n",
+	       workers, g, once, run.total);
+	CHECK_EQ(once, run.total);
+	CHECK_EQ(atomic_load(&run.consumed), run.total);
+	CHECK_EQ(atomic_load(&run.bad), 0);
+	free(run.seen);
+	rig_fini(&r);
+}
+
+/* Every worker count of the brief, every legal g, several submitters. */
+static void exactly_once_every_g(void)
+{
+	static const unsigned int counts[] = { 2, 3, 4, 8, 16, 63 };
+	unsigned int i, g;
+
+	for (i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+		for (g = 1; g <= KNITK_LANES; g *= 2)
+			if (knitk_steal_region_lanes(counts[i], g) == (int)g)
+				exactly_once_one(counts[i], g);
+}
+
+/* ------------------------------------------------------------ others */
+
+static struct knitk_consumer *claimant(struct rig *r, unsigned int w)
+{
+	struct knitk_consumer *c = NULL;
+
+	CHECK_EQ(knitk_steal_consumer_create(r->w[w], 0, r->g, &c), 0);
+	return c;
+}
+
+/*
+ * T9: with lanes published out of lane order, a claimant takes the oldest
+ * region first and decodes in publish order.
+ */
+static void age_order(void)
+{
+	struct knitk_msg m = { .size = sizeof(m) };
+	struct knitk_consumer *c;
+	struct rig r;
+	uint64_t pend, expect = 0;
+	int lane, i;
+
+	REQUIRE(rig_init(&r, 2, 1, 8) == 0);
+	c = claimant(&r, 0);
+	REQUIRE(c);
+	for (i = 0; i < 64; i++)
+		REQUIRE(knitk_lane_claim(r.p[0]) == i);
+	/* Published 63, 62, ..., 0: lane 63 is the oldest. */
+	for (i = 63; i >= 0; i--) {
+		REQUIRE(knitk_lane_set_value(r.p[0], (unsigned int)i, 63 - (uint64_t)i) == 0);
+		REQUIRE(knitk_lane_publish(r.p[0], (unsigned int)i) == 0);
+	}
+	while (knitk_lane_scan(c, &pend) > 0) {
+		CHECK_EQ(__builtin_popcountll(pend), 8);
+		while ((lane = knitk_lane_next(c, &pend)) >= 0) {
+			REQUIRE(knitk_lane_decode(c, (unsigned int)lane, &m) == 0);
+			CHECK_EQ(m.header.value, expect);
+			expect++;
+			CHECK_EQ(knitk_lane_ack(c, 1ULL << lane), 0);
+		}
+	}
+	CHECK_EQ(expect, 64);
+	CHECK_EQ(knitk_mailbox_pending(r.host, 0, &pend), 0);
+	knitk_consumer_destroy(c);
+	rig_fini(&r);
+}
+
+static struct knitk_steal_line *line_of(struct rig *r, unsigned int m,
+					unsigned int w)
+{
+	struct knitk_layout l;
+	void *base;
+
+	knitk_knot_layout(r->host, &l, NULL);
+	knitk_knot_base(r->host, &base);
+	return (struct knitk_steal_line *)((char *)base + l.steal_off +
+		(uint64_t)(m * r->nr_workers + w) * l.steal_stride);
+}
+
+static void send_values(struct rig *r, unsigned int n)
+{
+	struct knitk_lane_header h = { 0 };
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		h.value = i;
+		REQUIRE(knitk_producer_send(r->p[0], &h, NULL, 0) >= 0);
+	}
+}
+
+/*
+ * T3, T5: a live senior's intent keeps a junior out of every region it
+ * names; once the senior is dead (live bit cleared) it stops counting.
+ */
+static void dead_senior_stops_counting(void)
+{
+	struct knitk_consumer *c;
+	struct rig r;
+	uint64_t pend;
+
+	REQUIRE(rig_init(&r, 2, 1, 16) == 0);
+	c = claimant(&r, 1);
+	REQUIRE(c);
+	send_values(&r, 10);
+	/* Worker 0 announced every region and stopped there. */
+	atomic_store((_Atomic uint64_t *)&line_of(&r, 0, 0)->want, ~0ULL);
+	CHECK_EQ(knitk_lane_scan(c, &pend), 0);
+	CHECK_EQ(knitk_knot_mark_dead(r.host, 0), 0);
+	CHECK_EQ(knitk_lane_scan(c, &pend), 10);
+	CHECK_EQ(knitk_lane_ack(c, pend), 0);
+	knitk_consumer_destroy(c);
+	rig_fini(&r);
+}
+
+/*
+ * T5: a dead junior that holds an intent for the senior's region does not
+ * make the senior wait (the test would hang).  A respawned worker on the
+ * same line clears the stale intent (T11).
+ */
+static void dead_junior_and_respawn(void)
+{
+	struct knitk_consumer *c, *c1;
+	struct knitk_steal_line *l1;
+	struct rig r;
+	uint64_t pend;
+
+	REQUIRE(rig_init(&r, 2, 1, 16) == 0);
+	c = claimant(&r, 0);
+	REQUIRE(c);
+	send_values(&r, 10);
+	l1 = line_of(&r, 0, 1);
+	atomic_store((_Atomic uint64_t *)&l1->want, ~0ULL);
+	CHECK_EQ(knitk_knot_mark_dead(r.host, 1), 0);
+	CHECK_EQ(knitk_lane_scan(c, &pend), 10);
+	CHECK_EQ(knitk_lane_ack(c, pend), 0);
+	/* A new worker 1 takes over the line. */
+	knitk_knot_destroy(r.w[1]);
+	REQUIRE(knitk_knot_attach(knitk_knot_fd(r.host), 0, &r.w[1]) == 0);
+	REQUIRE(knitk_knot_join(r.w[1], KNITK_ROLE_WORKER, 1) >= 1);
+	c1 = claimant(&r, 1);
+	REQUIRE(c1);
+	CHECK_EQ(atomic_load((_Atomic uint64_t *)&l1->want), 0);
+	send_values(&r, 5);
+	CHECK_EQ(knitk_lane_scan(c1, &pend), 5);
+	CHECK_EQ(knitk_lane_ack(c1, pend), 0);
+	knitk_consumer_destroy(c1);
+	knitk_consumer_destroy(c);
+	rig_fini(&r);
+}
+
+/*
+ * T10, T11: a tracking producer learns who claimed which lane before the
+ * lane is reused, and frees a dead claimant's unfinished arena slots.
+ */
+static void claims_reported_and_reset(void)
+{
+	static unsigned char big[20000];
+	struct knitk_lane_header h = { 0 };
+	struct knitk_consumer *c0, *c1;
+	struct rig r;
+	uint64_t pend0, pend1, lanes[2];
+	int i;
+
+	REQUIRE(rig_init(&r, 2, 1, 16) == 0);
+	CHECK_EQ(knitk_producer_track_claims(r.p[0]), 0);
+	c0 = claimant(&r, 0);
+	c1 = claimant(&r, 1);
+	REQUIRE(c0 && c1);
+	/* Three arena payloads fill most of the arena; then values. */
+	for (i = 0; i < 3; i++)
+		REQUIRE(knitk_producer_send(r.p[0], &h, big, sizeof(big)) == i);
+	CHECK_EQ(knitk_producer_send(r.p[0], &h, big, sizeof(big)), -ENOSPC);
+	for (i = 3; i < 64; i++)
+		REQUIRE(knitk_producer_send(r.p[0], &h, NULL, 0) == i);
+	CHECK_EQ(knitk_lane_scan(c0, &pend0), 16);	/* lanes 0..15 */
+	CHECK_EQ(pend0, 0xffffULL);
+	CHECK_EQ(knitk_lane_scan(c1, &pend1), 16);
+	CHECK_EQ(pend0 & pend1, 0);
+	/* Retired, but busy until reported. */
+	CHECK_EQ(knitk_producer_send(r.p[0], &h, NULL, 0), -EAGAIN);
+	CHECK_EQ(knitk_producer_reset_claimant(r.p[0], 1), -EBUSY);
+	CHECK_EQ(knitk_producer_claims(r.p[0], lanes, 2), 32);
+	CHECK_EQ(lanes[0], pend0);
+	CHECK_EQ(lanes[1], pend1);
+	CHECK_EQ(knitk_producer_claims(r.p[0], lanes, 2), 0);
+	CHECK_EQ(knitk_producer_claims(r.p[0], lanes, 3), -EINVAL);
+	CHECK_EQ(knitk_producer_reset_claimant(r.p[0], 0), -EBUSY);	/* live */
+	/* Worker 0 dies holding the three arena slots. */
+	CHECK_EQ(knitk_knot_mark_dead(r.host, 0), 0);
+	CHECK_EQ(knitk_producer_reset_claimant(r.p[0], 0), 3);
+	CHECK_EQ(knitk_lane_ack(c1, pend1), 0);
+	/* Every lane worker 0 or 1 took is free, and the arena is too. */
+	REQUIRE(knitk_producer_send(r.p[0], &h, big, sizeof(big)) >= 0);
+	REQUIRE(knitk_producer_send(r.p[0], &h, big, sizeof(big)) >= 0);
+	REQUIRE(knitk_producer_send(r.p[0], &h, big, sizeof(big)) >= 0);
+	for (i = 3; i < 32; i++)
+		REQUIRE(knitk_producer_send(r.p[0], &h, NULL, 0) >= 0);
+	CHECK_EQ(knitk_producer_send(r.p[0], &h, NULL, 0), -EAGAIN);
+	knitk_consumer_destroy(c1);
+	knitk_consumer_destroy(c0);
+	rig_fini(&r);
+}
+
+static void bad_arguments(void)
+{
+	struct knitk_geometry geom = {
+		.nr_workers = 2, .nr_submitters = 1, .lanes = KNITK_LANES,
+	};
+	struct knitk_consumer *c = NULL;
+	struct knitk_knot *k;
+	struct rig r;
+
+	REQUIRE(rig_init(&r, 4, 1, 8) == 0);
+	CHECK_EQ(knitk_steal_consumer_create(r.w[0], 0, 16, &c), -EINVAL);
+	CHECK_EQ(knitk_steal_consumer_create(r.w[0], 0, 3, &c), -EINVAL);
+	CHECK_EQ(knitk_steal_consumer_create(r.host, 0, 8, &c), -EINVAL);
+	CHECK_EQ(knitk_steal_consumer_create(r.w[0], 1, 8, &c), -EOPNOTSUPP);
+	CHECK(!c);
+	rig_fini(&r);
+	REQUIRE(knitk_knot_create(&geom, KNITK_KNOT_FUTEX, &k) == 0);
+	CHECK_EQ(knitk_steal_consumer_create(k, 0, 8, &c), -EOPNOTSUPP);
+	knitk_knot_destroy(k);
+}
+
+int main(int argc, char **argv)
+{
+	const char *env = getenv("KNITK_STEAL_N");
+
+	if (argc > 1)
+		steal_n = strtoul(argv[1], NULL, 10);
+	else if (env)
+		steal_n = strtoul(env, NULL, 10);
+	TEST(regions);
+	TEST(bad_arguments);
+	TEST(age_order);
+	TEST(dead_senior_stops_counting);
+	TEST(dead_junior_and_respawn);
+	TEST(claims_reported_and_reset);
+	TEST(exactly_once_every_g);
+	return tap_exit();
+}
