@@ -24,8 +24,9 @@ RATIOS = ["pingpong_spin_vs_raw_spin", "pingpong_park_vs_raw_futex",
           "steal_skewed_vs_private", "steal_skewed_vs_gthreadpool",
           "payload_1mib_vs_memcpy", "pool_call_vs_lane_rtt",
           "park_cpu_vs_raw_futex"]
-# Ratios whose cases exist in every build: they must carry a number.
-NEEDED = {"pingpong_spin_vs_raw_spin", "pingpong_park_vs_raw_futex",
+# Ratios whose cases are all built: they must carry a number.
+NEEDED = {"steal_skewed_vs_ideal", "steal_skewed_vs_private",
+          "steal_skewed_vs_gthreadpool", "pingpong_spin_vs_raw_spin", "pingpong_park_vs_raw_futex",
           "batch_calls_vs_gthreadpool", "idle_wakes_per_call",
           "idle_spurious_wakes", "payload_1mib_vs_memcpy",
           "pool_call_vs_lane_rtt", "park_cpu_vs_raw_futex"}

@@ -8,8 +8,9 @@
  * skewed (heavy-tailed: 10% of the tasks at 20 units).  The same seeded
  * sequence for every method of a shape.  Methods: the ideal (total work /
  * workers, computed, the baseline), the private-lane pool with its
- * least-loaded balancer on thread and process workers, and GThreadPool
- * with the same number of threads.  Every task is submitted up front (a
+ * least-loaded balancer and the stealing pool (KNITK_POOL_DISPATCH_STEAL,
+ * automatic region size), each on thread and process workers, and
+ * GThreadPool with the same number of threads.  Every task is submitted up front (a
  * submit blocks while every worker is at capacity) and the clock stops
  * when the last one has completed.  The figure is the makespan per task:
  * a ratio of two rows is the ratio of their makespans.
@@ -28,7 +29,7 @@
 #define STEAL_UNIT_NS_QUICK	5000ULL
 
 enum { SHAPE_FLAT, SHAPE_RANDOM, SHAPE_SKEWED };
-enum { M_IDEAL, M_PRIVATE, M_GTHREADPOOL };
+enum { M_IDEAL, M_PRIVATE, M_STEAL, M_GTHREADPOOL };
 
 /* The cost of every task of @shape, same seed every time. */
 static void st_costs(int shape, uint64_t unit, uint64_t *cost, uint64_t n)
@@ -53,7 +54,7 @@ static void st_costs(int shape, uint64_t unit, uint64_t *cost, uint64_t n)
 	}
 }
 
-static int st_private(struct knitk_pool *pool, const uint64_t *cost, uint64_t n,
+static int st_pool(struct knitk_pool *pool, const uint64_t *cost, uint64_t n,
 		      struct knitk_call **calls, uint64_t *good)
 {
 	const void *data;
@@ -158,6 +159,8 @@ static int st_run(const struct bench_case *c, const struct bench_ctx *ctx,
 	struct knitk_pool_opts o = {
 		.size = sizeof(o), .kind = (unsigned int)(c->arg >> 8),
 		.nr_workers = ctx->workers, .knot_flags = ctx->knot_flags,
+		.dispatch = method == M_STEAL ? KNITK_POOL_DISPATCH_STEAL :
+			    KNITK_POOL_DISPATCH_PRIVATE,
 	};
 	uint64_t n = bench_ops(c, ctx), unit, total = 0, good, i, t0, t1;
 	struct knitk_pool *pool = NULL;
@@ -179,7 +182,7 @@ static int st_run(const struct bench_case *c, const struct bench_ctx *ctx,
 	st_costs(shape, unit, cost, n);
 	for (i = 0; i < n; i++)
 		total += cost[i];
-	if (method == M_PRIVATE) {
+	if (method == M_PRIVATE || method == M_STEAL) {
 		ret = knitk_pool_create(&o, &bench_tasks, &pool);
 		if (ret) {
 			bench_fail(r, "knitk_pool_create: %s", strerror(-ret));
@@ -194,8 +197,8 @@ static int st_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		t0 = bench_now_ns();
 		if (method == M_IDEAL)
 			t1 = t0 + total / ctx->workers;	/* perfect balance, no overhead */
-		else if (method == M_PRIVATE)
-			ret = st_private(pool, cost, n, calls, &good);
+		else if (pool)
+			ret = st_pool(pool, cost, n, calls, &good);
 		else
 			ret = st_gthreadpool(ctx->workers, cost, n, tasks, &good);
 		if (method != M_IDEAL)
@@ -222,12 +225,15 @@ out:
 }
 
 #define ST(grp, var, shape, method, kind) \
-	{ grp "/" var, grp, "ns/op", grp "/ideal", (method) == M_PRIVATE, st_run, \
+	{ grp "/" var, grp, "ns/op", grp "/ideal", \
+	  (method) == M_PRIVATE || (method) == M_STEAL, st_run, \
 	  (shape) | ((method) << 4) | ((kind) << 8), 2000, 400 }
 #define ST_SHAPE(grp, shape) \
 	ST(grp, "ideal", shape, M_IDEAL, 0), \
 	ST(grp, "private-threads", shape, M_PRIVATE, KNITK_WORKER_THREADS), \
 	ST(grp, "private-processes", shape, M_PRIVATE, KNITK_WORKER_PROCESSES), \
+	ST(grp, "steal-threads", shape, M_STEAL, KNITK_WORKER_THREADS), \
+	ST(grp, "steal-processes", shape, M_STEAL, KNITK_WORKER_PROCESSES), \
 	ST(grp, "gthreadpool-threads", shape, M_GTHREADPOOL, 0)
 
 const struct bench_case bench_steal_cases[] = {
