@@ -5,14 +5,21 @@
  *
  *   knitk-bench [--quick] [--reps N] [--workers N] [--only PAT[,PAT...]]
  *               [--backend futex|kmod] [--json FILE] [--plot FILE.svg]
- *               [--list]
+ *               [--progress] [--list] [--verbose] [all | PAT...]
  *
  * Families (tools/bench/): round trips between two processes and two
  * threads (spin, futex, eventfd, pipe, Unix socket, knitk lanes parking
  * and polling first), one-way throughput with batching (knitk lanes, pipe,
  * eventfd; 8 bytes and 4 KiB), pool calls (knitk thread and process
- * workers vs GLib's GThreadPool, same worker count) and the idle cost of
- * an 8-worker pool with one loaded worker.
+ * workers vs GLib's GThreadPool, same worker count), the idle cost of
+ * an 8-worker pool with one loaded worker, the payload echo through the
+ * arena against memcpy, and the makespan of task bags (private lanes,
+ * stealing, GThreadPool, the ideal).
+ *
+ * Round k runs repetition k of every selected case (A B A B), and every
+ * case records its CPU time per operation next to its time.  --json adds
+ * the 'ratios' object (write_ratios); --plot draws rates per group,
+ * latency percentiles per method and makespan per load shape as SVG.
  *
  * Each row: median and best over the repetitions, and "speed", the
  * baseline's median time per operation divided by the row's (above 1: the
@@ -391,6 +398,96 @@ static int write_json(const char *path, const struct row *rows, int nr,
  * time per op) relative to the fastest row of the panel; labels carry the
  * row's own figure and its speed against the baseline.
  */
+/* The rows of a latency group (rtt-*) and of a load shape (steal-*). */
+static int latency_row(const struct row *row)
+{
+	return ok_row(row) && !strncmp(row->c->group, "rtt-", 4);
+}
+
+static int makespan_row(const struct row *row)
+{
+	return ok_row(row) && !strncmp(row->c->group, "steal-", 6);
+}
+
+/*
+ * Latency percentiles per method: over the repetitions' ns per round trip,
+ * the 0th, 50th and 100th percentile on a log scale (a line from best to
+ * worst, a dot at the median).
+ */
+static int svg_latency(FILE *f, const struct row *rows, int nr, int y)
+{
+	const int label_w = 230, span = 560;
+	double lo = 1e300, hi = 0, x0, x1, xm, v[BENCH_MAX_REPS];
+	int i, n;
+
+	for (i = 0; i < nr; i++) {
+		if (!latency_row(&rows[i]))
+			continue;
+		for (n = 0; n < rows[i].r.nreps; n++) {
+			lo = rows[i].r.ns[n] < lo ? rows[i].r.ns[n] : lo;
+			hi = rows[i].r.ns[n] > hi ? rows[i].r.ns[n] : hi;
+		}
+	}
+	if (hi <= 0)
+		return y;
+	lo = log10(lo) - 0.1;
+	hi = log10(hi) + 0.1;
+	y += 30;
+	fprintf(f, "<text x=\"10\" y=\"%d\" font-weight=\"bold\">round-trip latency"
+		" per method: p0-p100 of the repetitions, dot at p50 (ns, log scale"
+		" %.0f..%.0f)</text>\n", y, pow(10, lo), pow(10, hi));
+	for (i = 0; i < nr; i++) {
+		if (!latency_row(&rows[i]))
+			continue;
+		n = rows[i].r.nreps;
+		memcpy(v, rows[i].r.ns, sizeof(double) * (size_t)n);
+		qsort(v, (size_t)n, sizeof(double), cmp_double);
+		x0 = label_w + span * (log10(v[0]) - lo) / (hi - lo);
+		x1 = label_w + span * (log10(v[n - 1]) - lo) / (hi - lo);
+		xm = label_w + span * (log10(rows[i].median_ns) - lo) / (hi - lo);
+		y += 20;
+		fprintf(f, "<text x=\"10\" y=\"%d\">%s</text>\n", y, rows[i].c->name);
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\""
+			" stroke=\"%s\" stroke-width=\"3\"/>\n", x0, y - 4, x1, y - 4,
+			rows[i].c->knitk ? "#c0392b" : "#7f8c8d");
+		fprintf(f, "<circle cx=\"%.1f\" cy=\"%d\" r=\"4\"/>\n", xm, y - 4);
+		fprintf(f, "<text x=\"%d\" y=\"%d\">%.0f</text>\n",
+			label_w + span + 10, y, rows[i].median_ns);
+	}
+	return y;
+}
+
+/* Makespan per load shape: the median makespan of each method, in ms. */
+static int svg_makespan(FILE *f, const struct row *rows, int nr, int y)
+{
+	const int label_w = 230, span = 420;
+	double hi = 0, ms;
+	int i;
+
+	for (i = 0; i < nr; i++)
+		if (makespan_row(&rows[i]) &&
+		    rows[i].median_ns * (double)rows[i].r.ops > hi)
+			hi = rows[i].median_ns * (double)rows[i].r.ops;
+	if (hi <= 0)
+		return y;
+	y += 30;
+	fprintf(f, "<text x=\"10\" y=\"%d\" font-weight=\"bold\">makespan per load"
+		" shape (ms, median; shorter is better)</text>\n", y);
+	for (i = 0; i < nr; i++) {
+		if (!makespan_row(&rows[i]))
+			continue;
+		ms = rows[i].median_ns * (double)rows[i].r.ops / 1e6;
+		y += 20;
+		fprintf(f, "<text x=\"10\" y=\"%d\">%s</text>\n", y, rows[i].c->name);
+		fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"14\""
+			" fill=\"%s\"/>\n", label_w, y - 12, span * ms * 1e6 / hi + 1,
+			rows[i].c->knitk ? "#c0392b" : "#7f8c8d");
+		fprintf(f, "<text x=\"%.1f\" y=\"%d\">%.2f ms</text>\n",
+			label_w + span * ms * 1e6 / hi + 8, y, ms);
+	}
+	return y;
+}
+
 static int write_svg(const char *path, const struct row *rows, int nr,
 		     const char *backend)
 {
@@ -406,8 +503,9 @@ static int write_svg(const char *path, const struct row *rows, int nr,
 			height += 34;
 			group = rows[i].c->group;
 		}
-		height += bar_h + 4;
+		height += bar_h + 4 + 20 * (latency_row(&rows[i]) + makespan_row(&rows[i]));
 	}
+	height += 2 * 30;
 	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\""
 		" font-family=\"monospace\" font-size=\"12\">\n", width, height);
 	fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
@@ -449,6 +547,8 @@ static int write_svg(const char *path, const struct row *rows, int nr,
 				row->c->unit, sp);
 		}
 	}
+	y = svg_latency(f, rows, nr, y);
+	svg_makespan(f, rows, nr, y);
 	fprintf(f, "</svg>\n");
 	if (fclose(f))
 		return -errno;

@@ -146,6 +146,9 @@ if svg_path:
     try:
         root = ET.parse(svg_path).getroot()
         check(root.tag.endswith("svg") and len(root) > len(names), "plot is SVG")
+        text = " ".join(t.text or "" for t in root.iter() if t.tag.endswith("text"))
+        check("round-trip latency" in text and "makespan per load shape" in text,
+              "plot has latency percentiles per method and makespan per shape")
     except Exception as e:
         check(False, "plot is SVG", str(e))
 sys.exit(bad)
