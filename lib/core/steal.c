@@ -39,7 +39,7 @@
 #define STEAL_TRIES		4
 
 struct knitk_steal {
-	struct knitk_knot *knot;
+	struct knitk_endpoint *ep;
 	struct knitk_sector *sector;
 	const char *lanes;
 	struct knitk_steal_line *line;	/* ours */
@@ -86,7 +86,7 @@ static uint64_t region_mask(const struct knitk_steal *st, unsigned int r)
 static const uint64_t *peer_word(const struct knitk_steal *st, unsigned int p,
 				 size_t off)
 {
-	return (const uint64_t *)((const char *)knot_steal_line(st->knot,
+	return (const uint64_t *)((const char *)knot_steal_line(st->ep,
 					st->mailbox, p) + off);
 }
 
@@ -113,7 +113,7 @@ static uint64_t steal_live(const struct knitk_steal *st)
 	uint64_t all = st->nr_workers == 64 ? ~0ULL : (1ULL << st->nr_workers) - 1;
 
 	/* Acquire pairs with the release of live in a join (P2). */
-	return atomic_load_explicit(A64(&knot_control(st->knot)->live),
+	return atomic_load_explicit(A64(&knot_control(st->ep)->live),
 				    memory_order_acquire) & all & ~(1ULL << st->me);
 }
 
@@ -204,12 +204,12 @@ static void steal_backoff(struct knitk_steal *st, unsigned int round)
 	 * Sleep on the own doorbell, with a deadline: the junior does not
 	 * ring us when it is done, but a publish may.
 	 */
-	if (knitk_doorbell_prepare(st->knot, &seq))
+	if (knitk_doorbell_prepare(st->ep, &seq))
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	st->knot->ops->wait(st->knot, seq, (uint64_t)ts.tv_sec * 1000000000ULL +
-			    (uint64_t)ts.tv_nsec + STEAL_NAP_NS);
-	knitk_doorbell_cancel(st->knot);
+	st->ep->ops->wait(st->ep, seq, (uint64_t)ts.tv_sec * 1000000000ULL +
+			  (uint64_t)ts.tv_nsec + STEAL_NAP_NS);
+	knitk_doorbell_cancel(st->ep);
 }
 
 static void want_store(struct knitk_steal *st, uint64_t v)
@@ -282,7 +282,7 @@ static uint64_t steal_claim_once(struct knitk_steal *st, bool *again)
 	/* T4: announce, then a full fence before the peers' want loads. */
 	atomic_store_explicit(A64(&st->line->want), rbit, memory_order_seq_cst);
 	steal_storeload_fence();
-	KNOT_HOOK(st->knot, KNOT_HOOK_STEAL_WANT, st->me);
+	KNOT_HOOK(st->ep, KNOT_HOOK_STEAL_WANT, st->me);
 	junior = false;
 	live = steal_live(st);
 	for (p = 0; p < st->nr_workers; p++) {
@@ -318,7 +318,7 @@ static uint64_t steal_claim_once(struct knitk_steal *st, bool *again)
 		 */
 		atomic_store_explicit(A64(&st->line->ack), st->ack,
 				      memory_order_release);
-		KNOT_HOOK(st->knot, KNOT_HOOK_STEAL_CLAIM, st->me);
+		KNOT_HOOK(st->ep, KNOT_HOOK_STEAL_CLAIM, st->me);
 	}
 	/* T7: want cleared only after the ack. */
 	want_store(st, 0);
@@ -389,21 +389,21 @@ int knitk__steal_done(struct knitk_steal *st, uint64_t lanes)
 	return 0;
 }
 
-int knitk__steal_create(struct knitk_knot *k, unsigned int mailbox,
+int knitk__steal_create(struct knitk_endpoint *k, unsigned int mailbox,
 			unsigned int g, struct knitk_steal **out)
 {
 	struct knitk_steal *st;
 	int ret;
 
-	if (k->slot < 0 || (unsigned int)k->slot >= k->geom.nr_workers ||
+	if (k->doorbell < 0 || (unsigned int)k->doorbell >= k->geom.nr_workers ||
 	    knitk_steal_region_lanes(k->geom.nr_workers, g) != (int)g)
 		return -EINVAL;
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
-	st->knot = k;
+	st->ep = k;
 	st->mailbox = mailbox;
-	st->me = (unsigned int)k->slot;
+	st->me = (unsigned int)k->doorbell;
 	st->nr_workers = k->geom.nr_workers;
 	st->g = g;
 	st->nr_regions = KNITK_LANES / g;

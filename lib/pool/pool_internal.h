@@ -6,8 +6,8 @@
  *
  * Locks: pool->lock guards every call handle's state, the in-flight entry
  * table, the workers' counters and the drainer role; pool->cond is
- * broadcast on every change of those.  A submitter slot's lock guards that slot's producers.  No
- * thread ever holds pool->lock while taking a slot lock, or the reverse.
+ * broadcast on every change of those.  A submitter's lock guards its producers.  No
+ * thread ever holds pool->lock while taking a submitter lock, or the reverse.
  */
 #ifndef KNITK_POOL_INTERNAL_H
 #define KNITK_POOL_INTERNAL_H
@@ -67,7 +67,7 @@ struct knitk_call {
 	unsigned char small[64];
 };
 
-/* One in-flight slot: index w * KNITK_LANES + k, abort bit of the same. */
+/* One in-flight entry: index w * KNITK_LANES + k, abort bit of the same. */
 struct pool_entry {
 	struct knitk_call *call;	/* holds a reference */
 	uint32_t gen;
@@ -86,7 +86,7 @@ struct pool_worker {
 	enum worker_state state;	/* pool->lock */
 	/*
 	 * Dispatchable: cleared (seq_cst) by the death handler before it
-	 * cycles every slot lock; a submitter re-reads it under its slot
+	 * cycles every submitter lock; a submitter re-reads it under its submitter
 	 * lock before publishing (see pool_publish).
 	 */
 	_Atomic int alive;
@@ -98,7 +98,7 @@ struct pool_worker {
 	/* Thread workers. */
 	pthread_t thread;
 	bool thread_started;
-	struct knitk_knot *knot;	/* the worker's endpoint */
+	struct knitk_endpoint *ep;	/* the worker's endpoint */
 	/* Process workers. */
 	pid_t pid;			/* pool->lock; 0 from its death on */
 	int pidfd;			/* futex: owned by the monitor once started */
@@ -106,7 +106,7 @@ struct pool_worker {
 	struct knitk_consumer *ret;
 };
 
-struct pool_slot {
+struct pool_submitter {
 	pthread_mutex_t lock;
 	struct knitk_producer **producers;	/* per worker; stealing: one */
 	/* Stealing (steal.c): the task id published in each lane ... */
@@ -119,7 +119,7 @@ struct pool_slot {
 struct knitk_pool {
 	struct knitk_pool_opts opts;
 	struct knitk_task_table table;
-	struct knitk_knot *knot;	/* host endpoint */
+	struct knitk_endpoint *ep;	/* host endpoint */
 	_Atomic uint64_t *abort_words;
 	unsigned int nr_workers;
 	unsigned int nr_submitters;
@@ -133,7 +133,7 @@ struct knitk_pool {
 	pthread_cond_t cond;
 	struct pool_worker *workers;
 	struct pool_entry *entries;
-	struct pool_slot *slots;
+	struct pool_submitter *submitters;
 	unsigned int cursor;		/* balancer tie-break */
 	unsigned int respawning;	/* workers being restarted */
 	/*
@@ -213,7 +213,7 @@ void knitk__pool_wait_passive_locked(struct knitk_pool *pool);
 
 /* worker.c */
 struct worker_args {
-	struct knitk_knot *knot;
+	struct knitk_endpoint *ep;
 	const struct knitk_task_table *table;
 	void *task_data;
 	unsigned int worker;
@@ -224,16 +224,16 @@ int knitk__worker_run(const struct worker_args *args);
 void *knitk__worker_thread_main(void *arg);
 
 /* steal.c */
-_Atomic uint64_t *knitk__steal_words(struct knitk_knot *knot);
-void knitk__steal_wake(struct knitk_knot *knot, _Atomic uint64_t *words);
+_Atomic uint64_t *knitk__steal_words(struct knitk_endpoint *ep);
+void knitk__steal_wake(struct knitk_endpoint *ep, _Atomic uint64_t *words);
 void knitk__steal_search(_Atomic uint64_t *words, unsigned int w);
 void knitk__steal_idle(_Atomic uint64_t *words, unsigned int w);
 void knitk__steal_awake(_Atomic uint64_t *words, unsigned int w);
-void knitk__steal_claimed(struct knitk_knot *knot, _Atomic uint64_t *words,
+void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 			  unsigned int w, unsigned int nr_mailboxes);
 void knitk__steal_gone(_Atomic uint64_t *words, unsigned int w);
 int knitk__steal_setup(struct knitk_pool *pool);
-void knitk__steal_free_slot(struct pool_slot *sl);
+void knitk__steal_free_slot(struct pool_submitter *sl);
 void knitk__steal_collect(struct knitk_pool *pool, unsigned int s);
 unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,
 				    uint64_t *tids);
@@ -250,13 +250,13 @@ void knitk__monitor_poke(struct knitk_pool *pool);
 void knitk__monitor_stop(struct knitk_pool *pool);
 /* A process worker on the futex backend watching its host's pidfd. */
 struct host_watch {
-	struct knitk_knot *knot;
+	struct knitk_endpoint *ep;
 	int pidfd;
 	int efd;			/* ends the watch */
 	pthread_t thread;
 	bool started;
 };
-int knitk__host_watch_start(struct host_watch *hw, struct knitk_knot *knot,
+int knitk__host_watch_start(struct host_watch *hw, struct knitk_endpoint *ep,
 			    int host_pidfd);
 void knitk__host_watch_stop(struct host_watch *hw);
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
  * The stealing dispatch of the pool (KNITK_POOL_DISPATCH_STEAL,
- * docs/protocol.md T10-T12): one request mailbox per submitter slot,
+ * docs/protocol.md T10-T12): one request mailbox per submitter,
  * claimed from by every worker (the claim itself is the core's,
  * knitk_lane_scan on a claimant), results on each worker's own return
  * mailbox, matched by task id.
@@ -26,13 +26,13 @@
 #include "pool_internal.h"
 
 /* The idle (0) and searching (1) masks of the knot of @knot. */
-_Atomic uint64_t *knitk__steal_words(struct knitk_knot *knot)
+_Atomic uint64_t *knitk__steal_words(struct knitk_endpoint *ep)
 {
 	struct knitk_layout l;
 	void *base;
 
-	knitk_knot_layout(knot, &l, NULL);
-	knitk_knot_base(knot, &base);
+	knitk_endpoint_layout(ep, &l, NULL);
+	knitk_endpoint_base(ep, &base);
 	return (_Atomic uint64_t *)((char *)base + l.mailbox_off +
 				    offsetof(struct knitk_sector, ack));
 }
@@ -47,7 +47,7 @@ _Atomic uint64_t *knitk__steal_words(struct knitk_knot *knot)
  * awake, later publishes ring the same worker, whose delivered wake
  * suppresses them, so a burst wakes one worker, not a herd.
  */
-void knitk__steal_wake(struct knitk_knot *knot, _Atomic uint64_t *words)
+void knitk__steal_wake(struct knitk_endpoint *ep, _Atomic uint64_t *words)
 {
 	uint64_t idle;
 
@@ -56,7 +56,7 @@ void knitk__steal_wake(struct knitk_knot *knot, _Atomic uint64_t *words)
 		return;
 	idle = atomic_load_explicit(&words[0], memory_order_seq_cst);
 	if (idle)
-		knitk_doorbell_ring(knot, idle & -idle);
+		knitk_doorbell_ring(ep, idle & -idle);
 }
 
 /* Worker @w found nothing to claim: it searches (spins). */
@@ -93,7 +93,7 @@ void knitk__steal_awake(_Atomic uint64_t *words, unsigned int w)
  * Worker @w claimed work.  If it was the last searcher and work is left,
  * one more idle worker is woken, so a burst spreads over the pool.
  */
-void knitk__steal_claimed(struct knitk_knot *knot, _Atomic uint64_t *words,
+void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 			  unsigned int w, unsigned int nr_mailboxes)
 {
 	uint64_t bit = 1ULL << w, pending;
@@ -104,8 +104,8 @@ void knitk__steal_claimed(struct knitk_knot *knot, _Atomic uint64_t *words,
 	if (atomic_fetch_and_explicit(&words[1], ~bit, memory_order_seq_cst) != bit)
 		return;
 	for (m = 0; m < nr_mailboxes; m++)
-		if (knitk_mailbox_pending(knot, m, &pending) > 0) {
-			knitk__steal_wake(knot, words);
+		if (knitk_mailbox_pending(ep, m, &pending) > 0) {
+			knitk__steal_wake(ep, words);
 			return;
 		}
 }
@@ -124,9 +124,9 @@ int knitk__steal_setup(struct knitk_pool *pool)
 	unsigned int s;
 	int ret;
 
-	pool->steal_words = knitk__steal_words(pool->knot);
+	pool->steal_words = knitk__steal_words(pool->ep);
 	for (s = 0; s < pool->nr_submitters; s++) {
-		struct pool_slot *sl = &pool->slots[s];
+		struct pool_submitter *sl = &pool->submitters[s];
 
 		sl->held = calloc(pool->nr_workers, sizeof(*sl->held));
 		sl->nr_held = calloc(pool->nr_workers, sizeof(*sl->nr_held));
@@ -139,7 +139,7 @@ int knitk__steal_setup(struct knitk_pool *pool)
 	return 0;
 }
 
-void knitk__steal_free_slot(struct pool_slot *sl)
+void knitk__steal_free_slot(struct pool_submitter *sl)
 {
 	free(sl->held);
 	free(sl->nr_held);
@@ -151,7 +151,7 @@ void knitk__steal_free_slot(struct pool_slot *sl)
  */
 void knitk__steal_collect(struct knitk_pool *pool, unsigned int s)
 {
-	struct pool_slot *sl = &pool->slots[s];
+	struct pool_submitter *sl = &pool->submitters[s];
 	uint64_t lanes[KNITK_MAX_WORKERS], m;
 	unsigned int w, n;
 
@@ -178,7 +178,7 @@ unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,
 	unsigned int s, n = 0, i;
 
 	for (s = 0; s < pool->nr_submitters; s++) {
-		struct pool_slot *sl = &pool->slots[s];
+		struct pool_submitter *sl = &pool->submitters[s];
 
 		pthread_mutex_lock(&sl->lock);
 		knitk__steal_collect(pool, s);
@@ -210,7 +210,7 @@ static int steal_send(struct knitk_pool *pool, unsigned int s,
 		      const struct knitk_lane_header *h, const void *in,
 		      size_t len)
 {
-	struct pool_slot *sl = &pool->slots[s];
+	struct pool_submitter *sl = &pool->submitters[s];
 	int ret;
 
 	ret = knitk_producer_send(sl->producers[0], h, len ? in : NULL, len);
@@ -243,7 +243,7 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 		progress = atomic_load_explicit(&pool->progress, memory_order_acquire);
 		s = knitk__slot_acquire(pool);
 		ret = steal_send(pool, s, h, in, len);
-		pthread_mutex_unlock(&pool->slots[s].lock);
+		pthread_mutex_unlock(&pool->submitters[s].lock);
 		if (ret >= 0)
 			break;
 		if (ret != -ENOSPC && ret != -EAGAIN)
@@ -255,7 +255,7 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 			knitk__pool_wait_passive_locked(pool);
 		pthread_mutex_unlock(&pool->lock);
 	}
-	knitk__steal_wake(pool->knot, pool->steal_words);
+	knitk__steal_wake(pool->ep, pool->steal_words);
 	return 0;
 }
 
@@ -285,11 +285,11 @@ void knitk__steal_stop_workers(struct knitk_pool *pool)
 		pthread_mutex_unlock(&pool->lock);
 		if (!running)
 			return;
-		pthread_mutex_lock(&pool->slots[0].lock);
+		pthread_mutex_lock(&pool->submitters[0].lock);
 		ret = steal_send(pool, 0, &h, NULL, 0);
-		pthread_mutex_unlock(&pool->slots[0].lock);
+		pthread_mutex_unlock(&pool->submitters[0].lock);
 		if (ret >= 0)
-			knitk__steal_wake(pool->knot, pool->steal_words);
+			knitk__steal_wake(pool->ep, pool->steal_words);
 		pthread_mutex_lock(&pool->lock);
 		while (steal_running_locked(pool) == running && !pool->completer_done)
 			knitk__pool_wait_passive_locked(pool);

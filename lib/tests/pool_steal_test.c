@@ -425,7 +425,7 @@ static int die_point = -1;
 static unsigned int die_worker;
 static const char *die_path;
 
-static void die_hook(struct knitk_knot *k, enum knot_hook point, unsigned int arg)
+static void die_hook(struct knitk_endpoint *k, enum knot_hook point, unsigned int arg)
 {
 	int fd;
 
@@ -450,7 +450,7 @@ static void die_setup(void)
 		return;
 	die_point = point;
 	die_path = path;
-	atomic_store(&knitk__knot_hook, die_hook);
+	atomic_store(&knitk__endpoint_hook, die_hook);
 }
 
 /*

@@ -50,8 +50,8 @@ static void regions(void)
 }
 
 struct rig {
-	struct knitk_knot *host;
-	struct knitk_knot *w[KNITK_MAX_WORKERS];
+	struct knitk_endpoint *host;
+	struct knitk_endpoint *w[KNITK_MAX_WORKERS];
 	struct knitk_producer *p[STEAL_SUBMITTERS];
 	unsigned int nr_workers;
 	unsigned int nr_submitters;
@@ -73,17 +73,17 @@ static int rig_init(struct rig *r, unsigned int workers, unsigned int subs,
 	r->nr_workers = workers;
 	r->nr_submitters = subs;
 	r->g = g;
-	ret = knitk_knot_create(&geom, KNITK_KNOT_FUTEX, &r->host);
+	ret = knitk_endpoint_create(&geom, KNITK_KNOT_FUTEX, &r->host);
 	if (ret)
 		return ret;
-	ret = knitk_knot_join(r->host, KNITK_ROLE_HOST, 0);
+	ret = knitk_endpoint_join(r->host, KNITK_ROLE_HOST, 0);
 	if (ret < 0)
 		return ret;
 	for (i = 0; i < workers; i++) {
-		ret = knitk_knot_attach(knitk_knot_fd(r->host), 0, &r->w[i]);
+		ret = knitk_endpoint_attach(knitk_endpoint_fd(r->host), 0, &r->w[i]);
 		if (ret)
 			return ret;
-		ret = knitk_knot_join(r->w[i], KNITK_ROLE_WORKER, i);
+		ret = knitk_endpoint_join(r->w[i], KNITK_ROLE_WORKER, i);
 		if (ret < 0)
 			return ret;
 	}
@@ -102,8 +102,8 @@ static void rig_fini(struct rig *r)
 	for (i = 0; i < r->nr_submitters; i++)
 		knitk_producer_destroy(r->p[i]);
 	for (i = 0; i < r->nr_workers; i++)
-		knitk_knot_destroy(r->w[i]);
-	knitk_knot_destroy(r->host);
+		knitk_endpoint_destroy(r->w[i]);
+	knitk_endpoint_destroy(r->host);
 }
 
 /* ------------------------------------------------------ exactly once */
@@ -342,8 +342,8 @@ static struct knitk_steal_line *line_of(struct rig *r, unsigned int m,
 	struct knitk_layout l;
 	void *base;
 
-	knitk_knot_layout(r->host, &l, NULL);
-	knitk_knot_base(r->host, &base);
+	knitk_endpoint_layout(r->host, &l, NULL);
+	knitk_endpoint_base(r->host, &base);
 	return (struct knitk_steal_line *)((char *)base + l.steal_off +
 		(uint64_t)(m * r->nr_workers + w) * l.steal_stride);
 }
@@ -376,7 +376,7 @@ static void dead_senior_stops_counting(void)
 	/* Worker 0 announced every region and stopped there. */
 	atomic_store((_Atomic uint64_t *)&line_of(&r, 0, 0)->want, ~0ULL);
 	CHECK_EQ(knitk_lane_scan(c, &pend), 0);
-	CHECK_EQ(knitk_knot_mark_dead(r.host, 0), 0);
+	CHECK_EQ(knitk_endpoint_mark_dead(r.host, 0), 0);
 	CHECK_EQ(knitk_lane_scan(c, &pend), 10);
 	CHECK_EQ(knitk_lane_ack(c, pend), 0);
 	knitk_consumer_destroy(c);
@@ -401,13 +401,13 @@ static void dead_junior_and_respawn(void)
 	send_values(&r, 10);
 	l1 = line_of(&r, 0, 1);
 	atomic_store((_Atomic uint64_t *)&l1->want, ~0ULL);
-	CHECK_EQ(knitk_knot_mark_dead(r.host, 1), 0);
+	CHECK_EQ(knitk_endpoint_mark_dead(r.host, 1), 0);
 	CHECK_EQ(knitk_lane_scan(c, &pend), 10);
 	CHECK_EQ(knitk_lane_ack(c, pend), 0);
 	/* A new worker 1 takes over the line. */
-	knitk_knot_destroy(r.w[1]);
-	REQUIRE(knitk_knot_attach(knitk_knot_fd(r.host), 0, &r.w[1]) == 0);
-	REQUIRE(knitk_knot_join(r.w[1], KNITK_ROLE_WORKER, 1) >= 1);
+	knitk_endpoint_destroy(r.w[1]);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(r.host), 0, &r.w[1]) == 0);
+	REQUIRE(knitk_endpoint_join(r.w[1], KNITK_ROLE_WORKER, 1) >= 1);
 	c1 = claimant(&r, 1);
 	REQUIRE(c1);
 	CHECK_EQ(atomic_load((_Atomic uint64_t *)&l1->want), 0);
@@ -457,7 +457,7 @@ static void claims_reported_and_reset(void)
 	CHECK_EQ(knitk_producer_claims(r.p[0], lanes, 3), -EINVAL);
 	CHECK_EQ(knitk_producer_reset_claimant(r.p[0], 0), -EBUSY);	/* live */
 	/* Worker 0 dies holding the three arena slots. */
-	CHECK_EQ(knitk_knot_mark_dead(r.host, 0), 0);
+	CHECK_EQ(knitk_endpoint_mark_dead(r.host, 0), 0);
 	CHECK_EQ(knitk_producer_reset_claimant(r.p[0], 0), 3);
 	CHECK_EQ(knitk_lane_ack(c1, pend1), 0);
 	/* Every lane worker 0 or 1 took is free, and the arena is too. */
@@ -478,7 +478,7 @@ static void bad_arguments(void)
 		.nr_workers = 2, .nr_submitters = 1, .lanes = KNITK_LANES,
 	};
 	struct knitk_consumer *c = NULL;
-	struct knitk_knot *k;
+	struct knitk_endpoint *k;
 	struct rig r;
 
 	REQUIRE(rig_init(&r, 4, 1, 8) == 0);
@@ -488,9 +488,9 @@ static void bad_arguments(void)
 	CHECK_EQ(knitk_steal_consumer_create(r.w[0], 1, 8, &c), -EOPNOTSUPP);
 	CHECK(!c);
 	rig_fini(&r);
-	REQUIRE(knitk_knot_create(&geom, KNITK_KNOT_FUTEX, &k) == 0);
+	REQUIRE(knitk_endpoint_create(&geom, KNITK_KNOT_FUTEX, &k) == 0);
 	CHECK_EQ(knitk_steal_consumer_create(k, 0, 8, &c), -EOPNOTSUPP);
-	knitk_knot_destroy(k);
+	knitk_endpoint_destroy(k);
 }
 
 int main(int argc, char **argv)

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_pool.h"
 
@@ -59,14 +59,14 @@ static void stats_all(struct knitk_pool *pool, unsigned int n,
 }
 
 /* Until every worker sleeps on its doorbell (the module's sleeping flag). */
-static void wait_all_parked(struct knitk_knot *knot, unsigned int n)
+static void wait_all_parked(struct knitk_endpoint *knot, unsigned int n)
 {
 	struct knitk_layout l;
 	unsigned int w, parked;
 	void *base;
 
-	knitk_knot_layout(knot, &l, NULL);
-	knitk_knot_base(knot, &base);
+	knitk_endpoint_layout(knot, &l, NULL);
+	knitk_endpoint_base(knot, &base);
 	do {
 		sched_yield();
 		parked = 0;
@@ -84,7 +84,7 @@ TEST(steal_calls_and_filter)
 	struct knitk_worker_info a[WORKERS], b[WORKERS];
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	unsigned long good = 0, calls = 0;
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	struct knitk_pool *pool;
 	uint64_t idle0 = 0, idle1 = 0, wakes = 0, spurious = 0;
 	unsigned int w, i;
@@ -92,8 +92,8 @@ TEST(steal_calls_and_filter)
 	REQUIRE_KNITK();
 	pool = steal_pool(WORKERS, 0);
 	ASSERT_NE(NULL, pool);
-	ASSERT_EQ(0, knitk_pool_knot(pool, &knot));
-	ASSERT_EQ(KNITK_BACKEND_KMOD, knitk_knot_backend(knot));
+	ASSERT_EQ(0, knitk_pool_endpoint(pool, &knot));
+	ASSERT_EQ(KNITK_BACKEND_KMOD, knitk_endpoint_backend(knot));
 
 	/* Every worker is a claimant of every request mailbox. */
 	for (i = 0; i < CALLS; i++) {

@@ -8,7 +8,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk_test.h"
 
 /* Runs knitk-stat with @arg as uid @uid; its stdout+stderr in @out. */
