@@ -120,6 +120,7 @@ struct knitk_knot {
 	struct knitk_bell bells[KNITK_NR_DOORBELLS];
 	struct user_struct *user;
 	wait_queue_head_t pollers;
+	pid_t pids[KNITK_ROLE_SLOTS]; /* last joiner's tgid per slot, @lock */
 };
 
 /**

@@ -38,15 +38,31 @@ static int knitk_knot_show(struct seq_file *m, void *unused)
 {
 	struct knitk_knot *knot = m->private;
 	unsigned int d, c;
+	u64 live, dead;
 
-	seq_printf(m, "size %llu workers %u submitters %u steal %u\n",
-		   knot->layout.size, knot->geometry.nr_workers,
+	seq_printf(m, "knot %llu size %llu workers %u submitters %u steal %u\n",
+		   knot->id, knot->layout.size, knot->geometry.nr_workers,
 		   knot->geometry.nr_submitters,
 		   !!(knot->geometry.flags & KNITK_GEOM_STEAL));
 	seq_printf(m, "live %#llx dead %#llx death_seq %u\n",
 		   READ_ONCE(knot->control->live),
 		   READ_ONCE(knot->control->dead),
 		   READ_ONCE(knot->control->death_seq));
+	/* Every slot joined so far: its owner's pid (initial namespace). */
+	seq_puts(m, "role slot pid generation state\n");
+	mutex_lock(&knot->lock);
+	live = READ_ONCE(knot->control->live);
+	dead = READ_ONCE(knot->control->dead);
+	for (d = 0; d < KNITK_ROLE_SLOTS; d++) {
+		if (!knot->pids[d])
+			continue;
+		seq_printf(m, "%s %u %d %u %s\n",
+			   d == KNITK_DOORBELL_HOST ? "host" : "worker", d,
+			   knot->pids[d], READ_ONCE(knot->control->generation[d]),
+			   live & BIT_ULL(d) ? "alive" :
+			   dead & BIT_ULL(d) ? "dead" : "left");
+	}
+	mutex_unlock(&knot->lock);
 	seq_puts(m, "doorbell");
 	for (c = 0; c < KNITK_NR_BELL_COUNTERS; c++)
 		seq_printf(m, " %s", knitk_bell_fields[c].name);

@@ -315,6 +315,8 @@ int knitk_role_join(struct knitk_role *r, struct knitk_knot *knot,
 	ret = knitk_peer_take(knot->control, r, slot, generation);
 	if (!ret) {
 		r->owner = get_pid(task_tgid(current));
+		/* For debugfs: who holds (or last held) the slot. */
+		knot->pids[slot] = pid_nr(r->owner);
 		add_wait_queue(&r->owner->wait_pidfd, &r->exit_wait);
 		/* Pairs with the smp_load_acquire() in knitk_role_flush(). */
 		smp_store_release(&r->knot, knot);

@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
-steps_all="pkg host models kmod vm dkms kunit"
+steps_all="pkg host models kmod vm dkms kunit bench"
 steps=${CHECK_STEPS:-$steps_all}
 log_dir=${CHECK_LOG_DIR:-build/check}
 mkdir -p "$log_dir"
@@ -27,6 +27,7 @@ step_cmd() {
 	# The KUnit build trees in the cache are shared by every checkout.
 	kunit)	mkdir -p "${KNITK_CACHE:-$HOME/.cache/knitk}" &&
 		echo "flock ${KNITK_CACHE:-$HOME/.cache/knitk}/.kunit.lock tools/kunit.sh" ;;
+	bench)	echo "tools/bench/smoke.sh" ;;
 	*)	return 1 ;;
 	esac
 }

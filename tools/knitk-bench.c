@@ -5,14 +5,21 @@
  *
  *   knitk-bench [--quick] [--reps N] [--workers N] [--only PAT[,PAT...]]
  *               [--backend futex|kmod] [--json FILE] [--plot FILE.svg]
- *               [--list]
+ *               [--progress] [--list] [--verbose] [all | PAT...]
  *
  * Families (tools/bench/): round trips between two processes and two
  * threads (spin, futex, eventfd, pipe, Unix socket, knitk lanes parking
  * and polling first), one-way throughput with batching (knitk lanes, pipe,
  * eventfd; 8 bytes and 4 KiB), pool calls (knitk thread and process
- * workers vs GLib's GThreadPool, same worker count) and the idle cost of
- * an 8-worker pool with one loaded worker.
+ * workers vs GLib's GThreadPool, same worker count), the idle cost of
+ * an 8-worker pool with one loaded worker, the payload echo through the
+ * arena against memcpy, and the makespan of task bags (private lanes,
+ * stealing, GThreadPool, the ideal).
+ *
+ * Round k runs repetition k of every selected case (A B A B), and every
+ * case records its CPU time per operation next to its time.  --json adds
+ * the 'ratios' object (write_ratios); --plot draws rates per group,
+ * latency percentiles per method and makespan per load shape as SVG.
  *
  * Each row: median and best over the repetitions, and "speed", the
  * baseline's median time per operation divided by the row's (above 1: the
@@ -25,6 +32,7 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,12 +45,13 @@
 struct row {
 	const struct bench_case *c;
 	struct bench_result r;
-	double median_ns, min_ns;
+	double median_ns, min_ns, cpu_ns;	/* cpu_ns: median CPU per op */
 	const struct row *base;
 };
 
 static const struct bench_case *const families[] = {
 	bench_pingpong_cases, bench_throughput_cases, bench_pool_cases,
+	bench_payload_cases, bench_steal_cases,
 };
 
 static int selected(const char *name, const char *only)
@@ -67,27 +76,39 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void summarize(struct row *row)
+static double median(const double *x, int n)
 {
 	double v[BENCH_MAX_REPS];
-	int n = row->r.nreps;
+
+	memcpy(v, x, sizeof(double) * (size_t)n);
+	qsort(v, (size_t)n, sizeof(double), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void summarize(struct row *row)
+{
+	int i, n = row->r.nreps;
 
 	if (n == 0)
 		return;
-	memcpy(v, row->r.ns, sizeof(double) * (size_t)n);
-	qsort(v, (size_t)n, sizeof(double), cmp_double);
-	row->median_ns = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-	row->min_ns = v[0];
+	row->median_ns = median(row->r.ns, n);
+	row->cpu_ns = median(row->r.cpu, n);
+	row->min_ns = row->r.ns[0];
+	for (i = 1; i < n; i++)
+		if (row->r.ns[i] < row->min_ns)
+			row->min_ns = row->r.ns[i];
 }
 
 static int rate(const struct row *row)
 {
-	return strcmp(row->c->unit, "ops/s") == 0;
+	return strcmp(row->c->unit, "ops/s") == 0 || strcmp(row->c->unit, "B/s") == 0;
 }
 
-/* The row's figure in its own unit (ns per op, or ops per second). */
+/* The row's figure in its own unit (ns per op, ops or bytes per second). */
 static double value(const struct row *row, double ns)
 {
+	if (!strcmp(row->c->unit, "B/s"))
+		return (double)(row->c->arg & 0xffffff) * 1e9 / ns;
 	return rate(row) ? 1e9 / ns : ns;
 }
 
@@ -126,15 +147,16 @@ static void print_table(const struct row *rows, int nr, const struct bench_ctx *
 	       backend, sysconf(_SC_NPROCESSORS_ONLN), ctx->reps,
 	       ctx->quick ? " (quick)" : "", ctx->workers);
 	printf("best: lowest ns/op or highest ops/s of the reps; speed: baseline "
-	       "median time per op / this row's (>1 = faster)\n\n");
-	printf("%-28s %-6s %14s %14s  %-24s %9s  %s\n", "case", "unit", "median",
-	       "best", "baseline", "speed", "msgs");
+	       "median time per op / this row's (>1 = faster);\ncpu: median CPU "
+	       "time per op, user + system of every side, in ns\n\n");
+	printf("%-32s %-6s %14s %14s %12s  %-28s %9s  %s\n", "case", "unit", "median",
+	       "best", "cpu ns/op", "baseline", "speed", "msgs");
 	for (i = 0; i < nr; i++) {
 		const struct row *row = &rows[i];
 		char sp[32] = "-", msgs[32] = "-";
 
 		if (!ok_row(row)) {
-			printf("%-28s FAILED: %s\n", row->c->name, row->r.why);
+			printf("%-32s FAILED: %s\n", row->c->name, row->r.why);
 			continue;
 		}
 		if (row->base && row->base != row)
@@ -142,9 +164,9 @@ static void print_table(const struct row *rows, int nr, const struct bench_ctx *
 		if (row->r.has_msgs)
 			snprintf(msgs, sizeof(msgs), "%s",
 				 row->r.msgs_moved == row->r.msgs_expected ? "ok" : "MISMATCH");
-		printf("%-28s %-6s %14.1f %14.1f  %-24s %9s  %s\n", row->c->name,
+		printf("%-32s %-6s %14.1f %14.1f %12.1f  %-28s %9s  %s\n", row->c->name,
 		       row->c->unit, value(row, row->median_ns),
-		       value(row, row->min_ns),
+		       value(row, row->min_ns), row->cpu_ns,
 		       row->c->baseline ? row->c->baseline : "-", sp, msgs);
 	}
 	/* Every knitk row against every baseline of its group. */
@@ -178,7 +200,8 @@ static void print_table(const struct row *rows, int nr, const struct bench_ctx *
 		       (unsigned long long)id->idle_wakes,
 		       (unsigned long long)id->idle_waits,
 		       (unsigned long long)id->loaded_wakes);
-		printf("  process CPU time while idle: %.3f ms over %.0f ms wall (%.4f%%)\n",
+		printf("  process CPU time while idle, from %.2f ms after the last call:"
+		       " %.3f ms over %.0f ms wall (%.4f%%)\n", id->settle_ns / 1e6,
 		       id->cpu_ns / 1e6, id->wall_ns / 1e6, 100 * id->cpu_ns / id->wall_ns);
 	}
 }
@@ -195,6 +218,86 @@ static void json_str(FILE *f, const char *s)
 			fputc(*s, f);
 	}
 	fputc('"', f);
+}
+
+static const struct row *find(const struct row *rows, int nr, const char *name)
+{
+	int i;
+
+	for (i = 0; i < nr; i++)
+		if (!strcmp(rows[i].c->name, name))
+			return ok_row(&rows[i]) ? &rows[i] : NULL;
+	return NULL;
+}
+
+/* median time (or CPU) per op of @a over that of @b; 0 if either is missing */
+static double ratio(const struct row *rows, int nr, const char *a, const char *b,
+		    int cpu)
+{
+	const struct row *x = find(rows, nr, a), *y = find(rows, nr, b);
+
+	if (!x || !y)
+		return 0;
+	return cpu ? x->cpu_ns / y->cpu_ns : x->median_ns / y->median_ns;
+}
+
+static void json_num(FILE *f, int *first, const char *key, double v)
+{
+	fprintf(f, "%s\n    ", *first ? "" : ",");
+	json_str(f, key);
+	if (isnan(v))
+		fprintf(f, ": null");
+	else
+		fprintf(f, ": %.6g", v);
+	*first = 0;
+}
+
+/*
+ * The headline ratios (issue-tracked targets), null when a case they need
+ * was not run.  Time ratios: knitk over baseline, lower is better;
+ * throughput and bandwidth ratios: knitk over baseline, higher is better.
+ */
+static void write_ratios(FILE *f, const struct row *rows, int nr, const char *backend)
+{
+	static const struct {
+		const char *key, *a, *b;
+		int inv, cpu;		/* inv: rates (baseline time / ours) */
+	} rt[] = {
+		{ "pingpong_spin_vs_raw_spin", "rtt-process/knitk-busy", "rtt-process/spin", 0, 0 },
+		{ "pingpong_park_vs_raw_futex", "rtt-process/knitk", "rtt-process/futex", 0, 0 },
+		{ "batch_calls_vs_gthreadpool", "pool-batch/knitk-threads", "pool-batch/gthreadpool", 1, 0 },
+		{ "steal_skewed_vs_ideal", "steal-skewed/steal-threads", "steal-skewed/ideal", 0, 0 },
+		{ "steal_skewed_vs_private", "steal-skewed/steal-threads", "steal-skewed/private-threads", 0, 0 },
+		{ "steal_skewed_vs_gthreadpool", "steal-skewed/steal-threads", "steal-skewed/gthreadpool-threads", 0, 0 },
+		{ "payload_1mib_vs_memcpy", "payload-1M/knitk-threads", "payload-1M/memcpy", 1, 0 },
+		{ "pool_call_vs_lane_rtt", "pool-call/knitk-threads", "rtt-thread/knitk-busy", 0, 0 },
+		{ "park_cpu_vs_raw_futex", "rtt-process/knitk", "rtt-process/futex", 0, 1 },
+	};
+	const struct row *idle = NULL;
+	int i, first = 1;
+	double v;
+
+	for (i = 0; i < nr; i++)
+		if (ok_row(&rows[i]) && rows[i].r.has_idle)
+			idle = &rows[i];
+	for (i = 0; i < (int)(sizeof(rt) / sizeof(rt[0])); i++) {
+		v = ratio(rows, nr, rt[i].a, rt[i].b, rt[i].cpu);
+		if (rt[i].inv && v > 0)
+			v = 1 / v;
+		json_num(f, &first, rt[i].key, v > 0 ? v : NAN);
+		if (i == 2) {
+			/* Wakes of the idle pool's workers per call made. */
+			json_num(f, &first, "idle_wakes_per_call", idle && idle->r.idle.calls ?
+				 (double)(idle->r.idle.loaded_wakes + idle->r.idle.idle_wakes) /
+				 (double)idle->r.idle.calls : NAN);
+			json_num(f, &first, "idle_spurious_wakes", idle ?
+				 (double)idle->r.idle.spurious : NAN);
+		}
+	}
+	if (!strcmp(backend, "kmod")) {
+		v = ratio(rows, nr, "rtt-process/knitk", "rtt-process/futex", 0);
+		json_num(f, &first, "kmod_park_vs_raw_futex", v > 0 ? v : NAN);
+	}
 }
 
 static int write_json(const char *path, const struct row *rows, int nr,
@@ -237,12 +340,15 @@ static int write_json(const char *path, const struct row *rows, int nr,
 			(unsigned long long)row->r.ops);
 		for (j = 0; j < row->r.nreps; j++)
 			fprintf(f, "%s%.3f", j ? ", " : "", row->r.ns[j]);
+		fprintf(f, "],\n     \"cpu_ns_per_op\": [");
+		for (j = 0; j < row->r.nreps; j++)
+			fprintf(f, "%s%.3f", j ? ", " : "", row->r.cpu[j]);
 		fprintf(f, "],\n     \"median_ns\": %.3f, \"min_ns\": %.3f,"
-			" \"median\": %.3f, \"best\": %.3f",
+			" \"median\": %.3f, \"best\": %.3f, \"median_cpu_ns\": %.3f",
 			row->median_ns, row->min_ns, value(row, row->median_ns),
-			value(row, row->min_ns));
+			value(row, row->min_ns), row->cpu_ns);
 		if (row->base && row->base != row)
-			fprintf(f, ", \"speed\": %.4f", speed(row, row->base));
+			fprintf(f, ", \"speed\": %.6g", speed(row, row->base));
 		fprintf(f, ",\n     \"speed_vs\": {");
 		first = 1;
 		for (j = 0; j < nr; j++) {
@@ -253,7 +359,7 @@ static int write_json(const char *path, const struct row *rows, int nr,
 				continue;
 			fprintf(f, "%s", first ? "" : ", ");
 			json_str(f, b->c->name);
-			fprintf(f, ": %.4f", speed(row, b));
+			fprintf(f, ": %.6g", speed(row, b));
 			first = 0;
 		}
 		fprintf(f, "}");
@@ -267,16 +373,21 @@ static int write_json(const char *path, const struct row *rows, int nr,
 
 			fprintf(f, ",\n     \"idle\": {\"workers\": %u, \"idle_workers\": %u,"
 				" \"idle_wakes\": %llu, \"idle_waits\": %llu,"
-				" \"loaded_wakes\": %llu, \"cpu_ns\": %.0f, \"wall_ns\": %.0f}",
+				" \"loaded_wakes\": %llu, \"spurious\": %llu, \"calls\": %llu,"
+				" \"settle_ns\": %.0f, \"cpu_ns\": %.0f, \"wall_ns\": %.0f}",
 				id->workers, id->idle_workers,
 				(unsigned long long)id->idle_wakes,
 				(unsigned long long)id->idle_waits,
-				(unsigned long long)id->loaded_wakes, id->cpu_ns,
+				(unsigned long long)id->loaded_wakes,
+				(unsigned long long)id->spurious,
+				(unsigned long long)id->calls, id->settle_ns, id->cpu_ns,
 				id->wall_ns);
 		}
 		fprintf(f, "}%s\n", i + 1 < nr ? "," : "");
 	}
-	fprintf(f, "  ]\n}\n");
+	fprintf(f, "  ],\n  \"ratios\": {");
+	write_ratios(f, rows, nr, backend);
+	fprintf(f, "\n  }\n}\n");
 	if (fclose(f))
 		return -errno;
 	return 0;
@@ -287,6 +398,96 @@ static int write_json(const char *path, const struct row *rows, int nr,
  * time per op) relative to the fastest row of the panel; labels carry the
  * row's own figure and its speed against the baseline.
  */
+/* The rows of a latency group (rtt-*) and of a load shape (steal-*). */
+static int latency_row(const struct row *row)
+{
+	return ok_row(row) && !strncmp(row->c->group, "rtt-", 4);
+}
+
+static int makespan_row(const struct row *row)
+{
+	return ok_row(row) && !strncmp(row->c->group, "steal-", 6);
+}
+
+/*
+ * Latency percentiles per method: over the repetitions' ns per round trip,
+ * the 0th, 50th and 100th percentile on a log scale (a line from best to
+ * worst, a dot at the median).
+ */
+static int svg_latency(FILE *f, const struct row *rows, int nr, int y)
+{
+	const int label_w = 230, span = 560;
+	double lo = 1e300, hi = 0, x0, x1, xm, v[BENCH_MAX_REPS];
+	int i, n;
+
+	for (i = 0; i < nr; i++) {
+		if (!latency_row(&rows[i]))
+			continue;
+		for (n = 0; n < rows[i].r.nreps; n++) {
+			lo = rows[i].r.ns[n] < lo ? rows[i].r.ns[n] : lo;
+			hi = rows[i].r.ns[n] > hi ? rows[i].r.ns[n] : hi;
+		}
+	}
+	if (hi <= 0)
+		return y;
+	lo = log10(lo) - 0.1;
+	hi = log10(hi) + 0.1;
+	y += 30;
+	fprintf(f, "<text x=\"10\" y=\"%d\" font-weight=\"bold\">round-trip latency"
+		" per method: p0-p100 of the repetitions, dot at p50 (ns, log scale"
+		" %.0f..%.0f)</text>\n", y, pow(10, lo), pow(10, hi));
+	for (i = 0; i < nr; i++) {
+		if (!latency_row(&rows[i]))
+			continue;
+		n = rows[i].r.nreps;
+		memcpy(v, rows[i].r.ns, sizeof(double) * (size_t)n);
+		qsort(v, (size_t)n, sizeof(double), cmp_double);
+		x0 = label_w + span * (log10(v[0]) - lo) / (hi - lo);
+		x1 = label_w + span * (log10(v[n - 1]) - lo) / (hi - lo);
+		xm = label_w + span * (log10(rows[i].median_ns) - lo) / (hi - lo);
+		y += 20;
+		fprintf(f, "<text x=\"10\" y=\"%d\">%s</text>\n", y, rows[i].c->name);
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\""
+			" stroke=\"%s\" stroke-width=\"3\"/>\n", x0, y - 4, x1, y - 4,
+			rows[i].c->knitk ? "#c0392b" : "#7f8c8d");
+		fprintf(f, "<circle cx=\"%.1f\" cy=\"%d\" r=\"4\"/>\n", xm, y - 4);
+		fprintf(f, "<text x=\"%d\" y=\"%d\">%.0f</text>\n",
+			label_w + span + 10, y, rows[i].median_ns);
+	}
+	return y;
+}
+
+/* Makespan per load shape: the median makespan of each method, in ms. */
+static int svg_makespan(FILE *f, const struct row *rows, int nr, int y)
+{
+	const int label_w = 230, span = 420;
+	double hi = 0, ms;
+	int i;
+
+	for (i = 0; i < nr; i++)
+		if (makespan_row(&rows[i]) &&
+		    rows[i].median_ns * (double)rows[i].r.ops > hi)
+			hi = rows[i].median_ns * (double)rows[i].r.ops;
+	if (hi <= 0)
+		return y;
+	y += 30;
+	fprintf(f, "<text x=\"10\" y=\"%d\" font-weight=\"bold\">makespan per load"
+		" shape (ms, median; shorter is better)</text>\n", y);
+	for (i = 0; i < nr; i++) {
+		if (!makespan_row(&rows[i]))
+			continue;
+		ms = rows[i].median_ns * (double)rows[i].r.ops / 1e6;
+		y += 20;
+		fprintf(f, "<text x=\"10\" y=\"%d\">%s</text>\n", y, rows[i].c->name);
+		fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"14\""
+			" fill=\"%s\"/>\n", label_w, y - 12, span * ms * 1e6 / hi + 1,
+			rows[i].c->knitk ? "#c0392b" : "#7f8c8d");
+		fprintf(f, "<text x=\"%.1f\" y=\"%d\">%.2f ms</text>\n",
+			label_w + span * ms * 1e6 / hi + 8, y, ms);
+	}
+	return y;
+}
+
 static int write_svg(const char *path, const struct row *rows, int nr,
 		     const char *backend)
 {
@@ -302,8 +503,9 @@ static int write_svg(const char *path, const struct row *rows, int nr,
 			height += 34;
 			group = rows[i].c->group;
 		}
-		height += bar_h + 4;
+		height += bar_h + 4 + 20 * (latency_row(&rows[i]) + makespan_row(&rows[i]));
 	}
+	height += 2 * 30;
 	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\""
 		" font-family=\"monospace\" font-size=\"12\">\n", width, height);
 	fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
@@ -345,6 +547,8 @@ static int write_svg(const char *path, const struct row *rows, int nr,
 				row->c->unit, sp);
 		}
 	}
+	y = svg_latency(f, rows, nr, y);
+	svg_makespan(f, rows, nr, y);
 	fprintf(f, "</svg>\n");
 	if (fclose(f))
 		return -errno;
@@ -354,9 +558,94 @@ static int write_svg(const char *path, const struct row *rows, int nr,
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: knitk-bench [--quick] [--reps N] [--workers N] [--only PAT[,PAT...]]\n"
-		"                   [--backend futex|kmod] [--json FILE] [--plot FILE.svg]\n"
-		"                   [--list] [--verbose]\n");
+		"usage: knitk-bench [OPTION...] [all | PAT...]\n"
+		"\n"
+		"Measures knitk against the usual IPC primitives in one run.  Each\n"
+		"case's repetitions are interleaved with the other cases' (A B A B),\n"
+		"and every case reports its time and its CPU time per operation\n"
+		"(user + system of every side, children and process workers included).\n"
+		"\n"
+		"  PAT, --only PAT[,PAT...]  run the cases whose name contains PAT (a glob\n"
+		"                      when PAT has * ? or [); 'all' or nothing: every case\n"
+		"  --quick             fewer operations per repetition, 3 repetitions\n"
+		"  --reps N            repetitions, 1..%d (default 5, 3 with --quick)\n"
+		"  --workers N         pool and steal workers, 1..%d (default: online CPUs)\n"
+		"  --backend B         futex or kmod (default: the library's choice,\n"
+		"                      KNITK_BACKEND)\n"
+		"  --json FILE         write every case and the 'ratios' object as JSON\n"
+		"  --plot FILE.svg     draw the rates per group, the latency percentiles\n"
+		"                      over the repetitions per method and the makespan\n"
+		"                      per load shape (SVG)\n"
+		"  --progress          a progress line (case n of m) on stderr even when\n"
+		"                      stderr is not a terminal (it is shown on a terminal)\n"
+		"  --list              list the selected cases and exit\n"
+		"  --verbose           name each case on stderr as it starts\n"
+		"  --help              this text\n"
+		"\n"
+		"Scenarios: rtt-* round trips (processes, threads); tput-* one-way\n"
+		"messages; pool-* pool calls against GThreadPool; idle/* the idle cost\n"
+		"of a pool (wakes, CPU from 1 ms after the last call); payload-* echo\n"
+		"bandwidth through the arena against memcpy; steal-* makespan of 2000\n"
+		"tasks (400 with --quick) with flat, random and skewed costs against\n"
+		"the ideal.  Ratios within one run are what to read.\n"
+		"\nCases:\n", BENCH_MAX_REPS, KNITK_MAX_WORKERS);
+}
+
+static void list_cases(FILE *f)
+{
+	int fam, i;
+
+	for (fam = 0; fam < (int)(sizeof(families) / sizeof(families[0])); fam++)
+		for (i = 0; families[fam][i].name; i++)
+			fprintf(f, "  %s\n", families[fam][i].name);
+}
+
+/* A whole decimal number in [lo, hi], or -1. */
+static long parse_num(const char *s, long lo, long hi)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	return v;
+}
+
+static void progress(int on, int tty, int k, int total, const char *name)
+{
+	if (!on)
+		return;
+	fprintf(stderr, tty ? "\r\033[Kknitk-bench: case %d of %d: %s" :
+			      "knitk-bench: case %d of %d: %s\n", k, total, name);
+	if (tty && k == total)
+		fputc('\n', stderr);
+	fflush(stderr);
+}
+
+/* Append one round's result @one to the row's. */
+static void merge(struct row *row, const struct bench_result *one)
+{
+	struct bench_result *r = &row->r;
+	int i;
+
+	if (one->failed) {
+		r->failed = 1;
+		memcpy(r->why, one->why, sizeof(r->why));
+	}
+	for (i = 0; i < one->nreps && r->nreps < BENCH_MAX_REPS; i++) {
+		r->ns[r->nreps] = one->ns[i];
+		r->cpu[r->nreps++] = one->cpu[i];
+	}
+	r->ops = one->ops;
+	r->has_msgs |= one->has_msgs;
+	r->msgs_expected += one->msgs_expected;
+	r->msgs_moved += one->msgs_moved;
+	if (one->has_idle) {
+		r->has_idle = 1;
+		r->idle = one->idle;
+	}
 }
 
 int main(int argc, char **argv)
@@ -369,30 +658,52 @@ int main(int argc, char **argv)
 		{ "backend", required_argument, NULL, 'b' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "plot", required_argument, NULL, 'p' },
+		{ "progress", no_argument, NULL, 'P' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench_ctx ctx = { .reps = 0 };
-	const char *only = NULL, *json = NULL, *plot = NULL, *backend;
+	const char *json = NULL, *plot = NULL, *backend;
+	char only_buf[1024] = "", *only = NULL;
 	struct row *rows;
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	int opt, list = 0, nr = 0, i, j, f, ret, failed = 0;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), v;
+	int opt, list = 0, nr = 0, i, j, f, ret, failed = 0, reps, show = 0, tty;
 
 	/* Process workers of the pool cases re-run this program: they stop here. */
 	if (knitk_worker_main(argc, argv, &bench_tasks, NULL))
 		return 1;
 	ctx.workers = ncpu < 1 ? 1 : ncpu > KNITK_MAX_WORKERS ? KNITK_MAX_WORKERS :
 		      (unsigned int)ncpu;
-	while ((opt = getopt_long(argc, argv, "qr:w:o:b:j:p:lvh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "qr:w:o:b:j:p:Plvh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'q': ctx.quick = 1; break;
-		case 'r': ctx.reps = atoi(optarg); break;
-		case 'w': ctx.workers = (unsigned int)atoi(optarg); break;
-		case 'o': only = optarg; break;
+		case 'r':
+			v = parse_num(optarg, 1, BENCH_MAX_REPS);
+			if (v < 0) {
+				fprintf(stderr, "knitk-bench: --reps: '%s' is not a number"
+					" in 1..%d\n", optarg, BENCH_MAX_REPS);
+				return 2;
+			}
+			ctx.reps = (int)v;
+			break;
+		case 'w':
+			v = parse_num(optarg, 1, KNITK_MAX_WORKERS);
+			if (v < 0) {
+				fprintf(stderr, "knitk-bench: --workers: '%s' is not a number"
+					" in 1..%d\n", optarg, KNITK_MAX_WORKERS);
+				return 2;
+			}
+			ctx.workers = (unsigned int)v;
+			break;
+		case 'o':
+			snprintf(only_buf + strlen(only_buf), sizeof(only_buf) - strlen(only_buf),
+				 "%s%s", only_buf[0] ? "," : "", optarg);
+			break;
 		case 'j': json = optarg; break;
 		case 'p': plot = optarg; break;
+		case 'P': show = 1; break;
 		case 'l': list = 1; break;
 		case 'v': ctx.verbose = 1; break;
 		case 'b':
@@ -401,7 +712,8 @@ int main(int argc, char **argv)
 			} else if (!strcmp(optarg, "kmod")) {
 				ctx.knot_flags = KNITK_KNOT_KMOD;
 			} else {
-				usage(stderr);
+				fprintf(stderr, "knitk-bench: --backend: '%s' is neither"
+					" futex nor kmod\n", optarg);
 				return 2;
 			}
 			/* Anything that creates a knot without flags follows too. */
@@ -410,17 +722,25 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'h': usage(stdout); list_cases(stdout); return 0;
+		default:
+			fprintf(stderr, "knitk-bench: see --help\n");
+			return 2;
 		}
 	}
-	if (optind < argc || ctx.workers < 1 || ctx.workers > KNITK_MAX_WORKERS ||
-	    ctx.reps < 0 || ctx.reps > BENCH_MAX_REPS) {
-		usage(stderr);
-		return 2;
+	for (; optind < argc; optind++) {
+		if (!strcmp(argv[optind], "all")) {
+			only_buf[0] = '\0';
+			break;
+		}
+		snprintf(only_buf + strlen(only_buf), sizeof(only_buf) - strlen(only_buf),
+			 "%s%s", only_buf[0] ? "," : "", argv[optind]);
 	}
-	if (!ctx.reps)
-		ctx.reps = ctx.quick ? 3 : 5;
+	if (only_buf[0])
+		only = only_buf;
+	reps = ctx.reps ? ctx.reps : ctx.quick ? 3 : 5;
+	tty = isatty(STDERR_FILENO);
+	show |= tty;
 
 	for (f = 0; f < (int)(sizeof(families) / sizeof(families[0])); f++)
 		for (i = 0; families[f][i].name; i++)
@@ -448,16 +768,30 @@ int main(int argc, char **argv)
 	}
 	backend = backend_name(ctx.knot_flags);
 
-	for (i = 0; i < nr; i++) {
-		if (ctx.verbose) {
-			fprintf(stderr, "knitk-bench: %s ...\n", rows[i].c->name);
-			fflush(stderr);
+	/* Round k runs repetition k of every case: A B A B, not A A B B. */
+	ctx.reps = 1;
+	ctx.rounds = reps;
+	for (ctx.round = 0; ctx.round < reps; ctx.round++) {
+		for (i = 0; i < nr; i++) {
+			struct bench_result one = { 0 };
+
+			progress(show, tty, ctx.round * nr + i + 1, reps * nr, rows[i].c->name);
+			if (rows[i].r.failed)
+				continue;
+			if (ctx.verbose && !show) {
+				fprintf(stderr, "knitk-bench: %s ...\n", rows[i].c->name);
+				fflush(stderr);
+			}
+			ret = rows[i].c->run(rows[i].c, &ctx, &one);
+			if (ret && !one.failed)
+				bench_fail(&one, "%s", strerror(-ret));
+			if (!ret && one.nreps == 0)
+				bench_fail(&one, "no repetition recorded");
+			merge(&rows[i], &one);
 		}
-		ret = rows[i].c->run(rows[i].c, &ctx, &rows[i].r);
-		if (ret && !rows[i].r.failed)
-			bench_fail(&rows[i].r, "%s", strerror(-ret));
-		if (!ret && rows[i].r.nreps == 0)
-			bench_fail(&rows[i].r, "no repetition recorded");
+	}
+	ctx.reps = reps;
+	for (i = 0; i < nr; i++) {
 		summarize(&rows[i]);
 		if (rows[i].r.failed) {
 			fprintf(stderr, "knitk-bench: %s: %s\n", rows[i].c->name,

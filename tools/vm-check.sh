@@ -257,6 +257,8 @@ while IFS= read -r p; do
 done < <(if [ -n "${VM_PROGS:-}" ]; then printf '%s\n' $VM_PROGS
 	  else make -s -C selftests/knitk list; fi)
 [ -z "${VM_PROGS:-}" ] && [ -x "$tools_out/knitk-demo" ] && progs+=("$tools_out/knitk-demo")
+# stat_test executes knitk-stat from its own directory (/bin in the guest).
+[ -x "$ksft_out/knitk-stat" ] && vm_opts+=(-a "$ksft_out/knitk-stat")
 [ "${#progs[@]}" -gt 0 ] || { fail "no selftest programs listed"; exit 1; }
 
 console=$work/console.log

@@ -1,26 +1,45 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * steal.pml - region claims on a shared submit mailbox
- * (docs/protocol.md T2-T3).
+ * (docs/protocol.md T2-T7), with stalled and dead claimants.
  *
  * One producer (the host) publishes MSGS messages into the LANES lanes of
  * the submit mailbox.  CLAIMANTS workers take them by regions of G lanes.
  * Each worker c has a steal line with its own ack word (ack[c]) and its own
- * WANT word (want[c]); every word has one writer.  The mailbox's effective
- * ack word is the XOR of every worker's ack.  A lower id is more senior.
+ * WANT word (want[c], a region mask); every word has one writer.  The
+ * mailbox's effective ack word is the XOR of every worker's ack.  A lower
+ * id is more senior.  live is the LIVE mask: the kernel's peer death (or
+ * the pool's pidfd monitor) clears a dead worker's bit, and from then on
+ * its WANT stops counting.
  *
  * Claim by worker c (one attempt):
  *   P    = pub ^ ack[0] ^ ... (each word loaded separately)
  *   RW   = regions with pending lanes in P
- *   PEER = OR of the other workers' WANT, SEN = the same over seniors
- *   E    = RW & ~SEN (nothing left -> give up); C = RW & ~PEER, or E
- *   r    = any region of C (every choice explored: covers any cursor or
- *          oldest-first policy)
- *   want[c] = 1 << r; full fence (sequential consistency here)
- *   re-check every other WANT for r: a senior -> withdraw (want[c] = 0);
- *   a junior -> wait until that junior's WANT drops r
- *   T = (pub ^ every ack) & lanes of r; T == 0 -> withdraw
- *   decode every lane of T; ack[c] ^= T (one store); then want[c] = 0
+ *   PEER = OR of the live peers' WANT, SEN = the same over live seniors
+ *   E    = RW & ~SEN (nothing left -> give up); C = RW & ~PEER, or E  (T3)
+ *   r    = any region of C (every choice explored: covers the code's
+ *          oldest-first choice, T9)
+ *   want[c] = 1 << r; StoreLoad fence                                (T4)
+ *   re-check every live peer's WANT for r: a senior -> withdraw; a junior
+ *     -> wait until no junior is both live and in r                  (T5)
+ *   T = (pub ^ every ack) & lanes of r, loaded again; T == 0 -> withdraw
+ *   copy the lanes of T; ack[c] ^= T (one store: the lanes are retired,
+ *     and c's alone)                                                 (T6)
+ *   want[c] = 0, after the ack                                       (T7)
+ *
+ * The senior's wait (64 pauses, then 50 us sleeps, the live mask reloaded
+ * each round) is modelled as a wait for its condition: a poll that finds
+ * nothing changed leads back to the same state.  So a senior that would
+ * spin for ever on a junior that never leaves is a blocked process, and
+ * with everyone else done, an invalid end state.
+ *
+ * Death of worker DEAD (if DEAD < CLAIMANTS): at any step, or never (a
+ * killer process may fire once).  Its live bit is cleared at once.  Lanes
+ * it retired with its ack store are its calls (the pool completes them
+ * -EOWNERDEAD, T10-T11); lanes it copied but did not ack stay pending and
+ * go to a survivor.  A stalled claimant is any claimant between two of its
+ * steps: every interleaving is explored, so a claimant may stall while it
+ * holds WANT or a claim.
  *
  * The producer caches the XOR of the ack words and reloads them only when
  * its view shows every lane busy, as on a private mailbox.  A worker with
@@ -28,18 +47,23 @@
  * itself is sleepwake.pml's business).
  *
  * Checked (safety):
- *  - at most one worker holds a region between its handshake and its WANT
- *    clear (mutual exclusion per region);
- *  - no message is decoded twice; the producer writes a lane only while it
- *    is free; after the producer drains the mailbox every message has been
- *    decoded exactly once, and a lost one blocks everyone (invalid end
- *    state).
+ *  - at most one live worker holds a region between its handshake and its
+ *    WANT clear (mutual exclusion per region);
+ *  - every message is retired exactly once (by one ack store, dead or
+ *    alive); the producer writes a lane only while it is free; after the
+ *    drain every message was retired, and a lost one or a senior waiting
+ *    for ever blocks everyone (invalid end state: no deadlock).
  *
  * Broken variants:
- *  - BROKEN_NO_RECHECK: a worker does not re-check the others' WANT after
- *    raising its own (no Dekker handshake): two workers claim one region.
- *  - BROKEN_CLEAR_FIRST: a worker clears WANT before it stores its ack, so
- *    a waiting senior computes T from the stale ack and decodes again.
+ *  - BROKEN_NO_RECHECK: no re-check of the others' WANT after raising one's
+ *    own (no Dekker handshake): two workers claim one region.
+ *  - BROKEN_NO_FENCE: no StoreLoad fence after the WANT store: the store
+ *    sits in the store buffer while the re-check loads run (as x86-TSO
+ *    allows), so two workers each miss the other's WANT.
+ *  - BROKEN_CLEAR_FIRST: WANT cleared before the ack is stored, so a
+ *    waiting senior computes T from the stale ack and retires it again.
+ *  - BROKEN_IGNORE_LIVE: the handshake counts a dead worker's WANT: a
+ *    senior waits for ever on a dead junior.
  */
 
 #ifndef CLAIMANTS
@@ -54,21 +78,33 @@
 #ifndef MSGS
 #define MSGS		3
 #endif
+#ifndef DEAD
+#define DEAD		CLAIMANTS	/* the worker that may die; none */
+#endif
 
 #define REGIONS		(LANES / G)
 #define LMASK		((1 << LANES) - 1)
 #define RMASK(r)	(((1 << G) - 1) << ((r) * G))
 #define BIT(w, i)	(((w) >> (i)) & 1)
 
+#ifdef BROKEN_IGNORE_LIVE
+#define COUNTS(p)	1
+#else
+#define COUNTS(p)	BIT(live, p)	/* a dead worker's WANT stops counting */
+#endif
+
 byte pub;			/* the producer's pub word */
 byte ack[CLAIMANTS];		/* steal line of worker c: ack word */
 byte want[CLAIMANTS];		/* steal line of worker c: WANT, a region mask */
 byte lane_msg[LANES];		/* lane headers (a message id stands for them) */
+byte live = (1 << CLAIMANTS) - 1;	/* the LIVE mask */
+bool kill;			/* the killer fired */
 
 /* Ghost state for the checks. */
-byte decoded[MSGS];
-byte ndecoded;
+byte taken[MSGS];		/* retired by an ack store */
+byte ntaken;
 byte holders[REGIONS];
+byte held[CLAIMANTS];		/* region held + 1, 0 for none */
 
 #if CLAIMANTS == 2
 #define ACKS		(ack[0] ^ ack[1])
@@ -104,6 +140,23 @@ inline load_pending(x)
 	od
 }
 
+/* Re-check every other WANT for r (the StoreLoad side of the handshake). */
+inline recheck()
+{
+	p = 0;
+	do
+	:: p == CLAIMANTS -> break
+	:: p < CLAIMANTS && p == c -> p++
+	:: p < CLAIMANTS && p != c ->
+		if
+		:: BIT(want[p], r) && COUNTS(p) && p < c -> senior = true
+		:: BIT(want[p], r) && COUNTS(p) && p > c -> junior = true
+		:: else -> skip
+		fi;
+		p++
+	od
+}
+
 active proctype producer()
 {
 	byte my_pub = 0, shadow = 0, sent = 0, lane, x, p, i;
@@ -136,10 +189,20 @@ active proctype producer()
 	(pub == ACKS);			/* drain */
 	i = 0;
 	do
-	:: i < MSGS -> assert(decoded[i] == 1); i++
+	:: i < MSGS -> assert(taken[i] == 1); i++
 	:: else -> break
 	od
 }
+
+#if DEAD < CLAIMANTS
+/* Fires at most once, at any time, or never. */
+active proctype killer()
+{
+end:
+	kill = true
+}
+
+#endif
 
 proctype claimant(byte c)
 {
@@ -150,10 +213,11 @@ proctype claimant(byte c)
 	byte my_ack = 0, P, C, T, r, p, k, m;
 	bool senior, junior;
 
+	{
 end_idle:
 	do
-	:: ndecoded == MSGS -> break
-	:: atomic { ndecoded != MSGS && (pub ^ ACKS) != 0 } ->
+	:: ntaken == MSGS -> break
+	:: atomic { ntaken != MSGS && (pub ^ ACKS) != 0 } ->
 		/* (slept until some lane was pending) */
 		load_pending(P);
 		/*
@@ -178,8 +242,8 @@ end_idle:
 			p = 0;
 			do
 			:: p == CLAIMANTS -> break
-			:: p < CLAIMANTS && p == c -> p++
-			:: p < CLAIMANTS && p != c ->
+			:: p < CLAIMANTS && (p == c || !COUNTS(p)) -> p++
+			:: p < CLAIMANTS && p != c && COUNTS(p) ->
 				m = m | want[p];
 				if
 				:: p < c -> T = T | want[p]
@@ -201,22 +265,16 @@ end_idle:
 		pick(r, C, REGIONS, k);
 		atomic { C = 0; k = 0 }
 
+#if defined(BROKEN_NO_RECHECK)
+		want[c] = 1 << r;
+#elif defined(BROKEN_NO_FENCE)
+		/* The WANT store drains from the store buffer after the loads. */
+		recheck();
+		want[c] = 1 << r;
+#else
 		want[c] = 1 << r;		/* announce, then StoreLoad */
-
-#ifndef BROKEN_NO_RECHECK
-		/* Re-check every other WANT for r, one load each. */
-		p = 0;
-		do
-		:: p == CLAIMANTS -> break
-		:: p < CLAIMANTS && p == c -> p++
-		:: p < CLAIMANTS && p != c ->
-			if
-			:: BIT(want[p], r) && p < c -> senior = true
-			:: BIT(want[p], r) && p > c -> junior = true
-			:: else -> skip
-			fi;
-			p++
-		od;
+		recheck();
+#endif
 		if
 		:: senior ->
 			/* A junior always yields to a senior. */
@@ -227,62 +285,78 @@ end_idle:
 		fi;
 		if
 		:: junior ->
-			/* A senior waits for every junior to leave r. */
+			/* A senior waits until no junior is live and in r. */
 			p = c + 1;
 			do
 			:: p >= CLAIMANTS -> break
-			:: p < CLAIMANTS -> (BIT(want[p], r) == 0); p++
+			:: p < CLAIMANTS ->
+				(BIT(want[p], r) == 0 || !COUNTS(p));
+				p++
 			od
 		:: else -> skip
 		fi;
 		atomic { senior = false; junior = false; p = 0 };
-#endif
 
 		atomic {
 			holders[r]++;
+			held[c] = r + 1;
 			assert(holders[r] == 1);	/* one holder per region */
 		}
 
+		/* The lanes of r, loaded again after the handshake (T6). */
 		load_pending(T);
 		atomic { T = T & RMASK(r); p = 0 }
 		if
 		:: T == 0 ->
-			atomic { holders[r]--; want[c] = 0 }
+			atomic { holders[r]--; held[c] = 0 };
+			want[c] = 0;
 			goto retry
 		:: else -> skip
 		fi;
 
 		/*
-		 * Decode every lane of T.  The lanes are the claimant's until
-		 * its ack store, so reading them in one step loses nothing.
+		 * Copy the lanes of T (private memory), then retire them with
+		 * one ack store.  They are the claimant's until that store, so
+		 * the copy reads what the retire step records.
 		 */
+#ifdef BROKEN_CLEAR_FIRST
+		atomic { holders[r]--; held[c] = 0; want[c] = 0 }
+#endif
 		atomic {
+			my_ack = my_ack ^ T;
+			ack[c] = my_ack;			/* ACK before ... */
 			k = 0;
 			do
 			:: k == LANES -> break
 			:: k < LANES && BIT(T, k) == 0 -> k++
 			:: k < LANES && BIT(T, k) == 1 ->
 				m = lane_msg[k];
-				assert(decoded[m] == 0);	/* not twice */
-				decoded[m]++;
-				ndecoded++;
+				assert(taken[m] == 0);		/* not twice */
+				taken[m] = 1;
+				ntaken++;
 				k++
 			od;
 			k = 0;
 			m = 0;
-			my_ack = my_ack ^ T;
 			T = 0
 		}
-#ifdef BROKEN_CLEAR_FIRST
-		atomic { holders[r]--; want[c] = 0 }
-		ack[c] = my_ack;
-#else
-		ack[c] = my_ack;			/* ACK before ... */
-		atomic { holders[r]--; want[c] = 0 }	/* ... WANT clear */
+#ifndef BROKEN_CLEAR_FIRST
+		atomic { holders[r]--; held[c] = 0; want[c] = 0 }	/* ... WANT */
 #endif
 retry:
 		r = 0
 	od
+	} unless {
+		atomic {
+			c == DEAD && kill;
+			/* Peer death: the LIVE bit cleared at once. */
+			live = live & ~(1 << c);
+			if
+			:: held[c] != 0 -> holders[held[c] - 1]--; held[c] = 0
+			:: else -> skip
+			fi;
+		}
+	}
 }
 
 init

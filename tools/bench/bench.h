@@ -20,7 +20,8 @@
 
 struct bench_ctx {
 	int quick;
-	int reps;
+	int reps;			/* repetitions per call of a case's run */
+	int round, rounds;		/* this call's round of the interleaving */
 	unsigned int workers;		/* pool cases: worker count */
 	unsigned int knot_flags;	/* KNITK_KNOT_FUTEX/KMOD or 0 */
 	int verbose;
@@ -33,6 +34,9 @@ struct bench_idle {
 	uint64_t idle_wakes;		/* wakes+spurious of the idle workers */
 	uint64_t loaded_wakes;		/* wakes of the loaded worker */
 	uint64_t idle_waits;		/* sleeps of the idle workers */
+	uint64_t spurious;		/* spurious wakes of every worker */
+	uint64_t calls;			/* calls made before the idle interval */
+	double settle_ns;		/* from the last call to the interval */
 	double cpu_ns;			/* process CPU time while idle */
 	double wall_ns;			/* the idle interval */
 };
@@ -40,6 +44,7 @@ struct bench_idle {
 struct bench_result {
 	int nreps;
 	double ns[BENCH_MAX_REPS];	/* ns per operation, per repetition */
+	double cpu[BENCH_MAX_REPS];	/* CPU ns (user + system, every side) per op */
 	uint64_t ops;			/* operations per repetition */
 	int has_msgs;
 	uint64_t msgs_expected;		/* over all repetitions */
@@ -58,7 +63,8 @@ typedef int (*bench_fn)(const struct bench_case *c,
  * struct bench_case - one measured configuration
  * @name: "<group>/<variant>", what --only matches
  * @group: rows that share @baseline
- * @unit: "ns/op" (latency: lower is better) or "ops/s" (rate)
+ * @unit: "ns/op" (latency: lower is better), "ops/s" (rate) or "B/s"
+ *	(bandwidth: @arg bytes per operation)
  * @baseline: name of the row ratios are taken against (NULL: none)
  * @knitk: 1 for rows that run knitk (their message count is checked)
  * @run: the measurement
@@ -80,8 +86,13 @@ struct bench_case {
 extern const struct bench_case bench_pingpong_cases[];
 extern const struct bench_case bench_throughput_cases[];
 extern const struct bench_case bench_pool_cases[];
+extern const struct bench_case bench_payload_cases[];
+extern const struct bench_case bench_steal_cases[];
 
 /* The pool task table: process workers re-run this program. */
+#define BENCH_TASK_INC		0	/* u64 x -> x + 1 */
+#define BENCH_TASK_ECHO		1	/* the payload, back */
+#define BENCH_TASK_SPIN		2	/* burn u64 ns of CPU */
 struct knitk_task_table;
 extern const struct knitk_task_table bench_tasks;
 
@@ -93,6 +104,12 @@ void bench_fail(struct bench_result *r, const char *fmt, ...)
 int bench_write_all(int fd, const void *buf, size_t len);
 int bench_read_all(int fd, void *buf, size_t len);
 uint64_t bench_ops(const struct bench_case *c, const struct bench_ctx *ctx);
+/*
+ * CPU time (user + system) of this process and of its children that were
+ * waited for, in ns; with @pool, plus that of its live process workers.
+ */
+struct knitk_pool;
+double bench_cpu_ns(struct knitk_pool *pool);
 
 static inline void bench_relax(void)
 {
@@ -101,6 +118,15 @@ static inline void bench_relax(void)
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
 #endif
+}
+
+/* Busy-wait @ns nanoseconds of wall time (a CPU-bound task's cost). */
+static inline void bench_spin_ns(uint64_t ns)
+{
+	uint64_t end = bench_now_ns() + ns;
+
+	while (bench_now_ns() < end)
+		bench_relax();
 }
 
 /*

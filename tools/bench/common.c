@@ -12,11 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <knitk.h>
+#include <knitk_pool.h>
 
 #include "bench.h"
 
@@ -38,6 +40,36 @@ void bench_fail(struct bench_result *r, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(r->why, sizeof(r->why), fmt, ap);
 	va_end(ap);
+}
+
+static double rusage_ns(int who)
+{
+	struct rusage ru;
+
+	if (getrusage(who, &ru))
+		return 0;
+	return ((double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec) * 1e9 +
+	       ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) * 1e3;
+}
+
+double bench_cpu_ns(struct knitk_pool *pool)
+{
+	double ns = rusage_ns(RUSAGE_SELF) + rusage_ns(RUSAGE_CHILDREN);
+	struct knitk_worker_info wi;
+	struct timespec ts;
+	clockid_t clk;
+	unsigned int w;
+
+	/* Live process workers are not in RUSAGE_CHILDREN until reaped. */
+	for (w = 0; pool; w++) {
+		wi.size = sizeof(wi);
+		if (knitk_pool_worker_info(pool, w, &wi))
+			break;
+		if (wi.pid > 0 && !clock_getcpuclockid(wi.pid, &clk) &&
+		    !clock_gettime(clk, &ts))
+			ns += (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+	}
+	return ns;
 }
 
 uint64_t bench_ops(const struct bench_case *c, const struct bench_ctx *ctx)
@@ -129,8 +161,9 @@ static void *pair_peer_thread(void *arg)
 /* One repetition; returns 0 and the elapsed ns, or a negative errno. */
 static int pair_once(const struct bench_pair_ops *ops, const struct bench_ctx *ctx,
 		     int process, long arg, uint64_t n, uint64_t *elapsed,
-		     uint64_t *moved, struct bench_result *r)
+		     double *cpu, uint64_t *moved, struct bench_result *r)
 {
+	double c0 = bench_cpu_ns(NULL);
 	struct pair_thread pt = { .ops = ops, .n = n, .process = process };
 	uint64_t t0 = 0, t1 = 0, host_moved = 0;
 	pthread_t th;
@@ -216,6 +249,7 @@ join:
 		if (pt.sync->peer_end_ns > t1)
 			t1 = pt.sync->peer_end_ns;
 		*elapsed = t1 - t0;
+		*cpu = bench_cpu_ns(NULL) - c0;	/* both sides, child reaped */
 		*moved = host_moved + pt.sync->peer_moved;
 	}
 out:
@@ -232,18 +266,20 @@ int bench_pair_run(const struct bench_pair_ops *ops, const struct bench_case *c,
 {
 	uint64_t n = bench_ops(c, ctx), warm = n / 10 ? n / 10 : 1;
 	uint64_t elapsed, moved;
+	double cpu;
 	int i, ret;
 
 	/* Warm-up: page faults, first wakes, CPU frequency; not recorded. */
-	ret = pair_once(ops, ctx, process, arg, warm, &elapsed, &moved, r);
+	ret = pair_once(ops, ctx, process, arg, warm, &elapsed, &cpu, &moved, r);
 	if (ret)
 		return ret;
 	r->ops = n;
 	r->has_msgs = 1;
 	for (i = 0; i < ctx->reps; i++) {
-		ret = pair_once(ops, ctx, process, arg, n, &elapsed, &moved, r);
+		ret = pair_once(ops, ctx, process, arg, n, &elapsed, &cpu, &moved, r);
 		if (ret)
 			return ret;
+		r->cpu[r->nreps] = cpu / (double)n;
 		r->ns[r->nreps++] = (double)elapsed / (double)n;
 		r->msgs_expected += n * msgs_per_op;
 		r->msgs_moved += moved;

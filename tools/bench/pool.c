@@ -12,11 +12,11 @@
  *
  * Idle: 8 thread workers, every call pinned to worker 0; the other 7 must
  * get no wake at all, and the whole process must use next to no CPU time
- * while the pool sits idle.
+ * in an interval that starts 1 ms after the last call returned (a pool's
+ * spinning is bounded).
  */
 #include <errno.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include <glib.h>
@@ -27,6 +27,7 @@
 
 #define POOL_BATCH		32
 #define IDLE_WORKERS		8
+#define IDLE_SETTLE_NS		1000000L	/* 1 ms */
 
 static int task_inc(const void *in, size_t len, struct knitk_reply *out,
 		    void *ctx)
@@ -41,8 +42,35 @@ static int task_inc(const void *in, size_t len, struct knitk_reply *out,
 	return knitk_reply_set(out, &x, sizeof(x));
 }
 
-static const knitk_task_fn bench_fns[] = { task_inc };
-const struct knitk_task_table bench_tasks = { .tasks = bench_fns, .nr_tasks = 1 };
+/* Echo the payload back (the payload scenario). */
+static int task_echo(const void *in, size_t len, struct knitk_reply *out,
+		     void *ctx)
+{
+	(void)ctx;
+	return knitk_reply_set(out, in, len);
+}
+
+/* Burn the CPU for the u64 nanoseconds given (the steal scenario). */
+static int task_spin(const void *in, size_t len, struct knitk_reply *out,
+		     void *ctx)
+{
+	uint64_t ns;
+
+	(void)ctx;
+	if (len != sizeof(ns))
+		return -EINVAL;
+	memcpy(&ns, in, sizeof(ns));
+	bench_spin_ns(ns);
+	return knitk_reply_set(out, &ns, sizeof(ns));
+}
+
+static const knitk_task_fn bench_fns[] = {
+	[BENCH_TASK_INC] = task_inc, [BENCH_TASK_ECHO] = task_echo,
+	[BENCH_TASK_SPIN] = task_spin,
+};
+const struct knitk_task_table bench_tasks = {
+	.tasks = bench_fns, .nr_tasks = sizeof(bench_fns) / sizeof(bench_fns[0]),
+};
 
 /* ------------------------------------------------------------ knitk */
 
@@ -55,7 +83,7 @@ static int kp_sync(struct knitk_pool *pool, uint64_t base, uint64_t n,
 
 	for (i = 0; i < n; i++) {
 		x = base + i;
-		ret = knitk_pool_call(pool, 0, &x, sizeof(x), co, &y, sizeof(y), &len);
+		ret = knitk_pool_call(pool, BENCH_TASK_INC, &x, sizeof(x), co, &y, sizeof(y), &len);
 		if (ret)
 			return ret < 0 ? ret : -EPROTO;
 		if (len == sizeof(y) && y == x + 1)
@@ -78,7 +106,7 @@ static int kp_batch(struct knitk_pool *pool, uint64_t base, uint64_t n,
 		k = n - done < POOL_BATCH ? (unsigned int)(n - done) : POOL_BATCH;
 		for (i = 0; i < k; i++) {
 			xs[i] = base + done + i;
-			ret = knitk_pool_submit(pool, 0, &xs[i], sizeof(xs[i]),
+			ret = knitk_pool_submit(pool, BENCH_TASK_INC, &xs[i], sizeof(xs[i]),
 						NULL, &calls[i]);
 			if (ret) {
 				k = i;
@@ -122,6 +150,7 @@ static int kp_run(const struct bench_case *c, const struct bench_ctx *ctx,
 	int batch = (int)(c->arg >> 4);
 	uint64_t n = bench_ops(c, ctx), good = 0, t0, base = 0;
 	struct knitk_pool *pool;
+	double c0;
 	int i, ret;
 
 	ret = knitk_pool_create(&o, &bench_tasks, &pool);
@@ -135,6 +164,7 @@ static int kp_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		uint64_t m = i < 0 ? n / 10 + 1 : n;	/* rep -1: warm-up */
 
 		good = 0;
+		c0 = bench_cpu_ns(pool);
 		t0 = bench_now_ns();
 		ret = batch ? kp_batch(pool, base, m, &good) :
 			      kp_sync(pool, base, m, NULL, &good);
@@ -143,7 +173,8 @@ static int kp_run(const struct bench_case *c, const struct bench_ctx *ctx,
 			break;
 		}
 		if (i >= 0) {
-			r->ns[r->nreps++] = (double)(bench_now_ns() - t0) / (double)m;
+			r->ns[r->nreps] = (double)(bench_now_ns() - t0) / (double)m;
+			r->cpu[r->nreps++] = (bench_cpu_ns(pool) - c0) / (double)m;
 			r->msgs_expected += m;
 			r->msgs_moved += good;
 		}
@@ -219,6 +250,7 @@ static int gt_run(const struct bench_case *c, const struct bench_ctx *ctx,
 	struct gt_done d;
 	GThreadPool *gp;
 	GError *err = NULL;
+	double c0;
 	int i, ret = 0;
 
 	/* Exclusive: the workers start now and stay, like a knitk pool. */
@@ -237,6 +269,7 @@ static int gt_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		uint64_t m = i < 0 ? n / 10 + 1 : n;
 
 		good = 0;
+		c0 = bench_cpu_ns(NULL);
 		t0 = bench_now_ns();
 		for (done = 0; done < m && !ret; done += k) {
 			k = m - done < batch ? (unsigned int)(m - done) : batch;
@@ -247,7 +280,8 @@ static int gt_run(const struct bench_case *c, const struct bench_ctx *ctx,
 			break;
 		}
 		if (i >= 0) {
-			r->ns[r->nreps++] = (double)(bench_now_ns() - t0) / (double)m;
+			r->ns[r->nreps] = (double)(bench_now_ns() - t0) / (double)m;
+			r->cpu[r->nreps++] = (bench_cpu_ns(NULL) - c0) / (double)m;
 			r->msgs_expected += m;
 			r->msgs_moved += good;
 		}
@@ -260,16 +294,6 @@ static int gt_run(const struct bench_case *c, const struct bench_ctx *ctx,
 }
 
 /* ------------------------------------------------------------- idle */
-
-static double cpu_ns(void)
-{
-	struct rusage ru;
-
-	if (getrusage(RUSAGE_SELF, &ru))
-		return -1;
-	return ((double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec) * 1e9 +
-	       ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) * 1e3;
-}
 
 static int idle_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		    struct bench_result *r)
@@ -285,8 +309,11 @@ static int idle_run(const struct bench_case *c, const struct bench_ctx *ctx,
 	uint64_t wall = ctx->quick ? 300000000ULL : 2000000000ULL;
 	struct timespec ts = { (time_t)(wall / 1000000000ULL),
 			       (long)(wall % 1000000000ULL) };
+	/* The interval starts this long after the last call returned. */
+	struct timespec settle = { 0, IDLE_SETTLE_NS };
 	struct knitk_pool *pool;
-	double c0, c1;
+	double c0, c1, cc;
+	uint64_t t_last;
 	unsigned int w;
 	int i, ret;
 
@@ -310,29 +337,37 @@ static int idle_run(const struct bench_case *c, const struct bench_ctx *ctx,
 	/* Load: calls to worker 0 only, timed like rows of the pool group. */
 	for (i = 0; i < ctx->reps && !ret; i++) {
 		good = 0;
+		cc = bench_cpu_ns(NULL);
 		t0 = bench_now_ns();
 		ret = kp_sync(pool, base, n, &co, &good);
 		if (ret) {
 			bench_fail(r, "calls: %s", strerror(-ret));
 			goto out;
 		}
-		r->ns[r->nreps++] = (double)(bench_now_ns() - t0) / (double)n;
+		r->ns[r->nreps] = (double)(bench_now_ns() - t0) / (double)n;
+		r->cpu[r->nreps++] = (bench_cpu_ns(NULL) - cc) / (double)n;
 		r->msgs_expected += n;
 		r->msgs_moved += good;
 		base += n;
 	}
-	/* Then nothing: every worker parked, the collector too. */
-	c0 = cpu_ns();
+	/* Interleaved runs: the idle interval only in the last round. */
+	if (ctx->round + 1 < ctx->rounds)
+		goto out;
+	/*
+	 * Then nothing: every worker parked, the collector too, within
+	 * IDLE_SETTLE_NS of the last call (bounded spinning).
+	 */
+	t_last = bench_now_ns();
+	while (nanosleep(&settle, &settle) && errno == EINTR)
+		;
+	c0 = bench_cpu_ns(NULL);
 	t0 = bench_now_ns();
+	r->idle.settle_ns = (double)(t0 - t_last);
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
-	c1 = cpu_ns();
+	c1 = bench_cpu_ns(NULL);
 	r->idle.wall_ns = (double)(bench_now_ns() - t0);
-	if (c0 < 0 || c1 < 0) {
-		ret = -errno;
-		bench_fail(r, "getrusage: %s", strerror(errno));
-		goto out;
-	}
+	r->idle.calls = base;
 	r->has_idle = 1;
 	r->idle.cpu_ns = c1 - c0;
 	r->idle.workers = IDLE_WORKERS;
@@ -344,6 +379,7 @@ static int idle_run(const struct bench_case *c, const struct bench_ctx *ctx,
 			bench_fail(r, "worker counters: %s", strerror(-ret));
 			goto out;
 		}
+		r->idle.spurious += after[w].db.spurious - before[w].db.spurious;
 		if (w == 0) {
 			r->idle.loaded_wakes = after[w].db.wakes - before[w].db.wakes;
 			continue;

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * knitk-stat (tools/knitk-stat.c, built next to this program) against the
+ * module's debugfs: a knot's geometry and endpoints (role, pid, alive or
+ * dead) and its doorbell counters are listed; a caller that is not root
+ * is told so and gets exit status 1.
+ */
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "knitk_harness.h"
+#include "knitk_test.h"
+
+/* Runs knitk-stat with @arg as uid @uid; its stdout+stderr in @out. */
+static int run_stat(const char *arg, uid_t uid, char *out, size_t cap)
+{
+	char path[4096], *slash;
+	ssize_t n, got = 0;
+	int p[2], status;
+	pid_t pid;
+
+	n = readlink("/proc/self/exe", path, sizeof(path) - 16);
+	if (n < 0 || pipe(p))
+		return -1;
+	path[n] = '\0';
+	slash = strrchr(path, '/');
+	strcpy(slash ? slash + 1 : path, "knitk-stat");
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		if (uid && setuid(uid))
+			_exit(126);
+		execl(path, "knitk-stat", arg, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	while (got + 1 < (ssize_t)cap && (n = read(p[0], out + got, cap - 1 - got)) > 0)
+		got += n;
+	out[got] = '\0';
+	close(p[0]);
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+/* The state knitk-stat --json gives the endpoint of @pid, or "". */
+static const char *state_of(const char *json, pid_t pid, char *buf, size_t cap)
+{
+	char key[32], *end;
+	const char *at, *st;
+
+	snprintf(key, sizeof(key), "\"pid\": %d,", pid);
+	at = strstr(json, key);
+	buf[0] = '\0';
+	if (!at)
+		return buf;
+	end = strchr(at, '}');
+	st = strstr(at, "\"state\": \"");
+	if (!end || !st || st > end)
+		return buf;
+	st += strlen("\"state\": \"");
+	snprintf(buf, cap, "%.*s", (int)(strchr(st, '"') - st), st);
+	return buf;
+}
+
+static char out[1 << 16];
+
+TEST(lists_endpoints_alive_then_dead)
+{
+	struct knitk_geometry g;
+	struct knot k;
+	char st[16], host_key[64], go;
+	int sync[2], ready[2], fd;
+	pid_t child;
+
+	KNITK_REQUIRE_DEV();
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knot_make(&k, &g));
+	ASSERT_EQ(0, knitk_join(k.fd, KNITK_ROLE_HOST, 0, NULL));
+	ASSERT_EQ(0, pipe(sync));
+	ASSERT_EQ(0, pipe(ready));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (child == 0) {
+		fd = knot_endpoint(&k, KNITK_ROLE_WORKER, 0);
+		go = fd >= 0 ? 'y' : 'n';
+		if (write(ready[1], &go, 1) != 1)
+			_exit(1);
+		/* Hold the role until killed. */
+		while (read(sync[0], &go, 1) < 0)
+			;
+		_exit(0);
+	}
+	ASSERT_EQ(1, read(ready[0], &go, 1));
+	ASSERT_EQ('y', go);
+
+	ASSERT_EQ(0, run_stat("--json", 0, out, sizeof(out))) TH_LOG("%s", out);
+	snprintf(host_key, sizeof(host_key), "\"role\": \"host\", \"slot\": %u, \"pid\": %d,",
+		 KNITK_DOORBELL_HOST, getpid());
+	EXPECT_NE(NULL, strstr(out, host_key)) TH_LOG("%s", out);
+	EXPECT_STREQ("alive", state_of(out, getpid(), st, sizeof(st)));
+	EXPECT_STREQ("alive", state_of(out, child, st, sizeof(st))) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "\"workers\": ")) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "\"doorbells\": [{\"doorbell\": 0, \"waits\": "))
+		TH_LOG("%s", out);
+
+	ASSERT_EQ(0, run_stat("-h", 0, out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "root only"));
+
+	/* The text listing names the roles and the counters too. */
+	ASSERT_EQ(0, run_stat(NULL, 0, out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "doorbell")) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "worker")) TH_LOG("%s", out);
+
+	/* The module ends the role at the owner's exit: listed as dead. */
+	ASSERT_EQ(0, kill(child, SIGKILL));
+	ASSERT_EQ(child, waitpid(child, NULL, 0));
+	do {
+		ASSERT_EQ(0, run_stat("--json", 0, out, sizeof(out)));
+		state_of(out, child, st, sizeof(st));
+		if (strcmp(st, "dead"))
+			usleep(1000);
+	} while (strcmp(st, "dead"));
+	EXPECT_STREQ("alive", state_of(out, getpid(), st, sizeof(st)));
+	close(sync[0]);
+	close(sync[1]);
+	close(ready[0]);
+	close(ready[1]);
+	knot_close(&k);
+}
+
+TEST(non_root_is_told_and_fails)
+{
+	KNITK_REQUIRE_DEV();
+	if (geteuid() != 0)
+		SKIP(return, "needs root to switch to another user");
+	EXPECT_EQ(1, run_stat("--json", 65534, out, sizeof(out))) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "root only")) TH_LOG("%s", out);
+}
+
+TEST(bad_interval_is_an_error)
+{
+	KNITK_REQUIRE_DEV();
+	EXPECT_EQ(2, run_stat("-wx", 0, out, sizeof(out))) TH_LOG("%s", out);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * knitk-bench: payload bandwidth, an echo of 64 B to 1 MiB through the
+ * arena of a pool (one worker), against memcpy of the same sizes in the
+ * same run.
+ *
+ * knitk: knitk_pool_call with the payload, the task replies with the same
+ * bytes (knitk_reply_set) and the result is copied out to the caller's
+ * buffer.  memcpy: the payload copied to a second buffer and back, the
+ * same two directions with no IPC at all (the ceiling).  Both report
+ * payload bytes per second of echo; every reply is checked by content
+ * (its first and last words).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <knitk.h>
+#include <knitk_pool.h>
+
+#include "bench.h"
+
+#define PL_MAX		(1U << 20)
+
+/* Mark @buf with @seq at both ends (what the echo must bring back). */
+static void pl_stamp(unsigned char *buf, size_t size, uint64_t seq)
+{
+	memcpy(buf, &seq, sizeof(seq));
+	memcpy(buf + size - sizeof(seq), &seq, sizeof(seq));
+}
+
+static int pl_stamped(const unsigned char *buf, size_t size, uint64_t seq)
+{
+	return !memcmp(buf, &seq, sizeof(seq)) &&
+	       !memcmp(buf + size - sizeof(seq), &seq, sizeof(seq));
+}
+
+/* arg: payload bytes | (worker kind << 24); kind 0 is memcpy. */
+static int pl_run(const struct bench_case *c, const struct bench_ctx *ctx,
+		  struct bench_result *r)
+{
+	size_t size = (size_t)(c->arg & 0xffffff), len;
+	unsigned int kind = (unsigned int)(c->arg >> 24);
+	struct knitk_pool_opts o = {
+		.size = sizeof(o), .kind = kind, .nr_workers = 1,
+		.nr_submitters = 1, .knot_flags = ctx->knot_flags,
+		/* Room for the largest payload and then some, both ways. */
+		.arena_bytes = 4 * PL_MAX,
+	};
+	uint64_t n = bench_ops(c, ctx), seq = 0, i, t0;
+	struct knitk_pool *pool = NULL;
+	unsigned char *in, *out;
+	int rep, ret = 0;
+	double c0;
+
+	in = malloc(size);
+	out = malloc(size);
+	if (!in || !out) {
+		ret = -ENOMEM;
+		bench_fail(r, "malloc: %s", strerror(ENOMEM));
+		goto out;
+	}
+	memset(in, 0x5a, size);
+	if (kind) {
+		ret = knitk_pool_create(&o, &bench_tasks, &pool);
+		if (ret) {
+			bench_fail(r, "knitk_pool_create: %s", strerror(-ret));
+			goto out;
+		}
+	}
+	r->ops = n;
+	r->has_msgs = 1;
+	for (rep = -1; rep < ctx->reps && !ret; rep++) {
+		uint64_t m = rep < 0 ? n / 10 + 1 : n, good = 0;	/* -1: warm-up */
+
+		c0 = bench_cpu_ns(pool);
+		t0 = bench_now_ns();
+		for (i = 0; i < m; i++, seq++) {
+			pl_stamp(in, size, seq);
+			if (!pool) {
+				memcpy(out, in, size);
+				__asm__ __volatile__("" ::: "memory");
+				memcpy(in, out, size);
+				__asm__ __volatile__("" ::: "memory");
+				good += pl_stamped(in, size, seq);
+				continue;
+			}
+			ret = knitk_pool_call(pool, BENCH_TASK_ECHO, in, size, NULL,
+					      out, size, &len);
+			if (ret) {
+				bench_fail(r, "call: %s", strerror(ret < 0 ? -ret : EPROTO));
+				ret = ret < 0 ? ret : -EPROTO;
+				break;
+			}
+			good += len == size && pl_stamped(out, size, seq);
+		}
+		if (ret || rep < 0)
+			continue;
+		r->ns[r->nreps] = (double)(bench_now_ns() - t0) / (double)m;
+		r->cpu[r->nreps++] = (bench_cpu_ns(pool) - c0) / (double)m;
+		r->msgs_expected += m;
+		r->msgs_moved += good;
+	}
+out:
+	if (pool)
+		knitk_pool_destroy(pool);
+	free(in);
+	free(out);
+	return ret;
+}
+
+#define PL(grp, var, size, kind, n, nq) \
+	{ grp "/" var, grp, "B/s", grp "/memcpy", (kind) != 0, pl_run, \
+	  (long)(size) | ((long)(kind) << 24), n, nq }
+#define PL3(grp, size, n, nq) \
+	PL(grp, "memcpy", size, 0, (n) * 10, (nq) * 10), \
+	PL(grp, "knitk-threads", size, KNITK_WORKER_THREADS, n, nq), \
+	PL(grp, "knitk-processes", size, KNITK_WORKER_PROCESSES, n, nq)
+
+const struct bench_case bench_payload_cases[] = {
+	PL3("payload-64B", 64, 20000, 300),
+	PL3("payload-4K", 4096, 20000, 300),
+	PL3("payload-64K", 65536, 4000, 100),
+	PL3("payload-1M", PL_MAX, 400, 20),
+	{ NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0 },
+};
