@@ -280,26 +280,49 @@ static int knitk_ioctl_notify(struct knitk_knot *knot, void __user *argp)
 	return 0;
 }
 
-static int knitk_ioctl_stats(struct knitk_knot *knot, void __user *argp)
+static int knitk_ioctl_stats(struct knitk_knot *knot, void __user *argp,
+			     size_t usize)
 {
 	struct knitk_stats s;
+	size_t n = min(usize, sizeof(s));
 
-	if (copy_from_user(&s, argp, sizeof(s)))
+	/* A new counter needs a new KNITK_STATS_SIZE_VER*. */
+	BUILD_BUG_ON(sizeof(s) != KNITK_STATS_SIZE_VER1);
+	if (copy_from_user(&s, argp, offsetof(struct knitk_stats, stats)))
 		return -EFAULT;
 	if (s.flags || !knitk_doorbell_valid(&knot->geometry, s.doorbell))
 		return -EINVAL;
 	knitk_doorbell_stats(knot, s.doorbell, &s.stats);
-	if (copy_to_user(argp, &s, sizeof(s)))
+	if (copy_to_user(argp, &s, n))
+		return -EFAULT;
+	/* A caller with newer headers: counters this module lacks read 0. */
+	if (usize > n && clear_user(argp + n, usize - n))
 		return -EFAULT;
 	return 0;
+}
+
+/*
+ * KNITK_IOC_STATS of any size from the first version on is the one command
+ * (see struct knitk_stats); every other command must match exactly.
+ */
+static unsigned int knitk_ioctl_cmd(unsigned int cmd)
+{
+	if (_IOC_TYPE(cmd) == KNITK_IOC_MAGIC &&
+	    _IOC_NR(cmd) == _IOC_NR(KNITK_IOC_STATS) &&
+	    _IOC_DIR(cmd) == (_IOC_READ | _IOC_WRITE) &&
+	    _IOC_SIZE(cmd) >= KNITK_STATS_SIZE_VER0)
+		return KNITK_IOC_STATS;
+	return cmd;
 }
 
 static long knitk_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	struct knitk_endpoint *ep = file->private_data;
 	void __user *argp = (void __user *)arg;
+	size_t usize = _IOC_SIZE(cmd);
 	struct knitk_knot *knot;
 
+	cmd = knitk_ioctl_cmd(cmd);
 	switch (cmd) {
 	case KNITK_IOC_API:
 		return knitk_ioctl_api(argp);
@@ -327,7 +350,7 @@ static long knitk_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case KNITK_IOC_NOTIFY:
 		return knitk_ioctl_notify(knot, argp);
 	default:
-		return knitk_ioctl_stats(knot, argp);
+		return knitk_ioctl_stats(knot, argp, usize);
 	}
 }
 

@@ -322,11 +322,23 @@ KNITK_EXPORT int knitk_endpoint_wake_stats(const struct knitk_endpoint *ep,
 
 KNITK_EXPORT int knitk_endpoint_doorbell_stats(struct knitk_endpoint *ep,
 					       unsigned int doorbell,
-					       struct knitk_doorbell_stats *stats)
+					       struct knitk_doorbell_stats *stats,
+					       size_t size)
 {
-	if (!ep || !stats || doorbell >= KNITK_NR_DOORBELLS)
+	size_t ver0 = KNITK_STATS_SIZE_VER0 - offsetof(struct knitk_stats, stats);
+	struct knitk_doorbell_stats st;
+	int ret;
+
+	if (!ep || !stats || doorbell >= KNITK_NR_DOORBELLS || size < ver0)
 		return -EINVAL;
 	if (!ep->ops->stats)
 		return -EOPNOTSUPP;
-	return ep->ops->stats(ep, doorbell, stats);
+	ret = ep->ops->stats(ep, doorbell, &st);
+	if (ret)
+		return ret;
+	/* The caller's headers may be older or newer than ours. */
+	memcpy(stats, &st, size < sizeof(st) ? size : sizeof(st));
+	if (size > sizeof(st))
+		memset((char *)stats + sizeof(st), 0, size - sizeof(st));
+	return 0;
 }

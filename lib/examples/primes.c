@@ -119,7 +119,7 @@ static uint64_t print_lanes(struct knitk_pool *pool, unsigned int workers)
 		       (unsigned long long)wi.db.spurious);
 		spurious += wi.db.spurious;
 	}
-	if (knitk_endpoint_doorbell_stats(knot, KNITK_DOORBELL_HOST, &hdb) == 0) {
+	if (knitk_endpoint_doorbell_stats(knot, KNITK_DOORBELL_HOST, &hdb, sizeof(hdb)) == 0) {
 		printf("  host       %6s %8llu %8llu %10llu %10llu %9llu\n", "-",
 		       (unsigned long long)hdb.waits, (unsigned long long)hdb.wakes,
 		       (unsigned long long)hdb.suppressed_idle,

@@ -577,10 +577,14 @@ int knitk_endpoint_wake_stats(const struct knitk_endpoint *ep,
 
 /*
  * knitk_endpoint_doorbell_stats - the module's counters of @doorbell
- * (KNITK_IOC_STATS); -EOPNOTSUPP on the futex backend.
+ * (KNITK_IOC_STATS) into @stats, @size bytes: sizeof(*@stats) of the
+ * caller's <linux/knitk.h>, so a program built against older or newer
+ * headers gets the counters it knows (those the module lacks read 0).
+ * -EINVAL for a @size below KNITK_STATS_SIZE_VER0 - 8 (the first
+ * version's counters), -EOPNOTSUPP on the futex backend.
  */
 int knitk_endpoint_doorbell_stats(struct knitk_endpoint *ep, unsigned int doorbell,
-				  struct knitk_doorbell_stats *stats);
+				  struct knitk_doorbell_stats *stats, size_t size);
 
 #ifdef __cplusplus
 }

@@ -733,7 +733,7 @@ KNITK_EXPORT int knitk_pool_worker_info(struct knitk_pool *pool,
 	wi.inflight = pw->inflight;
 	wi.calls = pw->calls;
 	pthread_mutex_unlock(&pool->lock);
-	if (knitk_endpoint_doorbell_stats(pool->ep, worker, &wi.db) == 0) {
+	if (knitk_endpoint_doorbell_stats(pool->ep, worker, &wi.db, sizeof(wi.db)) == 0) {
 		wi.db_valid = 1;
 	} else if (pw->ep && knitk_endpoint_wake_stats(pw->ep, &ws) == 0) {
 		wi.db.waits = ws.waits;

@@ -331,7 +331,9 @@ static void bad_arguments(void)
 	CHECK_EQ(knitk_doorbell_ring(k, 1ULL << 2), -EINVAL);
 	CHECK_EQ(knitk_doorbell_ring(k, 1ULL << 62), -EINVAL);
 	CHECK_EQ(knitk_doorbell_ring(k, 3ULL | 1ULL << 63), 0);
-	CHECK_EQ(knitk_endpoint_doorbell_stats(k, 0, &ds), -EOPNOTSUPP);
+	CHECK_EQ(knitk_endpoint_doorbell_stats(k, 0, &ds, sizeof(ds)), -EOPNOTSUPP);
+	/* Smaller than the first version of the counters: refused. */
+	CHECK_EQ(knitk_endpoint_doorbell_stats(k, 0, &ds, 8), -EINVAL);
 	CHECK_EQ(knitk_doorbell_ring(NULL, 1), -EINVAL);
 	knitk_endpoint_destroy(k);
 }

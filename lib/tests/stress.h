@@ -385,8 +385,8 @@ static inline int stress_run(unsigned int flags, int processes, uint64_t n,
 		ret = -EPROTO;
 	}
 	r->ok = !ret;
-	if (host && knitk_endpoint_doorbell_stats(host, 0, &r->kworker) == 0 &&
-	    knitk_endpoint_doorbell_stats(host, KNITK_DOORBELL_HOST, &r->khost) == 0)
+	if (host && knitk_endpoint_doorbell_stats(host, 0, &r->kworker, sizeof(r->kworker)) == 0 &&
+	    knitk_endpoint_doorbell_stats(host, KNITK_DOORBELL_HOST, &r->khost, sizeof(r->khost)) == 0)
 		r->have_kstats = 1;
 out:
 	knitk_endpoint_destroy(host);

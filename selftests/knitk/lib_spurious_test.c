@@ -116,7 +116,7 @@ static void park_across(struct __test_metadata *_metadata,
 	EXPECT_EQ(0ULL, st->mismatches);
 	EXPECT_EQ(0ULL, st->spurious);
 	/* The module classifies the same wake (kmod/knitk_doorbell.c). */
-	ASSERT_EQ(0, knitk_endpoint_doorbell_stats(self->host, HOST, &ks));
+	ASSERT_EQ(0, knitk_endpoint_doorbell_stats(self->host, HOST, &ks, sizeof(ks)));
 	EXPECT_EQ(1ULL, ks.waits);
 	EXPECT_EQ(0ULL, ks.spurious);
 }

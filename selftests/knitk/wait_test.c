@@ -709,6 +709,46 @@ TEST_F(wk, stats_invalid_doorbell_or_flags_einval)
 	EXPECT_EQ(0, knitk_stats(self->k.fd, 1, NULL));
 }
 
+/*
+ * KNITK_IOC_STATS grows at its end: a caller with the first version's
+ * struct, or a bigger one than the module's, gets what it can hold.
+ */
+TEST_F(wk, stats_any_size_from_ver0)
+{
+	struct {
+		struct knitk_stats s;
+		__u64 later[4];
+	} big;
+	struct knitk_stats full = { .doorbell = 0 };
+	struct knitk_stats v0 = { .doorbell = 0 };
+	__u64 woken, i;
+
+	wk_open_small(_metadata, self);
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
+	ASSERT_EQ(0, knitk_ioctl(self->k.fd, KNITK_IOC_STATS, &full));
+	ASSERT_EQ(3ULL, full.stats.suppressed_idle);
+
+	memset(&v0.stats, 0xff, sizeof(v0.stats));
+	ASSERT_EQ(0, knitk_ioctl(self->k.fd, _IOWR(KNITK_IOC_MAGIC, 0x06,
+				 char[KNITK_STATS_SIZE_VER0]), &v0));
+	EXPECT_EQ(0, memcmp(&v0, &full, KNITK_STATS_SIZE_VER0));
+	/* Nothing written past the caller's size. */
+	EXPECT_EQ(~0ULL, v0.stats.uring_waits);
+
+	memset(&big, 0xff, sizeof(big));
+	big.s.doorbell = 0;
+	big.s.flags = 0;
+	ASSERT_EQ(0, knitk_ioctl(self->k.fd, _IOWR(KNITK_IOC_MAGIC, 0x06,
+				 char[sizeof(big)]), &big));
+	EXPECT_EQ(0, memcmp(&big.s, &full, sizeof(full)));
+	for (i = 0; i < 4; i++)
+		EXPECT_EQ(0ULL, big.later[i]);
+
+	EXPECT_EQ(-ENOTTY, knitk_ioctl(self->k.fd, _IOWR(KNITK_IOC_MAGIC, 0x06,
+				       char[KNITK_STATS_SIZE_VER0 - 8]), &v0));
+}
+
 /* The host doorbell covers every return mailbox, one at a time. */
 TEST_F(wk, host_doorbell_covers_every_return_mailbox)
 {

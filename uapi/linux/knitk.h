@@ -469,12 +469,21 @@ struct knitk_doorbell_stats {
  * @doorbell: in: doorbell index (worker id or KNITK_DOORBELL_HOST).
  * @flags: in: must be zero.
  * @stats: out: the doorbell's counters.
+ *
+ * The counters grow at their end.  The size encoded in the command is the
+ * caller's: the module takes KNITK_IOC_STATS with any size from
+ * KNITK_STATS_SIZE_VER0 on (as _IOWR(KNITK_IOC_MAGIC, 0x06, size)), fills
+ * the counters it has up to that size and zeroes the rest, so a program
+ * built against older or newer headers keeps working.
  */
 struct knitk_stats {
 	__u32 doorbell;
 	__u32 flags;
 	struct knitk_doorbell_stats stats;
 };
+
+#define KNITK_STATS_SIZE_VER0		80	/* first version: waits..kicks */
+#define KNITK_STATS_SIZE_VER1		88	/* + uring_waits */
 
 #define KNITK_IOC_MAGIC			0xb7
 
