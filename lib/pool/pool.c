@@ -4,8 +4,9 @@
  *
  * Submission of one call:
  *  1. Under pool->lock the balancer picks the live worker with the fewest
- *     calls in flight (ties rotate) and below POOL_CAP, and the call takes
- *     a free in-flight entry of that worker: task id = (generation, entry).
+ *     calls in flight (ties: the lowest id) and below POOL_CAP, and the
+ *     call takes a free in-flight entry of that worker: task id =
+ *     (generation, entry).
  *  2. Under its submitter slot's lock the thread re-checks that the worker
  *     is alive and publishes the request into mailbox (slot, worker).
  *  3. It rings that worker's doorbell, which does nothing unless the worker
@@ -263,11 +264,17 @@ fail:
 	return ret;
 }
 
-/* The balancer: least-loaded live worker below the cap, or -1. */
+/*
+ * The balancer: least-loaded live worker below the cap, or -1.  Ties go
+ * to the lowest id: calls made one at a time keep landing on the worker
+ * that served the previous one, still polling its mailboxes, while the
+ * others stay parked (a rotating tie-break would wake each in turn and
+ * keep every worker spinning for a lone caller).
+ */
 static int pool_pick_locked(struct knitk_pool *pool,
 			    const struct knitk_call_opts *co)
 {
-	unsigned int i, best_load = UINT_MAX;
+	unsigned int w, best_load = UINT_MAX;
 	int best = -1;
 
 	if (co && (co->flags & KNITK_CALL_WORKER)) {
@@ -276,8 +283,7 @@ static int pool_pick_locked(struct knitk_pool *pool,
 		return atomic_load(&pw->alive) && pw->inflight < POOL_CAP ?
 		       (int)co->worker : -1;
 	}
-	for (i = 0; i < pool->nr_workers; i++) {
-		unsigned int w = (pool->cursor + i) % pool->nr_workers;
+	for (w = 0; w < pool->nr_workers; w++) {
 		struct pool_worker *pw = &pool->workers[w];
 
 		if (!atomic_load(&pw->alive) || pw->inflight >= POOL_CAP)
@@ -289,8 +295,6 @@ static int pool_pick_locked(struct knitk_pool *pool,
 				break;	/* an idle worker: take it */
 		}
 	}
-	if (best >= 0)
-		pool->cursor = ((unsigned int)best + 1) % pool->nr_workers;
 	return best;
 }
 

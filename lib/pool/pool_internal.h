@@ -125,7 +125,6 @@ struct knitk_pool {
 	struct pool_worker *workers;
 	struct pool_entry *entries;
 	struct pool_slot *slots;
-	unsigned int cursor;		/* balancer tie-break */
 	unsigned int respawning;	/* workers being restarted */
 	/*
 	 * Bumped per completion batch and death, under pool->lock; a
