@@ -21,13 +21,66 @@
 
 #include "pool_internal.h"
 
+/*
+ * A cached handle stays poisoned under AddressSanitizer, so a use after
+ * knitk_call_release is still caught although its memory is not freed.
+ */
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#define call_poison(c)		ASAN_POISON_MEMORY_REGION((c), sizeof(*(c)))
+#define call_unpoison(c)	ASAN_UNPOISON_MEMORY_REGION((c), sizeof(*(c)))
+#else
+#define call_poison(c)		((void)(c))
+#define call_unpoison(c)	((void)(c))
+#endif
+
+/*
+ * A handle for a new call: a released one from the cache, else a new one
+ * (NULL: out of memory).  Zeroed but for @pool.
+ */
+struct knitk_call *knitk__call_get_locked(struct knitk_pool *pool)
+{
+	struct knitk_call *call = pool->call_cache;
+
+	if (!call) {
+		call = malloc(sizeof(*call));
+	} else {
+		call_unpoison(call);
+		pool->call_cache = call->next_free;
+		pool->call_cached--;
+	}
+	if (call) {
+		memset(call, 0, sizeof(*call));
+		call->pool = pool;
+	}
+	return call;
+}
+
+/* With the pool: nobody holds a handle any more. */
+void knitk__call_cache_free(struct knitk_pool *pool)
+{
+	struct knitk_call *call;
+
+	while ((call = pool->call_cache)) {
+		call_unpoison(call);
+		pool->call_cache = call->next_free;
+		free(call);
+	}
+	pool->call_cached = 0;
+}
+
+/*
+ * Complete @call with @status and the result bytes @data: NULL, a malloc
+ * block that the handle takes over, or the handle's own small[].
+ */
 void knitk__call_complete_locked(struct knitk_pool *pool,
 				 struct knitk_call *call, int status,
 				 void *data, size_t len)
 {
 	if (call->state == CALL_DONE) {
 		pool->stats.stale++;
-		free(data);
+		if (data != call->small)
+			free(data);
 		return;
 	}
 	/*
@@ -55,9 +108,21 @@ void knitk__call_unref_locked(struct knitk_call *call)
 
 	if (--call->refs)
 		return;
-	free(call->data);
-	free(call);
+	if (call->data != call->small)
+		free(call->data);
 	pool->handles--;
+	/*
+	 * Keep as many as can be in flight at once; more are handles the
+	 * program held on to, not a working set.
+	 */
+	if (pool->call_cached < pool->nr_workers * POOL_CAP) {
+		call->next_free = pool->call_cache;
+		pool->call_cache = call;
+		pool->call_cached++;
+		call_poison(call);
+	} else {
+		free(call);
+	}
 }
 
 void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx)

@@ -39,6 +39,7 @@ _Atomic(pool_hook_fn) knitk__test_hook;
 
 void knitk__pool_free(struct knitk_pool *pool)
 {
+	knitk__call_cache_free(pool);
 	pthread_mutex_destroy(&pool->lock);
 	pthread_cond_destroy(&pool->cond);
 	pthread_cond_destroy(&pool->ccond);
@@ -314,10 +315,14 @@ static bool pool_has_workers_locked(struct knitk_pool *pool,
 	return false;
 }
 
-/* Register @call in flight on a worker; returns the worker. */
-static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
-			 const struct knitk_call_opts *co)
+/*
+ * Register a new call in flight on a worker, in a handle from the cache
+ * (*callp); returns the worker.
+ */
+static int pool_register(struct knitk_pool *pool, const struct knitk_call_opts *co,
+			 struct knitk_call **callp)
 {
+	struct knitk_call *call;
 	struct pool_worker *pw;
 	struct pool_entry *e;
 	unsigned int k;
@@ -339,6 +344,13 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 		POOL_HOOK(pool, POOL_HOOK_SUBMIT_WAIT, 0);
 		knitk__pool_wait_passive_locked(pool);
 	}
+	call = knitk__call_get_locked(pool);
+	if (!call) {
+		pthread_mutex_unlock(&pool->lock);
+		return -ENOMEM;
+	}
+	call->refs = 2;		/* the caller's and the entry's */
+	call->deadline_ns = co ? co->deadline_ns : 0;
 	pw = &pool->workers[w];
 	k = (unsigned int)__builtin_ctzll(~pw->busy);
 	pw->busy |= 1ULL << k;
@@ -354,6 +366,7 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 	pool->handles++;
 	pool->stats.submitted++;
 	pthread_mutex_unlock(&pool->lock);
+	*callp = call;
 	return w;
 }
 
@@ -470,17 +483,9 @@ KNITK_EXPORT int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn,
 	ret = submit_check(pool, fn, in, len, co);
 	if (ret)
 		return ret;
-	call = calloc(1, sizeof(*call));
-	if (!call)
-		return -ENOMEM;
-	call->pool = pool;
-	call->refs = 2;		/* the caller's and the entry's */
-	call->deadline_ns = co ? co->deadline_ns : 0;
-	ret = pool_register(pool, call, co);
-	if (ret < 0) {
-		free(call);
+	ret = pool_register(pool, co, &call);
+	if (ret < 0)
 		return ret;
-	}
 	ret = pool_publish(pool, call, fn, in, len);
 	if (ret) {
 		/* Never published: complete it and give the entry back. */

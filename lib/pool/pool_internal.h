@@ -47,6 +47,9 @@
 /* The environment variable that makes a process a worker. */
 #define POOL_ENV		"KNITK_WORKER"
 
+/* Results up to this size live in the handle (knitk_call.small). */
+#define POOL_SMALL_RESULT	64
+
 enum call_state {
 	CALL_INFLIGHT = 1,
 	CALL_DONE,
@@ -64,7 +67,8 @@ struct knitk_call {
 	uint64_t deadline_ns;
 	size_t len;
 	void *data;			/* result bytes: small[] or malloc */
-	unsigned char small[64];
+	struct knitk_call *next_free;	/* in pool->call_cache */
+	unsigned char small[POOL_SMALL_RESULT];
 };
 
 /* One in-flight slot: index w * KNITK_LANES + k, abort bit of the same. */
@@ -136,6 +140,13 @@ struct knitk_pool {
 	bool completer_done;
 	bool destroyed;			/* freed by the last handle */
 	unsigned long handles;		/* live call handles */
+	/*
+	 * Released handles kept for the next submits (pool->lock, which
+	 * both a submit and a release take anyway): a call allocates
+	 * nothing once the pool has run as many at a time before.
+	 */
+	struct knitk_call *call_cache;
+	unsigned int call_cached;
 	struct knitk_pool_stats stats;
 
 	pthread_t completer;
@@ -181,6 +192,8 @@ static inline uint64_t pool_task_id(unsigned int entry, uint32_t gen)
 }
 
 /* call.c */
+struct knitk_call *knitk__call_get_locked(struct knitk_pool *pool);
+void knitk__call_cache_free(struct knitk_pool *pool);
 void knitk__call_complete_locked(struct knitk_pool *pool,
 				 struct knitk_call *call, int status,
 				 void *data, size_t len);
