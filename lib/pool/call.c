@@ -145,11 +145,19 @@ void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx)
 	}
 }
 
-/* Complete @call with -ETIMEDOUT if its deadline passed at @now. */
-static void call_expire_locked(struct knitk_call *call, uint64_t now)
+/* The time of one look at the calls, read only when a deadline needs it. */
+static uint64_t lazy_now(uint64_t *now)
+{
+	if (!*now)
+		*now = pool_now_ns();
+	return *now;
+}
+
+/* Complete @call with -ETIMEDOUT if its deadline passed at *@now. */
+static void call_expire_locked(struct knitk_call *call, uint64_t *now)
 {
 	if (call->state != CALL_DONE && call->deadline_ns &&
-	    now >= call->deadline_ns)
+	    lazy_now(now) >= call->deadline_ns)
 		knitk__call_complete_locked(call->pool, call, -ETIMEDOUT, NULL, 0);
 }
 
@@ -189,16 +197,17 @@ static bool pool_busy_locked(struct knitk_pool *pool)
 }
 
 /*
- * Wait until @want of @calls are done (1: any, nr: all); returns the index
- * of a done call (any) or 0 (all), -EINPROGRESS at @deadline_ns.
+ * Wait, under pool->lock, until @want of @calls are done (1: any, nr: all);
+ * returns the index of a done call (any) or 0 (all), -EINPROGRESS at
+ * @deadline_ns.
  */
-static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
-		      unsigned int nr, bool all, uint64_t deadline_ns)
+static int calls_wait_locked(struct knitk_pool *pool,
+			     struct knitk_call *const *calls, unsigned int nr,
+			     bool all, uint64_t deadline_ns)
 {
 	unsigned int i, done, k0;
 	int first;
 
-	pthread_mutex_lock(&pool->lock);
 	pool->activity++;
 	/*
 	 * seq_cst pairs with the completer's load after its prepare: it sees
@@ -208,14 +217,14 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 	if (pool->completer_draining)
 		knitk__pool_kick_drainer_locked(pool);
 	for (;;) {
-		uint64_t now = pool_now_ns(), until = deadline_ns;
+		uint64_t now = 0, until = deadline_ns;
 
 		/* Before the look at the calls: a later abort changes it. */
 		k0 = atomic_load_explicit(&pool->kicks, memory_order_seq_cst);
 		done = 0;
 		first = -1;
 		for (i = 0; i < nr; i++) {
-			call_expire_locked(calls[i], now);
+			call_expire_locked(calls[i], &now);
 			if (calls[i]->state == CALL_DONE) {
 				done++;
 				if (first < 0)
@@ -226,7 +235,7 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 		}
 		if (all ? done == nr : done > 0)
 			break;
-		if (deadline_ns != KNITK_WAIT_FOREVER && now >= deadline_ns) {
+		if (deadline_ns != KNITK_WAIT_FOREVER && lazy_now(&now) >= deadline_ns) {
 			first = -EINPROGRESS;
 			break;
 		}
@@ -255,10 +264,20 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 		pool->orphans = true;
 		pthread_cond_signal(&pool->ccond);
 	}
-	pthread_mutex_unlock(&pool->lock);
 	if (first == -EINPROGRESS)
 		return first;
 	return all ? 0 : first;
+}
+
+static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
+		      unsigned int nr, bool all, uint64_t deadline_ns)
+{
+	int ret;
+
+	pthread_mutex_lock(&pool->lock);
+	ret = calls_wait_locked(pool, calls, nr, all, deadline_ns);
+	pthread_mutex_unlock(&pool->lock);
+	return ret;
 }
 
 static int calls_check(struct knitk_pool *pool, struct knitk_call *const *calls,
@@ -300,8 +319,10 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 	if (!call)
 		return -EINVAL;
 	pool = call->pool;
+	uint64_t now = 0;
+
 	pthread_mutex_lock(&pool->lock);
-	call_expire_locked(call, pool_now_ns());
+	call_expire_locked(call, &now);
 	if (call->state != CALL_DONE && pool->leader && !pool->draining &&
 	    !pool->completer_done) {
 		/*
@@ -316,7 +337,8 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 		pthread_cond_broadcast(&pool->cond);
 		if (pool->passive)
 			pthread_cond_signal(&pool->ccond);
-		call_expire_locked(call, pool_now_ns());
+		now = 0;
+		call_expire_locked(call, &now);
 	}
 	ret = call->state == CALL_DONE ? call->status : -EINPROGRESS;
 	pthread_mutex_unlock(&pool->lock);
@@ -325,23 +347,31 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 
 KNITK_EXPORT int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns)
 {
+	struct knitk_pool *pool;
 	int ret;
 
 	if (!call)
 		return -EINVAL;
-	ret = calls_wait(call->pool, &call, 1, false, deadline_ns);
-	return ret < 0 ? ret : knitk_call_status(call);
+	pool = call->pool;
+	pthread_mutex_lock(&pool->lock);
+	ret = calls_wait_locked(pool, &call, 1, false, deadline_ns);
+	/* Done (not -EINPROGRESS): its status, under the same lock. */
+	if (ret >= 0)
+		ret = call->status;
+	pthread_mutex_unlock(&pool->lock);
+	return ret;
 }
 
 KNITK_EXPORT int knitk_call_result(struct knitk_call *call, const void **data,
 				   size_t *len)
 {
+	uint64_t now = 0;
 	int ret = 0;
 
 	if (!call || !data || !len)
 		return -EINVAL;
 	pthread_mutex_lock(&call->pool->lock);
-	call_expire_locked(call, pool_now_ns());
+	call_expire_locked(call, &now);
 	if (call->state != CALL_DONE) {
 		ret = -EINPROGRESS;
 	} else {
@@ -374,12 +404,13 @@ static int call_abort_locked(struct knitk_call *call)
 
 KNITK_EXPORT int knitk_call_abort(struct knitk_call *call)
 {
+	uint64_t now = 0;
 	int ret;
 
 	if (!call)
 		return -EINVAL;
 	pthread_mutex_lock(&call->pool->lock);
-	call_expire_locked(call, pool_now_ns());
+	call_expire_locked(call, &now);
 	ret = call_abort_locked(call);
 	pthread_mutex_unlock(&call->pool->lock);
 	return ret;
@@ -400,6 +431,20 @@ KNITK_EXPORT int knitk_call_worker(struct knitk_call *call)
 	return call ? (int)call->worker : -EINVAL;
 }
 
+/*
+ * Drop the user's reference; true when this was the last handle of a
+ * destroyed pool, which the caller then frees (after pool->lock).
+ */
+static bool call_release_locked(struct knitk_call *call)
+{
+	struct knitk_pool *pool = call->pool;
+
+	if (call->state != CALL_DONE)
+		call_abort_locked(call);
+	knitk__call_unref_locked(call);
+	return pool->destroyed && !pool->handles;
+}
+
 KNITK_EXPORT void knitk_call_release(struct knitk_call *call)
 {
 	struct knitk_pool *pool;
@@ -409,24 +454,23 @@ KNITK_EXPORT void knitk_call_release(struct knitk_call *call)
 		return;
 	pool = call->pool;
 	pthread_mutex_lock(&pool->lock);
-	if (call->state != CALL_DONE)
-		call_abort_locked(call);
-	knitk__call_unref_locked(call);
-	/* The last handle of a destroyed pool frees what is left of it. */
-	last = pool->destroyed && !pool->handles;
+	last = call_release_locked(call);
 	pthread_mutex_unlock(&pool->lock);
 	if (last)
 		knitk__pool_free(pool);
 }
 
+/*
+ * Submit, wait, copy and release: knitk_call_wait, knitk_call_result and
+ * knitk_call_release in one hold of pool->lock.
+ */
 KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
 				 const void *in, size_t len,
 				 const struct knitk_call_opts *opts,
 				 void *out, size_t cap, size_t *out_len)
 {
 	struct knitk_call *call;
-	const void *data;
-	size_t n;
+	bool last;
 	int ret;
 
 	if (!pool || (cap && !out))
@@ -434,13 +478,17 @@ KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
 	ret = knitk_pool_submit(pool, fn, in, len, opts, &call);
 	if (ret)
 		return ret;
-	ret = knitk_call_wait(call, KNITK_WAIT_FOREVER);
-	if (knitk_call_result(call, &data, &n) == 0) {
-		if (out_len)
-			*out_len = n;
-		if (n && cap)
-			memcpy(out, data, n < cap ? n : cap);
-	}
-	knitk_call_release(call);
+	pthread_mutex_lock(&pool->lock);
+	/* Without a deadline the wait ends only with the call done. */
+	calls_wait_locked(pool, &call, 1, false, KNITK_WAIT_FOREVER);
+	ret = call->status;
+	if (out_len)
+		*out_len = call->len;
+	if (call->len && cap)
+		memcpy(out, call->data, call->len < cap ? call->len : cap);
+	last = call_release_locked(call);
+	pthread_mutex_unlock(&pool->lock);
+	if (last)
+		knitk__pool_free(pool);
 	return ret;
 }
