@@ -77,7 +77,7 @@ void knitk__call_complete_locked(struct knitk_pool *pool,
 				 struct knitk_call *call, int status,
 				 void *data, size_t len)
 {
-	if (call->state == CALL_DONE) {
+	if (call_done_locked(call)) {
 		pool->stats.stale++;
 		if (data != call->small)
 			free(data);
@@ -89,10 +89,11 @@ void knitk__call_complete_locked(struct knitk_pool *pool,
 	 */
 	if (status == -EINPROGRESS)
 		status = -EPROTO;
-	call->state = CALL_DONE;
 	call->status = status;
 	call->data = data;
 	call->len = data ? len : 0;
+	/* C5: pairs with the acquire in call_done. */
+	atomic_store_explicit(&call->state, CALL_DONE, memory_order_release);
 	pool->stats.completed++;
 	if (status == -ETIMEDOUT)
 		pool->stats.timedout++;
@@ -156,7 +157,7 @@ static uint64_t lazy_now(uint64_t *now)
 /* Complete @call with -ETIMEDOUT if its deadline passed at *@now. */
 static void call_expire_locked(struct knitk_call *call, uint64_t *now)
 {
-	if (call->state != CALL_DONE && call->deadline_ns &&
+	if (!call_done_locked(call) && call->deadline_ns &&
 	    lazy_now(now) >= call->deadline_ns)
 		knitk__call_complete_locked(call->pool, call, -ETIMEDOUT, NULL, 0);
 }
@@ -177,7 +178,7 @@ static void pool_sleep_locked(struct knitk_pool *pool, uint64_t until)
 
 static uint64_t wake_time(uint64_t until, const struct knitk_call *call)
 {
-	if (call->state != CALL_DONE && call->deadline_ns &&
+	if (!call_done_locked(call) && call->deadline_ns &&
 	    call->deadline_ns < until)
 		return call->deadline_ns;
 	return until;
@@ -225,7 +226,7 @@ static int calls_wait_locked(struct knitk_pool *pool,
 		first = -1;
 		for (i = 0; i < nr; i++) {
 			call_expire_locked(calls[i], &now);
-			if (calls[i]->state == CALL_DONE) {
+			if (call_done_locked(calls[i])) {
 				done++;
 				if (first < 0)
 					first = (int)i;
@@ -314,16 +315,17 @@ KNITK_EXPORT int knitk_pool_wait_all(struct knitk_pool *pool,
 KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 {
 	struct knitk_pool *pool;
+	uint64_t now = 0;
 	int ret;
 
 	if (!call)
 		return -EINVAL;
+	if (call_done(call))
+		return call->status;
 	pool = call->pool;
-	uint64_t now = 0;
-
 	pthread_mutex_lock(&pool->lock);
 	call_expire_locked(call, &now);
-	if (call->state != CALL_DONE && pool->leader && !pool->draining &&
+	if (!call_done_locked(call) && pool->leader && !pool->draining &&
 	    !pool->completer_done) {
 		/*
 		 * A poller makes progress as a waiter would, without parking:
@@ -340,7 +342,7 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 		now = 0;
 		call_expire_locked(call, &now);
 	}
-	ret = call->state == CALL_DONE ? call->status : -EINPROGRESS;
+	ret = call_done_locked(call) ? call->status : -EINPROGRESS;
 	pthread_mutex_unlock(&pool->lock);
 	return ret;
 }
@@ -352,6 +354,8 @@ KNITK_EXPORT int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns)
 
 	if (!call)
 		return -EINVAL;
+	if (call_done(call))
+		return call->status;
 	pool = call->pool;
 	pthread_mutex_lock(&pool->lock);
 	ret = calls_wait_locked(pool, &call, 1, false, deadline_ns);
@@ -370,9 +374,14 @@ KNITK_EXPORT int knitk_call_result(struct knitk_call *call, const void **data,
 
 	if (!call || !data || !len)
 		return -EINVAL;
+	if (call_done(call)) {
+		*data = call->data;
+		*len = call->len;
+		return 0;
+	}
 	pthread_mutex_lock(&call->pool->lock);
 	call_expire_locked(call, &now);
-	if (call->state != CALL_DONE) {
+	if (!call_done_locked(call)) {
 		ret = -EINPROGRESS;
 	} else {
 		*data = call->data;
@@ -387,7 +396,7 @@ static int call_abort_locked(struct knitk_call *call)
 	struct knitk_pool *pool = call->pool;
 	unsigned int idx = call->entry;
 
-	if (call->state == CALL_DONE)
+	if (call_done_locked(call))
 		return -EALREADY;
 	/*
 	 * Release pairs with the acquire load in the worker (worker_exec,
@@ -439,7 +448,7 @@ static bool call_release_locked(struct knitk_call *call)
 {
 	struct knitk_pool *pool = call->pool;
 
-	if (call->state != CALL_DONE)
+	if (!call_done_locked(call))
 		call_abort_locked(call);
 	knitk__call_unref_locked(call);
 	return pool->destroyed && !pool->handles;

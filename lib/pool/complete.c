@@ -77,14 +77,14 @@ static void results_apply(struct knitk_pool *pool, unsigned int w,
 			continue;
 		}
 		pw->calls++;
-		if (e->call->state != CALL_DONE && e->call->deadline_ns) {
+		if (!call_done_locked(e->call) && e->call->deadline_ns) {
 			if (!now)
 				now = pool_now_ns();
 			/* Past its deadline the call has expired: drop the result. */
 			if (now >= e->call->deadline_ns)
 				knitk__call_complete_locked(pool, e->call, -ETIMEDOUT, NULL, 0);
 		}
-		if (!r->data && r->len && e->call->state != CALL_DONE) {
+		if (!r->data && r->len && !call_done_locked(e->call)) {
 			/* Small: into the handle, which nobody reads yet. */
 			memcpy(e->call->small, r->small, r->len);
 			r->data = e->call->small;

@@ -360,7 +360,7 @@ static int pool_register(struct knitk_pool *pool, const struct knitk_call_opts *
 	e = &pool->entries[call->entry];
 	e->gen++;
 	e->call = call;
-	call->state = CALL_INFLIGHT;
+	atomic_store_explicit(&call->state, CALL_INFLIGHT, memory_order_relaxed);
 	call->epoch = atomic_load(&pw->epoch);
 	call->task_id = pool_task_id(call->entry, e->gen);
 	pool->handles++;

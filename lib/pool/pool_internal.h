@@ -4,8 +4,9 @@
  * call handles.  Not installed.  The pool is built on the public headers
  * alone (<knitk.h>, <knitk_pool.h>): it never sees the core's internals.
  *
- * Locks: pool->lock guards every call handle's state, the in-flight entry
- * table, the workers' counters and the drainer role; pool->cond is
+ * Locks: pool->lock guards every call handle's state (a completed one is
+ * read without it: docs/protocol.md C5), the in-flight entry table, the
+ * workers' counters and the drainer role; pool->cond is
  * broadcast on every change of those.  A submitter slot's lock guards that slot's producers.  No
  * thread ever holds pool->lock while taking a slot lock, or the reverse.
  */
@@ -57,7 +58,11 @@ enum call_state {
 
 struct knitk_call {
 	struct knitk_pool *pool;
-	enum call_state state;
+	/*
+	 * enum call_state; written under pool->lock, CALL_DONE with release
+	 * once status, data and len are set (docs/protocol.md C5).
+	 */
+	_Atomic int state;
 	int status;
 	int refs;			/* the user's and the in-flight entry's */
 	unsigned int worker;
@@ -184,6 +189,22 @@ static inline uint64_t pool_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Under pool->lock, which every writer of call->state holds. */
+static inline bool call_done_locked(const struct knitk_call *call)
+{
+	return atomic_load_explicit(&call->state, memory_order_relaxed) == CALL_DONE;
+}
+
+/*
+ * Without pool->lock (docs/protocol.md C5): acquire pairs with the release
+ * store in knitk__call_complete_locked, so a done call's status, data and
+ * len are seen as completed; none of them changes until the release.
+ */
+static inline bool call_done(const struct knitk_call *call)
+{
+	return atomic_load_explicit(&call->state, memory_order_acquire) == CALL_DONE;
 }
 
 static inline uint64_t pool_task_id(unsigned int entry, uint32_t gen)
