@@ -130,14 +130,19 @@ void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx)
 {
 	struct pool_entry *e = &pool->entries[idx];
 	struct pool_worker *pw = &pool->workers[idx / KNITK_LANES];
+	_Atomic uint64_t *aw = &pool->abort_words[idx / 64];
+	uint64_t bit = 1ULL << (idx % 64);
 
 	/*
 	 * Clear the abort bit before the entry can be reused; the next call
 	 * of this entry is published later with a release store of the pub
 	 * word, which orders this clear before the worker's acquire load.
+	 * Only an abort sets it, under pool->lock as we are: when it is
+	 * clear, leave the word alone, so that the cache line the workers
+	 * read at every call is not taken away from them at every call.
 	 */
-	atomic_fetch_and_explicit(&pool->abort_words[idx / 64],
-				  ~(1ULL << (idx % 64)), memory_order_relaxed);
+	if (atomic_load_explicit(aw, memory_order_relaxed) & bit)
+		atomic_fetch_and_explicit(aw, ~bit, memory_order_relaxed);
 	pw->busy &= ~(1ULL << (idx % KNITK_LANES));
 	pw->inflight--;
 	if (e->call) {

@@ -266,8 +266,13 @@ void knitk__host_watch_stop(struct host_watch *hw);
 /* A completion batch or a death: a submitter waiting for room looks again. */
 static inline void pool_progress_locked(struct knitk_pool *pool)
 {
-	/* Release pairs with the acquire in pool_publish. */
-	atomic_fetch_add_explicit(&pool->progress, 1, memory_order_release);
+	/*
+	 * Every writer holds pool->lock: a store, no read-modify-write.
+	 * Release pairs with the acquire in pool_publish.
+	 */
+	atomic_store_explicit(&pool->progress,
+			      atomic_load_explicit(&pool->progress, memory_order_relaxed) + 1,
+			      memory_order_release);
 }
 
 /*
