@@ -17,7 +17,7 @@
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 
-#include "knitk.h"
+#include "knitk_internal.h"
 
 static u64 knitk_word(const void *base, u64 off)
 {

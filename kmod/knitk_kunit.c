@@ -16,7 +16,7 @@
 #include <linux/poll.h>
 #include <linux/slab.h>
 
-#include "knitk.h"
+#include "knitk_internal.h"
 
 /* ---- geometry validation ------------------------------------------------ */
 

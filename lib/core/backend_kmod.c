@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
- * The kmod backend: /dev/knitk.  Each struct knitk_knot is one open of the
+ * The kmod backend: /dev/knitk.  Each struct knitk_endpoint is one open of the
  * device (an endpoint).  The control page is mapped read-only and the data
  * region read-write, contiguously at one base: the whole size is reserved
  * PROT_NONE first, then both pieces are mapped over it with MAP_FIXED.
@@ -38,7 +38,7 @@ static int kmod_open(uint64_t *features)
 	return fd;
 }
 
-static int kmod_map(struct knitk_knot *k)
+static int kmod_map(struct knitk_endpoint *k)
 {
 	const struct knitk_layout *l = &k->layout;
 	char *base, *p;
@@ -68,7 +68,7 @@ fail:
 }
 
 /* Close the endpoint of a knot that failed to open; returns @ret. */
-static int kmod_fail(struct knitk_knot *k, int ret)
+static int kmod_fail(struct knitk_endpoint *k, int ret)
 {
 	close(k->fd);
 	k->fd = -1;
@@ -79,7 +79,7 @@ static int kmod_fail(struct knitk_knot *k, int ret)
  * Open an endpoint into k->fd and issue @cmd (CREATE or ATTACH) with @arg.
  * On failure nothing stays open.
  */
-static int kmod_open_ioctl(struct knitk_knot *k, unsigned long cmd, void *arg)
+static int kmod_open_ioctl(struct knitk_endpoint *k, unsigned long cmd, void *arg)
 {
 	uint64_t features = 0;
 	int ret;
@@ -94,7 +94,7 @@ static int kmod_open_ioctl(struct knitk_knot *k, unsigned long cmd, void *arg)
 	return 0;
 }
 
-static int kmod_create(struct knitk_knot *k)
+static int kmod_create(struct knitk_endpoint *k)
 {
 	struct knitk_create c;
 	int ret;
@@ -111,7 +111,7 @@ static int kmod_create(struct knitk_knot *k)
 	return ret ? kmod_fail(k, ret) : 0;
 }
 
-static int kmod_attach(struct knitk_knot *k, int fd)
+static int kmod_attach(struct knitk_endpoint *k, int fd)
 {
 	struct knitk_attach a;
 	int ret;
@@ -134,7 +134,7 @@ static int kmod_attach(struct knitk_knot *k, int fd)
 	return 0;
 }
 
-static int kmod_join(struct knitk_knot *k, unsigned int role,
+static int kmod_join(struct knitk_endpoint *k, unsigned int role,
 		     unsigned int worker)
 {
 	struct knitk_join j = { .role = role, .worker = worker };
@@ -144,7 +144,7 @@ static int kmod_join(struct knitk_knot *k, unsigned int role,
 	return (int)(j.generation & 0x7fffffff);
 }
 
-static int kmod_wait(struct knitk_knot *k, uint32_t seq, uint64_t deadline_ns)
+static int kmod_wait(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_ns)
 {
 	struct knitk_wait w = { .expected = seq, .deadline_ns = deadline_ns };
 
@@ -153,7 +153,7 @@ static int kmod_wait(struct knitk_knot *k, uint32_t seq, uint64_t deadline_ns)
 	return 0;
 }
 
-static int kmod_notify(struct knitk_knot *k, uint64_t mask, uint64_t *woken)
+static int kmod_notify(struct knitk_endpoint *k, uint64_t mask, uint64_t *woken)
 {
 	struct knitk_notify n = { .doorbells = mask };
 
@@ -166,7 +166,7 @@ static int kmod_notify(struct knitk_knot *k, uint64_t mask, uint64_t *woken)
 	return 0;
 }
 
-static int kmod_stats(struct knitk_knot *k, unsigned int doorbell,
+static int kmod_stats(struct knitk_endpoint *k, unsigned int doorbell,
 		      struct knitk_doorbell_stats *st)
 {
 	struct knitk_stats s = { .doorbell = doorbell };
@@ -177,17 +177,17 @@ static int kmod_stats(struct knitk_knot *k, unsigned int doorbell,
 	return 0;
 }
 
-static int kmod_mark_dead(struct knitk_knot *k, unsigned int slot)
+static int kmod_mark_dead(struct knitk_endpoint *k, unsigned int doorbell)
 {
 	(void)k;
-	(void)slot;
+	(void)doorbell;
 	return -EOPNOTSUPP;
 }
 
-static int kmod_kick(struct knitk_knot *k)
+static int kmod_kick(struct knitk_endpoint *k)
 {
 	struct knitk_notify n = {
-		.doorbells = 1ULL << k->slot,
+		.doorbells = 1ULL << k->doorbell,
 		.flags = KNITK_NOTIFY_KICK,
 	};
 
@@ -196,7 +196,7 @@ static int kmod_kick(struct knitk_knot *k)
 	return 0;
 }
 
-static void kmod_release(struct knitk_knot *k)
+static void kmod_release(struct knitk_endpoint *k)
 {
 	if (k->base)
 		munmap(k->base, k->layout.size);
