@@ -53,6 +53,8 @@ L=usr/lib/$ma
 	echo "-> $SONAME $L/libknitk.so"
 	echo "644 $L/libknitk.a"
 	echo "644 $L/pkgconfig/knitk.pc"
+	echo "644 $L/libknitk-uring.a"
+	echo "644 $L/pkgconfig/knitk-uring.pc"
 	for f in "$top"/lib/include/*.h; do echo "644 usr/include/${f##*/}"; done
 	echo "644 usr/include/linux/knitk.h"
 	echo "755 usr/bin/knitk-bench"
