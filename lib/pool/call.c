@@ -21,13 +21,66 @@
 
 #include "pool_internal.h"
 
+/*
+ * A cached handle stays poisoned under AddressSanitizer, so a use after
+ * knitk_call_release is still caught although its memory is not freed.
+ */
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#define call_poison(c)		ASAN_POISON_MEMORY_REGION((c), sizeof(*(c)))
+#define call_unpoison(c)	ASAN_UNPOISON_MEMORY_REGION((c), sizeof(*(c)))
+#else
+#define call_poison(c)		((void)(c))
+#define call_unpoison(c)	((void)(c))
+#endif
+
+/*
+ * A handle for a new call: a released one from the cache, else a new one
+ * (NULL: out of memory).  Zeroed but for @pool.
+ */
+struct knitk_call *knitk__call_get_locked(struct knitk_pool *pool)
+{
+	struct knitk_call *call = pool->call_cache;
+
+	if (!call) {
+		call = malloc(sizeof(*call));
+	} else {
+		call_unpoison(call);
+		pool->call_cache = call->next_free;
+		pool->call_cached--;
+	}
+	if (call) {
+		memset(call, 0, sizeof(*call));
+		call->pool = pool;
+	}
+	return call;
+}
+
+/* With the pool: nobody holds a handle any more. */
+void knitk__call_cache_free(struct knitk_pool *pool)
+{
+	struct knitk_call *call;
+
+	while ((call = pool->call_cache)) {
+		call_unpoison(call);
+		pool->call_cache = call->next_free;
+		free(call);
+	}
+	pool->call_cached = 0;
+}
+
+/*
+ * Complete @call with @status and the result bytes @data: NULL, a malloc
+ * block that the handle takes over, or the handle's own small[].
+ */
 void knitk__call_complete_locked(struct knitk_pool *pool,
 				 struct knitk_call *call, int status,
 				 void *data, size_t len)
 {
-	if (call->state == CALL_DONE) {
+	if (call_done_locked(call)) {
 		pool->stats.stale++;
-		free(data);
+		if (data != call->small)
+			free(data);
 		return;
 	}
 	/*
@@ -36,10 +89,11 @@ void knitk__call_complete_locked(struct knitk_pool *pool,
 	 */
 	if (status == -EINPROGRESS)
 		status = -EPROTO;
-	call->state = CALL_DONE;
 	call->status = status;
 	call->data = data;
 	call->len = data ? len : 0;
+	/* C5: pairs with the acquire in call_done. */
+	atomic_store_explicit(&call->state, CALL_DONE, memory_order_release);
 	pool->stats.completed++;
 	knitk__events_queue_locked(pool, call);
 	if (status == -ETIMEDOUT)
@@ -57,23 +111,40 @@ void knitk__call_unref_locked(struct knitk_call *call)
 	if (--call->refs)
 		return;
 	knitk__events_forget_locked(call);
-	free(call->data);
-	free(call);
+	if (call->data != call->small)
+		free(call->data);
 	pool->handles--;
+	/*
+	 * Keep as many as can be in flight at once; more are handles the
+	 * program held on to, not a working set.
+	 */
+	if (pool->call_cached < pool->nr_workers * POOL_CAP) {
+		call->next_free = pool->call_cache;
+		pool->call_cache = call;
+		pool->call_cached++;
+		call_poison(call);
+	} else {
+		free(call);
+	}
 }
 
 void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx)
 {
 	struct pool_entry *e = &pool->entries[idx];
 	struct pool_worker *pw = &pool->workers[idx / KNITK_LANES];
+	_Atomic uint64_t *aw = &pool->abort_words[idx / 64];
+	uint64_t bit = 1ULL << (idx % 64);
 
 	/*
 	 * Clear the abort bit before the entry can be reused; the next call
 	 * of this entry is published later with a release store of the pub
 	 * word, which orders this clear before the worker's acquire load.
+	 * Only an abort sets it, under pool->lock as we are: when it is
+	 * clear, leave the word alone, so that the cache line the workers
+	 * read at every call is not taken away from them at every call.
 	 */
-	atomic_fetch_and_explicit(&pool->abort_words[idx / 64],
-				  ~(1ULL << (idx % 64)), memory_order_relaxed);
+	if (atomic_load_explicit(aw, memory_order_relaxed) & bit)
+		atomic_fetch_and_explicit(aw, ~bit, memory_order_relaxed);
 	pw->busy &= ~(1ULL << (idx % KNITK_LANES));
 	pw->inflight--;
 	if (e->call) {
@@ -82,11 +153,19 @@ void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx)
 	}
 }
 
-/* Complete @call with -ETIMEDOUT if its deadline passed at @now. */
-static void call_expire_locked(struct knitk_call *call, uint64_t now)
+/* The time of one look at the calls, read only when a deadline needs it. */
+static uint64_t lazy_now(uint64_t *now)
 {
-	if (call->state != CALL_DONE && call->deadline_ns &&
-	    now >= call->deadline_ns)
+	if (!*now)
+		*now = pool_now_ns();
+	return *now;
+}
+
+/* Complete @call with -ETIMEDOUT if its deadline passed at *@now. */
+static void call_expire_locked(struct knitk_call *call, uint64_t *now)
+{
+	if (!call_done_locked(call) && call->deadline_ns &&
+	    lazy_now(now) >= call->deadline_ns)
 		knitk__call_complete_locked(call->pool, call, -ETIMEDOUT, NULL, 0);
 }
 
@@ -106,7 +185,7 @@ static void pool_sleep_locked(struct knitk_pool *pool, uint64_t until)
 
 static uint64_t wake_time(uint64_t until, const struct knitk_call *call)
 {
-	if (call->state != CALL_DONE && call->deadline_ns &&
+	if (!call_done_locked(call) && call->deadline_ns &&
 	    call->deadline_ns < until)
 		return call->deadline_ns;
 	return until;
@@ -126,16 +205,17 @@ static bool pool_busy_locked(struct knitk_pool *pool)
 }
 
 /*
- * Wait until @want of @calls are done (1: any, nr: all); returns the index
- * of a done call (any) or 0 (all), -EINPROGRESS at @deadline_ns.
+ * Wait, under pool->lock, until @want of @calls are done (1: any, nr: all);
+ * returns the index of a done call (any) or 0 (all), -EINPROGRESS at
+ * @deadline_ns.
  */
-static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
-		      unsigned int nr, bool all, uint64_t deadline_ns)
+static int calls_wait_locked(struct knitk_pool *pool,
+			     struct knitk_call *const *calls, unsigned int nr,
+			     bool all, uint64_t deadline_ns)
 {
 	unsigned int i, done, k0;
 	int first;
 
-	pthread_mutex_lock(&pool->lock);
 	pool->activity++;
 	/*
 	 * seq_cst pairs with the completer's load after its prepare: it sees
@@ -145,15 +225,15 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 	if (pool->completer_draining)
 		knitk__pool_kick_drainer_locked(pool);
 	for (;;) {
-		uint64_t now = pool_now_ns(), until = deadline_ns;
+		uint64_t now = 0, until = deadline_ns;
 
 		/* Before the look at the calls: a later abort changes it. */
 		k0 = atomic_load_explicit(&pool->kicks, memory_order_seq_cst);
 		done = 0;
 		first = -1;
 		for (i = 0; i < nr; i++) {
-			call_expire_locked(calls[i], now);
-			if (calls[i]->state == CALL_DONE) {
+			call_expire_locked(calls[i], &now);
+			if (call_done_locked(calls[i])) {
 				done++;
 				if (first < 0)
 					first = (int)i;
@@ -163,7 +243,7 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 		}
 		if (all ? done == nr : done > 0)
 			break;
-		if (deadline_ns != KNITK_WAIT_FOREVER && now >= deadline_ns) {
+		if (deadline_ns != KNITK_WAIT_FOREVER && lazy_now(&now) >= deadline_ns) {
 			first = -EINPROGRESS;
 			break;
 		}
@@ -192,10 +272,20 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 		pool->orphans = true;
 		pthread_cond_signal(&pool->ccond);
 	}
-	pthread_mutex_unlock(&pool->lock);
 	if (first == -EINPROGRESS)
 		return first;
 	return all ? 0 : first;
+}
+
+static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
+		      unsigned int nr, bool all, uint64_t deadline_ns)
+{
+	int ret;
+
+	pthread_mutex_lock(&pool->lock);
+	ret = calls_wait_locked(pool, calls, nr, all, deadline_ns);
+	pthread_mutex_unlock(&pool->lock);
+	return ret;
 }
 
 static int calls_check(struct knitk_pool *pool, struct knitk_call *const *calls,
@@ -232,14 +322,17 @@ KNITK_EXPORT int knitk_pool_wait_all(struct knitk_pool *pool,
 KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 {
 	struct knitk_pool *pool;
+	uint64_t now = 0;
 	int ret;
 
 	if (!call)
 		return -EINVAL;
+	if (call_done(call))
+		return call->status;
 	pool = call->pool;
 	pthread_mutex_lock(&pool->lock);
-	call_expire_locked(call, pool_now_ns());
-	if (call->state != CALL_DONE && pool_may_drain_locked(pool)) {
+	call_expire_locked(call, &now);
+	if (!call_done_locked(call) && pool_may_drain_locked(pool)) {
 		/*
 		 * A poller makes progress as a waiter would, without parking:
 		 * with nobody waiting the completer may be lingering.
@@ -252,33 +345,49 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 		pthread_cond_broadcast(&pool->cond);
 		if (pool->passive)
 			pthread_cond_signal(&pool->ccond);
-		call_expire_locked(call, pool_now_ns());
+		now = 0;
+		call_expire_locked(call, &now);
 	}
-	ret = call->state == CALL_DONE ? call->status : -EINPROGRESS;
+	ret = call_done_locked(call) ? call->status : -EINPROGRESS;
 	pthread_mutex_unlock(&pool->lock);
 	return ret;
 }
 
 KNITK_EXPORT int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns)
 {
+	struct knitk_pool *pool;
 	int ret;
 
 	if (!call)
 		return -EINVAL;
-	ret = calls_wait(call->pool, &call, 1, false, deadline_ns);
-	return ret < 0 ? ret : knitk_call_status(call);
+	if (call_done(call))
+		return call->status;
+	pool = call->pool;
+	pthread_mutex_lock(&pool->lock);
+	ret = calls_wait_locked(pool, &call, 1, false, deadline_ns);
+	/* Done (not -EINPROGRESS): its status, under the same lock. */
+	if (ret >= 0)
+		ret = call->status;
+	pthread_mutex_unlock(&pool->lock);
+	return ret;
 }
 
 KNITK_EXPORT int knitk_call_result(struct knitk_call *call, const void **data,
 				   size_t *len)
 {
+	uint64_t now = 0;
 	int ret = 0;
 
 	if (!call || !data || !len)
 		return -EINVAL;
+	if (call_done(call)) {
+		*data = call->data;
+		*len = call->len;
+		return 0;
+	}
 	pthread_mutex_lock(&call->pool->lock);
-	call_expire_locked(call, pool_now_ns());
-	if (call->state != CALL_DONE) {
+	call_expire_locked(call, &now);
+	if (!call_done_locked(call)) {
 		ret = -EINPROGRESS;
 	} else {
 		*data = call->data;
@@ -293,7 +402,7 @@ static int call_abort_locked(struct knitk_call *call)
 	struct knitk_pool *pool = call->pool;
 	unsigned int idx = call->entry;
 
-	if (call->state == CALL_DONE)
+	if (call_done_locked(call))
 		return -EALREADY;
 	/*
 	 * Release pairs with the acquire load in the worker (worker_exec,
@@ -310,12 +419,13 @@ static int call_abort_locked(struct knitk_call *call)
 
 KNITK_EXPORT int knitk_call_abort(struct knitk_call *call)
 {
+	uint64_t now = 0;
 	int ret;
 
 	if (!call)
 		return -EINVAL;
 	pthread_mutex_lock(&call->pool->lock);
-	call_expire_locked(call, pool_now_ns());
+	call_expire_locked(call, &now);
 	ret = call_abort_locked(call);
 	pthread_mutex_unlock(&call->pool->lock);
 	return ret;
@@ -336,6 +446,23 @@ KNITK_EXPORT int knitk_call_worker(struct knitk_call *call)
 	return call ? (int)call->worker : -EINVAL;
 }
 
+/*
+ * Drop the user's reference; true when this was the last handle of a
+ * destroyed pool, which the caller then frees (after pool->lock).
+ */
+static bool call_release_locked(struct knitk_call *call)
+{
+	struct knitk_pool *pool = call->pool;
+
+	if (!call_done_locked(call))
+		call_abort_locked(call);
+	/* Never reaped once released (the entry may hold it longer). */
+	knitk__events_forget_locked(call);
+	knitk__call_unref_locked(call);
+	/* The last handle of a destroyed pool frees what is left of it. */
+	return pool->destroyed && !pool->handles;
+}
+
 KNITK_EXPORT void knitk_call_release(struct knitk_call *call)
 {
 	struct knitk_pool *pool;
@@ -345,26 +472,23 @@ KNITK_EXPORT void knitk_call_release(struct knitk_call *call)
 		return;
 	pool = call->pool;
 	pthread_mutex_lock(&pool->lock);
-	if (call->state != CALL_DONE)
-		call_abort_locked(call);
-	/* Never reaped once released (the entry may hold it longer). */
-	knitk__events_forget_locked(call);
-	knitk__call_unref_locked(call);
-	/* The last handle of a destroyed pool frees what is left of it. */
-	last = pool->destroyed && !pool->handles;
+	last = call_release_locked(call);
 	pthread_mutex_unlock(&pool->lock);
 	if (last)
 		knitk__pool_free(pool);
 }
 
+/*
+ * Submit, wait, copy and release: knitk_call_wait, knitk_call_result and
+ * knitk_call_release in one hold of pool->lock.
+ */
 KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
 				 const void *in, size_t len,
 				 const struct knitk_call_opts *opts,
 				 void *out, size_t cap, size_t *out_len)
 {
 	struct knitk_call *call;
-	const void *data;
-	size_t n;
+	bool last;
 	int ret;
 
 	if (!pool || (cap && !out))
@@ -372,13 +496,17 @@ KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
 	ret = knitk_pool_submit(pool, fn, in, len, opts, &call);
 	if (ret)
 		return ret;
-	ret = knitk_call_wait(call, KNITK_WAIT_FOREVER);
-	if (knitk_call_result(call, &data, &n) == 0) {
-		if (out_len)
-			*out_len = n;
-		if (n && cap)
-			memcpy(out, data, n < cap ? n : cap);
-	}
-	knitk_call_release(call);
+	pthread_mutex_lock(&pool->lock);
+	/* Without a deadline the wait ends only with the call done. */
+	calls_wait_locked(pool, &call, 1, false, KNITK_WAIT_FOREVER);
+	ret = call->status;
+	if (out_len)
+		*out_len = call->len;
+	if (call->len && cap)
+		memcpy(out, call->data, call->len < cap ? call->len : cap);
+	last = call_release_locked(call);
+	pthread_mutex_unlock(&pool->lock);
+	if (last)
+		knitk__pool_free(pool);
 	return ret;
 }

@@ -44,8 +44,9 @@ struct result {
 	uint64_t task_id;
 	int status;
 	bool stop;
-	void *data;
+	void *data;		/* a malloc copy; NULL: @len bytes in @small */
 	size_t len;
+	unsigned char small[POOL_SMALL_RESULT];
 };
 
 /* Complete the decoded results of worker @w. */
@@ -80,12 +81,17 @@ static void results_apply(struct knitk_pool *pool, unsigned int w,
 			continue;
 		}
 		pw->calls++;
-		if (e->call->state != CALL_DONE && e->call->deadline_ns) {
+		if (!call_done_locked(e->call) && e->call->deadline_ns) {
 			if (!now)
 				now = pool_now_ns();
 			/* Past its deadline the call has expired: drop the result. */
 			if (now >= e->call->deadline_ns)
 				knitk__call_complete_locked(pool, e->call, -ETIMEDOUT, NULL, 0);
+		}
+		if (!r->data && r->len && !call_done_locked(e->call)) {
+			/* Small: into the handle, which nobody reads yet. */
+			memcpy(e->call->small, r->small, r->len);
+			r->data = e->call->small;
 		}
 		knitk__call_complete_locked(pool, e->call, r->status, r->data, r->len);
 		knitk__entry_free_locked(pool, idx);
@@ -112,16 +118,21 @@ static unsigned int drain_worker(struct knitk_pool *pool, unsigned int w)
 		int err = knitk_lane_decode(pw->ret, (unsigned int)lane, &msg);
 
 		lanes |= 1ULL << lane;
-		memset(r, 0, sizeof(*r));
 		r->task_id = msg.header.task_id;
+		r->stop = false;
+		r->data = NULL;
+		r->len = 0;
 		if (err) {
 			r->status = err;
 			continue;
 		}
 		r->stop = msg.header.function_id == POOL_FN_STOP;
 		r->status = (int)(int32_t)msg.header.user;
-		if (msg.len) {
-			/* The one copy of the result, before the lane is freed. */
+		if (msg.len && msg.len <= sizeof(r->small)) {
+			/* The copy of the result, before the lane is freed. */
+			memcpy(r->small, msg.data, msg.len);
+			r->len = msg.len;
+		} else if (msg.len) {
 			r->data = malloc(msg.len);
 			if (r->data) {
 				memcpy(r->data, msg.data, msg.len);

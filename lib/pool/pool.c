@@ -4,8 +4,9 @@
  *
  * Submission of one call:
  *  1. Under pool->lock the balancer picks the live worker with the fewest
- *     calls in flight (ties rotate) and below POOL_CAP, and the call takes
- *     a free in-flight entry of that worker: task id = (generation, entry).
+ *     calls in flight (ties: the lowest id) and below POOL_CAP, and the
+ *     call takes a free in-flight entry of that worker: task id =
+ *     (generation, entry).
  *  2. Under its submitter's lock the thread re-checks that the worker
  *     is alive and publishes the request into mailbox (submitter, worker).
  *  3. It rings that worker's doorbell, which does nothing unless the worker
@@ -40,6 +41,7 @@ _Atomic(pool_hook_fn) knitk__test_hook;
 
 void knitk__pool_free(struct knitk_pool *pool)
 {
+	knitk__call_cache_free(pool);
 	pthread_mutex_destroy(&pool->lock);
 	pthread_cond_destroy(&pool->cond);
 	pthread_cond_destroy(&pool->ccond);
@@ -298,11 +300,17 @@ bool knitk__pool_has_workers_locked(struct knitk_pool *pool,
 	return false;
 }
 
-/* The balancer: least-loaded live worker below the cap, or -1. */
+/*
+ * The balancer: least-loaded live worker below the cap, or -1.  Ties go
+ * to the lowest id: calls made one at a time keep landing on the worker
+ * that served the previous one, still polling its mailboxes, while the
+ * others stay parked (a rotating tie-break would wake each in turn and
+ * keep every worker spinning for a lone caller).
+ */
 static int pool_pick_locked(struct knitk_pool *pool,
 			    const struct knitk_call_opts *co)
 {
-	unsigned int i, best_load = UINT_MAX;
+	unsigned int w, best_load = UINT_MAX;
 	int best = -1;
 
 	if (co && (co->flags & KNITK_CALL_WORKER)) {
@@ -314,8 +322,7 @@ static int pool_pick_locked(struct knitk_pool *pool,
 	/* Stealing: buckets of any worker, while some worker serves. */
 	if (pool->steal && !knitk__pool_has_workers_locked(pool, co))
 		return -1;
-	for (i = 0; i < pool->nr_workers; i++) {
-		unsigned int w = (pool->cursor + i) % pool->nr_workers;
+	for (w = 0; w < pool->nr_workers; w++) {
 		struct pool_worker *pw = &pool->workers[w];
 
 		/* Stealing: w is only the entry's bucket, any worker runs it. */
@@ -329,15 +336,17 @@ static int pool_pick_locked(struct knitk_pool *pool,
 				break;	/* an idle worker: take it */
 		}
 	}
-	if (best >= 0)
-		pool->cursor = ((unsigned int)best + 1) % pool->nr_workers;
 	return best;
 }
 
-/* Register @call in flight on a worker; returns the worker. */
-static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
-			 const struct knitk_call_opts *co)
+/*
+ * Register a new call in flight on a worker, in a handle from the cache
+ * (*callp); returns the worker.
+ */
+static int pool_register(struct knitk_pool *pool, const struct knitk_call_opts *co,
+			 struct knitk_call **callp)
 {
+	struct knitk_call *call;
 	struct pool_worker *pw;
 	struct pool_entry *e;
 	unsigned int k;
@@ -364,6 +373,13 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 		POOL_HOOK(pool, POOL_HOOK_SUBMIT_WAIT, 0);
 		knitk__pool_wait_passive_locked(pool);
 	}
+	call = knitk__call_get_locked(pool);
+	if (!call) {
+		pthread_mutex_unlock(&pool->lock);
+		return -ENOMEM;
+	}
+	call->refs = 2;		/* the caller's and the entry's */
+	call->deadline_ns = co ? co->deadline_ns : 0;
 	pw = &pool->workers[w];
 	k = (unsigned int)__builtin_ctzll(~pw->busy);
 	pw->busy |= 1ULL << k;
@@ -373,12 +389,13 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 	e = &pool->entries[call->entry];
 	e->gen++;
 	e->call = call;
-	call->state = CALL_INFLIGHT;
+	atomic_store_explicit(&call->state, CALL_INFLIGHT, memory_order_relaxed);
 	call->epoch = atomic_load(&pw->epoch);
 	call->task_id = pool_task_id(call->entry, e->gen);
 	pool->handles++;
 	pool->stats.submitted++;
 	pthread_mutex_unlock(&pool->lock);
+	*callp = call;
 	return w;
 }
 
@@ -500,17 +517,9 @@ KNITK_EXPORT int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn,
 	ret = submit_check(pool, fn, in, len, co);
 	if (ret)
 		return ret;
-	call = calloc(1, sizeof(*call));
-	if (!call)
-		return -ENOMEM;
-	call->pool = pool;
-	call->refs = 2;		/* the caller's and the entry's */
-	call->deadline_ns = co ? co->deadline_ns : 0;
-	ret = pool_register(pool, call, co);
-	if (ret < 0) {
-		free(call);
+	ret = pool_register(pool, co, &call);
+	if (ret < 0)
 		return ret;
-	}
 	ret = pool_publish(pool, call, fn, in, len);
 	if (ret) {
 		/* Never published: complete it and give the entry back. */

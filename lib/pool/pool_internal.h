@@ -4,8 +4,9 @@
  * call handles.  Not installed.  The pool is built on the public headers
  * alone (<knitk.h>, <knitk_pool.h>): it never sees the core's internals.
  *
- * Locks: pool->lock guards every call handle's state, the in-flight entry
- * table, the workers' counters and the drainer role; pool->cond is
+ * Locks: pool->lock guards every call handle's state (a completed one is
+ * read without it: docs/protocol.md C5), the in-flight entry table, the
+ * workers' counters and the drainer role; pool->cond is
  * broadcast on every change of those.  A submitter's lock guards its producers.  No
  * thread ever holds pool->lock while taking a submitter lock, or the reverse.
  */
@@ -47,6 +48,9 @@
 /* The environment variable that makes a process a worker. */
 #define POOL_ENV		"KNITK_WORKER"
 
+/* Results up to this size live in the handle (knitk_call.small). */
+#define POOL_SMALL_RESULT	64
+
 enum call_state {
 	CALL_INFLIGHT = 1,
 	CALL_DONE,
@@ -54,7 +58,11 @@ enum call_state {
 
 struct knitk_call {
 	struct knitk_pool *pool;
-	enum call_state state;
+	/*
+	 * enum call_state; written under pool->lock, CALL_DONE with release
+	 * once status, data and len are set (docs/protocol.md C5).
+	 */
+	_Atomic int state;
 	int status;
 	int refs;			/* the user's and the in-flight entry's */
 	unsigned int worker;
@@ -67,7 +75,8 @@ struct knitk_call {
 	bool queued;
 	struct knitk_call *done_prev, *done_next;
 	void *data;			/* result bytes: small[] or malloc */
-	unsigned char small[64];
+	struct knitk_call *next_free;	/* in pool->call_cache */
+	unsigned char small[POOL_SMALL_RESULT];
 };
 
 /* One in-flight entry: index w * KNITK_LANES + k, abort bit of the same. */
@@ -137,7 +146,6 @@ struct knitk_pool {
 	struct pool_worker *workers;
 	struct pool_entry *entries;
 	struct pool_submitter *submitters;
-	unsigned int cursor;		/* balancer tie-break */
 	unsigned int respawning;	/* workers being restarted */
 	/*
 	 * Bumped per completion batch and death, under pool->lock; a
@@ -149,6 +157,13 @@ struct knitk_pool {
 	bool completer_done;
 	bool destroyed;			/* freed by the last handle */
 	unsigned long handles;		/* live call handles */
+	/*
+	 * Released handles kept for the next submits (pool->lock, which
+	 * both a submit and a release take anyway): a call allocates
+	 * nothing once the pool has run as many at a time before.
+	 */
+	struct knitk_call *call_cache;
+	unsigned int call_cached;
 	struct knitk_pool_stats stats;
 
 	pthread_t completer;
@@ -197,12 +212,30 @@ static inline uint64_t pool_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* Under pool->lock, which every writer of call->state holds. */
+static inline bool call_done_locked(const struct knitk_call *call)
+{
+	return atomic_load_explicit(&call->state, memory_order_relaxed) == CALL_DONE;
+}
+
+/*
+ * Without pool->lock (docs/protocol.md C5): acquire pairs with the release
+ * store in knitk__call_complete_locked, so a done call's status, data and
+ * len are seen as completed; none of them changes until the release.
+ */
+static inline bool call_done(const struct knitk_call *call)
+{
+	return atomic_load_explicit(&call->state, memory_order_acquire) == CALL_DONE;
+}
+
 static inline uint64_t pool_task_id(unsigned int entry, uint32_t gen)
 {
 	return (uint64_t)gen << 32 | entry;
 }
 
 /* call.c */
+struct knitk_call *knitk__call_get_locked(struct knitk_pool *pool);
+void knitk__call_cache_free(struct knitk_pool *pool);
 void knitk__call_complete_locked(struct knitk_pool *pool,
 				 struct knitk_call *call, int status,
 				 void *data, size_t len);
@@ -294,8 +327,13 @@ void knitk__host_watch_stop(struct host_watch *hw);
 /* A completion batch or a death: a submitter waiting for room looks again. */
 static inline void pool_progress_locked(struct knitk_pool *pool)
 {
-	/* Release pairs with the acquire in pool_publish. */
-	atomic_fetch_add_explicit(&pool->progress, 1, memory_order_release);
+	/*
+	 * Every writer holds pool->lock: a store, no read-modify-write.
+	 * Release pairs with the acquire in pool_publish.
+	 */
+	atomic_store_explicit(&pool->progress,
+			      atomic_load_explicit(&pool->progress, memory_order_relaxed) + 1,
+			      memory_order_release);
 }
 
 /*

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <time.h>
 
@@ -275,6 +276,66 @@ static void reap_contract(void)
 	knitk_pool_destroy(pool);
 }
 
+/*
+ * A call released while queued for reap gives its handle back to the
+ * pool, which hands it to the next submit: the reap queue never returns
+ * the recycled handle before its new call is done, nor twice, and a
+ * reaped call's small and large results are its own.
+ */
+static void reap_recycled(void)
+{
+	unsigned char big[200], small[8];
+	struct knitk_call *c1, *c2, *c3, *c4, *out[4];
+	const void *data;
+	struct knitk_pool *pool;
+	unsigned int i, got3 = 0, got4 = 0;
+	size_t len;
+	int n;
+
+	memset(big, 0xa5, sizeof(big));
+	memset(small, 0x3c, sizeof(small));
+	REQUIRE(pool_new(1, &pool) == 0);
+	REQUIRE(knitk_pool_event_fd(pool) >= 0);
+	REQUIRE(knitk_pool_submit(pool, T_ECHO, small, sizeof(small), NULL, &c1) == 0);
+	REQUIRE(knitk_pool_submit(pool, T_ECHO, small, sizeof(small), NULL, &c2) == 0);
+	while (results_pending(pool, 1) < 2)
+		sleep_ms(1);
+	/* One drain completes both; the reap takes one, the other stays queued. */
+	CHECK_EQ(knitk_pool_reap(pool, out, 1), 1);
+	CHECK(out[0] == c1 || out[0] == c2);
+	/* The queued one last, so that the next submit gets its handle. */
+	knitk_call_release(out[0]);
+	knitk_call_release(out[0] == c1 ? c2 : c1);
+	REQUIRE(knitk_pool_submit(pool, T_ECHO, small, sizeof(small), NULL, &c3) == 0);
+	REQUIRE(knitk_pool_submit(pool, T_ECHO, big, sizeof(big), NULL, &c4) == 0);
+	while (got3 + got4 < 2) {
+		n = knitk_pool_reap(pool, out, 4);
+		REQUIRE(n >= 0);
+		if (!n)
+			epoll_for(knitk_pool_event_fd(pool));
+		for (i = 0; i < (unsigned int)n; i++) {
+			REQUIRE(out[i] == c3 || out[i] == c4);
+			CHECK_EQ(knitk_call_status(out[i]), 0);
+			CHECK_EQ(knitk_call_result(out[i], &data, &len), 0);
+			if (out[i] == c3) {
+				got3++;
+				CHECK_EQ(len, sizeof(small));
+				CHECK(len == sizeof(small) && !memcmp(data, small, len));
+			} else {
+				got4++;
+				CHECK_EQ(len, sizeof(big));
+				CHECK(len == sizeof(big) && !memcmp(data, big, len));
+			}
+		}
+	}
+	CHECK_EQ(got3, 1);
+	CHECK_EQ(got4, 1);
+	CHECK_EQ(knitk_pool_reap(pool, out, 4), 0);
+	knitk_call_release(c3);
+	knitk_call_release(c4);
+	knitk_pool_destroy(pool);
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
@@ -286,5 +347,6 @@ int main(int argc, char **argv)
 	TEST(epoll_loop);
 	TEST(no_write_unless_waiting);
 	TEST(reap_contract);
+	TEST(reap_recycled);
 	return tap_exit();
 }
