@@ -29,8 +29,6 @@
 
 #include <linux/knitk.h>
 
-#include "ksft_skip.h"
-
 #define KNITK_DEV	"/dev/knitk"
 #define KNITK_SYSMOD	"/sys/module/knitk"
 

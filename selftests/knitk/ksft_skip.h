@@ -9,7 +9,7 @@
  * process only (test children leave with _exit, helpers and re-executed
  * process workers have their own pid or no results) and turns an
  * all-skipped run into KSFT_SKIP.  A failure or a pass keeps its status.
- * Include after kselftest_harness.h (knitk_test.h does).
+ * Include after kselftest_harness.h (knitk_harness.h does).
  */
 #ifndef KNITK_KSFT_SKIP_H
 #define KNITK_KSFT_SKIP_H

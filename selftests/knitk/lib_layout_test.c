@@ -13,7 +13,6 @@
 #include <knitk.h>
 
 #include "knitk_harness.h"
-#include "ksft_skip.h"
 
 #define MAX_KNOT_BYTES "/sys/module/knitk/parameters/max_knot_bytes"
 

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "knitk_harness.h"
-#include "ksft_skip.h"
 #include "../../lib/tests/stress.h"
 
 #define STRESS_N	100000

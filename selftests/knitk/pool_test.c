@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include "knitk_harness.h"
-#include "ksft_skip.h"
 #include "knitk.h"
 #include "knitk_pool.h"
 
