@@ -2,7 +2,8 @@
 /*
  * The servers' connections, indexed by fd: bytes read and not yet a whole
  * request, replies not yet written, and a generation so that a reply for
- * a closed connection whose fd was reused is dropped.
+ * a closed connection whose fd was reused is dropped; the requests served
+ * and the servers' closing report of them.
  */
 #ifndef EV_CONN_H
 #define EV_CONN_H
@@ -67,6 +68,20 @@ static inline void ev_conn_close(int fd)
 }
 
 static unsigned long ev_served;
+
+/* A server's closing lines: requests served since @t0, and the pool's counts. */
+static inline void ev_report(const char *name, struct knitk_pool *pool, double t0)
+{
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	double s = ev_now() - t0;
+
+	printf("%s (%s): %lu requests in %.3f s: %.0f requests/s\n",
+	       name, pool ? "pool" : "inline", ev_served, s, ev_served / s);
+	if (pool && knitk_pool_stats(pool, &st) == 0)
+		printf("%s: pool calls %llu, event fd writes %llu\n", name,
+		       (unsigned long long)st.completed,
+		       (unsigned long long)st.event_writes);
+}
 
 /*
  * Submit to @pool (or, without one, do inline) every whole request in

@@ -74,24 +74,14 @@ static void reap_all(void)
 
 int main(int argc, char **argv)
 {
-	struct knitk_pool_opts po = { .size = sizeof(po) };
 	struct epoll_event ev = { .events = EPOLLIN }, evs[64];
 	struct ev_opts o;
-	int lfd, ep, efd = -1, n, i;
+	int lfd, ep, efd, n, i, ret;
 	double t0 = 0;
 
-	if (knitk_worker_main(argc, argv, &ev_tasks, NULL))
-		return 2;
-	if (ev_parse(argc, argv, &o))
-		return 2;
-	if (!o.inline_work) {
-		po.nr_workers = o.workers;
-		if (knitk_pool_create(&po, &ev_tasks, &pool) ||
-		    (efd = knitk_pool_event_fd(pool)) < 0) {
-			fprintf(stderr, "echo_epoll: no pool\n");
-			return 1;
-		}
-	}
+	ret = ev_start("echo_epoll", argc, argv, &o, &pool, &efd);
+	if (ret)
+		return ret;
 	lfd = ev_listen(o.port, SOCK_NONBLOCK);
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	if (lfd < 0 || ep < 0)
@@ -142,17 +132,8 @@ int main(int argc, char **argv)
 			flush(i);
 			ev_conn_close(i);
 		}
-	printf("echo_epoll (%s): %lu requests in %.3f s: %.0f requests/s\n",
-	       pool ? "pool" : "inline", ev_served, ev_now() - t0,
-	       ev_served / (ev_now() - t0));
-	if (pool) {
-		struct knitk_pool_stats st = { .size = sizeof(st) };
-
-		knitk_pool_stats(pool, &st);
-		printf("echo_epoll: pool calls %llu, event fd writes %llu\n",
-		       (unsigned long long)st.completed,
-		       (unsigned long long)st.event_writes);
+	ev_report("echo_epoll", pool, t0);
+	if (pool)
 		knitk_pool_destroy(pool);
-	}
 	return 0;
 }

@@ -156,22 +156,17 @@ static void complete(struct io_uring_cqe *cqe, int lfd)
 
 int main(int argc, char **argv)
 {
-	struct knitk_pool_opts po = { .size = sizeof(po) };
 	struct io_uring_cqe *cqe;
 	struct ev_opts o;
 	struct knitk_endpoint *knot;
 	double t0;
-	int lfd, fd;
+	int lfd, fd, ret;
 
-	if (knitk_worker_main(argc, argv, &ev_tasks, NULL))
-		return 2;
-	if (ev_parse(argc, argv, &o))
-		return 2;
-	if (!o.inline_work) {
-		po.nr_workers = o.workers;
-		if (knitk_pool_create(&po, &ev_tasks, &pool) ||
-		    (efd = knitk_pool_event_fd(pool)) < 0 ||
-		    knitk_pool_endpoint(pool, &knot)) {
+	ret = ev_start("echo_uring", argc, argv, &o, &pool, &efd);
+	if (ret)
+		return ret;
+	if (pool) {
+		if (knitk_pool_endpoint(pool, &knot)) {
 			fprintf(stderr, "echo_uring: no pool\n");
 			return 1;
 		}
@@ -207,17 +202,7 @@ int main(int argc, char **argv)
 		}
 		io_uring_cq_advance(&ring, n);
 	}
-	printf("echo_uring (%s): %lu requests in %.3f s: %.0f requests/s\n",
-	       pool ? "pool" : "inline", ev_served, ev_now() - t0,
-	       ev_served / (ev_now() - t0));
-	if (pool) {
-		struct knitk_pool_stats st = { .size = sizeof(st) };
-
-		knitk_pool_stats(pool, &st);
-		printf("echo_uring: pool calls %llu, event fd writes %llu\n",
-		       (unsigned long long)st.completed,
-		       (unsigned long long)st.event_writes);
-	}
+	ev_report("echo_uring", pool, t0);
 	io_uring_queue_exit(&ring);
 	if (pool)
 		knitk_pool_destroy(pool);

@@ -2,7 +2,8 @@
 /*
  * What the event-loop echo servers (echo_epoll.c, echo_uring.c) and their
  * load generator (echo_load.c) share: the wire format, the work a request
- * costs, the pool's task and the listening socket.
+ * costs, the pool's task, the listening socket and the servers' options
+ * and start.
  *
  * A request is 16 bytes, { u64 id, u64 x }; its reply { id, work(x) }.
  */
@@ -129,6 +130,32 @@ static inline int ev_parse(int argc, char **argv, struct ev_opts *o)
 				argv[0]);
 			return -1;
 		}
+	}
+	return 0;
+}
+
+/*
+ * A server's start: in a process worker of its pool, run the tasks (never
+ * returns); in the server, parse @o and, unless -i, create the pool and
+ * take its event fd (*@pool NULL and *@efd -1 without one).  0, or the
+ * status for main() to exit with.
+ */
+static inline int ev_start(const char *name, int argc, char **argv,
+			   struct ev_opts *o, struct knitk_pool **pool, int *efd)
+{
+	struct knitk_pool_opts po = { .size = sizeof(po) };
+
+	*pool = NULL;
+	*efd = -1;
+	if (knitk_worker_main(argc, argv, &ev_tasks, NULL) || ev_parse(argc, argv, o))
+		return 2;
+	if (o->inline_work)
+		return 0;
+	po.nr_workers = o->workers;
+	if (knitk_pool_create(&po, &ev_tasks, pool) ||
+	    (*efd = knitk_pool_event_fd(*pool)) < 0) {
+		fprintf(stderr, "%s: no pool\n", name);
+		return 1;
 	}
 	return 0;
 }
