@@ -57,71 +57,32 @@ static void epoll_loop(void)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
 	struct knitk_pool_stats st = { .size = sizeof(st) };
-	unsigned long sent = 0, reaped = 0, bad = 0, dup = 0, again = 0;
-	unsigned char *seen = calloc(nr_calls, 1);
-	struct knitk_call *calls[64];
 	struct knitk_pool *pool;
-	int fd, ep, n, i;
+	struct echo_loop r;
+	int fd, ep, ret;
 
-	REQUIRE(seen);
 	REQUIRE(pool_new(2, &pool) == 0);
 	fd = knitk_pool_event_fd(pool);
 	REQUIRE(fd >= 0);
 	CHECK_EQ(knitk_pool_event_fd(pool), fd);
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	REQUIRE(ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
-	while (reaped < nr_calls) {
-		while (sent < nr_calls && sent - reaped < WINDOW) {
-			uint64_t x = sent;
-			struct knitk_call *c;
-			int ret = knitk_pool_submit(pool, T_ECHO, &x, sizeof(x), NULL, &c);
-
-			if (ret == -EAGAIN) {
-				again++;
-				break;
-			}
-			REQUIRE(ret == 0);
-			sent++;
-		}
-		while ((n = knitk_pool_reap(pool, calls, 64)) > 0) {
-			for (i = 0; i < n; i++) {
-				const void *data;
-				uint64_t x;
-				size_t len;
-
-				if (knitk_call_status(calls[i]) != 0 ||
-				    knitk_call_result(calls[i], &data, &len) ||
-				    len != sizeof(x)) {
-					bad++;
-				} else {
-					memcpy(&x, data, sizeof(x));
-					if (x >= nr_calls || seen[x]++)
-						dup++;
-				}
-				knitk_call_release(calls[i]);
-			}
-			reaped += (unsigned long)n;
-		}
-		REQUIRE(n == 0);
-		if (reaped < sent)
-			REQUIRE(epoll_wait(ep, &ev, 1, -1) == 1);
-	}
-	CHECK_EQ(reaped, nr_calls);
-	CHECK_EQ(bad, 0);
-	CHECK_EQ(dup, 0);
-	for (i = 0; i < (int)nr_calls; i++)
-		if (seen[i] != 1)
-			break;
-	CHECK_EQ(i, (int)nr_calls);
+	ret = echo_loop(pool, ep, nr_calls, WINDOW, &r);
+	if (ret)
+		printf("# %s: %d\n", r.failed, ret);
+	REQUIRE(ret == 0);
+	CHECK_EQ(r.reaped, nr_calls);
+	CHECK_EQ(r.bad, 0);
+	CHECK_EQ(r.dup, 0);
+	CHECK_EQ(r.once, nr_calls);
 	REQUIRE(knitk_pool_stats(pool, &st) == 0);
 	CHECK_EQ(st.completed, nr_calls);
 	printf("# %lu calls, %llu event fd writes, %lu submits at capacity\n",
-	       nr_calls, (unsigned long long)st.event_writes, again);
+	       nr_calls, (unsigned long long)st.event_writes, r.again);
 	/* Not one write per result: the loop was busy for most of them. */
 	CHECK(st.event_writes < nr_calls);
 	close(ep);
 	knitk_pool_destroy(pool);
-	free(seen);
 }
 
 static void sleep_ms(long ms)

@@ -3,7 +3,7 @@
  * The task table shared by the pool tests on the host and in the guest
  * (selftests/knitk/pool_test.c), and by their process workers, which are
  * the test programs themselves, re-executed by the pool; with the checks of
- * T_MIX results those tests share.
+ * T_MIX results and the event-fd echo loop those tests share.
  */
 #ifndef KNITK_POOL_TASKS_H
 #define KNITK_POOL_TASKS_H
@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -245,6 +246,92 @@ static inline void wait_ok_count(_Atomic unsigned long *ok,
 {
 	while (atomic_load(ok) < n && !atomic_load(bad))
 		sched_yield();
+}
+
+/* What echo_loop() counted. */
+struct echo_loop {
+	unsigned long sent, reaped, again;	/* again: submits at capacity */
+	unsigned long bad;	/* failed, or a result not 8 bytes */
+	unsigned long dup;	/* a result out of range, or one seen before */
+	unsigned long once;	/* arguments whose result came exactly once */
+	const char *failed;	/* the step that stopped the loop, or NULL */
+};
+
+/*
+ * @n T_ECHO calls of 0, 1, ..., @n - 1 through one event loop on @pool,
+ * at most @window in flight: submit until the window or the pool is full
+ * (-EAGAIN), reap until 0 (which arms the event fd), and while calls are
+ * outstanding wait on @ep, an epoll set holding the event fd
+ * (edge-triggered); a lost wake hangs in that wait, for the runner's
+ * watchdog.  0 once every call is reaped; else the error of the step named
+ * in @r->failed: a submit, a reap, or -EIO for an epoll_wait not 1.
+ */
+static inline int echo_loop(struct knitk_pool *pool, int ep, unsigned long n,
+			    unsigned long window, struct echo_loop *r)
+{
+	unsigned char *seen = calloc(n ? n : 1, 1);
+	struct knitk_call *calls[64];
+	struct epoll_event ev;
+	unsigned long x;
+	int ret = 0, got, i;
+
+	memset(r, 0, sizeof(*r));
+	if (!seen) {
+		r->failed = "calloc";
+		return -ENOMEM;
+	}
+	while (r->reaped < n) {
+		while (r->sent < n && r->sent - r->reaped < window) {
+			uint64_t arg = r->sent;
+			struct knitk_call *c;
+
+			ret = knitk_pool_submit(pool, T_ECHO, &arg, sizeof(arg), NULL, &c);
+			if (ret == -EAGAIN) {
+				r->again++;
+				break;
+			}
+			if (ret) {
+				r->failed = "knitk_pool_submit";
+				goto out;
+			}
+			r->sent++;
+		}
+		while ((got = knitk_pool_reap(pool, calls, 64)) > 0) {
+			for (i = 0; i < got; i++) {
+				const void *data;
+				uint64_t y;
+				size_t len;
+
+				if (knitk_call_status(calls[i]) ||
+				    knitk_call_result(calls[i], &data, &len) ||
+				    len != sizeof(y)) {
+					r->bad++;
+				} else {
+					memcpy(&y, data, sizeof(y));
+					if (y >= n || seen[y]++)
+						r->dup++;
+				}
+				knitk_call_release(calls[i]);
+			}
+			r->reaped += (unsigned long)got;
+		}
+		if (got) {
+			ret = got;
+			r->failed = "knitk_pool_reap";
+			goto out;
+		}
+		if (r->reaped < r->sent && epoll_wait(ep, &ev, 1, -1) != 1) {
+			ret = -EIO;
+			r->failed = "epoll_wait";
+			goto out;
+		}
+	}
+	ret = 0;
+out:
+	for (x = 0; x < n; x++)
+		r->once += seen[x] == 1;
+	free(seen);
+	return ret;
 }
 
 #endif /* KNITK_POOL_TASKS_H */

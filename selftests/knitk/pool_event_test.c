@@ -22,18 +22,16 @@
 #define CALLS	10000
 #define WINDOW	64
 
-static unsigned char seen[CALLS];
-
 TEST(event_fd_is_host_endpoint_under_epoll)
 {
 	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 2,
 				     .knot_flags = KNITK_KNOT_KMOD };
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLPRI | EPOLLET };
-	unsigned long sent = 0, reaped = 0, bad = 0, dup = 0;
 	struct knitk_call *calls[64];
 	struct knitk_pool *pool;
 	struct knitk_endpoint *knot;
-	int fd, ep, n, i;
+	struct echo_loop r;
+	int fd, ep;
 
 	if (access("/dev/knitk", F_OK))
 		SKIP(return, "/dev/knitk absent: modprobe knitk first");
@@ -47,48 +45,12 @@ TEST(event_fd_is_host_endpoint_under_epoll)
 	/* Armed and idle: no event. */
 	EXPECT_EQ(0, knitk_pool_reap(pool, calls, 64));
 	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 0));
-	while (reaped < CALLS) {
-		while (sent < CALLS && sent - reaped < WINDOW) {
-			uint64_t x = sent;
-			struct knitk_call *c;
-			int ret = knitk_pool_submit(pool, T_ECHO, &x, sizeof(x), NULL, &c);
-
-			if (ret == -EAGAIN)
-				break;
-			ASSERT_EQ(0, ret);
-			sent++;
-		}
-		while ((n = knitk_pool_reap(pool, calls, 64)) > 0) {
-			for (i = 0; i < n; i++) {
-				const void *data;
-				uint64_t x;
-				size_t len;
-
-				if (knitk_call_status(calls[i]) ||
-				    knitk_call_result(calls[i], &data, &len) ||
-				    len != sizeof(x)) {
-					bad++;
-				} else {
-					memcpy(&x, data, sizeof(x));
-					if (x >= CALLS || seen[x]++)
-						dup++;
-				}
-				knitk_call_release(calls[i]);
-			}
-			reaped += (unsigned long)n;
-		}
-		ASSERT_EQ(0, n);
-		/* A lost wake would hang here (the runner's watchdog). */
-		if (reaped < sent)
-			ASSERT_EQ(1, epoll_wait(ep, &ev, 1, -1));
-	}
-	EXPECT_EQ(CALLS, reaped);
-	EXPECT_EQ(0UL, bad);
-	EXPECT_EQ(0UL, dup);
-	for (i = 0; i < CALLS; i++)
-		if (seen[i] != 1)
-			break;
-	EXPECT_EQ(CALLS, i);
+	ASSERT_EQ(0, echo_loop(pool, ep, CALLS, WINDOW, &r))
+		TH_LOG("%s failed", r.failed);
+	EXPECT_EQ(CALLS, r.reaped);
+	EXPECT_EQ(0UL, r.bad);
+	EXPECT_EQ(0UL, r.dup);
+	EXPECT_EQ(CALLS, r.once);
 	/* Everything reaped and the fd armed: quiet again. */
 	EXPECT_EQ(0, knitk_pool_reap(pool, calls, 64));
 	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 0));
