@@ -198,12 +198,8 @@ static void all_dead(void)
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+	if (pool_test_start(argc, argv, &test_tasks, &nr_after, 100000))
 		return 2;
-	if (argc > 1)
-		nr_after = strtoul(argv[1], NULL, 0);
-	if (nr_after > 100000)
-		nr_after = 100000;
 	TEST(crash_no_respawn);
 	TEST(crash_respawn);
 	TEST(all_dead);

@@ -216,12 +216,8 @@ static void abort_mixed(void)
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &tasks, NULL))
+	if (pool_test_start(argc, argv, &tasks, &nr_calls, 100000))
 		return 2;
-	if (argc > 1)
-		nr_calls = strtoul(argv[1], NULL, 0);
-	if (nr_calls > 100000)
-		nr_calls = 100000;
 	TEST(deadline_expires);
 	TEST(expired_are_skipped);
 	TEST(deadline_without_waiter);

@@ -299,12 +299,8 @@ static void reap_recycled(void)
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+	if (pool_test_start(argc, argv, &test_tasks, &nr_calls, 100000))
 		return 2;
-	if (argc > 1)
-		nr_calls = strtoul(argv[1], NULL, 0);
-	if (nr_calls > 100000)
-		nr_calls = 100000;
 	TEST(epoll_loop);
 	TEST(no_write_unless_waiting);
 	TEST(reap_contract);

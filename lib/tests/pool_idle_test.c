@@ -81,12 +81,8 @@ static void idle_lanes(void)
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+	if (pool_test_start(argc, argv, &test_tasks, &nr_calls, 20000))
 		return 2;
-	if (argc > 1)
-		nr_calls = strtoul(argv[1], NULL, 0);
-	if (nr_calls > 20000)
-		nr_calls = 20000;
 	TEST(idle_lanes);
 	return tap_exit();
 }

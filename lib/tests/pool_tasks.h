@@ -3,7 +3,8 @@
  * The task table shared by the pool tests on the host and in the guest
  * (selftests/knitk/pool_test.c), and by their process workers, which are
  * the test programs themselves, re-executed by the pool; with the checks of
- * T_MIX results and the event-fd echo loop those tests share.
+ * T_MIX results, the event-fd echo loop and the start of main() those
+ * tests share.
  */
 #ifndef KNITK_POOL_TASKS_H
 #define KNITK_POOL_TASKS_H
@@ -332,6 +333,25 @@ out:
 		r->once += seen[x] == 1;
 	free(seen);
 	return ret;
+}
+
+/*
+ * The start of a pool test's main(): a process worker runs @table and
+ * never returns (nonzero: @table is bad); the host takes argv[1], the
+ * calls of the throughput cases (tests/run.sh: one count per build), into
+ * *@nr_calls, at most @max; without it *@nr_calls keeps its default.
+ */
+static inline int pool_test_start(int argc, char **argv,
+				  const struct knitk_task_table *table,
+				  unsigned long *nr_calls, unsigned long max)
+{
+	if (knitk_worker_main(argc, argv, table, NULL))
+		return -1;
+	if (argc > 1)
+		*nr_calls = strtoul(argv[1], NULL, 0);
+	if (*nr_calls > max)
+		*nr_calls = max;
+	return 0;
 }
 
 #endif /* KNITK_POOL_TASKS_H */
