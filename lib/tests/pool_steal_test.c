@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
- * The stealing pool (KNITK_POOL_DISPATCH_STEAL, docs/protocol.md T1-T12):
+ * The stealing pool (KNITK_POOL_DISPATCH_STEAL, docs/protocol.md T1-T13):
  * options, exactly-once under contention for 2..63 thread and process
  * workers and every legal g with several submitting threads, age order,
  * a worker dying holding a claim (respawned on its steal line), deadlines,
@@ -238,6 +238,8 @@ static void exactly_once_one(unsigned int kind, unsigned int workers,
 	CHECK_EQ(good, n / SUBMITTERS * SUBMITTERS);
 	CHECK_EQ(st.completed, st.submitted);
 	CHECK_EQ(st.stale, 0);
+	/* T12, T13: a worker is woken only for work reserved for it. */
+	CHECK_EQ(wk.spurious, 0);
 	knitk_pool_destroy(pool);
 }
 
@@ -260,6 +262,74 @@ static void exactly_once_processes(void)
 
 	for (i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
 		exactly_once_one(KNITK_WORKER_PROCESSES, counts[i], 0, nr_calls / 10);
+}
+
+/* Until every worker of @pool sleeps on its doorbell (its sleeping flag). */
+static void wait_all_parked(struct knitk_pool *pool, unsigned int n)
+{
+	struct knitk_endpoint *ep;
+	struct knitk_layout l;
+	unsigned int w, parked;
+	void *base;
+
+	REQUIRE(knitk_pool_endpoint(pool, &ep) == 0);
+	knitk_endpoint_layout(ep, &l, NULL);
+	knitk_endpoint_base(ep, &base);
+	do {
+		sched_yield();
+		parked = 0;
+		for (w = 0; w < n; w++) {
+			const struct knitk_doorbell *db = (const void *)((char *)base +
+				l.doorbell_off + (uint64_t)w * l.doorbell_stride);
+
+			parked += __atomic_load_n(&db->sleeping, __ATOMIC_ACQUIRE) != 0;
+		}
+	} while (parked < n);
+}
+
+/*
+ * T12, T13: a burst published to a parked pool is spread over it.  The
+ * process workers are stopped while the burst is published, so none can
+ * wake and take it all: each publish hands its lane to the next idle
+ * worker and rings that one, and each worker runs exactly one call (once
+ * every ring went to the lowest idle worker, which claimed the region).
+ */
+static void burst_spreads(void)
+{
+	struct knitk_worker_info wi[4];
+	struct knitk_call *calls[4];
+	struct knitk_pool *pool;
+	unsigned int i, spread = 0;
+	uint64_t xs[4], before[4];
+
+	pool = steal_pool(KNITK_WORKER_PROCESSES, 4, 0, 0, NULL);
+	REQUIRE(pool);
+	for (i = 0; i < 4; i++) {
+		memset(&wi[i], 0, sizeof(wi[i]));
+		wi[i].size = sizeof(wi[i]);
+		REQUIRE(knitk_pool_worker_info(pool, i, &wi[i]) == 0);
+		before[i] = wi[i].calls;
+	}
+	wait_all_parked(pool, 4);
+	for (i = 0; i < 4; i++)
+		REQUIRE(kill(wi[i].pid, SIGSTOP) == 0);
+	for (i = 0; i < 4; i++) {
+		xs[i] = 300 + i;
+		REQUIRE(knitk_pool_submit(pool, S_MIX, &xs[i], 8, NULL, &calls[i]) == 0);
+	}
+	for (i = 0; i < 4; i++)
+		REQUIRE(kill(wi[i].pid, SIGCONT) == 0);
+	REQUIRE(knitk_pool_wait_all(pool, calls, 4, KNITK_WAIT_FOREVER) == 0);
+	for (i = 0; i < 4; i++) {
+		CHECK_EQ(knitk_call_status(calls[i]), 0);
+		knitk_call_release(calls[i]);
+		REQUIRE(knitk_pool_worker_info(pool, i, &wi[i]) == 0);
+		spread += wi[i].calls - before[i] == 1;
+	}
+	printf("# a burst of 4 to 4 parked workers: %u of them ran one call each\n",
+	       spread);
+	CHECK_EQ(spread, 4);
+	knitk_pool_destroy(pool);
 }
 
 /* --------------------------------------------------------- the rest */
@@ -604,6 +674,7 @@ int main(int argc, char **argv)
 	TEST(death_holding_want);
 	TEST(death_holding_claim_and_want);
 	TEST(last_worker_dies);
+	TEST(burst_spreads);
 	TEST(exactly_once_threads);
 	TEST(exactly_once_processes);
 	return tap_exit();

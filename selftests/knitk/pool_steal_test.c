@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The stealing pool on the module (KNITK_POOL_DISPATCH_STEAL,
- * docs/protocol.md T1-T12): process workers claim regions of the shared
+ * docs/protocol.md T1-T13): process workers claim regions of the shared
  * request mailboxes, every result is checked, and the module's steal
  * filter, read from its per-doorbell STATS, delivers a notify to a
  * stealing worker only while a stealing mailbox holds pending work and
@@ -144,6 +144,8 @@ TEST(steal_calls_and_filter)
 	       calls, (unsigned long long)wakes, (unsigned long long)spurious);
 	/* Each of those 20 publishes found every worker parked. */
 	EXPECT_EQ(20, wakes);
+	/* T12, T13: a worker is woken only for work reserved for it. */
+	EXPECT_EQ(0, spurious);
 	EXPECT_EQ(CALLS + 20, calls);
 	EXPECT_EQ(0, knitk_pool_stats(pool, &st));
 	EXPECT_EQ(0, st.stale);
