@@ -56,6 +56,7 @@ struct knitk_steal {
 	uint64_t ack;			/* private copy of our ack word */
 	uint64_t held;			/* claimed, arena slot not freed yet */
 	uint64_t queued;		/* claimed, not taken by steal_next */
+	uint64_t claims;		/* private copy of our claims word */
 	uint8_t order[KNITK_LANES];	/* claimed lanes in publish order */
 	unsigned int nr_order;
 	unsigned int pos;
@@ -367,6 +368,9 @@ static uint64_t steal_claim_once(struct knitk_steal *st, int to, bool *again)
 		 */
 		atomic_store_explicit(A64(&st->line->ack), st->ack,
 				      memory_order_release);
+		/* A counter for the pool's stats: no order needed. */
+		atomic_store_explicit(A64(&st->line->claims), ++st->claims,
+				      memory_order_relaxed);
 		KNOT_HOOK(st->ep, KNOT_HOOK_STEAL_CLAIM, st->me);
 	}
 	/* T7: want cleared only after the ack. */
@@ -479,6 +483,7 @@ int knitk__steal_create(struct knitk_endpoint *k, unsigned int mailbox,
 	}
 	/* We are the only writer of our steal line: continue from it. */
 	st->ack = atomic_load_explicit(A64(&st->line->ack), memory_order_relaxed);
+	st->claims = atomic_load_explicit(A64(&st->line->claims), memory_order_relaxed);
 	ret = knitk__arena_freer_init(&st->freer, (uint64_t *)&st->line->arena_free);
 	if (ret) {
 		knitk__steal_destroy(st);

@@ -344,6 +344,9 @@ int knitk_worker_main(int argc, char **argv,
  * @event_writes: futex backend: writes to the event fd
  *	(knitk_pool_event_fd) by the host's and the thread workers'
  *	endpoints; 0 while no thread waits on it.
+ * @claims: stealing pools: the region claims the workers made, each
+ *	taking one or more calls (calls per claim: @completed / @claims,
+ *	counting the stop messages of a shutdown); 0 with private lanes.
  */
 struct knitk_pool_stats {
 	uint32_t size;
@@ -357,10 +360,12 @@ struct knitk_pool_stats {
 	uint64_t deaths;
 	uint64_t respawns;
 	uint64_t event_writes;
+	uint64_t claims;
 };
 
 #define KNITK_POOL_STATS_SIZE_VER0	72	/* first version */
 #define KNITK_POOL_STATS_SIZE_VER1	80	/* + event_writes */
+#define KNITK_POOL_STATS_SIZE_VER2	88	/* + claims */
 
 int knitk_pool_stats(struct knitk_pool *pool, struct knitk_pool_stats *stats);
 

@@ -302,6 +302,7 @@ void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 			  unsigned int nr_mailboxes);
 void knitk__steal_gone(_Atomic uint64_t *words, unsigned int w);
 int knitk__steal_setup(struct knitk_pool *pool);
+uint64_t knitk__steal_claims(struct knitk_pool *pool);
 void knitk__steal_free_slot(struct pool_submitter *sl);
 void knitk__steal_collect(struct knitk_pool *pool, unsigned int s);
 unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,

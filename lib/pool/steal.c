@@ -211,6 +211,20 @@ void knitk__steal_gone(_Atomic uint64_t *words, unsigned int w)
 	atomic_fetch_and_explicit(&words[STEAL_SEARCHING], ~bit, memory_order_seq_cst);
 }
 
+/* The claims of every worker on every stealing mailbox (the stats). */
+uint64_t knitk__steal_claims(struct knitk_pool *pool)
+{
+	unsigned int s, w;
+	uint64_t n = 0;
+
+	for (s = 0; s < pool->nr_submitters; s++)
+		for (w = 0; w < pool->nr_workers; w++)
+			n += atomic_load_explicit(steal_line_word(pool->ep, s, w,
+					offsetof(struct knitk_steal_line, claims)),
+					memory_order_relaxed);
+	return n;
+}
+
 int knitk__steal_setup(struct knitk_pool *pool)
 {
 	unsigned int s;

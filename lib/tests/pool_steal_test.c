@@ -225,9 +225,11 @@ static void exactly_once_one(unsigned int kind, unsigned int workers,
 	}
 	REQUIRE(knitk_pool_stats(pool, &st) == 0);
 	pool_wakes(pool, workers, &wk);
-	printf("# %s, %u workers, g %u: %lu of %lu calls exactly once (stale %llu)",
+	printf("# %s, %u workers, g %u: %lu of %lu calls exactly once (stale %llu),"
+	       " %.2f per claim",
 	       kind == KNITK_WORKER_THREADS ? "threads" : "processes", workers, g,
-	       good, n / SUBMITTERS * SUBMITTERS, (unsigned long long)st.stale);
+	       good, n / SUBMITTERS * SUBMITTERS, (unsigned long long)st.stale,
+	       (double)st.completed / (double)(st.claims ? st.claims : 1));
 	if (wk.valid)
 		printf("; wakes %llu (%.5f per call), spurious %llu\n",
 		       (unsigned long long)wk.wakes,
@@ -238,6 +240,9 @@ static void exactly_once_one(unsigned int kind, unsigned int workers,
 	CHECK_EQ(good, n / SUBMITTERS * SUBMITTERS);
 	CHECK_EQ(st.completed, st.submitted);
 	CHECK_EQ(st.stale, 0);
+	/* Every call came with a claim, and a claim takes at most g calls. */
+	CHECK(st.claims >= 1 && st.claims <= st.completed);
+	CHECK(st.claims * (uint64_t)knitk_steal_region_lanes(workers, g) >= st.completed);
 	/* T12, T13: a worker is woken only for work reserved for it. */
 	CHECK_EQ(wk.spurious, 0);
 	knitk_pool_destroy(pool);
@@ -296,6 +301,7 @@ static void wait_all_parked(struct knitk_pool *pool, unsigned int n)
  */
 static void burst_spreads(void)
 {
+	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_worker_info wi[4];
 	struct knitk_call *calls[4];
 	struct knitk_pool *pool;
@@ -326,9 +332,12 @@ static void burst_spreads(void)
 		REQUIRE(knitk_pool_worker_info(pool, i, &wi[i]) == 0);
 		spread += wi[i].calls - before[i] == 1;
 	}
-	printf("# a burst of 4 to 4 parked workers: %u of them ran one call each\n",
-	       spread);
+	REQUIRE(knitk_pool_stats(pool, &st) == 0);
+	printf("# a burst of 4 to 4 parked workers: %u of them ran one call each,"
+	       " %llu claims\n", spread, (unsigned long long)st.claims);
 	CHECK_EQ(spread, 4);
+	/* Each took its own reserved lane alone: one claim per call. */
+	CHECK_EQ(st.claims, 4);
 	knitk_pool_destroy(pool);
 }
 

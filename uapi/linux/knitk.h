@@ -259,6 +259,8 @@ struct knitk_sector {
  * @user: one word for the user of this worker's claimant, this worker
  *	its only writer (the library's pool: the peer it is waking, plus
  *	one).  Ignored by the module.
+ * @claims: the claims this worker made on this mailbox, stored by it
+ *	(single writer) after each one.  Ignored by the module.
  * @pad: cache line padding.
  */
 struct knitk_steal_line {
@@ -267,7 +269,8 @@ struct knitk_steal_line {
 	__u64 arena_free;
 	__u64 resv;
 	__u64 user;
-	__u64 pad[3];
+	__u64 claims;
+	__u64 pad[2];
 };
 
 /**
