@@ -125,8 +125,9 @@ struct knitk_pool_opts {
  * worker claims the oldest published region that no more senior worker
  * wants and runs its calls in publish order (docs/protocol.md T1-T9).  A
  * publish wakes one idle worker only when no worker is awake and
- * searching.  knitk_call_worker() names the bucket of the call's in-flight
- * entry, not the worker that runs it.  A worker's death fails only the
+ * searching, and a woken worker always finds the work it was woken for
+ * (T12, T13).  knitk_call_worker() names the worker that ran the call
+ * once it has completed.  A worker's death fails only the
  * calls it had claimed (-EOWNERDEAD); when the last worker is gone for
  * good, the calls no worker took complete with -EPIPE.  An illegal g or
  * worker count is -EINVAL, never a fallback, and so is KNITK_CALL_WORKER
@@ -276,7 +277,11 @@ int knitk_call_abort(struct knitk_call *call);
 
 /*
  * knitk_call_worker - the worker the call was dispatched to (the one whose
- * death completes it with -EOWNERDEAD).
+ * death completes it with -EOWNERDEAD).  On a stealing pool, where any
+ * worker may take it: the worker whose result (or death, -EOWNERDEAD)
+ * completed the call; -EINPROGRESS until the call has completed, -ENOENT
+ * when it completed without one (aborted, expired or cancelled first, or
+ * -EPIPE).
  */
 int knitk_call_worker(struct knitk_call *call);
 

@@ -385,6 +385,7 @@ static int pool_register(struct knitk_pool *pool, const struct knitk_call_opts *
 	pw->busy |= 1ULL << k;
 	pw->inflight++;
 	call->worker = (unsigned int)w;
+	call->ran = -1;
 	call->entry = (unsigned int)w * KNITK_LANES + k;
 	e = &pool->entries[call->entry];
 	e->gen++;

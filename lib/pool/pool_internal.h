@@ -65,7 +65,9 @@ struct knitk_call {
 	_Atomic int state;
 	int status;
 	int refs;			/* the user's and the in-flight entry's */
-	unsigned int worker;
+	unsigned int worker;		/* stealing: the entry's bucket only */
+	/* Stealing: the worker whose result or death completed it, or -1. */
+	int ran;
 	unsigned int entry;		/* index in pool->entries */
 	uint32_t epoch;			/* the worker's incarnation */
 	uint64_t task_id;

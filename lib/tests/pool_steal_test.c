@@ -298,6 +298,7 @@ static void wait_all_parked(struct knitk_pool *pool, unsigned int n)
  * wake and take it all: each publish hands its lane to the next idle
  * worker and rings that one, and each worker runs exactly one call (once
  * every ring went to the lowest idle worker, which claimed the region).
+ * knitk_call_worker() names the worker that ran each call.
  */
 static void burst_spreads(void)
 {
@@ -323,11 +324,16 @@ static void burst_spreads(void)
 		xs[i] = 300 + i;
 		REQUIRE(knitk_pool_submit(pool, S_MIX, &xs[i], 8, NULL, &calls[i]) == 0);
 	}
+	/* Nobody has run them yet. */
+	for (i = 0; i < 4; i++)
+		CHECK_EQ(knitk_call_worker(calls[i]), -EINPROGRESS);
 	for (i = 0; i < 4; i++)
 		REQUIRE(kill(wi[i].pid, SIGCONT) == 0);
 	REQUIRE(knitk_pool_wait_all(pool, calls, 4, KNITK_WAIT_FOREVER) == 0);
 	for (i = 0; i < 4; i++) {
 		CHECK_EQ(knitk_call_status(calls[i]), 0);
+		/* Publish i was handed to the i-th idle worker, which ran it. */
+		CHECK_EQ(knitk_call_worker(calls[i]), (int)i);
 		knitk_call_release(calls[i]);
 		REQUIRE(knitk_pool_worker_info(pool, i, &wi[i]) == 0);
 		spread += wi[i].calls - before[i] == 1;
@@ -463,6 +469,9 @@ static void deadlines_aborts_shutdown(void)
 	CHECK_EQ(knitk_call_wait(late, KNITK_WAIT_FOREVER), -ETIMEDOUT);
 	CHECK_EQ(knitk_call_abort(ab), 0);
 	CHECK_EQ(knitk_call_status(ab), -ECANCELED);
+	/* Completed with no worker's result: nobody to name. */
+	CHECK_EQ(knitk_call_worker(late), -ENOENT);
+	CHECK_EQ(knitk_call_worker(ab), -ENOENT);
 	for (i = 0; i < 2; i++) {
 		CHECK_EQ(knitk_call_abort(run[i]), 0);
 		CHECK_EQ(knitk_call_wait(run[i], KNITK_WAIT_FOREVER), -ECANCELED);
@@ -480,7 +489,8 @@ static void deadlines_aborts_shutdown(void)
 
 		if (knitk_call_status(more[i]) == 0 &&
 		    !knitk_call_result(more[i], &d, &len) && len == 8 &&
-		    (memcpy(&y, d, 8), y == mix(xs[i])))
+		    (memcpy(&y, d, 8), y == mix(xs[i])) &&
+		    knitk_call_worker(more[i]) >= 0 && knitk_call_worker(more[i]) < 2)
 			ok++;
 		knitk_call_release(more[i]);
 	}
@@ -499,6 +509,7 @@ static void deadlines_aborts_shutdown(void)
 	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_CANCEL), 0);
 	for (i = 0; i < 10; i++) {
 		CHECK_EQ(knitk_call_status(more[i]), -ECANCELED);
+		CHECK_EQ(knitk_call_worker(more[i]), -ENOENT);
 		knitk_call_release(more[i]);
 	}
 	knitk_pool_destroy(pool);
@@ -547,7 +558,8 @@ static void die_setup(void)
  * right after retiring its claim (holding the claim and its want: only
  * the claimed calls fail).  Survivors do not wait on the dead intent once
  * the pool's pidfd monitor cleared its live bit, and the respawned worker
- * takes the steal line over.
+ * takes the steal line over.  knitk_call_worker() names worker 0 for the
+ * failed calls and a worker for each served one.
  */
 static void die_at(enum knot_hook point, unsigned int g)
 {
@@ -579,10 +591,11 @@ static void die_at(enum knot_hook point, unsigned int g)
 		int s = knitk_call_status(calls[i]);
 
 		if (s == -EOWNERDEAD)
-			dead++;
+			dead += knitk_call_worker(calls[i]) == 0;
 		else if (s == 0 && !knitk_call_result(calls[i], &d, &len) &&
 			 len == 8 && (memcpy(&y, d, 8), y == mix(xs[i])))
-			ok++;
+			ok += knitk_call_worker(calls[i]) >= 0 &&
+			      knitk_call_worker(calls[i]) < 2;
 		knitk_call_release(calls[i]);
 	}
 	/*
