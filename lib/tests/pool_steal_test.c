@@ -293,51 +293,70 @@ static void wait_all_parked(struct knitk_pool *pool, unsigned int n)
 }
 
 /*
- * T12, T13: a burst published to a parked pool is spread over it.  The
- * process workers are stopped while the burst is published, so none can
- * wake and take it all: each publish hands its lane to the next idle
- * worker and rings that one, and each worker runs exactly one call (once
- * every ring went to the lowest idle worker, which claimed the region).
- * knitk_call_worker() names the worker that ran each call.
+ * T12, T13: a burst of @n calls published to a parked pool of @n process
+ * workers is spread over it.  The workers are stopped while the burst is
+ * published, so none can wake and take it all: each publish hands its
+ * lane to the next idle worker and rings that one.  Returns how many
+ * workers ran exactly one call, their own (knitk_call_worker() names the
+ * worker that ran each call, -EINPROGRESS before).
+ */
+static unsigned int spread_burst(struct knitk_pool *pool, unsigned int n)
+{
+	struct knitk_worker_info wi[4];
+	struct knitk_call *calls[4];
+	unsigned int i, spread = 0;
+	uint64_t xs[4], before[4], y;
+	const void *d;
+	size_t len;
+
+	if (n > 4)
+		return 0;
+	wait_all_parked(pool, n);
+	for (i = 0; i < n; i++) {
+		memset(&wi[i], 0, sizeof(wi[i]));
+		wi[i].size = sizeof(wi[i]);
+		if (knitk_pool_worker_info(pool, i, &wi[i]) || kill(wi[i].pid, SIGSTOP))
+			return 0;
+		before[i] = wi[i].calls;
+	}
+	for (i = 0; i < n; i++) {
+		xs[i] = 300 + i;
+		if (knitk_pool_submit(pool, S_MIX, &xs[i], 8, NULL, &calls[i]))
+			return 0;
+	}
+	for (i = 0; i < n; i++)
+		CHECK_EQ(knitk_call_worker(calls[i]), -EINPROGRESS);
+	for (i = 0; i < n; i++)
+		if (kill(wi[i].pid, SIGCONT))
+			return 0;
+	if (knitk_pool_wait_all(pool, calls, n, KNITK_WAIT_FOREVER))
+		return 0;
+	for (i = 0; i < n; i++) {
+		/* Publish i was handed to the i-th idle worker, which ran it. */
+		spread += !knitk_pool_worker_info(pool, i, &wi[i]) &&
+			  knitk_call_status(calls[i]) == 0 &&
+			  !knitk_call_result(calls[i], &d, &len) && len == 8 &&
+			  (memcpy(&y, d, 8), y == mix(xs[i])) &&
+			  knitk_call_worker(calls[i]) == (int)i &&
+			  wi[i].calls - before[i] == 1;
+		knitk_call_release(calls[i]);
+	}
+	return spread;
+}
+
+/*
+ * Every worker runs one call of a burst to the parked pool (once every
+ * ring went to the lowest idle worker, which claimed the whole region).
  */
 static void burst_spreads(void)
 {
 	struct knitk_pool_stats st = { .size = sizeof(st) };
-	struct knitk_worker_info wi[4];
-	struct knitk_call *calls[4];
 	struct knitk_pool *pool;
-	unsigned int i, spread = 0;
-	uint64_t xs[4], before[4];
+	unsigned int spread;
 
 	pool = steal_pool(KNITK_WORKER_PROCESSES, 4, 0, 0, NULL);
 	REQUIRE(pool);
-	for (i = 0; i < 4; i++) {
-		memset(&wi[i], 0, sizeof(wi[i]));
-		wi[i].size = sizeof(wi[i]);
-		REQUIRE(knitk_pool_worker_info(pool, i, &wi[i]) == 0);
-		before[i] = wi[i].calls;
-	}
-	wait_all_parked(pool, 4);
-	for (i = 0; i < 4; i++)
-		REQUIRE(kill(wi[i].pid, SIGSTOP) == 0);
-	for (i = 0; i < 4; i++) {
-		xs[i] = 300 + i;
-		REQUIRE(knitk_pool_submit(pool, S_MIX, &xs[i], 8, NULL, &calls[i]) == 0);
-	}
-	/* Nobody has run them yet. */
-	for (i = 0; i < 4; i++)
-		CHECK_EQ(knitk_call_worker(calls[i]), -EINPROGRESS);
-	for (i = 0; i < 4; i++)
-		REQUIRE(kill(wi[i].pid, SIGCONT) == 0);
-	REQUIRE(knitk_pool_wait_all(pool, calls, 4, KNITK_WAIT_FOREVER) == 0);
-	for (i = 0; i < 4; i++) {
-		CHECK_EQ(knitk_call_status(calls[i]), 0);
-		/* Publish i was handed to the i-th idle worker, which ran it. */
-		CHECK_EQ(knitk_call_worker(calls[i]), (int)i);
-		knitk_call_release(calls[i]);
-		REQUIRE(knitk_pool_worker_info(pool, i, &wi[i]) == 0);
-		spread += wi[i].calls - before[i] == 1;
-	}
+	spread = spread_burst(pool, 4);
 	REQUIRE(knitk_pool_stats(pool, &st) == 0);
 	printf("# a burst of 4 to 4 parked workers: %u of them ran one call each,"
 	       " %llu claims\n", spread, (unsigned long long)st.claims);
@@ -446,6 +465,8 @@ static void death_holding_claim(void)
 	CHECK_EQ(st.respawns, 1);
 	CHECK_EQ(st.ownerdead, dead + 1);
 	CHECK_EQ(st.stale, 0);
+	/* Both workers, the new one on the dead one's line, take a call each. */
+	CHECK_EQ(spread_burst(pool, 2), 2);
 	knitk_pool_destroy(pool);
 }
 
@@ -630,6 +651,8 @@ static void die_at(enum knot_hook point, unsigned int g)
 	CHECK_EQ(st.respawns, 1);
 	CHECK_EQ(st.ownerdead, dead);
 	CHECK_EQ(st.stale, 0);
+	/* The new worker 0 claims on the dead one's steal line, woken too. */
+	CHECK_EQ(spread_burst(pool, 2), 2);
 	knitk_pool_destroy(pool);
 	unlink(path);
 }
