@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 
 #include "knitk.h"
 #include "knitk_pool.h"
+#include "pool_parked.h"
 #include "tap.h"
 #include "../core/knot_hooks.h"
 
@@ -82,6 +84,38 @@ static int s_sleep(const void *in, size_t len, struct knitk_reply *out, void *ct
 	while (!knitk_task_aborted(ctx))
 		sched_yield();
 	return -EINTR;
+}
+
+/* @c completed with mix(@x), by a worker below @workers. */
+static bool mix_ok(struct knitk_call *c, uint64_t x, unsigned int workers)
+{
+	const void *d;
+	size_t len;
+	uint64_t y;
+
+	return knitk_call_status(c) == 0 && !knitk_call_result(c, &d, &len) &&
+	       len == 8 && (memcpy(&y, d, 8), y == mix(x)) &&
+	       knitk_call_worker(c) >= 0 && knitk_call_worker(c) < (int)workers;
+}
+
+/*
+ * Tally and release @n calls of S_MIX on @xs: into *@dead the ones that
+ * died with worker @dead_worker (-EOWNERDEAD, knitk_call_worker() naming
+ * it), into *@ok the correct ones run by a worker below @workers.
+ */
+static void tally(struct knitk_call **calls, const uint64_t *xs, unsigned int n,
+		  int dead_worker, unsigned int workers, unsigned int *ok,
+		  unsigned int *dead)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		if (knitk_call_status(calls[i]) == -EOWNERDEAD)
+			*dead += knitk_call_worker(calls[i]) == dead_worker;
+		else
+			*ok += mix_ok(calls[i], xs[i], workers);
+		knitk_call_release(calls[i]);
+	}
 }
 
 static const knitk_task_fn fns[S_NR] = { s_mix, s_order, s_die, s_sleep };
@@ -166,14 +200,7 @@ static void *submit_main(void *arg)
 		if (knitk_pool_wait_all(s->pool, calls, b, KNITK_WAIT_FOREVER))
 			return NULL;
 		for (k = 0; k < b; k++) {
-			const void *d;
-			size_t len;
-			uint64_t y = 0;
-
-			if (knitk_call_status(calls[k]) == 0 &&
-			    !knitk_call_result(calls[k], &d, &len) && len == 8 &&
-			    (memcpy(&y, d, 8), y == mix(xs[k])))
-				s->good++;
+			s->good += mix_ok(calls[k], xs[k], KNITK_MAX_WORKERS);
 			knitk_call_release(calls[k]);
 		}
 	}
@@ -269,29 +296,6 @@ static void exactly_once_processes(void)
 		exactly_once_one(KNITK_WORKER_PROCESSES, counts[i], 0, nr_calls / 10);
 }
 
-/* Until every worker of @pool sleeps on its doorbell (its sleeping flag). */
-static void wait_all_parked(struct knitk_pool *pool, unsigned int n)
-{
-	struct knitk_endpoint *ep;
-	struct knitk_layout l;
-	unsigned int w, parked;
-	void *base;
-
-	REQUIRE(knitk_pool_endpoint(pool, &ep) == 0);
-	knitk_endpoint_layout(ep, &l, NULL);
-	knitk_endpoint_base(ep, &base);
-	do {
-		sched_yield();
-		parked = 0;
-		for (w = 0; w < n; w++) {
-			const struct knitk_doorbell *db = (const void *)((char *)base +
-				l.doorbell_off + (uint64_t)w * l.doorbell_stride);
-
-			parked += __atomic_load_n(&db->sleeping, __ATOMIC_ACQUIRE) != 0;
-		}
-	} while (parked < n);
-}
-
 /*
  * T12, T13: a burst of @n calls published to a parked pool of @n process
  * workers is spread over it.  The workers are stopped while the burst is
@@ -304,14 +308,13 @@ static unsigned int spread_burst(struct knitk_pool *pool, unsigned int n)
 {
 	struct knitk_worker_info wi[4];
 	struct knitk_call *calls[4];
+	struct knitk_endpoint *ep;
 	unsigned int i, spread = 0;
-	uint64_t xs[4], before[4], y;
-	const void *d;
-	size_t len;
+	uint64_t xs[4], before[4];
 
-	if (n > 4)
+	if (n > 4 || knitk_pool_endpoint(pool, &ep))
 		return 0;
-	wait_all_parked(pool, n);
+	wait_workers_parked(ep, n);
 	for (i = 0; i < n; i++) {
 		memset(&wi[i], 0, sizeof(wi[i]));
 		wi[i].size = sizeof(wi[i]);
@@ -334,9 +337,7 @@ static unsigned int spread_burst(struct knitk_pool *pool, unsigned int n)
 	for (i = 0; i < n; i++) {
 		/* Publish i was handed to the i-th idle worker, which ran it. */
 		spread += !knitk_pool_worker_info(pool, i, &wi[i]) &&
-			  knitk_call_status(calls[i]) == 0 &&
-			  !knitk_call_result(calls[i], &d, &len) && len == 8 &&
-			  (memcpy(&y, d, 8), y == mix(xs[i])) &&
+			  mix_ok(calls[i], xs[i], n) &&
 			  knitk_call_worker(calls[i]) == (int)i &&
 			  wi[i].calls - before[i] == 1;
 		knitk_call_release(calls[i]);
@@ -430,19 +431,8 @@ static void death_holding_claim(void)
 	}
 	CHECK_EQ(knitk_call_wait(die, KNITK_WAIT_FOREVER), -EOWNERDEAD);
 	REQUIRE(knitk_pool_wait_all(pool, calls, 40, KNITK_WAIT_FOREVER) == 0);
-	for (i = 0; i < 40; i++) {
-		const void *d;
-		size_t len;
-		uint64_t y = 0;
-		int s = knitk_call_status(calls[i]);
-
-		if (s == -EOWNERDEAD)
-			dead++;
-		else if (s == 0 && !knitk_call_result(calls[i], &d, &len) &&
-			 len == 8 && (memcpy(&y, d, 8), y == mix(xs[i])))
-			ok++;
-		knitk_call_release(calls[i]);
-	}
+	/* The calls that fail are the dying worker's. */
+	tally(calls, xs, 40, knitk_call_worker(die), 2, &ok, &dead);
 	knitk_call_release(die);
 	printf("# died holding a claim: %u calls -EOWNERDEAD, %u ok\n", dead + 1, ok);
 	CHECK(dead + 1 <= g);
@@ -504,15 +494,7 @@ static void deadlines_aborts_shutdown(void)
 	/* Drain: every queued call still runs. */
 	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
 	for (i = 0; i < 20; i++) {
-		const void *d;
-		size_t len;
-		uint64_t y = 0;
-
-		if (knitk_call_status(more[i]) == 0 &&
-		    !knitk_call_result(more[i], &d, &len) && len == 8 &&
-		    (memcpy(&y, d, 8), y == mix(xs[i])) &&
-		    knitk_call_worker(more[i]) >= 0 && knitk_call_worker(more[i]) < 2)
-			ok++;
+		ok += mix_ok(more[i], xs[i], 2);
 		knitk_call_release(more[i]);
 	}
 	CHECK_EQ(ok, 20);
@@ -605,20 +587,7 @@ static void die_at(enum knot_hook point, unsigned int g)
 		REQUIRE(knitk_pool_submit(pool, S_MIX, &xs[i], 8, NULL, &calls[i]) == 0);
 	}
 	REQUIRE(knitk_pool_wait_all(pool, calls, 60, KNITK_WAIT_FOREVER) == 0);
-	for (i = 0; i < 60; i++) {
-		const void *d;
-		size_t len;
-		uint64_t y = 0;
-		int s = knitk_call_status(calls[i]);
-
-		if (s == -EOWNERDEAD)
-			dead += knitk_call_worker(calls[i]) == 0;
-		else if (s == 0 && !knitk_call_result(calls[i], &d, &len) &&
-			 len == 8 && (memcpy(&y, d, 8), y == mix(xs[i])))
-			ok += knitk_call_worker(calls[i]) >= 0 &&
-			      knitk_call_worker(calls[i]) < 2;
-		knitk_call_release(calls[i]);
-	}
+	tally(calls, xs, 60, 0, 2, &ok, &dead);
 	/*
 	 * Worker 1 may have taken all of those: call on until worker 0 has
 	 * claimed (and died), then serve more with the survivor and the new
