@@ -491,6 +491,11 @@ int knitk__steal_create(struct knitk_endpoint *k, unsigned int mailbox,
 	}
 	/* A dead predecessor's intent (T3, respawn). */
 	want_store(st, 0);
+	/*
+	 * And its reservations (T13): nobody reserves for us before we are
+	 * idle, which is after this.
+	 */
+	atomic_store_explicit(A64(&st->line->resv), 0, memory_order_relaxed);
 	*out = st;
 	return 0;
 }

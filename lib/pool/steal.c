@@ -288,11 +288,11 @@ unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,
 	unsigned int s, n = 0, i;
 	bool lapsed = false;
 
-	/* No pick takes w any more; a pick that did rings it, then lets go. */
+	/*
+	 * No pick takes w any more.  One that did may still reserve a lane
+	 * for it: ignored while w is dead, dropped by its successor (T13).
+	 */
 	knitk__steal_gone(words, w);
-	while (atomic_load_explicit(&words[STEAL_RINGING], memory_order_seq_cst) &
-	       (1ULL << w))
-		sched_yield();
 	for (s = 0; s < pool->nr_submitters; s++) {
 		struct pool_submitter *sl = &pool->submitters[s];
 
