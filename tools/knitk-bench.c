@@ -204,6 +204,27 @@ static void print_table(const struct row *rows, int nr, const struct bench_ctx *
 		       " %.3f ms over %.0f ms wall (%.4f%%)\n", id->settle_ns / 1e6,
 		       id->cpu_ns / 1e6, id->wall_ns / 1e6, 100 * id->cpu_ns / id->wall_ns);
 	}
+	for (i = 0, j = 0; i < nr; i++) {
+		const struct bench_pool_counts *pc = &rows[i].r.counts;
+		char per_claim[32] = "-", wakes[32] = "-", spurious[32] = "-";
+
+		if (!ok_row(&rows[i]) || !rows[i].r.has_counts)
+			continue;
+		if (!j++)
+			printf("\npool counts (every repetition): calls per claim"
+			       " (stealing), wakes per call, spurious wakes\n");
+		if (pc->claims)
+			snprintf(per_claim, sizeof(per_claim), "%.2f",
+				 (double)pc->calls / (double)pc->claims);
+		if (pc->wakes_valid && pc->calls) {
+			snprintf(wakes, sizeof(wakes), "%.4f",
+				 (double)pc->wakes / (double)pc->calls);
+			snprintf(spurious, sizeof(spurious), "%llu",
+				 (unsigned long long)pc->spurious);
+		}
+		printf("  %-32s %8s per claim  %8s wakes/call  %s spurious\n",
+		       rows[i].c->name, per_claim, wakes, spurious);
+	}
 }
 
 static void json_str(FILE *f, const char *s)
@@ -382,6 +403,27 @@ static int write_json(const char *path, const struct row *rows, int nr,
 				(unsigned long long)id->spurious,
 				(unsigned long long)id->calls, id->settle_ns, id->cpu_ns,
 				id->wall_ns);
+		}
+		if (row->r.has_counts) {
+			const struct bench_pool_counts *pc = &row->r.counts;
+
+			fprintf(f, ",\n     \"pool_counts\": {\"calls\": %llu, \"claims\": %llu",
+				(unsigned long long)pc->calls,
+				(unsigned long long)pc->claims);
+			if (pc->claims)
+				fprintf(f, ", \"calls_per_claim\": %.4g",
+					(double)pc->calls / (double)pc->claims);
+			else
+				fprintf(f, ", \"calls_per_claim\": null");
+			if (pc->wakes_valid && pc->calls)
+				fprintf(f, ", \"wakes\": %llu, \"wakes_per_call\": %.6g,"
+					" \"spurious\": %llu}",
+					(unsigned long long)pc->wakes,
+					(double)pc->wakes / (double)pc->calls,
+					(unsigned long long)pc->spurious);
+			else
+				fprintf(f, ", \"wakes\": null, \"wakes_per_call\": null,"
+					" \"spurious\": null}");
 		}
 		fprintf(f, "}%s\n", i + 1 < nr ? "," : "");
 	}
@@ -645,6 +687,15 @@ static void merge(struct row *row, const struct bench_result *one)
 	if (one->has_idle) {
 		r->has_idle = 1;
 		r->idle = one->idle;
+	}
+	if (one->has_counts) {
+		r->counts.wakes_valid = r->has_counts ? r->counts.wakes_valid &&
+				one->counts.wakes_valid : one->counts.wakes_valid;
+		r->has_counts = 1;
+		r->counts.calls += one->counts.calls;
+		r->counts.claims += one->counts.claims;
+		r->counts.wakes += one->counts.wakes;
+		r->counts.spurious += one->counts.spurious;
 	}
 }
 

@@ -145,7 +145,10 @@ bool knitk__layout_matches_geometry(const struct knitk_geometry *geom,
 /* topology.c: mask of doorbells whose owners consume mailbox @m. */
 uint64_t knitk__endpoint_mailbox_doorbells(const struct knitk_endpoint *k,
 					   unsigned int m);
-/* Pending lanes over every mailbox doorbell @d's owner consumes. */
+/*
+ * Pending lanes over every mailbox doorbell @d's owner consumes, but those
+ * reserved for another live worker (T13).
+ */
 uint64_t knitk__endpoint_doorbell_pending(const struct knitk_endpoint *k,
 					  unsigned int d);
 /* Effective ack word of mailbox @m (acquire loads). */
@@ -158,6 +161,8 @@ int knitk__steal_create(struct knitk_endpoint *k, unsigned int mailbox,
 void knitk__steal_destroy(struct knitk_steal *st);
 /* Claim a region (or return the lanes of the last claim not taken yet). */
 uint64_t knitk__steal_claim(struct knitk_steal *st);
+/* Claim a region for peer @to: its lanes are reserved for @to (T13). */
+uint64_t knitk__steal_hand_off(struct knitk_steal *st, unsigned int to);
 /* The next claimed lane of *@pending in publish order, or -ENOENT. */
 int knitk__steal_next(struct knitk_steal *st, uint64_t *pending);
 bool knitk__steal_holds(const struct knitk_steal *st, unsigned int lane);

@@ -345,9 +345,10 @@ KNITK_EXPORT int knitk_lane_publish_batch(struct knitk_producer *producer,
 	return 0;
 }
 
-KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
-				     const struct knitk_lane_header *header,
-				     const void *data, size_t len)
+/* Send one lane; reserved for claimant @claimant first unless it is -1. */
+static int producer_send(struct knitk_producer *producer, int claimant,
+			 const struct knitk_lane_header *header,
+			 const void *data, size_t len)
 {
 	struct knitk_lane_header *h;
 	void *buf;
@@ -379,9 +380,37 @@ KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
 	h->deadline_ns = header->deadline_ns;
 	h->abort_id = header->abort_id;
 	h->user = header->user;
+	if (claimant >= 0)
+		/*
+		 * T13: reserved before it turns pending; the release store
+		 * of pub in lane_publish_mask orders it for every claimant
+		 * that acquires the lane (steal_pending).
+		 */
+		atomic_fetch_or_explicit(A64(&knot_steal_line(producer->ep,
+				producer->mailbox, (unsigned int)claimant)->resv),
+				bit((unsigned int)lane), memory_order_relaxed);
 	lane_publish_mask(producer, bit((unsigned int)lane));
 	return lane;
 }
+
+KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
+				     const struct knitk_lane_header *header,
+				     const void *data, size_t len)
+{
+	return producer_send(producer, -1, header, data, len);
+}
+
+KNITK_EXPORT int knitk_producer_send_to(struct knitk_producer *producer,
+					unsigned int claimant,
+					const struct knitk_lane_header *header,
+					const void *data, size_t len)
+{
+	if (!producer || !knot_mailbox_steals(producer->ep, producer->mailbox) ||
+	    claimant >= producer->ep->geom.nr_workers)
+		return -EINVAL;
+	return producer_send(producer, (int)claimant, header, data, len);
+}
+
 
 /*
  * Stand in for the dead consumer: both words are stored with the values
@@ -486,8 +515,10 @@ KNITK_EXPORT int knitk_producer_reset_claimant(struct knitk_producer *producer,
 			frees |= 1ULL << s;
 			p->slot_owner[s] = -1;
 		}
+	sl = knot_steal_line(p->ep, p->mailbox, worker);
+	/* T13: w's reservations lapse with it; pending lanes go to anyone. */
+	atomic_store_explicit(A64(&sl->resv), 0, memory_order_relaxed);
 	if (frees) {
-		sl = knot_steal_line(p->ep, p->mailbox, worker);
 		/*
 		 * The dead claimant was the only writer of its free word and
 		 * its successor is not running yet: we stand in (T11).
@@ -603,6 +634,16 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 	*pending = pub ^ consumer->ack;
 	consumer->seen |= *pending;
 	return __builtin_popcountll(*pending);
+}
+
+KNITK_EXPORT int knitk_steal_hand_off(struct knitk_consumer *consumer,
+				     unsigned int worker)
+{
+	if (!consumer || !consumer->steal ||
+	    worker >= consumer->ep->geom.nr_workers ||
+	    (int)worker == consumer->ep->doorbell)
+		return -EINVAL;
+	return __builtin_popcountll(knitk__steal_hand_off(consumer->steal, worker));
 }
 
 KNITK_EXPORT int knitk_lane_next(struct knitk_consumer *consumer,

@@ -7,15 +7,18 @@
  * want word and its arena free word, each with c as the only writer.  The
  * 64 lanes form R = 64 / g regions of g lanes.  A claim:
  *
- *   P := pending lanes (pub XOR every ack word); RW := regions with work
- *   LIVE := the control page's live mask; SEN/PEER := OR of the want words
+ *   LIVE := the control page's live mask
+ *   P := pending lanes (pub XOR every ack word) not reserved for a live
+ *   peer (T13); RW := regions with work; SEN/PEER := OR of the want words
  *   of live seniors (lower id) / all live peers
- *   r := the oldest published region of RW & ~PEER, else of RW & ~SEN
+ *   r := among the regions of RW holding a lane reserved for c, if any,
+ *   the oldest published of those & ~PEER, else & ~SEN
  *   want[c] := 1 << r; StoreLoad fence                          (T4)
  *   a live senior wants r: withdraw                             (T5)
  *   a live junior wants r: wait until it does not, boundedly    (T5)
- *   T := pending lanes of r, loaded again                       (T6)
- *   copy the headers and inline bytes of T; ack[c] ^= T (release) (T6)
+ *   T := P of r, loaded again                                   (T6)
+ *   resv[c] &= ~T; copy the headers and inline bytes of T;
+ *   ack[c] ^= T (release)                                  (T13, T6)
  *   want[c] := 0 (release), after the ack                       (T7)
  *
  * The lanes of T are then this worker's alone; their arena slots stay live
@@ -53,6 +56,7 @@ struct knitk_steal {
 	uint64_t ack;			/* private copy of our ack word */
 	uint64_t held;			/* claimed, arena slot not freed yet */
 	uint64_t queued;		/* claimed, not taken by steal_next */
+	uint64_t claims;		/* private copy of our claims word */
 	uint8_t order[KNITK_LANES];	/* claimed lanes in publish order */
 	unsigned int nr_order;
 	unsigned int pos;
@@ -115,6 +119,27 @@ static uint64_t steal_live(const struct knitk_steal *st)
 	/* Acquire pairs with the release of live in a join (P2). */
 	return atomic_load_explicit(A64(&knot_control(st->ep)->live),
 				    memory_order_acquire) & all & ~(1ULL << st->me);
+}
+
+/*
+ * T13: the lanes reserved for live peers in @live, and ours in *@mine.
+ * Loaded after pub: the acquire of pub in steal_pending pairs with the
+ * release store of pub after the producer's OR (knitk_producer_send_to),
+ * so a lane seen pending is seen with its reservation.
+ */
+static uint64_t reserved_others(const struct knitk_steal *st, uint64_t live,
+				uint64_t *mine)
+{
+	uint64_t r = 0;
+	unsigned int p;
+
+	for (p = 0; p < st->nr_workers; p++)
+		if (live & (1ULL << p))
+			r |= atomic_load_explicit(A64(peer_word(st, p,
+					offsetof(struct knitk_steal_line, resv))),
+					memory_order_relaxed);
+	*mine = atomic_load_explicit(A64(&st->line->resv), memory_order_relaxed);
+	return r;
 }
 
 static uint64_t peer_want(const struct knitk_steal *st, unsigned int p,
@@ -249,19 +274,30 @@ static void steal_take(struct knitk_steal *st, uint64_t t)
 	st->held |= t;
 }
 
-/* One claim attempt: the lanes claimed, 0 if none; *@again: retry. */
-static uint64_t steal_claim_once(struct knitk_steal *st, bool *again)
+/*
+ * One claim attempt: the lanes claimed, 0 if none; *@again: retry.  With
+ * @to a peer (not -1), a hand-off: the lanes are reserved for @to instead
+ * of taken (T13), and our own reservations are not handed on.
+ */
+static uint64_t steal_claim_once(struct knitk_steal *st, int to, bool *again)
 {
 	uint64_t pending, rw, live, want_all = 0, want_sen = 0, cand, rbit, t;
+	uint64_t mine;
 	unsigned int p, r, round;
 	bool junior;
 
 	*again = false;
+	live = steal_live(st);
 	pending = steal_pending(st);
+	pending &= ~reserved_others(st, live, &mine);
+	if (to >= 0)
+		pending &= ~mine;
 	if (!pending)
 		return 0;
 	rw = regions_of(st, pending);
-	live = steal_live(st);
+	/* T13: a worker woken for its reserved lanes takes those first. */
+	if (to < 0 && regions_of(st, pending & mine))
+		rw = regions_of(st, pending & mine);
 	for (p = 0; p < st->nr_workers; p++) {
 		if (!(live & (1ULL << p)))
 			continue;
@@ -308,7 +344,21 @@ static uint64_t steal_claim_once(struct knitk_steal *st, bool *again)
 	}
 	/* T6: the claimed lanes, computed after the handshake. */
 	t = steal_pending(st) & region_mask(st, r);
-	if (t) {
+	t &= ~reserved_others(st, steal_live(st), &mine);
+	if (t && to >= 0) {
+		t &= ~mine;
+		/*
+		 * T13: the region's lanes are @to's from now on.  Ordered
+		 * before the release clear of want (T7), so a claimant that
+		 * enters r after us sees the reservation.
+		 */
+		atomic_fetch_or_explicit(A64(&knot_steal_line(st->ep, st->mailbox,
+				(unsigned int)to)->resv), t, memory_order_relaxed);
+	} else if (t) {
+		/* T13: ours now; before the ack, while the lanes are held. */
+		if (mine & t)
+			atomic_fetch_and_explicit(A64(&st->line->resv), ~t,
+						  memory_order_relaxed);
 		steal_take(st, t);
 		st->ack ^= t;
 		/*
@@ -318,6 +368,9 @@ static uint64_t steal_claim_once(struct knitk_steal *st, bool *again)
 		 */
 		atomic_store_explicit(A64(&st->line->ack), st->ack,
 				      memory_order_release);
+		/* A counter for the pool's stats: no order needed. */
+		atomic_store_explicit(A64(&st->line->claims), ++st->claims,
+				      memory_order_relaxed);
 		KNOT_HOOK(st->ep, KNOT_HOOK_STEAL_CLAIM, st->me);
 	}
 	/* T7: want cleared only after the ack. */
@@ -336,7 +389,18 @@ uint64_t knitk__steal_claim(struct knitk_steal *st)
 	if (st->queued)
 		return st->queued;
 	for (i = 0; i < STEAL_TRIES && again && !t; i++)
-		t = steal_claim_once(st, &again);
+		t = steal_claim_once(st, -1, &again);
+	return t;
+}
+
+uint64_t knitk__steal_hand_off(struct knitk_steal *st, unsigned int to)
+{
+	unsigned int i;
+	bool again = true;
+	uint64_t t = 0;
+
+	for (i = 0; i < STEAL_TRIES && again && !t; i++)
+		t = steal_claim_once(st, (int)to, &again);
 	return t;
 }
 
@@ -419,6 +483,7 @@ int knitk__steal_create(struct knitk_endpoint *k, unsigned int mailbox,
 	}
 	/* We are the only writer of our steal line: continue from it. */
 	st->ack = atomic_load_explicit(A64(&st->line->ack), memory_order_relaxed);
+	st->claims = atomic_load_explicit(A64(&st->line->claims), memory_order_relaxed);
 	ret = knitk__arena_freer_init(&st->freer, (uint64_t *)&st->line->arena_free);
 	if (ret) {
 		knitk__steal_destroy(st);
@@ -426,6 +491,11 @@ int knitk__steal_create(struct knitk_endpoint *k, unsigned int mailbox,
 	}
 	/* A dead predecessor's intent (T3, respawn). */
 	want_store(st, 0);
+	/*
+	 * And its reservations (T13): nobody reserves for us before we are
+	 * idle, which is after this.
+	 */
+	atomic_store_explicit(A64(&st->line->resv), 0, memory_order_relaxed);
 	*out = st;
 	return 0;
 }

@@ -106,6 +106,26 @@ KNITK_EXPORT int knitk_mailbox_pending(const struct knitk_endpoint *ep,
 	return __builtin_popcountll(*pending);
 }
 
+/*
+ * T13: the lanes of stealing mailbox @m reserved for live workers other
+ * than @d: not work for d.  Loaded after pub (mailbox_pending): its acquire
+ * pairs with the release of pub after each reservation.
+ */
+static uint64_t steal_reserved_others(const struct knitk_endpoint *k,
+				      unsigned int m, unsigned int d)
+{
+	/* Acquire pairs with the release of live in a join (P2). */
+	uint64_t live = atomic_load_explicit(A64(&knot_control(k)->live),
+					     memory_order_acquire), r = 0;
+	unsigned int w;
+
+	for (w = 0; w < k->geom.nr_workers; w++)
+		if (w != d && (live & (1ULL << w)))
+			r |= atomic_load_explicit(A64(&knot_steal_line(k, m, w)->resv),
+						  memory_order_relaxed);
+	return r;
+}
+
 uint64_t knitk__endpoint_doorbell_pending(const struct knitk_endpoint *k,
 					  unsigned int d)
 {
@@ -113,7 +133,12 @@ uint64_t knitk__endpoint_doorbell_pending(const struct knitk_endpoint *k,
 	uint64_t any = 0;
 
 	n = doorbell_mailboxes(k, d, &first, &stride);
-	for (i = 0; i < n; i++)
-		any |= mailbox_pending(k, first + i * stride);
+	for (i = 0; i < n; i++) {
+		uint64_t p = mailbox_pending(k, first + i * stride);
+
+		if (p && knot_mailbox_steals(k, first + i * stride))
+			p &= ~steal_reserved_others(k, first + i * stride, d);
+		any |= p;
+	}
 	return any;
 }

@@ -327,6 +327,18 @@ int knitk_producer_send(struct knitk_producer *producer,
 			const void *data, size_t len);
 
 /*
+ * knitk_producer_send_to - knitk_producer_send on a stealing mailbox, the
+ * lane reserved for claimant @claimant (a worker) before it is published:
+ * no other claimant takes it while @claimant is live (docs/protocol.md
+ * T13), so a worker woken for it always finds it.  -EINVAL on a mailbox
+ * that does not steal or for a claimant beyond the knot's workers.
+ */
+int knitk_producer_send_to(struct knitk_producer *producer,
+			   unsigned int claimant,
+			   const struct knitk_lane_header *header,
+			   const void *data, size_t len);
+
+/*
  * knitk_producer_reset_consumer - stand in for the mailbox's consumer,
  * which died: every published lane is acknowledged and every arena slot
  * freed, from the producer's own record of what is outstanding (so a
@@ -441,6 +453,16 @@ int knitk_steal_consumer_create(struct knitk_endpoint *ep, unsigned int mailbox,
 				struct knitk_consumer **consumer);
 
 /*
+ * knitk_steal_hand_off - on claimant @consumer, claim the oldest region
+ * with work not reserved for anyone through the handshake, and reserve
+ * its lanes for @worker (another claimant) instead of taking them
+ * (docs/protocol.md T13): the wake a worker hands to an idle peer.
+ * Returns how many lanes, 0 if none; -EINVAL for a consumer that does not
+ * steal, the caller's own worker or one beyond the knot's workers.
+ */
+int knitk_steal_hand_off(struct knitk_consumer *consumer, unsigned int worker);
+
+/*
  * knitk_producer_track_claims - on a stealing mailbox, from now on a lane
  * a worker retired stays busy for this producer until
  * knitk_producer_claims() has reported it: the caller learns which worker
@@ -460,7 +482,8 @@ int knitk_producer_claims(struct knitk_producer *producer, uint64_t *lanes,
 
 /*
  * knitk_producer_reset_claimant - stand in for dead @worker: free every
- * arena slot of a lane it claimed and did not free.  -EBUSY while it has
+ * arena slot of a lane it claimed and did not free, and drop the lanes
+ * reserved for it (knitk_producer_send_to).  -EBUSY while it has
  * claims not reported yet (knitk_producer_claims first) or its role is
  * held; only until a new worker takes its steal line.  Returns the slots
  * freed.

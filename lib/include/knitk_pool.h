@@ -125,8 +125,9 @@ struct knitk_pool_opts {
  * worker claims the oldest published region that no more senior worker
  * wants and runs its calls in publish order (docs/protocol.md T1-T9).  A
  * publish wakes one idle worker only when no worker is awake and
- * searching.  knitk_call_worker() names the bucket of the call's in-flight
- * entry, not the worker that runs it.  A worker's death fails only the
+ * searching, and a woken worker always finds the work it was woken for
+ * (T12, T13).  knitk_call_worker() names the worker that ran the call
+ * once it has completed.  A worker's death fails only the
  * calls it had claimed (-EOWNERDEAD); when the last worker is gone for
  * good, the calls no worker took complete with -EPIPE.  An illegal g or
  * worker count is -EINVAL, never a fallback, and so is KNITK_CALL_WORKER
@@ -276,7 +277,11 @@ int knitk_call_abort(struct knitk_call *call);
 
 /*
  * knitk_call_worker - the worker the call was dispatched to (the one whose
- * death completes it with -EOWNERDEAD).
+ * death completes it with -EOWNERDEAD).  On a stealing pool, where any
+ * worker may take it: the worker whose result (or death, -EOWNERDEAD)
+ * completed the call; -EINPROGRESS until the call has completed, -ENOENT
+ * when it completed without one (aborted, expired or cancelled first, or
+ * -EPIPE).
  */
 int knitk_call_worker(struct knitk_call *call);
 
@@ -344,6 +349,9 @@ int knitk_worker_main(int argc, char **argv,
  * @event_writes: futex backend: writes to the event fd
  *	(knitk_pool_event_fd) by the host's and the thread workers'
  *	endpoints; 0 while no thread waits on it.
+ * @claims: stealing pools: the region claims the workers made, each
+ *	taking one or more calls (calls per claim: @completed / @claims,
+ *	counting the stop messages of a shutdown); 0 with private lanes.
  */
 struct knitk_pool_stats {
 	uint32_t size;
@@ -357,10 +365,12 @@ struct knitk_pool_stats {
 	uint64_t deaths;
 	uint64_t respawns;
 	uint64_t event_writes;
+	uint64_t claims;
 };
 
 #define KNITK_POOL_STATS_SIZE_VER0	72	/* first version */
 #define KNITK_POOL_STATS_SIZE_VER1	80	/* + event_writes */
+#define KNITK_POOL_STATS_SIZE_VER2	88	/* + claims */
 
 int knitk_pool_stats(struct knitk_pool *pool, struct knitk_pool_stats *stats);
 

@@ -49,6 +49,7 @@ table=(
 "steal-no-fence;steal.pml;-DCLAIMANTS=2 -DLANES=3 -DG=1 -DMSGS=3 -DBROKEN_NO_FENCE;safety;assertion violated.*(holders\[r\]|taken\[m\]);steal: broken variant rejected (no StoreLoad fence after the WANT store: double claim)"
 "steal-clear-first;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=2 -DBROKEN_CLEAR_FIRST;safety;assertion violated.*taken\[m\];steal: broken variant rejected (WANT cleared before ACK stored: lane retired twice)"
 "steal-ignore-live;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=2 -DDEAD=1 -DBROKEN_IGNORE_LIVE;safety;invalid end state;steal: broken variant rejected (LIVE mask ignored: a senior waits for ever on a dead junior)"
+"steal-resv-late;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=2 -DBROKEN_RESV_LATE;safety;assertion violated.*resv;steal: broken variant rejected (a lane reserved after it was published: another worker takes it)"
 )
 
 # run_one INDEX: runs one entry, leaves its verdict in $build/<id>/result.

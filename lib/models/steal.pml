@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * steal.pml - region claims on a shared submit mailbox
- * (docs/protocol.md T2-T7), with stalled and dead claimants.
+ * (docs/protocol.md T2-T7, T13), with stalled and dead claimants and
+ * reserved lanes.
  *
  * One producer (the host) publishes MSGS messages into the LANES lanes of
  * the submit mailbox.  CLAIMANTS workers take them by regions of G lanes.
@@ -27,6 +28,14 @@
  *     and c's alone)                                                 (T6)
  *   want[c] = 0, after the ack                                       (T7)
  *
+ * Reservations (T13): resv[c] holds the lanes reserved for worker c.  The
+ * producer may reserve the lane it publishes for any worker (an atomic OR
+ * before the pub store), and a claimant holding a region may hand its T
+ * to a live peer instead of retiring it (an OR before its WANT clear).  P
+ * and T leave out the lanes reserved for live peers (resv loaded after
+ * the ack words); a claimant clears its own reserved lanes of T before
+ * its ack store.
+ *
  * The senior's wait (64 pauses, then 50 us sleeps, the live mask reloaded
  * each round) is modelled as a wait for its condition: a poll that finds
  * nothing changed leads back to the same state.  So a senior that would
@@ -49,6 +58,8 @@
  * Checked (safety):
  *  - at most one live worker holds a region between its handshake and its
  *    WANT clear (mutual exclusion per region);
+ *  - a lane reserved for a live worker is retired by that worker only
+ *    (so a worker woken for it finds it);
  *  - every message is retired exactly once (by one ack store, dead or
  *    alive); the producer writes a lane only while it is free; after the
  *    drain every message was retired, and a lost one or a senior waiting
@@ -64,6 +75,8 @@
  *    waiting senior computes T from the stale ack and retires it again.
  *  - BROKEN_IGNORE_LIVE: the handshake counts a dead worker's WANT: a
  *    senior waits for ever on a dead junior.
+ *  - BROKEN_RESV_LATE: the producer reserves a lane after publishing it:
+ *    a claimant that loaded resv first takes a lane reserved for another.
  */
 
 #ifndef CLAIMANTS
@@ -96,6 +109,7 @@
 byte pub;			/* the producer's pub word */
 byte ack[CLAIMANTS];		/* steal line of worker c: ack word */
 byte want[CLAIMANTS];		/* steal line of worker c: WANT, a region mask */
+byte resv[CLAIMANTS];		/* steal line of worker c: reserved lanes */
 byte lane_msg[LANES];		/* lane headers (a message id stands for them) */
 byte live = (1 << CLAIMANTS) - 1;	/* the LIVE mask */
 bool kill;			/* the killer fired */
@@ -137,6 +151,17 @@ inline load_pending(x)
 	:: p == CLAIMANTS -> break
 	:: p < CLAIMANTS && p == c -> p++
 	:: p < CLAIMANTS && p != c -> x = x ^ ack[p]; p++
+	od
+}
+
+/* x = x & ~(lanes reserved for live peers), one load per word (T13). */
+inline drop_reserved(x)
+{
+	p = 0;
+	do
+	:: p == CLAIMANTS -> break
+	:: p < CLAIMANTS && (p == c || !BIT(live, p)) -> p++
+	:: p < CLAIMANTS && p != c && BIT(live, p) -> x = x & ~resv[p]; p++
 	od
 }
 
@@ -182,7 +207,30 @@ active proctype producer()
 		assert(BIT(pub ^ ACKS, lane) == 0);	/* lane ownership */
 		lane_msg[lane] = sent;
 		my_pub = my_pub ^ (1 << lane);
+		/* Reserved for nobody or for any worker (T13). */
+		if
+		:: x = CLAIMANTS
+		:: p = 0;
+		   do
+		   :: p < CLAIMANTS - 1 -> p++
+		   :: break
+		   od;
+		   x = p
+		fi;
+#ifdef BROKEN_RESV_LATE
 		pub = my_pub;
+		if
+		:: x < CLAIMANTS -> resv[x] = resv[x] | (1 << lane)
+		:: else -> skip
+		fi;
+#else
+		if
+		:: x < CLAIMANTS -> resv[x] = resv[x] | (1 << lane)
+		:: else -> skip
+		fi;
+		pub = my_pub;
+#endif
+		atomic { x = 0; p = 0 };
 		sent++
 	od;
 
@@ -220,6 +268,7 @@ end_idle:
 	:: atomic { ntaken != MSGS && (pub ^ ACKS) != 0 } ->
 		/* (slept until some lane was pending) */
 		load_pending(P);
+		drop_reserved(P);
 		/*
 		 * Choose a region: one look at the other WANT words.  These
 		 * loads only steer the choice; the handshake below is what
@@ -305,6 +354,7 @@ end_idle:
 
 		/* The lanes of r, loaded again after the handshake (T6). */
 		load_pending(T);
+		drop_reserved(T);
 		atomic { T = T & RMASK(r); p = 0 }
 		if
 		:: T == 0 ->
@@ -319,6 +369,24 @@ end_idle:
 		 * one ack store.  They are the claimant's until that store, so
 		 * the copy reads what the retire step records.
 		 */
+		/* Or hand them to a live peer with none of ours (T13). */
+		if
+		:: atomic { (T & resv[c]) == 0 } ->
+			p = 0;
+			do
+			:: p < CLAIMANTS && p != c && BIT(live, p) ->
+				resv[p] = resv[p] | T;
+				atomic { holders[r]--; held[c] = 0; T = 0; p = 0 };
+				want[c] = 0;
+				goto retry
+			:: p < CLAIMANTS - 1 -> p++
+			:: true -> break
+			od;
+			p = 0
+		:: true -> skip
+		fi;
+		/* Ours from now on: cleared before the ack (T13). */
+		resv[c] = resv[c] & ~T;
 #ifdef BROKEN_CLEAR_FIRST
 		atomic { holders[r]--; held[c] = 0; want[c] = 0 }
 #endif
@@ -332,6 +400,16 @@ end_idle:
 			:: k < LANES && BIT(T, k) == 1 ->
 				m = lane_msg[k];
 				assert(taken[m] == 0);		/* not twice */
+				/* Not a lane reserved for another live worker. */
+				p = 0;
+				do
+				:: p == CLAIMANTS -> break
+				:: p < CLAIMANTS ->
+					assert(p == c || !BIT(live, p) ||
+					       !BIT(resv[p], k));
+					p++
+				od;
+				p = 0;
 				taken[m] = 1;
 				ntaken++;
 				k++

@@ -443,7 +443,14 @@ void knitk__pool_cancel_all_locked(struct knitk_pool *pool)
 
 KNITK_EXPORT int knitk_call_worker(struct knitk_call *call)
 {
-	return call ? (int)call->worker : -EINVAL;
+	if (!call)
+		return -EINVAL;
+	if (!call->pool->steal)
+		return (int)call->worker;
+	/* Stealing: known once a worker's result or death completed it. */
+	if (!call_done(call))
+		return -EINPROGRESS;
+	return call->ran >= 0 ? call->ran : -ENOENT;
 }
 
 /*

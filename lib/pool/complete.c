@@ -93,6 +93,9 @@ static void results_apply(struct knitk_pool *pool, unsigned int w,
 			memcpy(e->call->small, r->small, r->len);
 			r->data = e->call->small;
 		}
+		/* Set before the completion publishes the handle (C5). */
+		if (!call_done_locked(e->call))
+			e->call->ran = (int)w;
 		knitk__call_complete_locked(pool, e->call, r->status, r->data, r->len);
 		knitk__entry_free_locked(pool, idx);
 	}
@@ -240,6 +243,8 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 
 		if (idx >= pool->nr_workers * KNITK_LANES || !e->call || e->gen != gen)
 			continue;
+		if (!call_done_locked(e->call))
+			e->call->ran = (int)w;
 		knitk__call_complete_locked(pool, e->call, -EOWNERDEAD, NULL, 0);
 		knitk__entry_free_locked(pool, idx);
 	}

@@ -32,7 +32,7 @@ _Static_assert(offsetof(struct knitk_pool_opts, size) == 0 &&
 	       sizeof(struct knitk_pool_opts) == KNITK_POOL_OPTS_SIZE_VER1,
 	       "knitk_pool_opts layout");
 KNITK__SIZED_VER0(knitk_call_opts, KNITK_CALL_OPTS_SIZE_VER0);
-KNITK__SIZED_VER0(knitk_pool_stats, KNITK_POOL_STATS_SIZE_VER1);
+KNITK__SIZED_VER0(knitk_pool_stats, KNITK_POOL_STATS_SIZE_VER2);
 KNITK__SIZED_VER0(knitk_worker_info, KNITK_WORKER_INFO_SIZE_VER1);
 
 #ifdef KNITK_TEST_HOOKS
@@ -385,6 +385,7 @@ static int pool_register(struct knitk_pool *pool, const struct knitk_call_opts *
 	pw->busy |= 1ULL << k;
 	pw->inflight++;
 	call->worker = (unsigned int)w;
+	call->ran = -1;
 	call->entry = (unsigned int)w * KNITK_LANES + k;
 	e = &pool->entries[call->entry];
 	e->gen++;
@@ -721,6 +722,7 @@ KNITK_EXPORT int knitk_pool_stats(struct knitk_pool *pool,
 	pthread_mutex_lock(&pool->lock);
 	st = pool->stats;
 	st.event_writes = pool_event_writes(pool);
+	st.claims = pool->steal ? knitk__steal_claims(pool) : 0;
 	pthread_mutex_unlock(&pool->lock);
 	return knitk__sized_out(stats, &st, sizeof(st), KNITK_POOL_STATS_SIZE_VER0);
 }

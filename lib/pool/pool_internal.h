@@ -65,7 +65,9 @@ struct knitk_call {
 	_Atomic int state;
 	int status;
 	int refs;			/* the user's and the in-flight entry's */
-	unsigned int worker;
+	unsigned int worker;		/* stealing: the entry's bucket only */
+	/* Stealing: the worker whose result or death completed it, or -1. */
+	int ran;
 	unsigned int entry;		/* index in pool->entries */
 	uint32_t epoch;			/* the worker's incarnation */
 	uint64_t task_id;
@@ -139,7 +141,7 @@ struct knitk_pool {
 	/* KNITK_POOL_DISPATCH_STEAL: regions of steal_g lanes (steal.c). */
 	bool steal;
 	unsigned int steal_g;
-	_Atomic uint64_t *steal_words;	/* idle and searching masks */
+	_Atomic uint64_t *steal_words;	/* the wake policy's words (T12) */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -287,15 +289,22 @@ int knitk__worker_run(const struct worker_args *args);
 void *knitk__worker_thread_main(void *arg);
 
 /* steal.c */
+/* The pool words of the wake policy (docs/protocol.md T12). */
+enum { STEAL_IDLE, STEAL_SEARCHING, STEAL_RINGING, STEAL_WINDOW };
 _Atomic uint64_t *knitk__steal_words(struct knitk_endpoint *ep);
-void knitk__steal_wake(struct knitk_endpoint *ep, _Atomic uint64_t *words);
+int knitk__steal_pick(_Atomic uint64_t *words);
+void knitk__steal_unpick(_Atomic uint64_t *words, int w);
+void knitk__steal_ring(struct knitk_endpoint *ep, _Atomic uint64_t *words, int w);
+void knitk__steal_window(_Atomic uint64_t *words, bool open);
 void knitk__steal_search(_Atomic uint64_t *words, unsigned int w);
-void knitk__steal_idle(_Atomic uint64_t *words, unsigned int w);
+bool knitk__steal_idle(_Atomic uint64_t *words, unsigned int w);
 void knitk__steal_awake(_Atomic uint64_t *words, unsigned int w);
 void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
-			  unsigned int w, unsigned int nr_mailboxes);
+			  unsigned int w, struct knitk_consumer **c,
+			  unsigned int nr_mailboxes);
 void knitk__steal_gone(_Atomic uint64_t *words, unsigned int w);
 int knitk__steal_setup(struct knitk_pool *pool);
+uint64_t knitk__steal_claims(struct knitk_pool *pool);
 void knitk__steal_free_slot(struct pool_submitter *sl);
 void knitk__steal_collect(struct knitk_pool *pool, unsigned int s);
 unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,

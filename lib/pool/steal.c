@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
  * The stealing dispatch of the pool (KNITK_POOL_DISPATCH_STEAL,
- * docs/protocol.md T10-T12): one request mailbox per submitter,
+ * docs/protocol.md T10-T13): one request mailbox per submitter,
  * claimed from by every worker (the claim itself is the core's,
  * knitk_lane_scan on a claimant), results on each worker's own return
  * mailbox, matched by task id.
@@ -14,9 +14,10 @@
  * set the death handler fails with -EOWNERDEAD, after taking w's last
  * results.
  *
- * The wake policy (T12): two pool words in the (kernel-ignored) ack line
- * of request mailbox 0, the idle mask and the searching mask, bit w per
- * worker.  See pool_steal_wake.
+ * The wake policy (T12, T13): pool words in the (kernel-ignored) ack line
+ * of request mailbox 0, the idle, searching and ringing masks (bit w per
+ * worker) and the publish window; a worker is woken only for lanes
+ * reserved for it.  See knitk__steal_pick.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,7 +26,10 @@
 
 #include "pool_internal.h"
 
-/* The idle (0) and searching (1) masks of the knot of @knot. */
+/*
+ * The pool words of the wake policy (T12), in the ack line of request
+ * mailbox 0: idle, searching and ringing masks, and the publish window.
+ */
 _Atomic uint64_t *knitk__steal_words(struct knitk_endpoint *ep)
 {
 	struct knitk_layout l;
@@ -37,26 +41,90 @@ _Atomic uint64_t *knitk__steal_words(struct knitk_endpoint *ep)
 				    offsetof(struct knitk_sector, ack));
 }
 
-/*
- * Wake one idle worker if nobody searches (T12).  Called after a publish
- * (the caller's release store of pub) or by a worker whose claim ended its
- * search.  The fence pairs with the seq_cst RMWs of a worker going idle
- * (knitk__steal_idle) and its doorbell prepare: either we see its
- * searching bit, or its re-check after the prepare sees our publish.
- * Only a worker changes its own bits: until the one rung marks itself
- * awake, later publishes ring the same worker, whose delivered wake
- * suppresses them, so a burst wakes one worker, not a herd.
- */
-void knitk__steal_wake(struct knitk_endpoint *ep, _Atomic uint64_t *words)
+/* The word at @off of worker @w's steal line on request mailbox @m. */
+static _Atomic uint64_t *steal_line_word(struct knitk_endpoint *ep, unsigned int m,
+					 unsigned int w, size_t off)
 {
-	uint64_t idle;
+	struct knitk_geometry g;
+	struct knitk_layout l;
+	void *base;
 
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&words[1], memory_order_seq_cst))
+	knitk_endpoint_layout(ep, &l, &g);
+	knitk_endpoint_base(ep, &base);
+	return (_Atomic uint64_t *)((char *)base + l.steal_off +
+				    (uint64_t)(m * g.nr_workers + w) * l.steal_stride + off);
+}
+
+/* Whom worker @w is waking, plus one (its user word on mailbox 0). */
+static _Atomic uint64_t *steal_ring_word(struct knitk_endpoint *ep, unsigned int w)
+{
+	return steal_line_word(ep, 0, w, offsetof(struct knitk_steal_line, user));
+}
+
+/*
+ * Pick an idle worker to wake, or -1 (T12): none if a worker searches.
+ * The pick owns the worker's ringing bit (0 -> 1) and takes its idle bit
+ * (1 -> 0); only the owner of a ringing bit rings that worker, and the
+ * worker starts no sleep while the bit is set (knitk__steal_idle), so a
+ * ring can only land in a sleep begun before the hand-off it carries.
+ */
+int knitk__steal_pick(_Atomic uint64_t *words)
+{
+	uint64_t idle, b;
+
+	if (atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
+		return -1;
+	idle = atomic_load_explicit(&words[STEAL_IDLE], memory_order_seq_cst) &
+	       ~atomic_load_explicit(&words[STEAL_RINGING], memory_order_seq_cst);
+	for (; idle; idle &= ~b) {
+		b = idle & -idle;
+		if (atomic_fetch_or_explicit(&words[STEAL_RINGING], b,
+					     memory_order_seq_cst) & b)
+			continue;
+		if (atomic_fetch_and_explicit(&words[STEAL_IDLE], ~b,
+					      memory_order_seq_cst) & b)
+			return __builtin_ctzll(b);
+		atomic_fetch_and_explicit(&words[STEAL_RINGING], ~b,
+					  memory_order_seq_cst);
+	}
+	return -1;
+}
+
+/* Nothing was handed to picked worker @w: it is idle again, not rung. */
+void knitk__steal_unpick(_Atomic uint64_t *words, int w)
+{
+	if (w < 0)
 		return;
-	idle = atomic_load_explicit(&words[0], memory_order_seq_cst);
-	if (idle)
-		knitk_doorbell_ring(ep, idle & -idle);
+	atomic_fetch_or_explicit(&words[STEAL_IDLE], 1ULL << w, memory_order_seq_cst);
+	atomic_fetch_and_explicit(&words[STEAL_RINGING], ~(1ULL << w),
+				  memory_order_seq_cst);
+}
+
+/*
+ * Ring picked worker @w, which has work reserved for it (T13), then give
+ * up its ringing bit.  seq_cst: the bit is clear only after the ring's
+ * load of the doorbell word; pairs with the load in knitk__steal_idle.
+ */
+void knitk__steal_ring(struct knitk_endpoint *ep, _Atomic uint64_t *words, int w)
+{
+	if (w < 0)
+		return;
+	knitk_doorbell_ring(ep, 1ULL << w);
+	atomic_fetch_and_explicit(&words[STEAL_RINGING], ~(1ULL << w),
+				  memory_order_seq_cst);
+}
+
+/*
+ * A submitter's publish window, from before its pick to after its
+ * publish: a worker that goes idle meanwhile does not park until it
+ * closed, so its re-check sees the publish (T12).
+ */
+void knitk__steal_window(_Atomic uint64_t *words, bool open)
+{
+	if (open)
+		atomic_fetch_add_explicit(&words[STEAL_WINDOW], 1, memory_order_seq_cst);
+	else
+		atomic_fetch_sub_explicit(&words[STEAL_WINDOW], 1, memory_order_seq_cst);
 }
 
 /* Worker @w found nothing to claim: it searches (spins). */
@@ -64,50 +132,74 @@ void knitk__steal_search(_Atomic uint64_t *words, unsigned int w)
 {
 	uint64_t bit = 1ULL << w;
 
-	if (!(atomic_load_explicit(&words[1], memory_order_relaxed) & bit))
-		atomic_fetch_or_explicit(&words[1], bit, memory_order_seq_cst);
+	if (!(atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_relaxed) & bit))
+		atomic_fetch_or_explicit(&words[STEAL_SEARCHING], bit, memory_order_seq_cst);
 }
 
-/*
- * Worker @w is about to park: idle first, then no longer searching, both
- * seq_cst, before its doorbell prepare and re-check (T12).
- */
-void knitk__steal_idle(_Atomic uint64_t *words, unsigned int w)
-{
-	uint64_t bit = 1ULL << w;
-
-	atomic_fetch_or_explicit(&words[0], bit, memory_order_seq_cst);
-	atomic_fetch_and_explicit(&words[1], ~bit, memory_order_seq_cst);
-}
-
-/* Worker @w woke: not idle; searching until its next claim. */
+/* Worker @w woke, or does not park: not idle; searching. */
 void knitk__steal_awake(_Atomic uint64_t *words, unsigned int w)
 {
 	uint64_t bit = 1ULL << w;
 
-	atomic_fetch_or_explicit(&words[1], bit, memory_order_seq_cst);
-	atomic_fetch_and_explicit(&words[0], ~bit, memory_order_seq_cst);
+	atomic_fetch_or_explicit(&words[STEAL_SEARCHING], bit, memory_order_seq_cst);
+	atomic_fetch_and_explicit(&words[STEAL_IDLE], ~bit, memory_order_seq_cst);
 }
 
 /*
- * Worker @w claimed work.  If it was the last searcher and work is left,
- * one more idle worker is woken, so a burst spreads over the pool.
+ * Worker @w is about to park: idle first, then no longer searching, then
+ * the guards, all seq_cst, before its doorbell prepare and re-check (T12).
+ * False (and searching again): a ring of @w or a publish window is open,
+ * so it must not start a sleep yet.
+ */
+bool knitk__steal_idle(_Atomic uint64_t *words, unsigned int w)
+{
+	uint64_t bit = 1ULL << w;
+
+	atomic_fetch_or_explicit(&words[STEAL_IDLE], bit, memory_order_seq_cst);
+	atomic_fetch_and_explicit(&words[STEAL_SEARCHING], ~bit, memory_order_seq_cst);
+	if (!(atomic_load_explicit(&words[STEAL_RINGING], memory_order_seq_cst) & bit) &&
+	    !atomic_load_explicit(&words[STEAL_WINDOW], memory_order_seq_cst))
+		return true;
+	knitk__steal_awake(words, w);
+	return false;
+}
+
+/*
+ * Worker @w claimed work (@c: one of its claimants).  If it was the last
+ * searcher and unreserved work is left, it hands a region of it to one
+ * idle worker and wakes that one, so a burst spreads over the pool (T12).
  */
 void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
-			  unsigned int w, unsigned int nr_mailboxes)
+			  unsigned int w, struct knitk_consumer **c,
+			  unsigned int nr_mailboxes)
 {
+	_Atomic uint64_t *ring = steal_ring_word(ep, w);
 	uint64_t bit = 1ULL << w, pending;
 	unsigned int m;
+	int to, n = 0;
 
-	if (!(atomic_load_explicit(&words[1], memory_order_relaxed) & bit))
+	if (!(atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_relaxed) & bit))
 		return;
-	if (atomic_fetch_and_explicit(&words[1], ~bit, memory_order_seq_cst) != bit)
+	if (atomic_fetch_and_explicit(&words[STEAL_SEARCHING], ~bit,
+				      memory_order_seq_cst) != bit)
 		return;
 	for (m = 0; m < nr_mailboxes; m++)
-		if (knitk_mailbox_pending(ep, m, &pending) > 0) {
-			knitk__steal_wake(ep, words);
-			return;
-		}
+		if (knitk_mailbox_pending(ep, m, &pending) > 0)
+			break;
+	if (m == nr_mailboxes)
+		return;
+	to = knitk__steal_pick(words);
+	if (to < 0)
+		return;
+	/* Whom we wake, for our death handler (knitk__steal_take_dead). */
+	atomic_store_explicit(ring, (uint64_t)to + 1, memory_order_seq_cst);
+	for (m = 0; m < nr_mailboxes && n <= 0; m++)
+		n = knitk_steal_hand_off(c[m], (unsigned int)to);
+	if (n > 0)
+		knitk__steal_ring(ep, words, to);
+	else
+		knitk__steal_unpick(words, to);
+	atomic_store_explicit(ring, 0, memory_order_relaxed);
 }
 
 /* Worker @w leaves (stopped, or its host is gone): neither idle nor searching. */
@@ -115,8 +207,22 @@ void knitk__steal_gone(_Atomic uint64_t *words, unsigned int w)
 {
 	uint64_t bit = 1ULL << w;
 
-	atomic_fetch_and_explicit(&words[0], ~bit, memory_order_seq_cst);
-	atomic_fetch_and_explicit(&words[1], ~bit, memory_order_seq_cst);
+	atomic_fetch_and_explicit(&words[STEAL_IDLE], ~bit, memory_order_seq_cst);
+	atomic_fetch_and_explicit(&words[STEAL_SEARCHING], ~bit, memory_order_seq_cst);
+}
+
+/* The claims of every worker on every stealing mailbox (the stats). */
+uint64_t knitk__steal_claims(struct knitk_pool *pool)
+{
+	unsigned int s, w;
+	uint64_t n = 0;
+
+	for (s = 0; s < pool->nr_submitters; s++)
+		for (w = 0; w < pool->nr_workers; w++)
+			n += atomic_load_explicit(steal_line_word(pool->ep, s, w,
+					offsetof(struct knitk_steal_line, claims)),
+					memory_order_relaxed);
+	return n;
 }
 
 int knitk__steal_setup(struct knitk_pool *pool)
@@ -170,13 +276,23 @@ void knitk__steal_collect(struct knitk_pool *pool, unsigned int s)
 /*
  * Death of worker @w (its role is no longer live): collect, take w's
  * records into @tids and free the arena slots it held (T11).  Returns how
- * many task ids.
+ * many task ids.  Its reservations lapse (T13), and a wake it was giving
+ * is given for it (T12).
  */
 unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,
 				    uint64_t *tids)
 {
+	_Atomic uint64_t *words = pool->steal_words;
+	_Atomic uint64_t *ring = steal_ring_word(pool->ep, w);
+	uint64_t to = atomic_load_explicit(ring, memory_order_seq_cst), pending;
 	unsigned int s, n = 0, i;
+	bool lapsed = false;
 
+	/*
+	 * No pick takes w any more.  One that did may still reserve a lane
+	 * for it: ignored while w is dead, dropped by its successor (T13).
+	 */
+	knitk__steal_gone(words, w);
 	for (s = 0; s < pool->nr_submitters; s++) {
 		struct pool_submitter *sl = &pool->submitters[s];
 
@@ -185,30 +301,82 @@ unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,
 		for (i = 0; i < sl->nr_held[w]; i++)
 			tids[n++] = sl->held[w][i];
 		sl->nr_held[w] = 0;
+		knitk_mailbox_pending(pool->ep, s, &pending);
+		lapsed |= (atomic_load_explicit(steal_line_word(pool->ep, s, w,
+				offsetof(struct knitk_steal_line, resv)),
+				memory_order_relaxed) & pending) != 0;
 		knitk_producer_reset_claimant(sl->producers[0], w);
 		pthread_mutex_unlock(&sl->lock);
 	}
-	knitk__steal_gone(pool->steal_words, w);
+	if (to) {
+		/* w died waking worker to - 1: wake it in w's place. */
+		atomic_store_explicit(ring, 0, memory_order_relaxed);
+		atomic_fetch_or_explicit(&words[STEAL_IDLE], 1ULL << (to - 1),
+					 memory_order_seq_cst);
+		knitk__steal_ring(pool->ep, words, (int)to - 1);
+	}
+	/* Work reserved for it is left: wake somebody for it. */
+	if (lapsed)
+		knitk__steal_ring(pool->ep, words, knitk__steal_pick(words));
 	return n;
 }
 
-/* Send @h into slot @s's mailbox (its lock held); the lane, or an error. */
-static int steal_send(struct knitk_pool *pool, unsigned int s,
+/*
+ * Send @h into slot @s's mailbox (its lock held), reserved for worker @to
+ * unless it is -1; the lane, or an error.
+ */
+static int steal_send(struct knitk_pool *pool, unsigned int s, int to,
 		      const struct knitk_lane_header *h, const void *in,
 		      size_t len)
 {
 	struct pool_submitter *sl = &pool->submitters[s];
-	int ret;
+	struct knitk_producer *p = sl->producers[0];
+	int ret, i;
 
-	ret = knitk_producer_send(sl->producers[0], h, len ? in : NULL, len);
-	if (ret == -EAGAIN) {
+	for (i = 0; i < 2; i++) {
+		ret = to < 0 ? knitk_producer_send(p, h, len ? in : NULL, len) :
+			       knitk_producer_send_to(p, (unsigned int)to, h,
+						      len ? in : NULL, len);
+		if (ret != -EAGAIN || i)
+			break;
 		/* T10: retired lanes stay busy until reported. */
 		knitk__steal_collect(pool, s);
-		ret = knitk_producer_send(sl->producers[0], h, len ? in : NULL, len);
 	}
 	if (ret >= 0)
 		sl->lane_task[ret] = h->task_id;
 	return ret;
+}
+
+/*
+ * Publish into slot @s (-1: any) and wake as T12 says: the pick, the
+ * send of a lane reserved for the worker picked, inside a publish window,
+ * then its ring.  The slot used, or an error (nothing published).
+ */
+static int steal_publish_once(struct knitk_pool *pool, int s,
+			      const struct knitk_lane_header *h, const void *in,
+			      size_t len)
+{
+	_Atomic uint64_t *words = pool->steal_words;
+	unsigned int slot;
+	int to, ret;
+
+	if (s < 0) {
+		slot = knitk__submitter_acquire(pool);
+	} else {
+		slot = (unsigned int)s;
+		pthread_mutex_lock(&pool->submitters[slot].lock);
+	}
+	knitk__steal_window(words, true);
+	to = knitk__steal_pick(words);
+	ret = steal_send(pool, slot, to, h, in, len);
+	pthread_mutex_unlock(&pool->submitters[slot].lock);
+	knitk__steal_window(words, false);
+	if (ret < 0) {
+		knitk__steal_unpick(words, to);
+		return ret;
+	}
+	knitk__steal_ring(pool->ep, words, to);
+	return 0;
 }
 
 /*
@@ -221,18 +389,15 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 			 size_t len)
 {
 	uint64_t progress;
-	unsigned int s;
 	int ret;
 
 	(void)call;
 	for (;;) {
 		/* Acquire pairs with the release in pool_progress_locked. */
 		progress = atomic_load_explicit(&pool->progress, memory_order_acquire);
-		s = knitk__submitter_acquire(pool);
-		ret = steal_send(pool, s, h, in, len);
-		pthread_mutex_unlock(&pool->submitters[s].lock);
+		ret = steal_publish_once(pool, -1, h, in, len);
 		if (ret >= 0)
-			break;
+			return 0;
 		if (ret != -ENOSPC && ret != -EAGAIN)
 			return ret;
 		POOL_HOOK(pool, POOL_HOOK_PUBLISH_FULL, 0);
@@ -242,8 +407,6 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 			knitk__pool_wait_passive_locked(pool);
 		pthread_mutex_unlock(&pool->lock);
 	}
-	knitk__steal_wake(pool->ep, pool->steal_words);
-	return 0;
 }
 
 static unsigned int steal_running_locked(struct knitk_pool *pool)
@@ -272,11 +435,7 @@ void knitk__steal_stop_workers(struct knitk_pool *pool)
 		pthread_mutex_unlock(&pool->lock);
 		if (!running)
 			return;
-		pthread_mutex_lock(&pool->submitters[0].lock);
-		ret = steal_send(pool, 0, &h, NULL, 0);
-		pthread_mutex_unlock(&pool->submitters[0].lock);
-		if (ret >= 0)
-			knitk__steal_wake(pool->ep, pool->steal_words);
+		steal_publish_once(pool, 0, &h, NULL, 0);
 		pthread_mutex_lock(&pool->lock);
 		while (steal_running_locked(pool) == running && !pool->completer_done)
 			knitk__pool_wait_passive_locked(pool);

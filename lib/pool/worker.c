@@ -232,7 +232,7 @@ int knitk__worker_run(const struct worker_args *a)
 			any = true;
 			if (words)
 				knitk__steal_claimed(a->ep, words, a->worker,
-						     l.nr_submitters);
+						     l.req, l.nr_submitters);
 			while (!done && (lane = knitk_lane_next(l.req[s], &pending)) >= 0) {
 				/*
 				 * A host gone (killed: its calls are lost with
@@ -255,8 +255,11 @@ int knitk__worker_run(const struct worker_args *a)
 			continue;
 		}
 		spins = 0;
-		if (words)
-			knitk__steal_idle(words, a->worker);
+		/* Stealing: not while a ring of ours or a publish is open. */
+		if (words && !knitk__steal_idle(words, a->worker)) {
+			sched_yield();
+			continue;
+		}
 		/* Lost-wakeup free; -EPIPE: the host is gone, stop. */
 		ret = knitk_doorbell_park(a->ep, KNITK_WAIT_FOREVER);
 		if (words)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
- * The stealing pool (KNITK_POOL_DISPATCH_STEAL, docs/protocol.md T1-T12):
+ * The stealing pool (KNITK_POOL_DISPATCH_STEAL, docs/protocol.md T1-T13):
  * options, exactly-once under contention for 2..63 thread and process
  * workers and every legal g with several submitting threads, age order,
  * a worker dying holding a claim (respawned on its steal line), deadlines,
@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 
 #include "knitk.h"
 #include "knitk_pool.h"
+#include "pool_parked.h"
 #include "tap.h"
 #include "../core/knot_hooks.h"
 
@@ -82,6 +84,38 @@ static int s_sleep(const void *in, size_t len, struct knitk_reply *out, void *ct
 	while (!knitk_task_aborted(ctx))
 		sched_yield();
 	return -EINTR;
+}
+
+/* @c completed with mix(@x), by a worker below @workers. */
+static bool mix_ok(struct knitk_call *c, uint64_t x, unsigned int workers)
+{
+	const void *d;
+	size_t len;
+	uint64_t y;
+
+	return knitk_call_status(c) == 0 && !knitk_call_result(c, &d, &len) &&
+	       len == 8 && (memcpy(&y, d, 8), y == mix(x)) &&
+	       knitk_call_worker(c) >= 0 && knitk_call_worker(c) < (int)workers;
+}
+
+/*
+ * Tally and release @n calls of S_MIX on @xs: into *@dead the ones that
+ * died with worker @dead_worker (-EOWNERDEAD, knitk_call_worker() naming
+ * it), into *@ok the correct ones run by a worker below @workers.
+ */
+static void tally(struct knitk_call **calls, const uint64_t *xs, unsigned int n,
+		  int dead_worker, unsigned int workers, unsigned int *ok,
+		  unsigned int *dead)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		if (knitk_call_status(calls[i]) == -EOWNERDEAD)
+			*dead += knitk_call_worker(calls[i]) == dead_worker;
+		else
+			*ok += mix_ok(calls[i], xs[i], workers);
+		knitk_call_release(calls[i]);
+	}
 }
 
 static const knitk_task_fn fns[S_NR] = { s_mix, s_order, s_die, s_sleep };
@@ -166,14 +200,7 @@ static void *submit_main(void *arg)
 		if (knitk_pool_wait_all(s->pool, calls, b, KNITK_WAIT_FOREVER))
 			return NULL;
 		for (k = 0; k < b; k++) {
-			const void *d;
-			size_t len;
-			uint64_t y = 0;
-
-			if (knitk_call_status(calls[k]) == 0 &&
-			    !knitk_call_result(calls[k], &d, &len) && len == 8 &&
-			    (memcpy(&y, d, 8), y == mix(xs[k])))
-				s->good++;
+			s->good += mix_ok(calls[k], xs[k], KNITK_MAX_WORKERS);
 			knitk_call_release(calls[k]);
 		}
 	}
@@ -225,9 +252,11 @@ static void exactly_once_one(unsigned int kind, unsigned int workers,
 	}
 	REQUIRE(knitk_pool_stats(pool, &st) == 0);
 	pool_wakes(pool, workers, &wk);
-	printf("# %s, %u workers, g %u: %lu of %lu calls exactly once (stale %llu)",
+	printf("# %s, %u workers, g %u: %lu of %lu calls exactly once (stale %llu),"
+	       " %.2f per claim",
 	       kind == KNITK_WORKER_THREADS ? "threads" : "processes", workers, g,
-	       good, n / SUBMITTERS * SUBMITTERS, (unsigned long long)st.stale);
+	       good, n / SUBMITTERS * SUBMITTERS, (unsigned long long)st.stale,
+	       (double)st.completed / (double)(st.claims ? st.claims : 1));
 	if (wk.valid)
 		printf("; wakes %llu (%.5f per call), spurious %llu\n",
 		       (unsigned long long)wk.wakes,
@@ -238,6 +267,11 @@ static void exactly_once_one(unsigned int kind, unsigned int workers,
 	CHECK_EQ(good, n / SUBMITTERS * SUBMITTERS);
 	CHECK_EQ(st.completed, st.submitted);
 	CHECK_EQ(st.stale, 0);
+	/* Every call came with a claim, and a claim takes at most g calls. */
+	CHECK(st.claims >= 1 && st.claims <= st.completed);
+	CHECK(st.claims * (uint64_t)knitk_steal_region_lanes(workers, g) >= st.completed);
+	/* T12, T13: a worker is woken only for work reserved for it. */
+	CHECK_EQ(wk.spurious, 0);
 	knitk_pool_destroy(pool);
 }
 
@@ -260,6 +294,77 @@ static void exactly_once_processes(void)
 
 	for (i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
 		exactly_once_one(KNITK_WORKER_PROCESSES, counts[i], 0, nr_calls / 10);
+}
+
+/*
+ * T12, T13: a burst of @n calls published to a parked pool of @n process
+ * workers is spread over it.  The workers are stopped while the burst is
+ * published, so none can wake and take it all: each publish hands its
+ * lane to the next idle worker and rings that one.  Returns how many
+ * workers ran exactly one call, their own (knitk_call_worker() names the
+ * worker that ran each call, -EINPROGRESS before).
+ */
+static unsigned int spread_burst(struct knitk_pool *pool, unsigned int n)
+{
+	struct knitk_worker_info wi[4];
+	struct knitk_call *calls[4];
+	struct knitk_endpoint *ep;
+	unsigned int i, spread = 0;
+	uint64_t xs[4], before[4];
+
+	if (n > 4 || knitk_pool_endpoint(pool, &ep))
+		return 0;
+	wait_workers_parked(ep, n);
+	for (i = 0; i < n; i++) {
+		memset(&wi[i], 0, sizeof(wi[i]));
+		wi[i].size = sizeof(wi[i]);
+		if (knitk_pool_worker_info(pool, i, &wi[i]) || kill(wi[i].pid, SIGSTOP))
+			return 0;
+		before[i] = wi[i].calls;
+	}
+	for (i = 0; i < n; i++) {
+		xs[i] = 300 + i;
+		if (knitk_pool_submit(pool, S_MIX, &xs[i], 8, NULL, &calls[i]))
+			return 0;
+	}
+	for (i = 0; i < n; i++)
+		CHECK_EQ(knitk_call_worker(calls[i]), -EINPROGRESS);
+	for (i = 0; i < n; i++)
+		if (kill(wi[i].pid, SIGCONT))
+			return 0;
+	if (knitk_pool_wait_all(pool, calls, n, KNITK_WAIT_FOREVER))
+		return 0;
+	for (i = 0; i < n; i++) {
+		/* Publish i was handed to the i-th idle worker, which ran it. */
+		spread += !knitk_pool_worker_info(pool, i, &wi[i]) &&
+			  mix_ok(calls[i], xs[i], n) &&
+			  knitk_call_worker(calls[i]) == (int)i &&
+			  wi[i].calls - before[i] == 1;
+		knitk_call_release(calls[i]);
+	}
+	return spread;
+}
+
+/*
+ * Every worker runs one call of a burst to the parked pool (once every
+ * ring went to the lowest idle worker, which claimed the whole region).
+ */
+static void burst_spreads(void)
+{
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_pool *pool;
+	unsigned int spread;
+
+	pool = steal_pool(KNITK_WORKER_PROCESSES, 4, 0, 0, NULL);
+	REQUIRE(pool);
+	spread = spread_burst(pool, 4);
+	REQUIRE(knitk_pool_stats(pool, &st) == 0);
+	printf("# a burst of 4 to 4 parked workers: %u of them ran one call each,"
+	       " %llu claims\n", spread, (unsigned long long)st.claims);
+	CHECK_EQ(spread, 4);
+	/* Each took its own reserved lane alone: one claim per call. */
+	CHECK_EQ(st.claims, 4);
+	knitk_pool_destroy(pool);
 }
 
 /* --------------------------------------------------------- the rest */
@@ -326,19 +431,8 @@ static void death_holding_claim(void)
 	}
 	CHECK_EQ(knitk_call_wait(die, KNITK_WAIT_FOREVER), -EOWNERDEAD);
 	REQUIRE(knitk_pool_wait_all(pool, calls, 40, KNITK_WAIT_FOREVER) == 0);
-	for (i = 0; i < 40; i++) {
-		const void *d;
-		size_t len;
-		uint64_t y = 0;
-		int s = knitk_call_status(calls[i]);
-
-		if (s == -EOWNERDEAD)
-			dead++;
-		else if (s == 0 && !knitk_call_result(calls[i], &d, &len) &&
-			 len == 8 && (memcpy(&y, d, 8), y == mix(xs[i])))
-			ok++;
-		knitk_call_release(calls[i]);
-	}
+	/* The calls that fail are the dying worker's. */
+	tally(calls, xs, 40, knitk_call_worker(die), 2, &ok, &dead);
 	knitk_call_release(die);
 	printf("# died holding a claim: %u calls -EOWNERDEAD, %u ok\n", dead + 1, ok);
 	CHECK(dead + 1 <= g);
@@ -361,6 +455,8 @@ static void death_holding_claim(void)
 	CHECK_EQ(st.respawns, 1);
 	CHECK_EQ(st.ownerdead, dead + 1);
 	CHECK_EQ(st.stale, 0);
+	/* Both workers, the new one on the dead one's line, take a call each. */
+	CHECK_EQ(spread_burst(pool, 2), 2);
 	knitk_pool_destroy(pool);
 }
 
@@ -384,6 +480,9 @@ static void deadlines_aborts_shutdown(void)
 	CHECK_EQ(knitk_call_wait(late, KNITK_WAIT_FOREVER), -ETIMEDOUT);
 	CHECK_EQ(knitk_call_abort(ab), 0);
 	CHECK_EQ(knitk_call_status(ab), -ECANCELED);
+	/* Completed with no worker's result: nobody to name. */
+	CHECK_EQ(knitk_call_worker(late), -ENOENT);
+	CHECK_EQ(knitk_call_worker(ab), -ENOENT);
 	for (i = 0; i < 2; i++) {
 		CHECK_EQ(knitk_call_abort(run[i]), 0);
 		CHECK_EQ(knitk_call_wait(run[i], KNITK_WAIT_FOREVER), -ECANCELED);
@@ -395,14 +494,7 @@ static void deadlines_aborts_shutdown(void)
 	/* Drain: every queued call still runs. */
 	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
 	for (i = 0; i < 20; i++) {
-		const void *d;
-		size_t len;
-		uint64_t y = 0;
-
-		if (knitk_call_status(more[i]) == 0 &&
-		    !knitk_call_result(more[i], &d, &len) && len == 8 &&
-		    (memcpy(&y, d, 8), y == mix(xs[i])))
-			ok++;
+		ok += mix_ok(more[i], xs[i], 2);
 		knitk_call_release(more[i]);
 	}
 	CHECK_EQ(ok, 20);
@@ -420,6 +512,7 @@ static void deadlines_aborts_shutdown(void)
 	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_CANCEL), 0);
 	for (i = 0; i < 10; i++) {
 		CHECK_EQ(knitk_call_status(more[i]), -ECANCELED);
+		CHECK_EQ(knitk_call_worker(more[i]), -ENOENT);
 		knitk_call_release(more[i]);
 	}
 	knitk_pool_destroy(pool);
@@ -468,7 +561,8 @@ static void die_setup(void)
  * right after retiring its claim (holding the claim and its want: only
  * the claimed calls fail).  Survivors do not wait on the dead intent once
  * the pool's pidfd monitor cleared its live bit, and the respawned worker
- * takes the steal line over.
+ * takes the steal line over.  knitk_call_worker() names worker 0 for the
+ * failed calls and a worker for each served one.
  */
 static void die_at(enum knot_hook point, unsigned int g)
 {
@@ -493,19 +587,7 @@ static void die_at(enum knot_hook point, unsigned int g)
 		REQUIRE(knitk_pool_submit(pool, S_MIX, &xs[i], 8, NULL, &calls[i]) == 0);
 	}
 	REQUIRE(knitk_pool_wait_all(pool, calls, 60, KNITK_WAIT_FOREVER) == 0);
-	for (i = 0; i < 60; i++) {
-		const void *d;
-		size_t len;
-		uint64_t y = 0;
-		int s = knitk_call_status(calls[i]);
-
-		if (s == -EOWNERDEAD)
-			dead++;
-		else if (s == 0 && !knitk_call_result(calls[i], &d, &len) &&
-			 len == 8 && (memcpy(&y, d, 8), y == mix(xs[i])))
-			ok++;
-		knitk_call_release(calls[i]);
-	}
+	tally(calls, xs, 60, 0, 2, &ok, &dead);
 	/*
 	 * Worker 1 may have taken all of those: call on until worker 0 has
 	 * claimed (and died), then serve more with the survivor and the new
@@ -538,6 +620,8 @@ static void die_at(enum knot_hook point, unsigned int g)
 	CHECK_EQ(st.respawns, 1);
 	CHECK_EQ(st.ownerdead, dead);
 	CHECK_EQ(st.stale, 0);
+	/* The new worker 0 claims on the dead one's steal line, woken too. */
+	CHECK_EQ(spread_burst(pool, 2), 2);
 	knitk_pool_destroy(pool);
 	unlink(path);
 }
@@ -604,6 +688,7 @@ int main(int argc, char **argv)
 	TEST(death_holding_want);
 	TEST(death_holding_claim_and_want);
 	TEST(last_worker_dies);
+	TEST(burst_spreads);
 	TEST(exactly_once_threads);
 	TEST(exactly_once_processes);
 	return tap_exit();

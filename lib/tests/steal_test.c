@@ -360,6 +360,36 @@ static void send_values(struct rig *r, unsigned int n)
 }
 
 /*
+ * Ten calls on a two-worker rig, worker @me's claimant in *@c, and worker
+ * @peer stopped holding an intent for every region.
+ */
+static int stale_intent(struct rig *r, unsigned int me, unsigned int peer,
+			struct knitk_consumer **c)
+{
+	int ret = rig_init(r, 2, 1, 16);
+
+	if (ret)
+		return ret;
+	*c = claimant(r, me);
+	if (!*c)
+		return -ENOMEM;
+	send_values(r, 10);
+	atomic_store((_Atomic uint64_t *)&line_of(r, 0, peer)->want, ~0ULL);
+	return 0;
+}
+
+/* @peer dies: its intent stops counting, @c claims all ten calls. */
+static void claim_past_dead(struct rig *r, struct knitk_consumer *c,
+			    unsigned int peer)
+{
+	uint64_t pend;
+
+	CHECK_EQ(knitk_endpoint_mark_dead(r->host, peer), 0);
+	CHECK_EQ(knitk_lane_scan(c, &pend), 10);
+	CHECK_EQ(knitk_lane_ack(c, pend), 0);
+}
+
+/*
  * T3, T5: a live senior's intent keeps a junior out of every region it
  * names; once the senior is dead (live bit cleared) it stops counting.
  */
@@ -369,16 +399,9 @@ static void dead_senior_stops_counting(void)
 	struct rig r;
 	uint64_t pend;
 
-	REQUIRE(rig_init(&r, 2, 1, 16) == 0);
-	c = claimant(&r, 1);
-	REQUIRE(c);
-	send_values(&r, 10);
-	/* Worker 0 announced every region and stopped there. */
-	atomic_store((_Atomic uint64_t *)&line_of(&r, 0, 0)->want, ~0ULL);
+	REQUIRE(stale_intent(&r, 1, 0, &c) == 0);
 	CHECK_EQ(knitk_lane_scan(c, &pend), 0);
-	CHECK_EQ(knitk_endpoint_mark_dead(r.host, 0), 0);
-	CHECK_EQ(knitk_lane_scan(c, &pend), 10);
-	CHECK_EQ(knitk_lane_ack(c, pend), 0);
+	claim_past_dead(&r, c, 0);
 	knitk_consumer_destroy(c);
 	rig_fini(&r);
 }
@@ -391,26 +414,18 @@ static void dead_senior_stops_counting(void)
 static void dead_junior_and_respawn(void)
 {
 	struct knitk_consumer *c, *c1;
-	struct knitk_steal_line *l1;
 	struct rig r;
 	uint64_t pend;
 
-	REQUIRE(rig_init(&r, 2, 1, 16) == 0);
-	c = claimant(&r, 0);
-	REQUIRE(c);
-	send_values(&r, 10);
-	l1 = line_of(&r, 0, 1);
-	atomic_store((_Atomic uint64_t *)&l1->want, ~0ULL);
-	CHECK_EQ(knitk_endpoint_mark_dead(r.host, 1), 0);
-	CHECK_EQ(knitk_lane_scan(c, &pend), 10);
-	CHECK_EQ(knitk_lane_ack(c, pend), 0);
+	REQUIRE(stale_intent(&r, 0, 1, &c) == 0);
+	claim_past_dead(&r, c, 1);
 	/* A new worker 1 takes over the line. */
 	knitk_endpoint_destroy(r.w[1]);
 	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(r.host), 0, &r.w[1]) == 0);
 	REQUIRE(knitk_endpoint_join(r.w[1], KNITK_ROLE_WORKER, 1) >= 1);
 	c1 = claimant(&r, 1);
 	REQUIRE(c1);
-	CHECK_EQ(atomic_load((_Atomic uint64_t *)&l1->want), 0);
+	CHECK_EQ(atomic_load((_Atomic uint64_t *)&line_of(&r, 0, 1)->want), 0);
 	send_values(&r, 5);
 	CHECK_EQ(knitk_lane_scan(c1, &pend), 5);
 	CHECK_EQ(knitk_lane_ack(c1, pend), 0);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The stealing pool on the module (KNITK_POOL_DISPATCH_STEAL,
- * docs/protocol.md T1-T12): process workers claim regions of the shared
+ * docs/protocol.md T1-T13): process workers claim regions of the shared
  * request mailboxes, every result is checked, and the module's steal
  * filter, read from its per-doorbell STATS, delivers a notify to a
  * stealing worker only while a stealing mailbox holds pending work and
@@ -24,6 +24,7 @@
 
 #define POOL_TASKS_SLEEP_STEP_US	500
 #include "../../lib/tests/pool_tasks.h"
+#include "../../lib/tests/pool_parked.h"
 
 #define WORKERS	3
 #define CALLS	300
@@ -58,27 +59,6 @@ static void stats_all(struct knitk_pool *pool, unsigned int n,
 	}
 }
 
-/* Until every worker sleeps on its doorbell (the module's sleeping flag). */
-static void wait_all_parked(struct knitk_endpoint *knot, unsigned int n)
-{
-	struct knitk_layout l;
-	unsigned int w, parked;
-	void *base;
-
-	knitk_endpoint_layout(knot, &l, NULL);
-	knitk_endpoint_base(knot, &base);
-	do {
-		sched_yield();
-		parked = 0;
-		for (w = 0; w < n; w++) {
-			const struct knitk_doorbell *db = (const void *)((char *)base +
-				l.doorbell_off + (uint64_t)w * l.doorbell_stride);
-
-			parked += __atomic_load_n(&db->sleeping, __ATOMIC_ACQUIRE) != 0;
-		}
-	} while (parked < n);
-}
-
 TEST(steal_calls_and_filter)
 {
 	struct knitk_worker_info a[WORKERS], b[WORKERS];
@@ -111,7 +91,7 @@ TEST(steal_calls_and_filter)
 	 * stealing mailbox, a notify of every worker is suppressed as idle
 	 * and wakes nobody.
 	 */
-	wait_all_parked(knot, WORKERS);
+	wait_workers_parked(knot, WORKERS);
 	stats_all(pool, WORKERS, a);
 	EXPECT_EQ(0, knitk_doorbell_ring(knot, (1ULL << WORKERS) - 1));
 	stats_all(pool, WORKERS, b);
@@ -128,7 +108,7 @@ TEST(steal_calls_and_filter)
 		uint64_t x = i, y = 0;
 		size_t len = 0;
 
-		wait_all_parked(knot, WORKERS);
+		wait_workers_parked(knot, WORKERS);
 		if (knitk_pool_call(pool, T_MIX, &x, 8, NULL, &y, 8, &len) == 0 &&
 		    len == 8 && y == mix64(x))
 			good++;
@@ -144,6 +124,8 @@ TEST(steal_calls_and_filter)
 	       calls, (unsigned long long)wakes, (unsigned long long)spurious);
 	/* Each of those 20 publishes found every worker parked. */
 	EXPECT_EQ(20, wakes);
+	/* T12, T13: a worker is woken only for work reserved for it. */
+	EXPECT_EQ(0, spurious);
 	EXPECT_EQ(CALLS + 20, calls);
 	EXPECT_EQ(0, knitk_pool_stats(pool, &st));
 	EXPECT_EQ(0, st.stale);

@@ -41,6 +41,15 @@ struct bench_idle {
 	double wall_ns;			/* the idle interval */
 };
 
+/* The pool's own counts over every repetition (tools/bench/steal.c). */
+struct bench_pool_counts {
+	uint64_t calls;			/* calls completed */
+	uint64_t claims;		/* region claims (stealing pools) */
+	int wakes_valid;		/* every worker's wake counters read */
+	uint64_t wakes;			/* wakes delivered to the workers */
+	uint64_t spurious;		/* spurious wakes of the workers */
+};
+
 struct bench_result {
 	int nreps;
 	double ns[BENCH_MAX_REPS];	/* ns per operation, per repetition */
@@ -51,6 +60,8 @@ struct bench_result {
 	uint64_t msgs_moved;
 	int has_idle;
 	struct bench_idle idle;
+	int has_counts;
+	struct bench_pool_counts counts;
 	int failed;
 	char why[160];
 };

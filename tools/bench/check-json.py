@@ -110,6 +110,17 @@ why = [n for n, c in cases.items() if "messages_expected" in c and
        c.get("messages_moved") != c.get("messages_expected")]
 check(not why, "baselines moved exactly the messages asked", ", ".join(why))
 
+# The stealing rows: every call counted, calls per claim from the library.
+why = []
+for n, c in cases.items():
+    if not (c.get("ok") and n.split("/")[-1].startswith("steal-")):
+        continue
+    pc = c.get("pool_counts") or {}
+    if pc.get("calls") != c.get("ops_per_rep", 0) * doc.get("reps", 0) or \
+       not (fin(pc.get("calls_per_claim")) and pc["calls_per_claim"] >= 1):
+        why.append("%s: %r" % (n, pc))
+check(not why, "stealing rows report calls per claim", "; ".join(why[:5]))
+
 idle = [c for c in cases.values() if "idle" in c]
 check(len(idle) == 1 and idle[0]["idle"].get("idle_workers") == 7 and
       idle[0]["idle"].get("idle_wakes") == 0,

@@ -13,7 +13,9 @@
  * GThreadPool with the same number of threads.  Every task is submitted up front (a
  * submit blocks while every worker is at capacity) and the clock stops
  * when the last one has completed.  The figure is the makespan per task:
- * a ratio of two rows is the ratio of their makespans.
+ * a ratio of two rows is the ratio of their makespans.  The pool rows also
+ * report the calls per claim (the library's claim count) and the wakes
+ * per call of their workers.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -151,6 +153,29 @@ static int st_gthreadpool(unsigned int workers, const uint64_t *cost, uint64_t n
 	return ret;
 }
 
+/* Add the pool's claims and its workers' wake counters to @c (@sign: -1, +1). */
+static void st_counts(struct knitk_pool *pool, unsigned int workers, int sign,
+		      struct bench_pool_counts *c)
+{
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	unsigned int w;
+
+	if (knitk_pool_stats(pool, &st) == 0) {
+		c->calls += (uint64_t)sign * st.completed;
+		c->claims += (uint64_t)sign * st.claims;
+	}
+	for (w = 0; w < workers; w++) {
+		struct knitk_worker_info wi = { .size = sizeof(wi) };
+
+		if (knitk_pool_worker_info(pool, w, &wi) || !wi.db_valid) {
+			c->wakes_valid = 0;
+			continue;
+		}
+		c->wakes += (uint64_t)sign * wi.db.wakes;
+		c->spurious += (uint64_t)sign * wi.db.spurious;
+	}
+}
+
 /* arg: shape | (method << 4) | (worker kind << 8) */
 static int st_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		  struct bench_result *r)
@@ -191,14 +216,19 @@ static int st_run(const struct bench_case *c, const struct bench_ctx *ctx,
 	}
 	r->ops = n;
 	r->has_msgs = method != M_IDEAL;
+	r->has_counts = pool != NULL;
+	r->counts.wakes_valid = 1;
 	for (rep = 0; rep < ctx->reps && !ret; rep++) {
 		good = 0;
 		c0 = bench_cpu_ns(pool);
 		t0 = bench_now_ns();
 		if (method == M_IDEAL)
 			t1 = t0 + total / ctx->workers;	/* perfect balance, no overhead */
-		else if (pool)
+		else if (pool) {
+			st_counts(pool, ctx->workers, -1, &r->counts);
 			ret = st_pool(pool, cost, n, calls, &good);
+			st_counts(pool, ctx->workers, 1, &r->counts);
+		}
 		else
 			ret = st_gthreadpool(ctx->workers, cost, n, tasks, &good);
 		if (method != M_IDEAL)

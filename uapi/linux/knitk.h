@@ -251,13 +251,26 @@ struct knitk_sector {
  *	of every worker's @ack.
  * @want: this worker's claim intent (Dekker handshake).
  * @arena_free: this worker's arena free word, XOR-combined by the producer.
+ * @resv: lanes reserved for this worker (the hand-off of a wake): set
+ *	with an atomic OR by the producer before it publishes them, cleared
+ *	with an atomic AND by this worker when it claims them.  No other
+ *	live claimant takes a lane reserved for a live worker.  Ignored by
+ *	the module.
+ * @user: one word for the user of this worker's claimant, this worker
+ *	its only writer (the library's pool: the peer it is waking, plus
+ *	one).  Ignored by the module.
+ * @claims: the claims this worker made on this mailbox, stored by it
+ *	(single writer) after each one.  Ignored by the module.
  * @pad: cache line padding.
  */
 struct knitk_steal_line {
 	__u64 ack;
 	__u64 want;
 	__u64 arena_free;
-	__u64 pad[5];
+	__u64 resv;
+	__u64 user;
+	__u64 claims;
+	__u64 pad[2];
 };
 
 /**
