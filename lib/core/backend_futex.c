@@ -40,9 +40,15 @@ static int futex_map(struct knitk_endpoint *k)
 	return 0;
 }
 
+#ifdef KNITK_TEST_HOOKS
+_Atomic uint32_t knitk__test_counter_base;
+#endif
+
 static int futex_create(struct knitk_endpoint *k)
 {
 	struct knitk_control *ctl;
+	uint32_t base;
+	unsigned int d;
 	int ret;
 
 	k->fd = memfd_create("knitk", MFD_CLOEXEC);
@@ -59,6 +65,14 @@ static int futex_create(struct knitk_endpoint *k)
 	ctl->api = KNITK_API;
 	ctl->geometry = k->geom;
 	ctl->layout = k->layout;
+	/* From 0, but near the wrap in a test of the counters (knot_hooks.h). */
+	base = KNOT_COUNTER_BASE();
+	ctl->death_seq = base;
+	ctl->death_done = base;
+	for (d = 0; d < KNITK_NR_DOORBELLS; d++) {
+		ctl->generation[d] = base;
+		knot_doorbell(k, d)->seq = base;
+	}
 	/* Release pairs with the acquire of magic in futex_attach. */
 	atomic_store_explicit(A32(&ctl->magic), KNITK_MAGIC, memory_order_release);
 	k->can_kick = true;

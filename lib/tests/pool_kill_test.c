@@ -41,6 +41,7 @@ static void storm(unsigned int workers, unsigned int kills)
 	CHECK(r.ok > 0);
 	CHECK_EQ(r.served, 50 * workers);
 	CHECK_EQ(r.st.deaths, r.kills);
+	CHECK_EQ((uint32_t)(r.death_seq[1] - r.death_seq[0]), r.kills);
 	CHECK_EQ(r.st.respawns, r.kills);
 	CHECK_EQ(r.st.ownerdead, r.dead);
 	CHECK_EQ(r.st.completed, r.st.submitted);
