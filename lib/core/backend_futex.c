@@ -130,13 +130,12 @@ static struct knitk_control *futex_control(struct knitk_endpoint *k)
 }
 
 static int futex_join(struct knitk_endpoint *k, unsigned int role,
-		      unsigned int worker)
+		      unsigned int worker, uint32_t *generation)
 {
 	struct knitk_control *ctl = futex_control(k);
 	unsigned int doorbell = role == KNITK_ROLE_HOST ? KNITK_DOORBELL_HOST : worker;
 	uint64_t b = 1ULL << doorbell;
 	uint64_t live = atomic_load_explicit(A64(&ctl->live), memory_order_relaxed);
-	uint32_t gen;
 
 	/*
 	 * seq_cst RMWs on the control words: they pair with the acquire
@@ -149,9 +148,9 @@ static int futex_join(struct knitk_endpoint *k, unsigned int role,
 	} while (!atomic_compare_exchange_weak_explicit(A64(&ctl->live), &live,
 			live | b, memory_order_seq_cst, memory_order_relaxed));
 	atomic_fetch_and_explicit(A64(&ctl->dead), ~b, memory_order_seq_cst);
-	gen = atomic_fetch_add_explicit(A32(&ctl->generation[doorbell]), 1,
-					memory_order_seq_cst) + 1;
-	return (int)(gen & INT_MAX);
+	*generation = atomic_fetch_add_explicit(A32(&ctl->generation[doorbell]), 1,
+						memory_order_seq_cst) + 1;
+	return 0;
 }
 
 static int futex_wait(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_ns)
