@@ -5,7 +5,10 @@
 #   make            library, tools, module and selftests
 #   make demo       boot a VM, modprobe knitk, run the example pool
 #   make check      every test layer; ends with "N passed, M failed"
-#   make stress     the kselftests under a KASAN + lockdep + kmemleak kernel
+#   make stress     1000-kill storms on the futex backend, then every
+#                   kselftest (1000-kill storm, 200,000-op fuzz over several
+#                   seeds) under a KASAN + lockdep + kmemleak guest kernel;
+#                   ends with "N passed, M failed"
 #   make deps       install the Debian packages the above need
 #   make install    library, headers, knitk.pc, knitk-bench, man pages, udev
 #                   rule (PREFIX=/usr/local, DESTDIR, LIBDIR, ...: below)
@@ -64,7 +67,7 @@ kunit:
 	CHECK_STEPS=kunit tools/check.sh
 
 stress:
-	tools/vm-debug.sh
+	CHECK_STEPS="stress-host vm-debug" CHECK_LOG_DIR=build/stress tools/check.sh
 
 demo:
 	tools/demo.sh

@@ -24,8 +24,13 @@ static u64 knitk_word(const void *base, u64 off)
 	return READ_ONCE(*(const u64 *)(base + off));
 }
 
-static struct knitk_doorbell *knitk_doorbell_shared(struct knitk_knot *knot,
-						    unsigned int d)
+/**
+ * knitk_doorbell_shared() - the shared words of doorbell @d of @knot
+ * @knot: the knot
+ * @d: doorbell index, below KNITK_NR_DOORBELLS
+ */
+struct knitk_doorbell *knitk_doorbell_shared(struct knitk_knot *knot,
+					     unsigned int d)
 {
 	return knot->base + knot->layout.doorbell_off +
 	       (u64)d * knot->layout.doorbell_stride;

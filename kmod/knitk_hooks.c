@@ -10,6 +10,11 @@
  *   write d (a doorbell index)   arm: the next kick of doorbell d parks
  *   write 64                     disarm, and let a parked kick go on
  *   read                         0 idle, 1 armed, 2 a kick is parked
+ *
+ * debugfs knitk/counter_base is where the 32-bit counters of every knot
+ * created from then on start, instead of 0: each doorbell's seq and its
+ * kernel-side event counts, death_seq, death_done and every role's
+ * generation, so a test runs them across their wrap (default 0).
  */
 #include <linux/atomic.h>
 #include <linux/debugfs.h>
@@ -23,6 +28,7 @@ enum { KNITK_HOOK_IDLE, KNITK_HOOK_ARMED, KNITK_HOOK_PARKED };
 static DECLARE_WAIT_QUEUE_HEAD(knitk_hook_wq);
 static atomic_t knitk_hook_state = ATOMIC_INIT(KNITK_HOOK_IDLE);
 static unsigned int knitk_hook_bell;
+static u32 knitk_hook_base;
 
 void knitk_hook_kick(unsigned int d)
 {
@@ -60,8 +66,25 @@ static int knitk_hook_set(void *data, u64 val)
 DEFINE_DEBUGFS_ATTRIBUTE(knitk_hook_fops, knitk_hook_get, knitk_hook_set,
 			 "%llu\n");
 
+/* Before the knot is published: nobody else sees these words yet. */
+void knitk_hook_counters(struct knitk_knot *knot)
+{
+	u32 base = READ_ONCE(knitk_hook_base);
+	unsigned int d;
+
+	knot->control->death_seq = base;
+	knot->control->death_done = base;
+	for (d = 0; d < KNITK_NR_DOORBELLS; d++) {
+		knot->control->generation[d] = base;
+		knitk_doorbell_shared(knot, d)->seq = base;
+		atomic_set(&knot->bells[d].events_begun, base);
+		atomic_set(&knot->bells[d].events_done, base);
+	}
+}
+
 void knitk_hooks_init(struct dentry *root)
 {
 	debugfs_create_file_unsafe("kick_pause", 0600, root, NULL,
 				   &knitk_hook_fops);
+	debugfs_create_u32("counter_base", 0600, root, &knitk_hook_base);
 }

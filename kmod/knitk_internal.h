@@ -186,6 +186,8 @@ bool knitk_doorbell_pending(const void *base, const struct knitk_geometry *g,
 enum knitk_verdict knitk_notify_verdict(bool pending, u32 sleeping);
 bool knitk_wait_spurious(bool pending, u32 events_begun, u32 events_done);
 void knitk_bell_init(struct knitk_bell *bell);
+struct knitk_doorbell *knitk_doorbell_shared(struct knitk_knot *knot,
+					     unsigned int d);
 void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d);
 int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 			  u64 *woken);
@@ -234,9 +236,11 @@ void knitk_role_release(struct knitk_role *r);
 #ifdef KNITK_TEST_HOOKS
 void knitk_hooks_init(struct dentry *root);
 void knitk_hook_kick(unsigned int d);
+void knitk_hook_counters(struct knitk_knot *knot);
 #else
 static inline void knitk_hooks_init(struct dentry *root) { }
 static inline void knitk_hook_kick(unsigned int d) { }
+static inline void knitk_hook_counters(struct knitk_knot *knot) { }
 #endif
 
 #endif /* _KNITK_INTERNAL_H */

@@ -226,6 +226,7 @@ struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 	ctl->geometry = *g;
 	ctl->layout = *l;
 	knot->control = ctl;
+	knitk_hook_counters(knot);
 
 	atomic64_inc(&knitk_live_knots);
 	atomic64_add(l->size, &knitk_live_bytes);

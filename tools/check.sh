@@ -7,7 +7,10 @@
 # Each step is a command whose standard output carries flat TAP result
 # lines at column 0 ("ok - name", "not ok - name", "ok - name # SKIP why").
 # A step that exits non-zero without reporting a failure counts as one.
-# CHECK_STEPS selects steps by name (default: all, in order).
+# CHECK_STEPS selects steps by name (default: all, in order).  Two more
+# steps, not in the default list, make up make stress: stress-host (the
+# futex backend's 1000-kill storms) and vm-debug (every kselftest under
+# the debug guest kernel).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
@@ -28,6 +31,8 @@ step_cmd() {
 	kunit)	mkdir -p "${KNITK_CACHE:-$HOME/.cache/knitk}" &&
 		echo "flock ${KNITK_CACHE:-$HOME/.cache/knitk}/.kunit.lock tools/kunit.sh" ;;
 	bench)	echo "tools/bench/smoke.sh" ;;
+	stress-host)	echo "tools/stress-host.sh" ;;
+	vm-debug)	echo "tools/vm-debug.sh" ;;
 	*)	return 1 ;;
 	esac
 }

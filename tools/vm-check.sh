@@ -157,7 +157,10 @@ parse_console() {
 	# the console (a panic prints there even with dmesg -n 1).  Timestamps
 	# are dropped so one message read twice is reported once.
 	kmsg=$(dirname "$console")/kmsg.log
-	bad='WARNING:|BUG:|Oops|general protection|Call Trace|refcount_t|list_add corruption|list_del corruption|kernel BUG|blocked for more than|hung_task|Kernel panic|UBSAN:|KASAN:|INFO: trying to register non-static key|stack-protector|detected stall|stalls on CPUs'
+	# Lockdep's reports start with WARNING: or BUG:; the rest are the
+	# lines it and kmemleak print on their own (a lockdep that turned
+	# itself off checks nothing more).
+	bad='WARNING:|BUG:|Oops|general protection|Call Trace|refcount_t|list_add corruption|list_del corruption|kernel BUG|blocked for more than|hung_task|Kernel panic|UBSAN:|KASAN:|INFO: trying to register non-static key|stack-protector|detected stall|stalls on CPUs|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|DEBUG_LOCKS_WARN_ON|turning off the locking correctness validator|suspected memory leak'
 	offending=$({
 		[ -f "$kmsg" ] && tr -d '\r' <"$kmsg"
 		awk '

@@ -40,9 +40,15 @@ static int futex_map(struct knitk_endpoint *k)
 	return 0;
 }
 
+#ifdef KNITK_TEST_HOOKS
+_Atomic uint32_t knitk__test_counter_base;
+#endif
+
 static int futex_create(struct knitk_endpoint *k)
 {
 	struct knitk_control *ctl;
+	uint32_t base;
+	unsigned int d;
 	int ret;
 
 	k->fd = memfd_create("knitk", MFD_CLOEXEC);
@@ -59,6 +65,14 @@ static int futex_create(struct knitk_endpoint *k)
 	ctl->api = KNITK_API;
 	ctl->geometry = k->geom;
 	ctl->layout = k->layout;
+	/* From 0, but near the wrap in a test of the counters (knot_hooks.h). */
+	base = KNOT_COUNTER_BASE();
+	ctl->death_seq = base;
+	ctl->death_done = base;
+	for (d = 0; d < KNITK_NR_DOORBELLS; d++) {
+		ctl->generation[d] = base;
+		knot_doorbell(k, d)->seq = base;
+	}
 	/* Release pairs with the acquire of magic in futex_attach. */
 	atomic_store_explicit(A32(&ctl->magic), KNITK_MAGIC, memory_order_release);
 	k->can_kick = true;
@@ -116,13 +130,12 @@ static struct knitk_control *futex_control(struct knitk_endpoint *k)
 }
 
 static int futex_join(struct knitk_endpoint *k, unsigned int role,
-		      unsigned int worker)
+		      unsigned int worker, uint32_t *generation)
 {
 	struct knitk_control *ctl = futex_control(k);
 	unsigned int doorbell = role == KNITK_ROLE_HOST ? KNITK_DOORBELL_HOST : worker;
 	uint64_t b = 1ULL << doorbell;
 	uint64_t live = atomic_load_explicit(A64(&ctl->live), memory_order_relaxed);
-	uint32_t gen;
 
 	/*
 	 * seq_cst RMWs on the control words: they pair with the acquire
@@ -135,9 +148,9 @@ static int futex_join(struct knitk_endpoint *k, unsigned int role,
 	} while (!atomic_compare_exchange_weak_explicit(A64(&ctl->live), &live,
 			live | b, memory_order_seq_cst, memory_order_relaxed));
 	atomic_fetch_and_explicit(A64(&ctl->dead), ~b, memory_order_seq_cst);
-	gen = atomic_fetch_add_explicit(A32(&ctl->generation[doorbell]), 1,
-					memory_order_seq_cst) + 1;
-	return (int)(gen & INT_MAX);
+	*generation = atomic_fetch_add_explicit(A32(&ctl->generation[doorbell]), 1,
+						memory_order_seq_cst) + 1;
+	return 0;
 }
 
 static int futex_wait(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_ns)

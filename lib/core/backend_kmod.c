@@ -135,13 +135,14 @@ static int kmod_attach(struct knitk_endpoint *k, int fd)
 }
 
 static int kmod_join(struct knitk_endpoint *k, unsigned int role,
-		     unsigned int worker)
+		     unsigned int worker, uint32_t *generation)
 {
 	struct knitk_join j = { .role = role, .worker = worker };
 
 	if (ioctl(k->fd, KNITK_IOC_JOIN, &j) < 0)
 		return -errno;
-	return (int)(j.generation & 0x7fffffff);
+	*generation = j.generation;
+	return 0;
 }
 
 static int kmod_wait(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_ns)

@@ -56,8 +56,9 @@ struct knitk_backend_ops {
 	int (*create)(struct knitk_endpoint *k);
 	/* Join the knot of @fd; set k->fd, k->layout, k->geom, k->base. */
 	int (*attach)(struct knitk_endpoint *k, int fd);
-	/* Take the role; returns the generation. */
-	int (*join)(struct knitk_endpoint *k, unsigned int role, unsigned int worker);
+	/* Take the role; 0 and the role's new (32-bit) generation, or -errno. */
+	int (*join)(struct knitk_endpoint *k, unsigned int role, unsigned int worker,
+		    uint32_t *generation);
 	/* Sleep on the own doorbell while seq == @seq (docs/protocol.md S1). */
 	int (*wait)(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_ns);
 	/*

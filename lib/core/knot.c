@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -134,6 +135,7 @@ KNITK_EXPORT int knitk_endpoint_attach(int fd, unsigned int flags,
 KNITK_EXPORT int knitk_endpoint_join(struct knitk_endpoint *ep, unsigned int role,
 				     unsigned int worker)
 {
+	uint32_t gen;
 	int ret;
 
 	if (!ep)
@@ -146,11 +148,15 @@ KNITK_EXPORT int knitk_endpoint_join(struct knitk_endpoint *ep, unsigned int rol
 	}
 	if (ep->doorbell >= 0)
 		return -EALREADY;
-	ret = ep->ops->join(ep, role, worker);
+	ret = ep->ops->join(ep, role, worker, &gen);
 	if (ret < 0)
 		return ret;
 	ep->doorbell = role == KNITK_ROLE_HOST ? KNITK_DOORBELL_HOST : (int)worker;
-	return ret;
+	/*
+	 * The 32-bit generation as an int >= 1 (knitk.h): itself up to
+	 * INT_MAX, then counting on from 1, also across its wrap to 0.
+	 */
+	return (int)((uint32_t)(gen - 1) % (uint32_t)INT_MAX) + 1;
 }
 
 KNITK_EXPORT void knitk_endpoint_destroy(struct knitk_endpoint *ep)

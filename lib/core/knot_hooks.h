@@ -2,7 +2,8 @@
 /*
  * Test hooks of the knot: calls inside the window between an event's
  * "begun" count and its doorbell's seq advance (see knitk_doorbell_prepare),
- * so that a regression test can run a whole prepare and wait in it.  Like
+ * so that a regression test can run a whole prepare and wait in it, and
+ * counters that start near their wrap.  Like
  * pool_hooks.h, compiled only into test builds (-DKNITK_TEST_HOOKS), never
  * into the installed library.  Not installed.
  */
@@ -10,6 +11,7 @@
 #define KNITK_KNOT_HOOKS_H
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 struct knitk_endpoint;
 
@@ -39,6 +41,14 @@ typedef void (*knot_hook_fn)(struct knitk_endpoint *k, enum knot_hook point,
 /* Set by a test (atomic: other threads may kick or wait meanwhile). */
 extern _Atomic(knot_hook_fn) knitk__endpoint_hook;
 
+/*
+ * Where a futex knot made from now on starts its 32-bit counters instead
+ * of 0: every doorbell's seq, death_seq, death_done and every role's
+ * generation, so that a test runs them across their wrap (the module's
+ * debugfs knitk/counter_base does the same for its knots).
+ */
+extern _Atomic uint32_t knitk__test_counter_base;
+
 #ifdef KNITK_TEST_HOOKS
 #define KNOT_HOOK(k, point, arg) do {					\
 	knot_hook_fn hook_ = atomic_load(&knitk__endpoint_hook);		\
@@ -46,8 +56,10 @@ extern _Atomic(knot_hook_fn) knitk__endpoint_hook;
 	if (hook_)							\
 		hook_(k, point, arg);					\
 } while (0)
+#define KNOT_COUNTER_BASE() atomic_load(&knitk__test_counter_base)
 #else
 #define KNOT_HOOK(k, point, arg) do { } while (0)
+#define KNOT_COUNTER_BASE() 0U
 #endif
 
 #endif /* KNITK_KNOT_HOOKS_H */

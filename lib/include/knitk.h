@@ -130,8 +130,11 @@ int knitk_endpoint_attach(int fd, unsigned int flags, struct knitk_endpoint **ep
 /*
  * knitk_endpoint_join - give the endpoint a role: KNITK_ROLE_HOST (@worker 0)
  * or KNITK_ROLE_WORKER with @worker < nr_workers.  Returns the role's join
- * generation (>= 1).  -EBUSY when a live endpoint holds the role, -EALREADY
- * when this endpoint has joined already.
+ * generation as an int >= 1: the 32-bit generation of knitk_endpoint_role
+ * while that is at most INT_MAX, and 1 + (generation - 1) % INT_MAX (the
+ * subtraction modulo 2^32) once the counter has run past it or wrapped,
+ * so never 0 and never the previous join's value.  -EBUSY when a live
+ * endpoint holds the role, -EALREADY when this endpoint has joined already.
  */
 int knitk_endpoint_join(struct knitk_endpoint *ep, unsigned int role,
 			unsigned int worker);

@@ -37,6 +37,7 @@ KNITK__SIZED_VER0(knitk_worker_info, KNITK_WORKER_INFO_SIZE_VER1);
 
 #ifdef KNITK_TEST_HOOKS
 _Atomic(pool_hook_fn) knitk__test_hook;
+_Atomic uint32_t knitk__test_gen_base;
 #endif
 
 void knitk__pool_free(struct knitk_pool *pool)
@@ -218,7 +219,9 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 {
 	struct knitk_pool *pool;
 	pthread_condattr_t ca;
+	uint32_t gen_base;
 	unsigned int w;
+	size_t i;
 	int ret;
 
 	if (!opts || !poolp)
@@ -260,8 +263,14 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 		ret = -ENOMEM;
 		goto fail;
 	}
-	for (w = 0; w < pool->nr_workers; w++)
+	/* From 0, but near the wrap in a test of task ids (pool_hooks.h). */
+	gen_base = POOL_GEN_BASE();
+	for (i = 0; i < (size_t)pool->nr_workers * KNITK_LANES; i++)
+		pool->entries[i].gen = gen_base;
+	for (w = 0; w < pool->nr_workers; w++) {
 		pool->workers[w].pidfd = -1;
+		atomic_init(&pool->workers[w].epoch, gen_base);
+	}
 	if (pool->opts.kind == KNITK_WORKER_PROCESSES) {
 		ret = pool_worker_exe(&pool->opts, &pool->exe);
 		if (ret)

@@ -2,7 +2,8 @@
 /*
  * Test hooks of the pool: calls at points inside narrow windows, so that
  * a regression test can act deterministically in the window (complete a
- * call, submit, look at the state).  Compiled only into test builds of the
+ * call, submit, look at the state), and task ids that start near their
+ * wrap.  Compiled only into test builds of the
  * library (-DKNITK_TEST_HOOKS: the sanitizer builds and libknitk-hooks.a),
  * never into the installed one.  Not installed.
  */
@@ -10,6 +11,7 @@
 #define KNITK_POOL_HOOKS_H
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 struct knitk_pool;
 
@@ -33,6 +35,13 @@ typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,
 /* Set by a test (atomic: the pool's threads may be running). */
 extern _Atomic(pool_hook_fn) knitk__test_hook;
 
+/*
+ * Where a pool made from now on starts its entries' generations (the high
+ * half of every task id) and its workers' epochs instead of 0, so that a
+ * test runs task ids across their wrap.
+ */
+extern _Atomic uint32_t knitk__test_gen_base;
+
 #ifdef KNITK_TEST_HOOKS
 #define POOL_HOOK(pool, point, arg) do {				\
 	pool_hook_fn hook_ = atomic_load(&knitk__test_hook);		\
@@ -40,8 +49,10 @@ extern _Atomic(pool_hook_fn) knitk__test_hook;
 	if (hook_)							\
 		hook_(pool, point, arg);				\
 } while (0)
+#define POOL_GEN_BASE() atomic_load(&knitk__test_gen_base)
 #else
 #define POOL_HOOK(pool, point, arg) do { } while (0)
+#define POOL_GEN_BASE() 0U
 #endif
 
 #endif /* KNITK_POOL_HOOKS_H */

@@ -7,9 +7,10 @@
  * A host - a copy of the test program started with --host - makes a
  * process pool and reports its workers' pids; then it is SIGKILLed with
  * its workers idle, SIGKILLed while one runs a task, SIGKILLed while one
- * waits for room for its result, or returns from main (or calls _exit)
- * without destroying the pool.  Every worker must exit: an idle one at
- * once, a busy one after its task.  The workers are not our children: we
+ * waits for room for its result, SIGKILLed under load (submitting threads
+ * keep both workers busy and their mailboxes full), or returns from main
+ * (or calls _exit) without destroying the pool.  Every worker must exit:
+ * an idle one at once, a busy one after its task.  The workers are not our children: we
  * watch them with pidfds, with no timeout (a hang is the watchdog's).
  *
  * Each scenario returns NULL when it passed, else the check that failed.
@@ -21,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -35,6 +37,10 @@
 
 #define ORPHAN_WORKERS	2
 #define ORPHAN_ARENA	4096
+/* "load": its submitting threads, calls in flight each, calls before the report. */
+#define ORPHAN_LOAD_THREADS	3
+#define ORPHAN_LOAD_WINDOW	24
+#define ORPHAN_LOAD_WARM	300
 
 /* The pipes between us, the host and its workers (inherited, no CLOEXEC). */
 enum { REPORT_R, REPORT_W, CMD_R, CMD_W, READY_R, READY_W, GATE_R, GATE_W,
@@ -42,6 +48,38 @@ enum { REPORT_R, REPORT_W, CMD_R, CMD_W, READY_R, READY_W, GATE_R, GATE_W,
 
 /* The host's pool, reachable until the host's end (no leak reported). */
 static struct knitk_pool *orphan_pool;
+/* "load": calls its threads saw completed right. */
+static _Atomic unsigned long orphan_load_ok;
+
+/* "load": windows of T_MIX and 1 ms T_SLEEP calls, until the host dies. */
+static void *orphan_load(void *arg)
+{
+	struct knitk_call *c[ORPHAN_LOAD_WINDOW];
+	uint64_t x[ORPHAN_LOAD_WINDOW];
+	uint32_t ms = 1;
+	unsigned int i, n;
+
+	for (;;) {
+		for (n = 0; n < ORPHAN_LOAD_WINDOW; n++) {
+			x[n] = mix64((uintptr_t)arg + n + atomic_load(&orphan_load_ok));
+			if (knitk_pool_submit(orphan_pool, n % 4 ? T_MIX : T_SLEEP,
+					      n % 4 ? (void *)&x[n] : (void *)&ms,
+					      n % 4 ? 8 : 4, NULL, &c[n]))
+				break;
+		}
+		knitk_pool_wait_all(orphan_pool, c, n, KNITK_WAIT_FOREVER);
+		for (i = 0; i < n; i++) {
+			int st = knitk_call_status(c[i]);
+
+			if ((i % 4 == 0 && st == 1) ||
+			    (i % 4 && st == 0 && mix_result_ok(c[i], x[i])))
+				atomic_fetch_add(&orphan_load_ok, 1);
+			knitk_call_release(c[i]);
+		}
+		if (n < ORPHAN_LOAD_WINDOW)
+			return NULL;
+	}
+}
 
 /*
  * With argv "--host <mode> <knot flags> <fds...>": be the host - make the
@@ -93,6 +131,16 @@ static int orphan_host_main(int argc, char **argv)
 		if (knitk_pool_submit(orphan_pool, T_GATE, &gate, sizeof(gate),
 				      &co, &c))
 			return 12;
+	if (!strcmp(mode, "load")) {
+		pthread_t th;
+
+		for (i = 0; i < ORPHAN_LOAD_THREADS; i++)
+			if (pthread_create(&th, NULL, orphan_load, (void *)(uintptr_t)i))
+				return 15;
+		/* Killed with the load running: calls done and in flight. */
+		while (atomic_load(&orphan_load_ok) < ORPHAN_LOAD_WARM)
+			sched_yield();
+	}
 	if (write(fd[REPORT_W], pids, sizeof(pids)) != sizeof(pids))
 		return 13;
 	/* The kill modes are killed while they wait here. */
@@ -276,6 +324,21 @@ static const char *orphan_kill_result_waiting(unsigned int knot_flags)
 	ORPHAN_CHECK(orphan_ready_byte(&h) == 'd');
 	ORPHAN_CHECK(orphan_ready_byte(&h) == 'r');
 	ORPHAN_CHECK(orphan_ready_byte(&h) == 'd');
+	ORPHAN_CHECK(kill(h.pid, SIGKILL) == 0);
+	ORPHAN_CHECK(orphan_host_ended(&h, SIGKILL));
+	ORPHAN_CHECK(orphan_worker_exits(&h, 0));
+	ORPHAN_CHECK(orphan_worker_exits(&h, 1));
+	return orphan_end(&h, NULL);
+}
+
+/* Both workers busy, their mailboxes full, and more calls coming. */
+static const char *orphan_kill_loaded(unsigned int knot_flags)
+{
+	struct orphan_host h;
+
+	ORPHAN_CHECK(orphan_start(&h, "load", knot_flags) == 0);
+	ORPHAN_CHECK(orphan_worker_runs(&h, 0));
+	ORPHAN_CHECK(orphan_worker_runs(&h, 1));
 	ORPHAN_CHECK(kill(h.pid, SIGKILL) == 0);
 	ORPHAN_CHECK(orphan_host_ended(&h, SIGKILL));
 	ORPHAN_CHECK(orphan_worker_exits(&h, 0));

@@ -257,6 +257,7 @@ struct storm_report {
 	unsigned long ok, dead, bad, epipe;
 	unsigned long served;		/* of 50 calls pinned to each worker, after */
 	struct knitk_pool_stats st;	/* at the end, before destroy */
+	uint32_t death_seq[2];		/* the knot's: at the start, at the end */
 	int fds[2], children[2];	/* before the pool, after its destroy */
 };
 
@@ -276,6 +277,7 @@ static inline void storm_pool(unsigned int workers, unsigned int threads,
 	};
 	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER };
 	struct storm *s = calloc(1, sizeof(*s));
+	struct knitk_endpoint *ep;
 
 	memset(r, 0, sizeof(*r));
 	r->created = -ENOMEM;
@@ -291,6 +293,8 @@ static inline void storm_pool(unsigned int workers, unsigned int threads,
 	s->workers = workers;
 	s->threads = threads;
 	s->kills = kills;
+	knitk_pool_endpoint(s->pool, &ep);
+	knitk_endpoint_deaths(ep, &r->death_seq[0], NULL);
 	storm_run(s);
 	r->kills = s->kills;
 	r->ok = atomic_load(&s->ok);
@@ -301,6 +305,7 @@ static inline void storm_pool(unsigned int workers, unsigned int threads,
 		r->served += mix_calls_good(s->pool, 50, &pin, pin.worker * 1000, 1);
 	r->st.size = sizeof(r->st);
 	knitk_pool_stats(s->pool, &r->st);
+	knitk_endpoint_deaths(ep, &r->death_seq[1], NULL);
 	knitk_pool_destroy(s->pool);
 	r->fds[1] = count_fds(false);
 	r->children[1] = count_children();

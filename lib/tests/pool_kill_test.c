@@ -11,7 +11,9 @@
  *    acknowledgement; a call as large as the arena still goes through.
  *  - respawn_pidfds: pidfds do not accumulate over deaths.
  *  - worker_info_race: worker_info read in a loop during deaths (TSan).
- * argv[1]: calls of a throughput case; the kill counts scale with it.
+ * argv[1]: calls of a throughput case; the kill counts scale with it (at
+ * most 300, make check's).  KNITK_STORM_KILLS sets them instead, up to
+ * STORM_MAX_KILLS (make stress: 1000).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -39,6 +41,7 @@ static void storm(unsigned int workers, unsigned int kills)
 	CHECK(r.ok > 0);
 	CHECK_EQ(r.served, 50 * workers);
 	CHECK_EQ(r.st.deaths, r.kills);
+	CHECK_EQ((uint32_t)(r.death_seq[1] - r.death_seq[0]), r.kills);
 	CHECK_EQ(r.st.respawns, r.kills);
 	CHECK_EQ(r.st.ownerdead, r.dead);
 	CHECK_EQ(r.st.completed, r.st.submitted);
@@ -115,12 +118,19 @@ static void worker_info_race(void)
 
 int main(int argc, char **argv)
 {
+	const char *kills = getenv("KNITK_STORM_KILLS");
+
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
 		return 2;
 	if (argc > 1) {
 		unsigned long n = strtoul(argv[1], NULL, 0) / 400;
 
 		nr_kills = n < 10 ? 10 : n > 300 ? 300 : (unsigned int)n;
+	}
+	if (kills) {
+		unsigned long n = strtoul(kills, NULL, 0);
+
+		nr_kills = n < 10 ? 10 : n > STORM_MAX_KILLS ? STORM_MAX_KILLS : (unsigned int)n;
 	}
 	TEST(kill_storm);
 	TEST(kill_storm_one);

@@ -34,6 +34,11 @@ static void kill_result_waiting(void)
 	orphan_check(orphan_kill_result_waiting(KNITK_KNOT_FUTEX));
 }
 
+static void kill_loaded(void)
+{
+	orphan_check(orphan_kill_loaded(KNITK_KNOT_FUTEX));
+}
+
 static void return_from_main(void)
 {
 	orphan_check(orphan_host_leaves(KNITK_KNOT_FUTEX, "return"));
@@ -56,6 +61,7 @@ int main(int argc, char **argv)
 	TEST(kill_idle);
 	TEST(kill_busy);
 	TEST(kill_result_waiting);
+	TEST(kill_loaded);
 	TEST(return_from_main);
 	TEST(exit_without_destroy);
 	return tap_exit();

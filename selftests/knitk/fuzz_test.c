@@ -4,10 +4,11 @@
  * from a seeded generator, so a seed replays the same sequence of calls
  * (the interleavings of processes and threads still vary):
  *
- *   KNITK_FUZZ_SEED=<n>   seed (default 0x6b6e69746b; printed either way)
- *   KNITK_FUZZ_OPS=<n>    operations of the ioctls case; the procs and
- *                         threads cases run half as many each (default
- *                         12000: 24000 in all)
+ *   KNITK_FUZZ_SEED=<n>[,<n>...]   seeds (default 0x6b6e69746b; printed
+ *                         either way): each case runs once per seed
+ *   KNITK_FUZZ_OPS=<n>    operations of the ioctls case per seed; the
+ *                         procs and threads cases run half as many each
+ *                         (default 12000: 24000 in all)
  *
  *  - ioctls: one process, a table of endpoints, mutated ioctls (geometries
  *    near every limit of uapi/linux/knitk.h, bad pointers, reserved
@@ -42,8 +43,12 @@
 #define NR_SLOTS	6
 #define NR_MAPS		8
 #define NR_PROCS	4
+#define MAX_SEEDS	16
 
+/* The seed of the run in progress, one of seeds[]. */
 static uint64_t fuzz_seed = 0x6b6e69746bULL;
+static uint64_t seeds[MAX_SEEDS] = { 0x6b6e69746bULL };
+static unsigned int nr_seeds = 1;
 static unsigned long fuzz_ops = 12000;
 
 /* splitmix64: small, seedable, good enough to pick operations. */
@@ -946,14 +951,20 @@ FIXTURE_SETUP(fuzz)
 
 	KNITK_REQUIRE_DEV();
 	v = getenv("KNITK_FUZZ_SEED");
-	if (v)
-		fuzz_seed = strtoull(v, NULL, 0);
+	if (v) {
+		char *end;
+
+		nr_seeds = 0;
+		do {
+			seeds[nr_seeds++] = strtoull(v, &end, 0);
+			ASSERT_NE(v, end);
+			v = end + 1;
+		} while (*end == ',' && nr_seeds < MAX_SEEDS);
+		ASSERT_EQ('\0', *end);
+	}
 	v = getenv("KNITK_FUZZ_OPS");
 	if (v)
 		fuzz_ops = strtoul(v, NULL, 0);
-	TH_LOG("seed %#llx, %lu ops: replay with KNITK_FUZZ_SEED=%#llx",
-	       (unsigned long long)fuzz_seed, fuzz_ops,
-	       (unsigned long long)fuzz_seed);
 	ASSERT_EQ(0, knitk_live_read(&knots, &bytes));
 	ASSERT_EQ(0, knitk_sysfs_read(MAX_KNOT_BYTES, &self->cap));
 	ASSERT_EQ(0, knitk_sysfs_write(MAX_KNOT_BYTES, FUZZ_CAP));
@@ -975,9 +986,25 @@ static int ioctls_body(void)
 	return ret;
 }
 
-TEST_F_TIMEOUT(fuzz, ioctls, 1800)
+/* Runs @body in a child once per seed. */
+static void per_seed(struct __test_metadata *_metadata, int (*body)(void))
 {
-	in_child(_metadata, ioctls_body);
+	unsigned int i;
+
+	for (i = 0; i < nr_seeds; i++) {
+		fuzz_seed = seeds[i];
+		TH_LOG("seed %#llx, %lu ops: replay with KNITK_FUZZ_SEED=%#llx",
+		       (unsigned long long)fuzz_seed, fuzz_ops,
+		       (unsigned long long)fuzz_seed);
+		in_child(_metadata, body);
+		if (!_metadata->passed)
+			return;
+	}
+}
+
+TEST_F_TIMEOUT(fuzz, ioctls, 1800 * MAX_SEEDS)
+{
+	per_seed(_metadata, ioctls_body);
 }
 
 /*
@@ -1064,9 +1091,9 @@ static int procs_body(void)
 	return failed;
 }
 
-TEST_F_TIMEOUT(fuzz, procs, 1800)
+TEST_F_TIMEOUT(fuzz, procs, 1800 * MAX_SEEDS)
 {
-	in_child(_metadata, procs_body);
+	per_seed(_metadata, procs_body);
 }
 
 /* ------------------------------------------------------------ threads */
@@ -1242,9 +1269,9 @@ static int threads_body(void)
 	return atomic_load(&r.bad) ? -1 : 0;
 }
 
-TEST_F_TIMEOUT(fuzz, threads, 1800)
+TEST_F_TIMEOUT(fuzz, threads, 1800 * MAX_SEEDS)
 {
-	in_child(_metadata, threads_body);
+	per_seed(_metadata, threads_body);
 }
 
 TEST_HARNESS_MAIN

@@ -2,8 +2,9 @@
 /*
  * Process workers do not outlive their host, on the module, which marks a
  * killed host dead itself: idle workers leave their park with -EPIPE, a
- * busy one after its task, one waiting for room for its result gives up
- * (the scenarios: lib/tests/orphan.h); then the module has freed the knot.
+ * busy one after its task, one waiting for room for its result gives up,
+ * busy ones under load after theirs (the scenarios: lib/tests/orphan.h);
+ * then the module has freed the knot.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -41,6 +42,13 @@ TEST(kill_result_waiting)
 {
 	REQUIRE_KNITK();
 	ASSERT_EQ(NULL, orphan_kill_result_waiting(KNITK_KNOT_KMOD));
+	EXPECT_EQ(0, knitk_live_wait_zero());
+}
+
+TEST(kill_loaded)
+{
+	REQUIRE_KNITK();
+	ASSERT_EQ(NULL, orphan_kill_loaded(KNITK_KNOT_KMOD));
 	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 

@@ -287,6 +287,7 @@ static void storm_kmod(struct __test_metadata *_metadata,
 	EXPECT_LT(0, r.ok);
 	EXPECT_EQ(50 * workers, r.served);
 	EXPECT_EQ(r.kills, r.st.deaths);
+	EXPECT_EQ(r.kills, (uint32_t)(r.death_seq[1] - r.death_seq[0]));
 	EXPECT_EQ(r.kills, r.st.respawns);
 	EXPECT_EQ(r.dead, r.st.ownerdead);
 	EXPECT_EQ(r.st.submitted, r.st.completed);
