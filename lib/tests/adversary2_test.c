@@ -219,6 +219,7 @@ static void event_arena_full_is_eagain(unsigned int dispatch)
 {
 	static struct knitk_call *calls[8], *kept[8];
 	static unsigned char big[ARENA / 2 + 4096];
+	struct knitk_pool_stats st;
 	struct knitk_pool *pool;
 	uint32_t ms = 60000;
 	unsigned int n = 0, kept_n = 0, i, ok = 0;
@@ -238,6 +239,10 @@ static void event_arena_full_is_eagain(unsigned int dispatch)
 	}
 	CHECK_EQ(ret, -EAGAIN);
 	CHECK(n >= 2);
+	/* A refused submit is no call: not counted, never reaped. */
+	pool_stats(pool, &st);
+	CHECK_EQ(st.submitted, n);
+	CHECK_EQ(st.completed, 0);
 	CHECK_EQ(knitk_call_abort(calls[0]), 0);
 	while (kept_n < n) {
 		ret = reap_all(pool, kept, 8, &kept_n);
@@ -256,6 +261,10 @@ static void event_arena_full_is_eagain(unsigned int dispatch)
 		knitk_call_release(kept[i]);
 	}
 	CHECK_EQ(ok, n - 1);
+	CHECK_EQ(knitk_pool_reap(pool, kept, 8), 0);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.submitted, n);
+	CHECK_EQ(st.completed, n);
 	knitk_pool_destroy(pool);
 }
 
@@ -361,6 +370,11 @@ static void reap_from_threads(unsigned int dispatch)
 	for (i = 0; i < REAP_CALLS; i++)
 		dup += seen[i] != 1;
 	CHECK_EQ(dup, 0);
+	{
+		struct knitk_call *extra;
+
+		CHECK_EQ(knitk_pool_reap(pool, &extra, 1), 0);
+	}
 	pool_stats(pool, &st);
 	CHECK_EQ(st.submitted, REAP_CALLS);
 	CHECK_EQ(st.completed, REAP_CALLS);
