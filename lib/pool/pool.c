@@ -522,9 +522,9 @@ KNITK_EXPORT int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn,
 		return ret;
 	ret = pool_publish(pool, call, fn, in, len);
 	if (ret) {
-		/* Never published: complete it and give the entry back. */
+		/* Never published: withdraw it and give the entry back. */
 		pthread_mutex_lock(&pool->lock);
-		knitk__call_complete_locked(pool, call, ret, NULL, 0);
+		knitk__call_withdraw_locked(pool, call, ret);
 		if (pool->entries[call->entry].call == call)
 			knitk__entry_free_locked(pool, call->entry);
 		knitk__call_unref_locked(call);

@@ -239,6 +239,8 @@ void knitk__call_cache_free(struct knitk_pool *pool);
 void knitk__call_complete_locked(struct knitk_pool *pool,
 				 struct knitk_call *call, int status,
 				 void *data, size_t len);
+void knitk__call_withdraw_locked(struct knitk_pool *pool,
+				 struct knitk_call *call, int status);
 void knitk__call_unref_locked(struct knitk_call *call);
 void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx);
 
