@@ -798,6 +798,165 @@ static void signals_during_event_loop(void)
 	sigaction(SIGUSR1, &old, NULL);
 }
 
+struct deadline_waiter {
+	struct knitk_call *call;
+	uint64_t deadline_ns;
+	int status;
+};
+
+static void *deadline_waiter_main(void *arg)
+{
+	struct deadline_waiter *w = arg;
+
+	w->status = knitk_call_wait(w->call, w->deadline_ns);
+	return NULL;
+}
+
+/*
+ * In event mode another thread's wait sees a call's own deadline pass
+ * (the worker is busy): the call completes -ETIMEDOUT, the waiter gets
+ * it, the loop reaps it once, and the worker's late skip is no second
+ * completion.  Stealing and private alike.
+ */
+static void event_deadline_seen_by_waiter(unsigned int dispatch)
+{
+	struct knitk_call_opts co = { .size = sizeof(co) };
+	struct knitk_call *hold, *kept[4];
+	struct deadline_waiter w = { .status = 1 };
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	pthread_t th;
+	uint32_t ms = 60000;
+	uint64_t x = 9;
+	unsigned int kept_n = 0, i;
+	int ret;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, dispatch, 1, 0, &pool) == 0);
+	REQUIRE(knitk_pool_event_fd(pool) >= 0);
+	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, sizeof(ms), NULL, &hold) == 0);
+	co.deadline_ns = after_ms(30);
+	REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, &co, &w.call) == 0);
+	w.deadline_ns = KNITK_WAIT_FOREVER;
+	REQUIRE(pthread_create(&th, NULL, deadline_waiter_main, &w) == 0);
+	pthread_join(th, NULL);
+	CHECK_EQ(w.status, -ETIMEDOUT);
+	CHECK_EQ(knitk_call_status(w.call), -ETIMEDOUT);
+	CHECK_EQ(knitk_call_abort(hold), 0);
+	while (kept_n < 2) {
+		ret = reap_all(pool, kept, 4, &kept_n);
+		REQUIRE(ret >= 0);
+		if (!ret)
+			sched_yield();
+	}
+	CHECK_EQ(kept_n, 2);
+	for (i = 0; i < kept_n; i++)
+		CHECK(kept[i] == hold || kept[i] == w.call);
+	CHECK(kept[0] != kept[1]);
+	for (i = 0; i < kept_n; i++)
+		knitk_call_release(kept[i]);
+	/* The worker runs on: a later call is reaped with its result. */
+	REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &hold) == 0);
+	while ((ret = knitk_pool_reap(pool, kept, 4)) == 0)
+		sched_yield();
+	CHECK_EQ(ret, 1);
+	CHECK(kept[0] == hold && mix_result_ok(hold, x));
+	CHECK_EQ(knitk_pool_reap(pool, kept, 4), 0);
+	knitk_call_release(hold);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.timedout, 1);
+	CHECK_EQ(st.completed, st.submitted);
+	knitk_pool_destroy(pool);
+}
+
+static void event_deadline_seen_by_waiter_private(void)
+{
+	event_deadline_seen_by_waiter(KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+static void event_deadline_seen_by_waiter_steal(void)
+{
+	event_deadline_seen_by_waiter(KNITK_POOL_DISPATCH_STEAL);
+}
+
+struct shutter {
+	struct knitk_pool *pool;
+	unsigned int mode;
+	int ret;
+};
+
+static void *shutter_main(void *arg)
+{
+	struct shutter *s = arg;
+
+	s->ret = knitk_pool_shutdown(s->pool, s->mode);
+	return NULL;
+}
+
+#define STEAL_RACE_CALLS 300
+
+/*
+ * A stealing pool of respawning process workers: a worker is killed
+ * while a shutdown (drain or cancel) runs from another thread.  Every
+ * call ends once: its result, -EOWNERDEAD, or (cancel) -ECANCELED;
+ * completed equals submitted and nothing hangs.
+ */
+static void steal_kill_during_shutdown(unsigned int mode)
+{
+	static struct knitk_call *c[STEAL_RACE_CALLS];
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct shutter sh = { .mode = mode, .ret = 1 };
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	pthread_t th;
+	unsigned int i, bad = 0;
+
+	REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_STEAL, 2,
+			 KNITK_POOL_RESPAWN, &pool) == 0);
+	for (i = 0; i < STEAL_RACE_CALLS; i++) {
+		uint64_t x = i;
+
+		if (i % 50 == 0) {
+			uint32_t ms = 5;
+
+			REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c[i]) == 0);
+		} else {
+			REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c[i]) == 0);
+		}
+	}
+	REQUIRE(knitk_pool_worker_info(pool, 1, &wi) == 0);
+	sh.pool = pool;
+	REQUIRE(pthread_create(&th, NULL, shutter_main, &sh) == 0);
+	if (wi.pid > 0)
+		kill(wi.pid, SIGKILL);
+	pthread_join(th, NULL);
+	CHECK_EQ(sh.ret, 0);
+	for (i = 0; i < STEAL_RACE_CALLS; i++) {
+		int s = knitk_call_wait(c[i], KNITK_WAIT_FOREVER);
+
+		if (s == -EOWNERDEAD || (mode == KNITK_SHUTDOWN_CANCEL && s == -ECANCELED))
+			continue;
+		if (i % 50 == 0 ? s != 5 : (s || !mix_result_ok(c[i], i)))
+			bad++;
+	}
+	CHECK_EQ(bad, 0);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.submitted, STEAL_RACE_CALLS);
+	CHECK_EQ(st.completed, STEAL_RACE_CALLS);
+	for (i = 0; i < STEAL_RACE_CALLS; i++)
+		knitk_call_release(c[i]);
+	knitk_pool_destroy(pool);
+}
+
+static void steal_kill_during_drain(void)
+{
+	steal_kill_during_shutdown(KNITK_SHUTDOWN_DRAIN);
+}
+
+static void steal_kill_during_cancel(void)
+{
+	steal_kill_during_shutdown(KNITK_SHUTDOWN_CANCEL);
+}
+
 /* Legal stealing geometries, from the header's words alone. */
 static int legal_g(unsigned int workers, unsigned int g)
 {
@@ -1061,6 +1220,10 @@ int main(int argc, char **argv)
 	TEST(one_write_per_sleep);
 	TEST(fork_child_closes_everything);
 	TEST(signals_during_event_loop);
+	TEST(event_deadline_seen_by_waiter_private);
+	TEST(event_deadline_seen_by_waiter_steal);
+	TEST(steal_kill_during_drain);
+	TEST(steal_kill_during_cancel);
 	TEST(steal_geometry_matrix);
 	TEST(steal_arena_sized_threads);
 	TEST(steal_arena_sized_threads_events);
