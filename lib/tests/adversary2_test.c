@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -957,6 +958,71 @@ static void steal_kill_during_cancel(void)
 	steal_kill_during_shutdown(KNITK_SHUTDOWN_CANCEL);
 }
 
+/*
+ * The version-1 fields through the sized-struct rule: an opts that ends
+ * inside version 1 (with @dispatch, without @steal_region) makes a
+ * stealing pool; one past the library's size is -E2BIG unless its tail
+ * is zero.  Version-0 stats and worker info get only their own bytes.
+ */
+static void sized_steal_opts_and_stats(void)
+{
+	static unsigned char big[sizeof(struct knitk_pool_opts) + 16];
+	struct knitk_pool_opts *o = (struct knitk_pool_opts *)big;
+	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER };
+	unsigned char st[KNITK_POOL_STATS_SIZE_VER1 + 16];
+	unsigned char wi[KNITK_WORKER_INFO_SIZE_VER1 + 16];
+	struct knitk_pool *pool = NULL;
+	struct knitk_call *c;
+	uint64_t x = 1;
+	uint32_t sz;
+	unsigned int i;
+
+	memset(big, 0, sizeof(big));
+	o->nr_workers = 2;
+	o->knot_flags = KNITK_KNOT_FUTEX;
+	o->arena_bytes = 4096;
+	o->dispatch = KNITK_POOL_DISPATCH_STEAL;
+	o->size = (uint32_t)offsetof(struct knitk_pool_opts, steal_region);
+	REQUIRE(knitk_pool_create(o, &test_tasks, &pool) == 0);
+	CHECK_EQ(knitk_pool_submit(pool, T_MIX, &x, 8, &pin, &c), -EINVAL);
+	CHECK_EQ(mix_calls_good(pool, 3, NULL, 1, 1), 3);
+
+	memset(st, 0xee, sizeof(st));
+	sz = KNITK_POOL_STATS_SIZE_VER0;
+	memcpy(st, &sz, 4);
+	CHECK_EQ(knitk_pool_stats(pool, (struct knitk_pool_stats *)st), 0);
+	memcpy(&sz, st, 4);
+	CHECK_EQ(sz, KNITK_POOL_STATS_SIZE_VER0);
+	for (i = KNITK_POOL_STATS_SIZE_VER0; i < sizeof(st); i++)
+		if (st[i] != 0xee)
+			break;
+	CHECK_EQ(i, sizeof(st));
+
+	memset(wi, 0xee, sizeof(wi));
+	sz = KNITK_WORKER_INFO_SIZE_VER0;
+	memcpy(wi, &sz, 4);
+	CHECK_EQ(knitk_pool_worker_info(pool, 0, (struct knitk_worker_info *)wi), 0);
+	memcpy(&sz, wi, 4);
+	CHECK_EQ(sz, KNITK_WORKER_INFO_SIZE_VER0);
+	for (i = KNITK_WORKER_INFO_SIZE_VER0; i < sizeof(wi); i++)
+		if (wi[i] != 0xee)
+			break;
+	CHECK_EQ(i, sizeof(wi));
+	CHECK_EQ(knitk_pool_worker_info(pool, 2, (struct knitk_worker_info *)wi), -EINVAL);
+	knitk_pool_destroy(pool);
+
+	o->size = sizeof(big);
+	o->steal_region = 16;
+	REQUIRE(knitk_pool_create(o, &test_tasks, &pool) == 0);
+	knitk_pool_destroy(pool);
+	big[sizeof(big) - 1] = 1;
+	CHECK_EQ(knitk_pool_create(o, &test_tasks, &pool), -E2BIG);
+	o->size = KNITK_POOL_OPTS_SIZE_VER0 - 1;
+	CHECK_EQ(knitk_pool_create(o, &test_tasks, &pool), -EINVAL);
+	o->size = KNITK_SIZED_MAX + 1;
+	CHECK_EQ(knitk_pool_create(o, &test_tasks, &pool), -E2BIG);
+}
+
 /* Legal stealing geometries, from the header's words alone. */
 static int legal_g(unsigned int workers, unsigned int g)
 {
@@ -1195,6 +1261,49 @@ static void set_event_fd_raw(void)
 	close(efd);
 }
 
+/*
+ * A death the host marks itself (knitk_endpoint_mark_dead, the pool's
+ * pidfd path) while it has declared its sleep writes the host's own
+ * event fd once; a second mark of the same role is -ENOENT and writes
+ * nothing.
+ */
+static void set_event_fd_mark_dead(void)
+{
+	struct knitk_geometry g = { .nr_workers = 2, .nr_submitters = 1,
+				    .lanes = KNITK_LANES };
+	struct knitk_endpoint *host, *wk;
+	uint32_t seq, dseq0 = 0, dseq = 0;
+	uint64_t v, dead = 0;
+	int efd;
+
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &host) == 0);
+	REQUIRE(knitk_endpoint_join(host, KNITK_ROLE_HOST, 0) >= 1);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &wk) == 0);
+	REQUIRE(knitk_endpoint_join(wk, KNITK_ROLE_WORKER, 1) >= 1);
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	REQUIRE(efd >= 0);
+	CHECK_EQ(knitk_endpoint_set_event_fd(host, efd), 0);
+	CHECK_EQ(knitk_endpoint_deaths(host, &dseq0, NULL), 0);
+	REQUIRE(knitk_doorbell_prepare(host, &seq) == 0);
+	CHECK_EQ(knitk_endpoint_mark_dead(host, 1), 0);
+	CHECK_EQ(eventfd_value(efd, &v), 1);
+	CHECK_EQ(v, 1);
+	CHECK_EQ(knitk_doorbell_wait(host, seq, KNITK_WAIT_FOREVER), 0);
+	CHECK_EQ(knitk_endpoint_deaths(host, &dseq, &dead), 0);
+	CHECK_EQ(dseq, dseq0 + 1);
+	CHECK_EQ(dead, 1ULL << 1);
+	CHECK_EQ(knitk_endpoint_role(host, 1, NULL), 0);
+	REQUIRE(knitk_doorbell_prepare(host, &seq) == 0);
+	CHECK_EQ(knitk_endpoint_mark_dead(host, 1), -ENOENT);
+	CHECK_EQ(knitk_endpoint_mark_dead(host, 0), -ENOENT);	/* never joined */
+	CHECK_EQ(eventfd_value(efd, &v), 0);
+	knitk_doorbell_cancel(host);
+	CHECK_EQ(knitk_endpoint_set_event_fd(host, -1), 0);
+	knitk_endpoint_destroy(wk);
+	knitk_endpoint_destroy(host);
+	close(efd);
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
@@ -1225,9 +1334,11 @@ int main(int argc, char **argv)
 	TEST(steal_kill_during_drain);
 	TEST(steal_kill_during_cancel);
 	TEST(steal_geometry_matrix);
+	TEST(sized_steal_opts_and_stats);
 	TEST(steal_arena_sized_threads);
 	TEST(steal_arena_sized_threads_events);
 	TEST(steal_arena_sized_processes);
 	TEST(set_event_fd_raw);
+	TEST(set_event_fd_mark_dead);
 	return tap_exit();
 }
