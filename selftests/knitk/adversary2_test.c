@@ -460,6 +460,78 @@ TEST(prep_doorbell_wait_sqe)
 	knitk_endpoint_destroy(host);
 }
 
+/*
+ * Eight ring waits asleep on the one doorbell, one of them forced to
+ * io-wq with IOSQE_ASYNC: one kick ends every one with 0.
+ */
+TEST_F(wait, one_kick_ends_every_wait)
+{
+	__u32 seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	struct io_uring ring;
+	__u64 woken, base = uring_waits(self->worker, 0);
+	unsigned int i, zero = 0;
+
+	ASSERT_EQ(0, io_uring_queue_init(16, &ring, 0));
+	for (i = 0; i < 8; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+		ASSERT_NE(NULL, sqe);
+		prep_raw_wait(sqe, self->worker, 0, seq, KNITK_WAIT_FOREVER, i);
+		if (!i)
+			sqe->flags |= IOSQE_ASYNC;
+	}
+	ASSERT_EQ(8, io_uring_submit(&ring));
+	until_uring_asleep(self->worker, 0, base + 8);
+	ASSERT_EQ(0, knitk_kick(self->k.fd, 1ULL << 0, &woken));
+	for (i = 0; i < 8; i++)
+		zero += next_cqe(&ring, NULL) == 0;
+	EXPECT_EQ(8U, zero);
+	io_uring_queue_exit(&ring);
+}
+
+/*
+ * An SQPOLL ring submits from its kernel thread, a thread of this
+ * process: the wait is the endpoint's own (a moved seq -EAGAIN, a kick
+ * 0).  An IOPOLL ring cannot poll the command: a clean error, no hang.
+ */
+TEST_F(wait, sqpoll_and_iopoll_rings)
+{
+	__u32 seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	struct io_uring ring;
+	struct io_uring_sqe *sqe;
+	__u64 woken, base;
+	int r;
+
+	ASSERT_EQ(0, io_uring_queue_init(4, &ring, IORING_SETUP_SQPOLL));
+	sqe = io_uring_get_sqe(&ring);
+	ASSERT_NE(NULL, sqe);
+	prep_raw_wait(sqe, self->worker, 0, seq + 1, KNITK_WAIT_FOREVER, 1);
+	ASSERT_EQ(1, io_uring_submit(&ring));
+	EXPECT_EQ(-EAGAIN, next_cqe(&ring, NULL));
+	base = uring_waits(self->worker, 0);
+	sqe = io_uring_get_sqe(&ring);
+	prep_raw_wait(sqe, self->worker, 0, seq, KNITK_WAIT_FOREVER, 2);
+	ASSERT_EQ(1, io_uring_submit(&ring));
+	until_uring_asleep(self->worker, 0, base + 1);
+	ASSERT_EQ(0, knitk_kick(self->k.fd, 1ULL << 0, &woken));
+	EXPECT_EQ(0, next_cqe(&ring, NULL));
+	io_uring_queue_exit(&ring);
+
+	ASSERT_EQ(0, io_uring_queue_init(4, &ring, IORING_SETUP_IOPOLL));
+	sqe = io_uring_get_sqe(&ring);
+	prep_raw_wait(sqe, self->worker, 0, seq, KNITK_WAIT_FOREVER, 3);
+	r = io_uring_submit(&ring);
+	if (r == 1)
+		r = next_cqe(&ring, NULL);
+	TH_LOG("iopoll: %d", r);
+	EXPECT_GT(0, r);
+	EXPECT_NE(-ETIME, r);
+	io_uring_queue_exit(&ring);
+	/* The endpoint is unharmed. */
+	EXPECT_EQ(-ETIMEDOUT, knitk_wait(self->worker, knitk_doorbell_seq(
+		knot_doorbell(&self->k, 0)), knitk_now_ns()));
+}
+
 static struct knitk_pool *kmod_pool(unsigned int kind, unsigned int dispatch,
 				    unsigned int workers, unsigned int flags)
 {
@@ -645,6 +717,62 @@ TEST(steal_event_worker_killed)
 	close(rp[1]);
 	close(gp[0]);
 	close(gp[1]);
+}
+
+/*
+ * Event mode on the module: a forked child that closes every inherited
+ * fd (the host endpoint among them) and exits is no death of the host
+ * role; the pool keeps its role and serves, through reap.
+ */
+TEST(event_fd_fork_child_is_no_death)
+{
+	struct knitk_call *c[10], *kept[10];
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_endpoint *knot;
+	struct knitk_pool *pool;
+	unsigned int i, k, bad = 0;
+	int fd, ep, status;
+	pid_t pid;
+
+	KNITK_REQUIRE_DEV();
+	pool = kmod_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_STEAL, 2, 0);
+	ASSERT_NE(NULL, pool);
+	fd = knitk_pool_event_fd(pool);
+	ASSERT_LE(0, fd);
+	ep = epoll_on(fd);
+	ASSERT_LE(0, ep);
+	ASSERT_EQ(0, knitk_pool_endpoint(pool, &knot));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int f;
+
+		for (f = 0; f < 1024; f++)
+			close(f);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(1, knitk_endpoint_role(knot, KNITK_DOORBELL_HOST, NULL));
+	EXPECT_EQ(0, knitk_endpoint_host_dead(knot));
+	for (i = 0; i < 10; i++) {
+		uint64_t x = i;
+
+		ASSERT_EQ(0, knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c[i]));
+	}
+	ASSERT_EQ(10, reap_n(pool, ep, kept, 10));
+	for (i = 0; i < 10; i++) {
+		for (k = 0; k < 10; k++)
+			if (kept[i] == c[k])
+				break;
+		if (k == 10 || knitk_call_status(kept[i]) || !mix_result_ok(kept[i], k))
+			bad++;
+		knitk_call_release(kept[i]);
+	}
+	EXPECT_EQ(0U, bad);
+	ASSERT_EQ(0, knitk_pool_stats(pool, &st));
+	EXPECT_EQ(0ULL, st.deaths);
+	close(ep);
+	knitk_pool_destroy(pool);
 }
 
 int main(int argc, char **argv)
