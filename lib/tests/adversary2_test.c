@@ -1304,6 +1304,112 @@ static void set_event_fd_mark_dead(void)
 	close(efd);
 }
 
+/*
+ * Bad arguments to every pool call, on a live stealing pool in event
+ * mode: each is a negative errno (or, for the void calls, nothing), and
+ * the pool loses nothing: the call made before them is still reaped with
+ * its result and a new one goes through.
+ */
+static void bad_args_lose_nothing(void)
+{
+	struct knitk_call_opts bad_co = { .size = sizeof(bad_co), .reserved = 1 };
+	struct knitk_call_opts bad_fl = { .size = sizeof(bad_fl), .flags = 1U << 7 };
+	struct knitk_call_opts tiny = { .size = 4 };
+	struct knitk_submission subs[2] = { { .fn = T_MIX, .len = 8 },
+					    { .fn = T_MIX, .reserved = 1 } };
+	struct knitk_pool_stats st;
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_endpoint *ep;
+	struct knitk_call *c, *before, *out[4], *calls[2], *nulls[2] = { NULL, NULL };
+	struct knitk_pool *pool;
+	const void *d;
+	size_t len;
+	uint64_t x = 77;
+	unsigned int kept = 0;
+	int ret;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_STEAL, 2, 0, &pool) == 0);
+	REQUIRE(knitk_pool_event_fd(pool) >= 0);
+	REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &before) == 0);
+	subs[0].in = &x;
+
+	CHECK(knitk_pool_submit(NULL, T_MIX, &x, 8, NULL, &c) < 0);
+	CHECK(knitk_pool_submit(pool, T_NR, &x, 8, NULL, &c) < 0);
+	CHECK(knitk_pool_submit(pool, UINT32_MAX, &x, 8, NULL, &c) < 0);
+	CHECK(knitk_pool_submit(pool, T_MIX, NULL, 8, NULL, &c) < 0);
+	CHECK(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, NULL) < 0);
+	CHECK_EQ(knitk_pool_submit(pool, T_MIX, &x, 8, &bad_co, &c), -EINVAL);
+	CHECK_EQ(knitk_pool_submit(pool, T_MIX, &x, 8, &bad_fl, &c), -EINVAL);
+	CHECK_EQ(knitk_pool_submit(pool, T_MIX, &x, 8, &tiny, &c), -EINVAL);
+	CHECK_EQ(knitk_pool_submit(pool, T_MIX, &x, SIZE_MAX, NULL, &c), -EMSGSIZE);
+	CHECK(knitk_pool_submit_batch(NULL, subs, 1, calls) < 0);
+	CHECK(knitk_pool_submit_batch(pool, NULL, 1, calls) < 0);
+	CHECK(knitk_pool_submit_batch(pool, subs, 1, NULL) < 0);
+	ret = knitk_pool_submit_batch(pool, subs, 0, calls);
+	CHECK(ret == 0 || ret == -EINVAL);
+	/* One good, then a bad entry: one submitted, reaped below. */
+	CHECK_EQ(knitk_pool_submit_batch(pool, subs, 2, calls), 1);
+	CHECK_EQ(knitk_pool_submit_batch(pool, subs + 1, 1, calls + 1), -EINVAL);
+
+	CHECK(knitk_call_wait(NULL, 0) < 0);
+	CHECK(knitk_call_status(NULL) < 0);
+	CHECK(knitk_call_result(NULL, &d, &len) < 0);
+	CHECK(knitk_call_result(before, NULL, &len) < 0 ||
+	      knitk_call_result(before, NULL, &len) == -EINPROGRESS);
+	CHECK(knitk_call_abort(NULL) < 0);
+	CHECK(knitk_call_worker(NULL) < 0);
+	knitk_call_release(NULL);
+	CHECK(knitk_pool_wait_any(NULL, &before, 1, 0) < 0);
+	CHECK(knitk_pool_wait_any(pool, NULL, 1, 0) < 0);
+	CHECK(knitk_pool_wait_any(pool, nulls, 2, 0) < 0);
+	CHECK(knitk_pool_wait_all(pool, NULL, 1, 0) < 0);
+	CHECK(knitk_pool_wait_all(pool, nulls, 2, 0) < 0);
+	CHECK(knitk_pool_stats(NULL, &st) < 0);
+	CHECK(knitk_pool_stats(pool, NULL) < 0);
+	CHECK(knitk_pool_worker_info(pool, 2, &wi) < 0);
+	CHECK(knitk_pool_worker_info(pool, UINT_MAX, &wi) < 0);
+	CHECK(knitk_pool_worker_info(pool, 0, NULL) < 0);
+	CHECK(knitk_pool_worker_info(NULL, 0, &wi) < 0);
+	CHECK(knitk_pool_endpoint(NULL, &ep) < 0);
+	CHECK(knitk_pool_endpoint(pool, NULL) < 0);
+	CHECK(knitk_pool_event_fd(NULL) < 0);
+	CHECK(knitk_pool_reap(NULL, out, 1) < 0);
+	CHECK(knitk_pool_shutdown(NULL, KNITK_SHUTDOWN_DRAIN) < 0);
+	CHECK_EQ(knitk_pool_shutdown(pool, 0), -EINVAL);
+	CHECK_EQ(knitk_pool_shutdown(pool, 3), -EINVAL);
+	CHECK(knitk_pool_call(NULL, T_MIX, &x, 8, NULL, out, 8, &len) < 0);
+	CHECK(knitk_task_aborted(NULL) == -EINVAL);
+	CHECK(knitk_reply_alloc(NULL, 8, (void **)&d) < 0);
+	CHECK(knitk_reply_set(NULL, &x, 8) < 0);
+	knitk_pool_destroy(NULL);
+
+	/* Nothing lost: the two good calls come back, then a new one. */
+	while (kept < 2) {
+		ret = knitk_pool_reap(pool, out + kept, 4 - kept);
+		REQUIRE(ret >= 0);
+		kept += (unsigned int)ret;
+		if (!ret)
+			sched_yield();
+	}
+	CHECK_EQ(kept, 2);
+	CHECK((out[0] == before && out[1] == calls[0]) ||
+	      (out[1] == before && out[0] == calls[0]));
+	CHECK(mix_result_ok(before, x) && mix_result_ok(calls[0], x));
+	knitk_call_release(out[0]);
+	knitk_call_release(out[1]);
+	REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c) == 0);
+	while ((ret = knitk_pool_reap(pool, out, 4)) == 0)
+		sched_yield();
+	CHECK_EQ(ret, 1);
+	CHECK(out[0] == c && mix_result_ok(c, x));
+	knitk_call_release(c);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.submitted, 3);
+	CHECK_EQ(st.completed, 3);
+	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
+	knitk_pool_destroy(pool);
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
@@ -1338,6 +1444,7 @@ int main(int argc, char **argv)
 	TEST(steal_arena_sized_threads);
 	TEST(steal_arena_sized_threads_events);
 	TEST(steal_arena_sized_processes);
+	TEST(bad_args_lose_nothing);
 	TEST(set_event_fd_raw);
 	TEST(set_event_fd_mark_dead);
 	return tap_exit();
