@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <liburing.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -532,6 +533,84 @@ TEST_F(wait, sqpoll_and_iopoll_rings)
 		knot_doorbell(&self->k, 0)), knitk_now_ns()));
 }
 
+/*
+ * The role of an endpoint is a forked child's (it joined through the
+ * inherited fd), while the parent, holding the same file, sleeps in a
+ * ring wait and an ioctl wait on it.  When the child exits the role ends
+ * and each wait ends: -ECANCELED in the ring (-ENOTCONN had it not slept
+ * yet), -ENOTCONN for the ioctl; neither is left asleep.
+ */
+struct ioctl_waiter {
+	int fd;
+	__u32 seq;
+	int ret;
+};
+
+static void *ioctl_waiter_main(void *arg)
+{
+	struct ioctl_waiter *w = arg;
+
+	w->ret = knitk_wait(w->fd, w->seq, KNITK_WAIT_FOREVER);
+	return NULL;
+}
+
+TEST_F(wait, owner_exit_ends_others_waits)
+{
+	struct ioctl_waiter iw = { .ret = 1 };
+	struct io_uring_sqe *sqe;
+	int fd, status, go[2], joined[2], r;
+	pthread_t th;
+	__u64 base;
+	char b = 0;
+	pid_t pid;
+
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, knitk_attach(fd, self->k.fd, NULL));
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, pipe(joined));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		if (knitk_join(fd, KNITK_ROLE_WORKER, 1, NULL) ||
+		    write(joined[1], "j", 1) != 1 || read(go[0], &b, 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	ASSERT_EQ(1, read(joined[0], &b, 1));
+	iw.fd = fd;
+	iw.seq = knitk_doorbell_seq(knot_doorbell(&self->k, 1));
+	base = uring_waits(self->k.fd, 1);
+	sqe = io_uring_get_sqe(&self->ring);
+	ASSERT_NE(NULL, sqe);
+	prep_raw_wait(sqe, fd, 1, iw.seq, KNITK_WAIT_FOREVER, 1);
+	ASSERT_EQ(1, io_uring_submit(&self->ring));
+	ASSERT_EQ(0, pthread_create(&th, NULL, ioctl_waiter_main, &iw));
+	/* Asleep (or already refused): then the owner goes. */
+	while (uring_waits(self->k.fd, 1) < base + 1) {
+		struct io_uring_cqe *cqe;
+
+		if (!io_uring_peek_cqe(&self->ring, &cqe))
+			break;
+		usleep(1000);
+	}
+	ASSERT_EQ(1, write(go[1], "x", 1));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	r = next_cqe(&self->ring, NULL);
+	TH_LOG("ring wait %d", r);
+	EXPECT_NE(-ETIME, r);
+	EXPECT_TRUE(r == -ECANCELED || r == -ENOTCONN);
+	pthread_join(th, NULL);
+	TH_LOG("ioctl wait %d", iw.ret);
+	EXPECT_EQ(-ENOTCONN, iw.ret);
+	close(go[0]);
+	close(go[1]);
+	close(joined[0]);
+	close(joined[1]);
+	close(fd);
+}
+
 static struct knitk_pool *kmod_pool(unsigned int kind, unsigned int dispatch,
 				    unsigned int workers, unsigned int flags)
 {
@@ -721,8 +800,9 @@ TEST(steal_event_worker_killed)
 
 /*
  * Event mode on the module: a forked child that closes every inherited
- * fd (the host endpoint among them) and exits is no death of the host
- * role; the pool keeps its role and serves, through reap.
+ * fd (the host endpoint among them) and exits, and the close of a dup()
+ * of the event fd, are no death of the host role; the pool keeps its
+ * role and serves, through reap.
  */
 TEST(event_fd_fork_child_is_no_death)
 {
@@ -731,7 +811,7 @@ TEST(event_fd_fork_child_is_no_death)
 	struct knitk_endpoint *knot;
 	struct knitk_pool *pool;
 	unsigned int i, k, bad = 0;
-	int fd, ep, status;
+	int fd, ep, status, dupfd;
 	pid_t pid;
 
 	KNITK_REQUIRE_DEV();
@@ -752,6 +832,10 @@ TEST(event_fd_fork_child_is_no_death)
 		_exit(0);
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	/* An event loop library that closes its dup() of the fd: no end either. */
+	dupfd = dup(fd);
+	ASSERT_LE(0, dupfd);
+	ASSERT_EQ(0, close(dupfd));
 	EXPECT_EQ(1, knitk_endpoint_role(knot, KNITK_DOORBELL_HOST, NULL));
 	EXPECT_EQ(0, knitk_endpoint_host_dead(knot));
 	for (i = 0; i < 10; i++) {
