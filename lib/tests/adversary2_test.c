@@ -879,6 +879,117 @@ static void event_deadline_seen_by_waiter_steal(void)
 	event_deadline_seen_by_waiter(KNITK_POOL_DISPATCH_STEAL);
 }
 
+struct loop_reaper {
+	struct knitk_pool *pool;
+	struct knitk_call *skip;	/* another thread's: not released here */
+	_Atomic int stop;
+	unsigned int skipped, bad;
+	unsigned char seen[400];
+};
+
+/* Reap, check and release echo calls of their index, until told to stop. */
+static void loop_reap_once(struct loop_reaper *r)
+{
+	struct knitk_call *out[8];
+	int n, i;
+
+	while ((n = knitk_pool_reap(r->pool, out, 8)) > 0) {
+		for (i = 0; i < n; i++) {
+			const void *d;
+			uint64_t x;
+			size_t len;
+
+			if (out[i] == r->skip) {
+				r->skipped++;
+				continue;
+			}
+			if (knitk_call_status(out[i]) ||
+			    knitk_call_result(out[i], &d, &len) || len != 8) {
+				r->bad++;
+			} else {
+				memcpy(&x, d, 8);
+				if (x >= 400 || r->seen[x]++)
+					r->bad++;
+			}
+			knitk_call_release(out[i]);
+		}
+	}
+	if (n < 0)
+		r->bad++;
+}
+
+static void *loop_reaper_main(void *arg)
+{
+	struct loop_reaper *r = arg;
+
+	while (!atomic_load(&r->stop)) {
+		loop_reap_once(r);
+		sched_yield();
+	}
+	return NULL;
+}
+
+/*
+ * Event mode: a drain shutdown runs while one thread reaps in a loop and
+ * another waits on a call.  The shutdown takes the results itself, so
+ * the waiter wakes with its call's status, and every call is reaped once
+ * (by the loop while it runs, or after the shutdown returned).
+ */
+static void shutdown_while_reaping(unsigned int dispatch)
+{
+	static struct loop_reaper r;
+	struct deadline_waiter dw = { .status = 1, .deadline_ns = KNITK_WAIT_FOREVER };
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	pthread_t rt, wt;
+	unsigned int i, missing = 0;
+	uint32_t ms = 30;
+	int ret;
+
+	memset(&r, 0, sizeof(r));
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, dispatch, 2, 0, &pool) == 0);
+	REQUIRE(knitk_pool_event_fd(pool) >= 0);
+	r.pool = pool;
+	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, sizeof(ms), NULL, &dw.call) == 0);
+	r.skip = dw.call;
+	REQUIRE(pthread_create(&wt, NULL, deadline_waiter_main, &dw) == 0);
+	REQUIRE(pthread_create(&rt, NULL, loop_reaper_main, &r) == 0);
+	for (i = 1; i < 400; i++) {
+		uint64_t x = i;
+		struct knitk_call *c;
+
+		while ((ret = knitk_pool_submit(pool, T_ECHO, &x, 8, NULL, &c)) == -EAGAIN)
+			sched_yield();
+		REQUIRE(ret == 0);
+	}
+	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
+	pthread_join(wt, NULL);
+	CHECK_EQ(dw.status, (int)ms);
+	atomic_store(&r.stop, 1);
+	pthread_join(rt, NULL);
+	loop_reap_once(&r);
+	CHECK_EQ(r.bad, 0);
+	CHECK_EQ(r.skipped, 1);
+	for (i = 1; i < 400; i++)
+		missing += r.seen[i] != 1;
+	CHECK_EQ(missing, 0);
+	knitk_call_release(dw.call);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.submitted, 400);
+	CHECK_EQ(st.completed, 400);
+	knitk_pool_destroy(pool);
+}
+
+static void shutdown_while_reaping_private(void)
+{
+	shutdown_while_reaping(KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+static void shutdown_while_reaping_steal(void)
+{
+	shutdown_while_reaping(KNITK_POOL_DISPATCH_STEAL);
+}
+
 struct shutter {
 	struct knitk_pool *pool;
 	unsigned int mode;
@@ -1437,6 +1548,8 @@ int main(int argc, char **argv)
 	TEST(signals_during_event_loop);
 	TEST(event_deadline_seen_by_waiter_private);
 	TEST(event_deadline_seen_by_waiter_steal);
+	TEST(shutdown_while_reaping_private);
+	TEST(shutdown_while_reaping_steal);
 	TEST(steal_kill_during_drain);
 	TEST(steal_kill_during_cancel);
 	TEST(steal_geometry_matrix);
