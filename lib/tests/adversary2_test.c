@@ -158,6 +158,66 @@ static void event_fd_owned_by_pool(void)
 	CHECK_EQ(open_fds(), before);
 }
 
+struct evfd_racer {
+	struct knitk_pool *pool;
+	pthread_barrier_t *go;
+	int fd;
+};
+
+static void *evfd_racer_main(void *arg)
+{
+	struct evfd_racer *r = arg;
+
+	pthread_barrier_wait(r->go);
+	r->fd = knitk_pool_event_fd(r->pool);
+	return NULL;
+}
+
+/*
+ * The first knitk_pool_event_fd calls of a pool race from eight threads:
+ * all get the same fd, the pool works through it, and destroy leaves no
+ * fd behind (no second eventfd was made and lost).
+ */
+static void event_fd_first_call_race(void)
+{
+	struct evfd_racer r[8];
+	pthread_t th[8];
+	pthread_barrier_t go;
+	unsigned int round, i, wrong = 0;
+	int before = open_fds();
+
+	for (round = 0; round < 30; round++) {
+		struct knitk_pool *pool;
+		struct knitk_call *c, *out[1];
+		uint64_t x = round;
+		int n;
+
+		REQUIRE(new_pool(KNITK_WORKER_THREADS, round & 1, 1, 0, &pool) == 0);
+		REQUIRE(pthread_barrier_init(&go, NULL, 8) == 0);
+		for (i = 0; i < 8; i++) {
+			r[i] = (struct evfd_racer){ pool, &go, -1 };
+			REQUIRE(pthread_create(&th[i], NULL, evfd_racer_main, &r[i]) == 0);
+		}
+		for (i = 0; i < 8; i++)
+			pthread_join(th[i], NULL);
+		pthread_barrier_destroy(&go);
+		for (i = 0; i < 8; i++)
+			wrong += r[i].fd < 0 || r[i].fd != r[0].fd;
+		wrong += knitk_pool_event_fd(pool) != r[0].fd;
+		REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c) == 0);
+		while ((n = knitk_pool_reap(pool, out, 1)) == 0) {
+			struct pollfd p = { .fd = r[0].fd, .events = POLLIN };
+
+			poll(&p, 1, -1);
+		}
+		wrong += n != 1 || out[0] != c || !mix_result_ok(c, x);
+		knitk_call_release(c);
+		knitk_pool_destroy(pool);
+	}
+	CHECK_EQ(wrong, 0);
+	CHECK_EQ(open_fds(), before);
+}
+
 /*
  * In event mode on a stealing pool a submit never waits for room: with
  * the one worker held by a long call, submits fill the shared mailbox or
@@ -1531,6 +1591,7 @@ int main(int argc, char **argv)
 		return 1;
 	TEST(event_fd_processes_refused);
 	TEST(event_fd_owned_by_pool);
+	TEST(event_fd_first_call_race);
 	TEST(steal_event_full_is_eagain);
 	TEST(event_arena_full_is_eagain_private);
 	TEST(event_arena_full_is_eagain_steal);
