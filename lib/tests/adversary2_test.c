@@ -1194,6 +1194,59 @@ static void sized_steal_opts_and_stats(void)
 	CHECK_EQ(knitk_pool_create(o, &test_tasks, &pool), -E2BIG);
 }
 
+/*
+ * A stalled claimant: a stealing process worker is stopped (SIGSTOP) at
+ * random points of a load, wherever it is in its claim.  Calls submitted
+ * after the stop still complete through the other worker while it stays
+ * stopped (a conflicting claimant is waited for only boundedly); after
+ * SIGCONT every call has its result.
+ */
+static void steal_stopped_claimant(void)
+{
+	struct knitk_call *early[64], *late[20];
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	uint64_t seed = 12345;
+	unsigned int round, i, bad = 0;
+
+	REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_STEAL, 2, 0,
+			 &pool) == 0);
+	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
+	for (round = 0; round < 20; round++) {
+		unsigned int stop_after = (unsigned int)(tap_rand(&seed) % 64);
+
+		for (i = 0; i < 64; i++) {
+			uint64_t x = round * 1000 + i;
+
+			REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &early[i]) == 0);
+			if (i == stop_after)
+				REQUIRE(kill(wi.pid, SIGSTOP) == 0);
+		}
+		for (i = 0; i < 20; i++) {
+			uint64_t x = round * 1000 + 500 + i;
+
+			REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &late[i]) == 0);
+		}
+		for (i = 0; i < 20; i++) {
+			bad += knitk_call_wait(late[i], KNITK_WAIT_FOREVER) != 0 ||
+			       !mix_result_ok(late[i], round * 1000 + 500 + i);
+			knitk_call_release(late[i]);
+		}
+		REQUIRE(kill(wi.pid, SIGCONT) == 0);
+		for (i = 0; i < 64; i++) {
+			bad += knitk_call_wait(early[i], KNITK_WAIT_FOREVER) != 0 ||
+			       !mix_result_ok(early[i], round * 1000 + i);
+			knitk_call_release(early[i]);
+		}
+	}
+	CHECK_EQ(bad, 0);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.deaths, 0);
+	CHECK_EQ(st.completed, st.submitted);
+	knitk_pool_destroy(pool);
+}
+
 /* Legal stealing geometries, from the header's words alone. */
 static int legal_g(unsigned int workers, unsigned int g)
 {
@@ -1613,6 +1666,7 @@ int main(int argc, char **argv)
 	TEST(shutdown_while_reaping_steal);
 	TEST(steal_kill_during_drain);
 	TEST(steal_kill_during_cancel);
+	TEST(steal_stopped_claimant);
 	TEST(steal_geometry_matrix);
 	TEST(sized_steal_opts_and_stats);
 	TEST(steal_arena_sized_threads);

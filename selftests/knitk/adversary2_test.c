@@ -855,6 +855,22 @@ TEST(event_fd_fork_child_is_no_death)
 	EXPECT_EQ(0U, bad);
 	ASSERT_EQ(0, knitk_pool_stats(pool, &st));
 	EXPECT_EQ(0ULL, st.deaths);
+	/* A version-0 worker info: the module's counters, none past its size. */
+	{
+		unsigned char wi[KNITK_WORKER_INFO_SIZE_VER1 + 16];
+		struct knitk_worker_info *w = (struct knitk_worker_info *)wi;
+		uint32_t sz = KNITK_WORKER_INFO_SIZE_VER0;
+
+		memset(wi, 0xee, sizeof(wi));
+		memcpy(wi, &sz, 4);
+		ASSERT_EQ(0, knitk_pool_worker_info(pool, 0, w));
+		EXPECT_EQ(KNITK_WORKER_INFO_SIZE_VER0, w->size);
+		EXPECT_EQ(1U, w->db_valid);
+		for (i = KNITK_WORKER_INFO_SIZE_VER0; i < sizeof(wi); i++)
+			if (wi[i] != 0xee)
+				break;
+		EXPECT_EQ(sizeof(wi), i);
+	}
 	close(ep);
 	knitk_pool_destroy(pool);
 }
