@@ -1050,6 +1050,76 @@ static void shutdown_while_reaping_steal(void)
 	shutdown_while_reaping(KNITK_POOL_DISPATCH_STEAL);
 }
 
+struct sync_caller {
+	struct knitk_pool *pool;
+	unsigned int n, good;
+	int first_bad;
+	_Atomic int done;
+};
+
+static void *sync_caller_main(void *arg)
+{
+	struct sync_caller *sc = arg;
+	unsigned int i;
+
+	for (i = 0; i < sc->n; i++) {
+		uint64_t x = 7000 + i, y = 0;
+		size_t len = 0;
+
+		int ret = knitk_pool_call(sc->pool, T_MIX, &x, 8, NULL, &y, 8, &len);
+
+		if (ret == 0 && len == 8 && y == mix64(x))
+			sc->good++;
+		else if (!sc->first_bad)
+			sc->first_bad = ret ? ret : 1;
+	}
+	atomic_store(&sc->done, 1);
+	return NULL;
+}
+
+/*
+ * In event mode another thread runs knitk_pool_call (submit, wait,
+ * release) while the loop reaps and releases what it reaps: each
+ * knitk_pool_call gets its result, and whatever the loop is handed is a
+ * live handle it may read and release (the sanitizer builds would see a
+ * use after free or a double release).
+ */
+static void pool_call_beside_reaper(void)
+{
+	struct sync_caller sc = { .n = 300 };
+	struct knitk_pool *pool;
+	pthread_t th;
+	unsigned int bad = 0;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_STEAL, 2, 0, &pool) == 0);
+	REQUIRE(knitk_pool_event_fd(pool) >= 0);
+	sc.pool = pool;
+	REQUIRE(pthread_create(&th, NULL, sync_caller_main, &sc) == 0);
+	while (!atomic_load(&sc.done)) {
+		struct knitk_call *out[8];
+		int n = knitk_pool_reap(pool, out, 8), i;
+
+		if (n < 0) {
+			bad++;
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			int s = knitk_call_status(out[i]);
+
+			if (s && s != -EINPROGRESS)
+				bad++;
+			knitk_call_release(out[i]);
+		}
+		if (!n)
+			sched_yield();
+	}
+	pthread_join(th, NULL);
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(sc.good, sc.n);
+	CHECK_EQ(sc.first_bad, 0);
+	knitk_pool_destroy(pool);
+}
+
 struct shutter {
 	struct knitk_pool *pool;
 	unsigned int mode;
@@ -1664,6 +1734,7 @@ int main(int argc, char **argv)
 	TEST(event_deadline_seen_by_waiter_steal);
 	TEST(shutdown_while_reaping_private);
 	TEST(shutdown_while_reaping_steal);
+	TEST(pool_call_beside_reaper);
 	TEST(steal_kill_during_drain);
 	TEST(steal_kill_during_cancel);
 	TEST(steal_stopped_claimant);
