@@ -516,7 +516,8 @@ KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
 
 	if (!pool || (cap && !out))
 		return -EINVAL;
-	ret = knitk_pool_submit(pool, fn, in, len, opts, &call);
+	/* Its handle is its own: an event loop's reap never sees it. */
+	ret = knitk__pool_submit(pool, fn, in, len, opts, false, &call);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&pool->lock);
