@@ -218,6 +218,64 @@ static void event_fd_first_call_race(void)
 	CHECK_EQ(open_fds(), before);
 }
 
+/* Until the host doorbell of @pool's knot has its sleeping flag set. */
+static void until_host_parked(struct knitk_pool *pool)
+{
+	struct knitk_endpoint *knot;
+	struct knitk_layout l;
+	void *base;
+	const struct knitk_doorbell *db;
+
+	if (knitk_pool_endpoint(pool, &knot) || knitk_endpoint_layout(knot, &l, NULL) ||
+	    knitk_endpoint_base(knot, &base))
+		return;
+	db = (const void *)((char *)base + l.doorbell_off +
+			    (uint64_t)KNITK_DOORBELL_HOST * l.doorbell_stride);
+	while (!__atomic_load_n(&db->sleeping, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+/*
+ * knitk_pool_event_fd while the pool's own collector is parked on the
+ * host doorbell: handing that park over to the loop is no result and no
+ * death, so it writes nothing to the eventfd; the first result while
+ * the loop waits is its only write.
+ */
+static void event_fd_handover_writes_nothing(void)
+{
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	struct knitk_call *c, *out[2];
+	uint64_t v = 0, x = 5;
+	unsigned int kept = 0;
+	int fd;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1, 0,
+			 &pool) == 0);
+	until_host_parked(pool);
+	fd = knitk_pool_event_fd(pool);
+	REQUIRE(fd >= 0);
+	CHECK_EQ(eventfd_value(fd, &v), 0);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.event_writes, 0);
+	CHECK_EQ(reap_all(pool, NULL, 0, &kept), 0);
+	CHECK_EQ(eventfd_value(fd, &v), 0);
+	REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c) == 0);
+	{
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		CHECK_EQ(poll(&p, 1, -1), 1);
+	}
+	CHECK_EQ(eventfd_value(fd, &v), 1);
+	CHECK_EQ(v, 1);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.event_writes, 1);
+	CHECK_EQ(knitk_pool_reap(pool, out, 2), 1);
+	CHECK(out[0] == c && mix_result_ok(c, x));
+	knitk_call_release(c);
+	knitk_pool_destroy(pool);
+}
+
 /*
  * In event mode on a stealing pool a submit never waits for room: with
  * the one worker held by a long call, submits fill the shared mailbox or
@@ -1715,6 +1773,7 @@ int main(int argc, char **argv)
 	TEST(event_fd_processes_refused);
 	TEST(event_fd_owned_by_pool);
 	TEST(event_fd_first_call_race);
+	TEST(event_fd_handover_writes_nothing);
 	TEST(steal_event_full_is_eagain);
 	TEST(event_arena_full_is_eagain_private);
 	TEST(event_arena_full_is_eagain_steal);
