@@ -254,8 +254,11 @@ static int futex_notify(struct knitk_endpoint *k, uint64_t mask, uint64_t *woken
 	return 0;
 }
 
-/* Wake doorbell @d unconditionally (a peer event or a kick, not work). */
-static void doorbell_kick(struct knitk_endpoint *k, unsigned int d)
+/*
+ * Wake doorbell @d unconditionally (a peer event or a kick, not work);
+ * true if its owner was asleep.
+ */
+static bool doorbell_kick(struct knitk_endpoint *k, unsigned int d)
 {
 	struct knitk_doorbell *db = knot_doorbell(k, d);
 	uint64_t w = atomic_load_explicit(doorbell_word(db), memory_order_relaxed);
@@ -266,11 +269,13 @@ static void doorbell_kick(struct knitk_endpoint *k, unsigned int d)
 			memory_order_seq_cst, memory_order_relaxed))
 		;
 	sys_futex(&db->seq, FUTEX_WAKE, INT_MAX, NULL, 0);
-	if (d == KNITK_DOORBELL_HOST && dbw_sleeping(w))
-		host_event_signal(k);
+	return dbw_sleeping(w);
 }
 
-/* Wake the own doorbell past the idle filter (see knitk_doorbell_kick_self). */
+/*
+ * Wake the own doorbell past the idle filter (see knitk_doorbell_kick_self):
+ * a side's own event, neither a result nor a death, so never the event fd.
+ */
 static int futex_kick(struct knitk_endpoint *k)
 {
 	doorbell_kick(k, (unsigned int)k->doorbell);
@@ -301,8 +306,9 @@ static int futex_mark_dead(struct knitk_endpoint *k, unsigned int doorbell)
 	if (doorbell == KNITK_DOORBELL_HOST) {
 		for (w = 0; w < k->geom.nr_workers; w++)
 			doorbell_kick(k, w);
-	} else {
-		doorbell_kick(k, KNITK_DOORBELL_HOST);
+	} else if (doorbell_kick(k, KNITK_DOORBELL_HOST)) {
+		/* A death delivered to a host that sleeps: its event fd too. */
+		host_event_signal(k);
 	}
 	/*
 	 * After the kicks (seq_cst CASes): pairs with the acquire of

@@ -547,8 +547,9 @@ int knitk_doorbell_can_kick(const struct knitk_endpoint *ep);
  * knitk_endpoint_set_event_fd - futex backend: signal eventfd @efd (write 1)
  * each time this endpoint wakes the host doorbell while its sleeping flag
  * is set: a result or a death delivered to a host that declared it will
- * sleep (knitk_doorbell_prepare), never a ring the flag suppresses, so an
- * event loop can wait on @efd instead of the futex.  Every endpoint that
+ * sleep (knitk_doorbell_prepare), never a ring the flag suppresses nor a
+ * kick (knitk_doorbell_kick_self), so an event loop can wait on @efd
+ * instead of the futex.  Every endpoint that
  * may wake the host (its workers, and the host itself for deaths it marks)
  * needs it.  @efd -1 stops it.  The caller keeps @efd open while set.
  * -EOPNOTSUPP on the module, whose endpoint fd polls instead; -EINVAL for

@@ -431,8 +431,10 @@ int knitk_pool_worker_info(struct knitk_pool *pool, unsigned int worker,
  * by reap (and by shutdown and destroy); knitk_call_wait,
  * knitk_pool_wait_any/all and knitk_pool_call still work from other
  * threads, sleeping until a reap completes their calls, so the loop's
- * thread must not call them; knitk_pool_submit never waits for room:
- * -EAGAIN when every eligible worker is at capacity or its request arena
+ * thread must not call them (a knitk_pool_call's call is its own and is
+ * never reaped; a handle another thread waits for is reaped as well, and
+ * only one of the two may release it); knitk_pool_submit never waits for
+ * room: -EAGAIN when every eligible worker is at capacity or its request arena
  * is full (reap, then submit again).  A call completed without a result
  * by another thread (knitk_call_abort, a deadline seen by a wait) is
  * reaped but does not fire the fd; a deadline alone never fires it (the

@@ -19,8 +19,13 @@
 #ifndef KNITK_URING_H
 #define KNITK_URING_H
 
-#include <stdint.h>
+/*
+ * <liburing.h> first: it sets the feature macros its own declarations
+ * need (sigset_t, AT_FDCWD), which take effect only before any libc
+ * header, so a strict C11 program that includes this header first builds.
+ */
 #include <liburing.h>
+#include <stdint.h>
 
 #include "knitk.h"
 

@@ -69,6 +69,20 @@ void knitk__call_cache_free(struct knitk_pool *pool)
 	pool->call_cached = 0;
 }
 
+/* Count a completion with @status (@delta 1), or take one back (-1). */
+static void call_count_locked(struct knitk_pool *pool, int status, int delta)
+{
+	uint64_t d = (uint64_t)(int64_t)delta;
+
+	pool->stats.completed += d;
+	if (status == -ETIMEDOUT)
+		pool->stats.timedout += d;
+	else if (status == -ECANCELED)
+		pool->stats.canceled += d;
+	else if (status == -EOWNERDEAD)
+		pool->stats.ownerdead += d;
+}
+
 /*
  * Complete @call with @status and the result bytes @data: NULL, a malloc
  * block that the handle takes over, or the handle's own small[].
@@ -94,14 +108,23 @@ void knitk__call_complete_locked(struct knitk_pool *pool,
 	call->len = data ? len : 0;
 	/* C5: pairs with the acquire in call_done. */
 	atomic_store_explicit(&call->state, CALL_DONE, memory_order_release);
-	pool->stats.completed++;
+	call_count_locked(pool, status, 1);
 	knitk__events_queue_locked(pool, call);
-	if (status == -ETIMEDOUT)
-		pool->stats.timedout++;
-	else if (status == -ECANCELED)
-		pool->stats.canceled++;
-	else if (status == -EOWNERDEAD)
-		pool->stats.ownerdead++;
+}
+
+/*
+ * @call was registered but never published: the submit failed, so it is
+ * no call, in the counters either.  It completes with @status (unless a
+ * worker's death completed it first), and the counts of that completion
+ * and of its submit are taken back.
+ */
+void knitk__call_withdraw_locked(struct knitk_pool *pool,
+				 struct knitk_call *call, int status)
+{
+	if (!call_done_locked(call))
+		knitk__call_complete_locked(pool, call, status, NULL, 0);
+	call_count_locked(pool, call->status, -1);
+	pool->stats.submitted--;
 }
 
 void knitk__call_unref_locked(struct knitk_call *call)
@@ -500,7 +523,8 @@ KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
 
 	if (!pool || (cap && !out))
 		return -EINVAL;
-	ret = knitk_pool_submit(pool, fn, in, len, opts, &call);
+	/* Its handle is its own: an event loop's reap never sees it. */
+	ret = knitk__pool_submit(pool, fn, in, len, opts, false, &call);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&pool->lock);

@@ -25,7 +25,7 @@
 void knitk__events_queue_locked(struct knitk_pool *pool, struct knitk_call *call)
 {
 	if (!atomic_load_explicit(&pool->evmode, memory_order_relaxed) ||
-	    call->queued)
+	    call->queued || call->no_reap)
 		return;
 	call->queued = true;
 	call->done_next = NULL;

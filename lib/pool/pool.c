@@ -353,7 +353,7 @@ static int pool_pick_locked(struct knitk_pool *pool,
  * (*callp); returns the worker.
  */
 static int pool_register(struct knitk_pool *pool, const struct knitk_call_opts *co,
-			 struct knitk_call **callp)
+			 bool reap, struct knitk_call **callp)
 {
 	struct knitk_call *call;
 	struct pool_worker *pw;
@@ -388,6 +388,7 @@ static int pool_register(struct knitk_pool *pool, const struct knitk_call_opts *
 		return -ENOMEM;
 	}
 	call->refs = 2;		/* the caller's and the entry's */
+	call->no_reap = !reap;
 	call->deadline_ns = co ? co->deadline_ns : 0;
 	pw = &pool->workers[w];
 	k = (unsigned int)__builtin_ctzll(~pw->busy);
@@ -507,10 +508,9 @@ static int submit_check(struct knitk_pool *pool, uint32_t fn, const void *in,
 	return 0;
 }
 
-KNITK_EXPORT int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn,
-				   const void *in, size_t len,
-				   const struct knitk_call_opts *co,
-				   struct knitk_call **callp)
+int knitk__pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
+		       size_t len, const struct knitk_call_opts *co, bool reap,
+		       struct knitk_call **callp)
 {
 	struct knitk_call_opts o;
 	struct knitk_call *call;
@@ -527,14 +527,14 @@ KNITK_EXPORT int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn,
 	ret = submit_check(pool, fn, in, len, co);
 	if (ret)
 		return ret;
-	ret = pool_register(pool, co, &call);
+	ret = pool_register(pool, co, reap, &call);
 	if (ret < 0)
 		return ret;
 	ret = pool_publish(pool, call, fn, in, len);
 	if (ret) {
-		/* Never published: complete it and give the entry back. */
+		/* Never published: withdraw it and give the entry back. */
 		pthread_mutex_lock(&pool->lock);
-		knitk__call_complete_locked(pool, call, ret, NULL, 0);
+		knitk__call_withdraw_locked(pool, call, ret);
 		if (pool->entries[call->entry].call == call)
 			knitk__entry_free_locked(pool, call->entry);
 		knitk__call_unref_locked(call);
@@ -544,6 +544,14 @@ KNITK_EXPORT int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn,
 	}
 	*callp = call;
 	return 0;
+}
+
+KNITK_EXPORT int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn,
+				   const void *in, size_t len,
+				   const struct knitk_call_opts *co,
+				   struct knitk_call **callp)
+{
+	return knitk__pool_submit(pool, fn, in, len, co, true, callp);
 }
 
 KNITK_EXPORT int knitk_pool_submit_batch(struct knitk_pool *pool,

@@ -75,6 +75,7 @@ struct knitk_call {
 	size_t len;
 	/* Event mode: on pool->done_head's list, pool->lock (events.c). */
 	bool queued;
+	bool no_reap;			/* knitk_pool_call's own: never queued */
 	struct knitk_call *done_prev, *done_next;
 	void *data;			/* result bytes: small[] or malloc */
 	struct knitk_call *next_free;	/* in pool->call_cache */
@@ -241,6 +242,8 @@ void knitk__call_cache_free(struct knitk_pool *pool);
 void knitk__call_complete_locked(struct knitk_pool *pool,
 				 struct knitk_call *call, int status,
 				 void *data, size_t len);
+void knitk__call_withdraw_locked(struct knitk_pool *pool,
+				 struct knitk_call *call, int status);
 void knitk__call_unref_locked(struct knitk_call *call);
 void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx);
 
@@ -248,6 +251,10 @@ void knitk__pool_cancel_all_locked(struct knitk_pool *pool);
 
 /* pool.c */
 void knitk__pool_free(struct knitk_pool *pool);
+/* knitk_pool_submit; with @reap false the call never reaches knitk_pool_reap. */
+int knitk__pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
+		       size_t len, const struct knitk_call_opts *co, bool reap,
+		       struct knitk_call **callp);
 unsigned int knitk__submitter_acquire(struct knitk_pool *pool);
 /* Some worker serves, or will after a respawn (pool->lock held). */
 bool knitk__pool_has_workers_locked(struct knitk_pool *pool,

@@ -382,7 +382,8 @@ static int steal_publish_once(struct knitk_pool *pool, int s,
 /*
  * Publish registered @call into a slot's stealing mailbox; 0, or a
  * negative errno when it was not published.  Backpressure as in
- * pool_publish: wait for a completion batch since the sample.
+ * pool_publish: wait for a completion batch since the sample, or -EAGAIN
+ * in event mode.
  */
 int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 			 const struct knitk_lane_header *h, const void *in,
@@ -401,6 +402,9 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 		if (ret != -ENOSPC && ret != -EAGAIN)
 			return ret;
 		POOL_HOOK(pool, POOL_HOOK_PUBLISH_FULL, 0);
+		/* As in pool_publish: an event loop reaps, then submits again. */
+		if (atomic_load_explicit(&pool->evmode, memory_order_relaxed))
+			return -EAGAIN;
 		pthread_mutex_lock(&pool->lock);
 		while (progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
 		       knitk__pool_has_workers_locked(pool, NULL))

@@ -134,6 +134,36 @@ else
 	sed 's/^/# /' "$t/cc.log"; fail "static build failed"
 fi
 result "a program links statically with pkg-config --static alone"
+# libknitk-uring through knitk-uring.pc (liburing's .pc is the system's),
+# its header first in a strict C11 program.
+cat >"$t/uprog.c" <<'C'
+#include <knitk_uring.h>
+#include <errno.h>
+int main(void)
+{
+	struct knitk_geometry g = { .nr_workers = 1, .nr_submitters = 1,
+				    .lanes = KNITK_LANES };
+	struct knitk_endpoint *ep;
+	struct io_uring_sqe sqe;
+	int ok;
+
+	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &ep))
+		return 1;
+	ok = knitk_uring_supported(ep) == 0 &&
+	     knitk_prep_doorbell_wait(&sqe, ep, 0, KNITK_WAIT_FOREVER) == -EOPNOTSUPP;
+	knitk_endpoint_destroy(ep);
+	return ok ? 0 : 2;
+}
+C
+sys_pc=$(PKG_CONFIG_LIBDIR= pkg-config --variable pc_path pkg-config)
+# shellcheck disable=SC2046 # pkg-config's flags are words
+if flags=$(PKG_CONFIG_LIBDIR="$root/$L/pkgconfig:$sys_pc" pkg-config --cflags --libs knitk-uring) &&
+   gcc -std=c11 -Wall -Werror "$t/uprog.c" -o "$t/uprog" $flags >"$t/cc.log" 2>&1; then
+	LD_LIBRARY_PATH=$root/$L "$t/uprog" || fail "the knitk-uring program failed"
+else
+	sed 's/^/# /' "$t/cc.log"; fail "knitk-uring build failed"
+fi
+result "a strict C11 program builds with knitk-uring.pc and runs"
 [ ! -s "$t/ldconfig.log" ] || fail "ran: $(cat "$t/ldconfig.log")"
 result "no ldconfig with DESTDIR"
 

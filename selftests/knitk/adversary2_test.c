@@ -1,0 +1,883 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Adversarial tests of the newest module contract, written from the uAPI
+ * header and the man pages alone: KNITK_IOC_STATS at every odd size and
+ * knitk_endpoint_doorbell_stats at the sizes a program of another header
+ * may pass; KNITK_URING_CMD_WAIT under IORING_OP_ASYNC_CANCEL, a linked
+ * timeout, a registered (fixed) file, and on an endpoint whose role ended;
+ * knitk_prep_doorbell_wait's SQE; and the pool's event mode on the module
+ * with stealing process workers, a full arena and a worker killed.
+ * Small counts: the guest runs under TCG.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "knitk_harness.h"
+#include "knitk.h"
+#include "knitk_pool.h"
+#include "knitk_uring.h"
+#include "knitk_test.h"
+
+#define POOL_TASKS_SLEEP_STEP_US	500
+#include "../../lib/tests/pool_tasks.h"
+
+#define HOST		KNITK_DOORBELL_HOST
+#define HANG_GUARD_S	120
+#define SENTINEL	0xa5
+
+/* The next CQE's res and user_data (the hang guard gives -ETIME). */
+static int next_cqe(struct io_uring *ring, __u64 *user_data)
+{
+	struct __kernel_timespec ts = { .tv_sec = HANG_GUARD_S };
+	struct io_uring_cqe *cqe;
+	int ret = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
+
+	if (ret)
+		return ret;
+	ret = cqe->res;
+	if (user_data)
+		*user_data = cqe->user_data;
+	io_uring_cqe_seen(ring, cqe);
+	return ret;
+}
+
+static void prep_raw_wait(struct io_uring_sqe *sqe, int fd, unsigned int d,
+			  __u32 expected, __u64 deadline_ns, __u64 user_data)
+{
+	struct knitk_uring_wait w = { .expected = expected, .doorbell = (__u8)d,
+				      .deadline_ns = deadline_ns };
+
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = fd;
+	sqe->cmd_op = KNITK_URING_CMD_WAIT;
+	memcpy(sqe->cmd, &w, sizeof(w));
+	sqe->user_data = user_data;
+}
+
+static __u64 uring_waits(int fd, unsigned int d)
+{
+	struct knitk_doorbell_stats st;
+
+	return knitk_stats(fd, d, &st) ? ~0ULL : st.uring_waits;
+}
+
+static void until_uring_asleep(int fd, unsigned int d, __u64 n)
+{
+	while (uring_waits(fd, d) < n)
+		usleep(1000);
+}
+
+/* A wait that an explicit or linked cancel ends: never a restart code. */
+static bool cancel_res_ok(int res)
+{
+	return res == -ECANCELED || res == -EINTR;
+}
+
+/*
+ * KNITK_IOC_STATS with every size from 0 to past the counters, a few odd
+ * large ones and the largest the command can encode: below
+ * KNITK_STATS_SIZE_VER0 a clean error that writes nothing, from it on the
+ * counters it knows up to the size, zeros past them, nothing past the
+ * size.  Flags, a bad doorbell and a bad pointer are refused at any size.
+ */
+TEST(stats_ioctl_every_size)
+{
+	static const unsigned int big[] = { 89, 95, 96, 97, 127, 128, 255, 4095,
+					    4096, 4097, 8191, 16383 };
+	static unsigned char buf[16384 + 64];
+	struct knot k;
+	struct knitk_geometry g;
+	unsigned int size, i, j;
+	int worker, ret;
+
+	KNITK_REQUIRE_DEV();
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knot_make(&k, &g));
+	ASSERT_EQ(0, knitk_join(k.fd, KNITK_ROLE_HOST, 0, NULL));
+	worker = knot_endpoint(&k, KNITK_ROLE_WORKER, 0);
+	ASSERT_LE(0, worker);
+	/* Something to count: a mismatch on worker 0's doorbell. */
+	EXPECT_EQ(-EAGAIN, knitk_wait(worker, knitk_doorbell_seq(knot_doorbell(&k, 0)) + 1,
+				      KNITK_WAIT_FOREVER));
+
+	for (size = 0; size < 200 + sizeof(big) / sizeof(big[0]); size++) {
+		unsigned int sz = size < 200 ? size : big[size - 200];
+		struct knitk_stats *s = (struct knitk_stats *)buf;
+
+		memset(buf, SENTINEL, sizeof(buf));
+		s->doorbell = 0;
+		s->flags = 0;
+		ret = knitk_ioctl(worker, _IOC(_IOC_READ | _IOC_WRITE, KNITK_IOC_MAGIC,
+					       0x06, sz), buf);
+		if (sz < KNITK_STATS_SIZE_VER0) {
+			if (ret != -EINVAL && ret != -ENOTTY)
+				TH_LOG("size %u: %d", sz, ret);
+			EXPECT_TRUE(ret == -EINVAL || ret == -ENOTTY);
+			for (j = 8; j < sizeof(buf); j++)
+				if (buf[j] != SENTINEL)
+					break;
+			EXPECT_EQ(sizeof(buf), j);
+			continue;
+		}
+		if (ret)
+			TH_LOG("size %u: %d", sz, ret);
+		ASSERT_EQ(0, ret);
+		EXPECT_EQ(0U, s->doorbell);
+		EXPECT_EQ(1ULL, s->stats.mismatches);
+		/* Zeros past the counters up to the size, then untouched. */
+		for (j = KNITK_STATS_SIZE_VER1; j < sz; j++)
+			if (buf[j])
+				break;
+		if (j < sz)
+			TH_LOG("size %u: byte %u is %#x", sz, j, buf[j]);
+		EXPECT_EQ(sz > KNITK_STATS_SIZE_VER1 ? sz : KNITK_STATS_SIZE_VER1,
+			  j > sz ? j : (j < KNITK_STATS_SIZE_VER1 ? KNITK_STATS_SIZE_VER1 : j));
+		for (j = sz; j < sizeof(buf); j++)
+			if (buf[j] != SENTINEL)
+				break;
+		if (j < sizeof(buf))
+			TH_LOG("size %u: byte %u past the size written", sz, j);
+		EXPECT_EQ(sizeof(buf), j);
+	}
+
+	/* Refused at every size: flags, a doorbell outside the geometry. */
+	for (i = 0; i < 3; i++) {
+		unsigned int sz = i == 0 ? KNITK_STATS_SIZE_VER0 :
+				  i == 1 ? KNITK_STATS_SIZE_VER1 : 4096;
+		struct knitk_stats *s = (struct knitk_stats *)buf;
+		unsigned long cmd = _IOC(_IOC_READ | _IOC_WRITE, KNITK_IOC_MAGIC, 0x06, sz);
+
+		memset(buf, 0, sizeof(buf));
+		s->flags = 1;
+		EXPECT_EQ(-EINVAL, knitk_ioctl(worker, cmd, buf));
+		s->flags = 0;
+		s->doorbell = 2;	/* two workers: 0 and 1 */
+		EXPECT_EQ(-EINVAL, knitk_ioctl(worker, cmd, buf));
+		s->doorbell = 64;
+		EXPECT_EQ(-EINVAL, knitk_ioctl(worker, cmd, buf));
+		EXPECT_EQ(-EFAULT, knitk_ioctl(worker, cmd, (void *)8));
+	}
+	/* The other directions of the same number are other commands. */
+	EXPECT_EQ(-ENOTTY, knitk_ioctl(worker, _IOR(KNITK_IOC_MAGIC, 0x06,
+						    struct knitk_stats), buf));
+	EXPECT_EQ(-ENOTTY, knitk_ioctl(worker, _IOW(KNITK_IOC_MAGIC, 0x06,
+						    struct knitk_stats), buf));
+	EXPECT_EQ(-ENOTTY, knitk_ioctl(worker, _IO(KNITK_IOC_MAGIC, 0x06), buf));
+	close(worker);
+	knot_close(&k);
+}
+
+/*
+ * knitk_endpoint_doorbell_stats at a program's sizes: below the first
+ * version's counters -EINVAL and nothing written; from it on exactly
+ * @size bytes, the unknown tail zero, even past what one ioctl can carry.
+ */
+TEST(doorbell_stats_every_size)
+{
+	static const size_t sizes[] = { 72, 73, 79, 80, 81, 88, 200, 4096,
+					16375, 16376, 16377, 20000, 65536 };
+	static unsigned char buf[65536 + 64];
+	struct knitk_geometry g;
+	struct knitk_endpoint *ep;
+	unsigned int i;
+	size_t j;
+	int ret;
+
+	KNITK_REQUIRE_DEV();
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knitk_endpoint_create(&g, KNITK_KNOT_KMOD, &ep));
+	ASSERT_LE(1, knitk_endpoint_join(ep, KNITK_ROLE_HOST, 0));
+	for (i = 0; i < 72; i++) {
+		memset(buf, SENTINEL, 128);
+		EXPECT_EQ(-EINVAL, knitk_endpoint_doorbell_stats(ep, HOST, (void *)buf, i));
+		for (j = 0; j < 128; j++)
+			if (buf[j] != SENTINEL)
+				break;
+		EXPECT_EQ(128U, j);
+	}
+	EXPECT_GT(0, knitk_endpoint_doorbell_stats(ep, HOST, NULL, 80));
+	EXPECT_EQ(-EINVAL, knitk_endpoint_doorbell_stats(ep, 2, (void *)buf, 80));
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t sz = sizes[i];
+
+		memset(buf, SENTINEL, sizeof(buf));
+		ret = knitk_endpoint_doorbell_stats(ep, HOST, (void *)buf, sz);
+		if (ret)
+			TH_LOG("size %zu: %d", sz, ret);
+		EXPECT_EQ(0, ret);
+		if (ret)
+			continue;
+		for (j = 80; j < sz; j++)
+			if (buf[j])
+				break;
+		if (j < sz)
+			TH_LOG("size %zu: byte %zu is %#x", sz, j, buf[j]);
+		EXPECT_GE(j, sz);
+		for (j = sz; j < sizeof(buf); j++)
+			if (buf[j] != SENTINEL)
+				break;
+		if (j < sizeof(buf))
+			TH_LOG("size %zu: byte %zu past the size written", sz, j);
+		EXPECT_EQ(sizeof(buf), j);
+	}
+	knitk_endpoint_destroy(ep);
+}
+
+FIXTURE(wait) {
+	struct knot k;
+	int worker;
+	struct io_uring ring;
+	bool ring_up;
+};
+
+FIXTURE_SETUP(wait)
+{
+	KNITK_REQUIRE_DEV();
+	self->worker = -1;
+	self->ring_up = false;
+	ASSERT_EQ(0, knot_make_host_worker(&self->k, &self->worker));
+	ASSERT_EQ(0, io_uring_queue_init(8, &self->ring, 0));
+	self->ring_up = true;
+}
+
+FIXTURE_TEARDOWN(wait)
+{
+	if (self->ring_up)
+		io_uring_queue_exit(&self->ring);
+	if (self->worker >= 0)
+		close(self->worker);
+	knot_close(&self->k);
+}
+
+/*
+ * IORING_OP_ASYNC_CANCEL of a sleeping wait: the wait's CQE says it was
+ * cancelled (never a kernel-internal restart code), the cancel's CQE is 0
+ * or -EALREADY, and the endpoint waits again afterwards.
+ */
+TEST_F(wait, async_cancel_of_sleeping_wait)
+{
+	__u32 seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	struct io_uring_sqe *sqe;
+	int res[2] = { 1, 1 };
+	__u64 ud;
+	int i, r;
+
+	sqe = io_uring_get_sqe(&self->ring);
+	ASSERT_NE(NULL, sqe);
+	prep_raw_wait(sqe, self->worker, 0, seq, KNITK_WAIT_FOREVER, 7);
+	ASSERT_EQ(1, io_uring_submit(&self->ring));
+	until_uring_asleep(self->worker, 0, 1);
+	sqe = io_uring_get_sqe(&self->ring);
+	ASSERT_NE(NULL, sqe);
+	io_uring_prep_cancel64(sqe, 7, 0);
+	sqe->user_data = 8;
+	ASSERT_EQ(1, io_uring_submit(&self->ring));
+	for (i = 0; i < 2; i++) {
+		r = next_cqe(&self->ring, &ud);
+		ASSERT_NE(-ETIME, r);
+		if (ud == 7)
+			res[0] = r;
+		else
+			res[1] = r;
+	}
+	TH_LOG("wait %d, cancel %d", res[0], res[1]);
+	EXPECT_TRUE(cancel_res_ok(res[0]));
+	EXPECT_TRUE(res[1] == 0 || res[1] == -EALREADY);
+	EXPECT_EQ(-ETIMEDOUT, knitk_wait(self->worker, seq, knitk_now_ns()));
+}
+
+/*
+ * A wait linked to an IORING_OP_LINK_TIMEOUT: the timeout cancels it
+ * (-ECANCELED or -EINTR, never a restart code); the timeout's CQE -ETIME.
+ */
+TEST_F(wait, link_timeout_cancels_wait)
+{
+	__u32 seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	struct __kernel_timespec ts = { .tv_nsec = 20 * 1000 * 1000 };
+	struct io_uring_sqe *sqe;
+	int res[2] = { 1, 1 };
+	__u64 ud;
+	int i, r;
+
+	sqe = io_uring_get_sqe(&self->ring);
+	ASSERT_NE(NULL, sqe);
+	prep_raw_wait(sqe, self->worker, 0, seq, KNITK_WAIT_FOREVER, 7);
+	sqe->flags |= IOSQE_IO_LINK;
+	sqe = io_uring_get_sqe(&self->ring);
+	ASSERT_NE(NULL, sqe);
+	io_uring_prep_link_timeout(sqe, &ts, 0);
+	sqe->user_data = 8;
+	ASSERT_EQ(2, io_uring_submit(&self->ring));
+	for (i = 0; i < 2; i++) {
+		r = next_cqe(&self->ring, &ud);
+		ASSERT_NE(-ETIME, r == -ETIME && ud != 8 ? r : 0);
+		if (ud == 7)
+			res[0] = r;
+		else
+			res[1] = r;
+	}
+	TH_LOG("wait %d, link timeout %d", res[0], res[1]);
+	EXPECT_TRUE(cancel_res_ok(res[0]));
+	/* The timeout's own CQE is io_uring's: fired, or found it going. */
+	EXPECT_TRUE(res[1] == -ETIME || res[1] == -EALREADY || res[1] == -ENOENT);
+	EXPECT_EQ(-ETIMEDOUT, knitk_wait(self->worker, seq, knitk_now_ns()));
+}
+
+/*
+ * A registered file (IOSQE_FIXED_FILE) works like the fd: a moved seq is
+ * -EAGAIN, a past deadline -ETIMEDOUT, a kick ends a sleeping wait with 0.
+ */
+TEST_F(wait, fixed_file_wait)
+{
+	__u32 seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	struct io_uring_sqe *sqe;
+	__u64 woken, asleep;
+
+	ASSERT_EQ(0, io_uring_register_files(&self->ring, &self->worker, 1));
+	sqe = io_uring_get_sqe(&self->ring);
+	prep_raw_wait(sqe, 0, 0, seq + 1, KNITK_WAIT_FOREVER, 1);
+	sqe->flags |= IOSQE_FIXED_FILE;
+	ASSERT_EQ(1, io_uring_submit(&self->ring));
+	EXPECT_EQ(-EAGAIN, next_cqe(&self->ring, NULL));
+	sqe = io_uring_get_sqe(&self->ring);
+	prep_raw_wait(sqe, 0, 0, seq, 1, 2);
+	sqe->flags |= IOSQE_FIXED_FILE;
+	ASSERT_EQ(1, io_uring_submit(&self->ring));
+	EXPECT_EQ(-ETIMEDOUT, next_cqe(&self->ring, NULL));
+	asleep = uring_waits(self->worker, 0);
+	sqe = io_uring_get_sqe(&self->ring);
+	prep_raw_wait(sqe, 0, 0, seq, KNITK_WAIT_FOREVER, 3);
+	sqe->flags |= IOSQE_FIXED_FILE;
+	ASSERT_EQ(1, io_uring_submit(&self->ring));
+	until_uring_asleep(self->worker, 0, asleep + 1);
+	ASSERT_EQ(0, knitk_kick(self->k.fd, 1ULL << 0, &woken));
+	EXPECT_EQ(0, next_cqe(&self->ring, NULL));
+}
+
+/*
+ * A role joined by a forked child through the inherited endpoint ends
+ * with the child: the parent's file is still open, but holds no role, so
+ * both the ioctl wait and the ring wait on it are -ENOTCONN, and the role
+ * is free for a new endpoint.
+ */
+TEST_F(wait, wait_of_ended_role)
+{
+	struct io_uring_sqe *sqe;
+	int fd, status, again;
+	__u32 seq;
+	pid_t pid;
+
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, knitk_attach(fd, self->k.fd, NULL));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(knitk_join(fd, KNITK_ROLE_WORKER, 1, NULL) ? 1 : 0);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	seq = knitk_doorbell_seq(knot_doorbell(&self->k, 1));
+	EXPECT_EQ(-ENOTCONN, knitk_wait(fd, seq, KNITK_WAIT_FOREVER));
+	sqe = io_uring_get_sqe(&self->ring);
+	prep_raw_wait(sqe, fd, 1, seq, KNITK_WAIT_FOREVER, 1);
+	ASSERT_EQ(1, io_uring_submit(&self->ring));
+	EXPECT_EQ(-ENOTCONN, next_cqe(&self->ring, NULL));
+	/* Its file cannot join again; a new endpoint can. */
+	EXPECT_NE(0, knitk_join(fd, KNITK_ROLE_WORKER, 1, NULL));
+	again = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 1);
+	EXPECT_LE(0, again);
+	if (again >= 0)
+		close(again);
+	close(fd);
+}
+
+/*
+ * knitk_prep_doorbell_wait: NULL arguments -EINVAL, an unjoined endpoint
+ * -ENOTCONN; the SQE it builds, on 64- and 128-byte rings, waits on the
+ * endpoint's own doorbell (a moved seq -EAGAIN, a kick 0).
+ */
+TEST(prep_doorbell_wait_sqe)
+{
+	struct knitk_geometry g;
+	struct knitk_endpoint *host, *wk;
+	struct io_uring_sqe sqe_buf[2];
+	struct io_uring ring;
+	unsigned int flags[2] = { 0, IORING_SETUP_SQE128 };
+	int i;
+
+	KNITK_REQUIRE_DEV();
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knitk_endpoint_create(&g, KNITK_KNOT_KMOD, &host));
+	ASSERT_EQ(0, knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &wk));
+	EXPECT_EQ(1, knitk_uring_supported(host));
+	EXPECT_EQ(-ENOTCONN, knitk_prep_doorbell_wait(sqe_buf, wk, 0, KNITK_WAIT_FOREVER));
+	ASSERT_LE(1, knitk_endpoint_join(host, KNITK_ROLE_HOST, 0));
+	ASSERT_LE(1, knitk_endpoint_join(wk, KNITK_ROLE_WORKER, 1));
+	EXPECT_EQ(-EINVAL, knitk_prep_doorbell_wait(NULL, wk, 0, KNITK_WAIT_FOREVER));
+	EXPECT_EQ(-EINVAL, knitk_prep_doorbell_wait(sqe_buf, NULL, 0, KNITK_WAIT_FOREVER));
+	for (i = 0; i < 2; i++) {
+		struct io_uring_sqe *sqe;
+		uint32_t seq;
+		__u64 woken;
+
+		ASSERT_EQ(0, io_uring_queue_init(4, &ring, flags[i]));
+		ASSERT_EQ(0, knitk_doorbell_prepare(wk, &seq));
+		sqe = io_uring_get_sqe(&ring);
+		memset(sqe, 0, i ? 128 : 64);
+		ASSERT_EQ(0, knitk_prep_doorbell_wait(sqe, wk, seq + 1, KNITK_WAIT_FOREVER));
+		sqe->user_data = 1;
+		ASSERT_EQ(1, io_uring_submit(&ring));
+		EXPECT_EQ(-EAGAIN, next_cqe(&ring, NULL));
+		sqe = io_uring_get_sqe(&ring);
+		memset(sqe, 0, i ? 128 : 64);
+		ASSERT_EQ(0, knitk_prep_doorbell_wait(sqe, wk, seq, KNITK_WAIT_FOREVER));
+		sqe->user_data = 2;
+		ASSERT_EQ(1, io_uring_submit(&ring));
+		while (1) {
+			struct knitk_doorbell_stats st;
+
+			ASSERT_EQ(0, knitk_endpoint_doorbell_stats(wk, 1, &st, sizeof(st)));
+			if (st.uring_waits >= (__u64)i + 1)
+				break;
+			usleep(1000);
+		}
+		ASSERT_EQ(0, knitk_kick(knitk_endpoint_fd(host), 1ULL << 1, &woken));
+		EXPECT_EQ(0, next_cqe(&ring, NULL));
+		knitk_doorbell_cancel(wk);
+		io_uring_queue_exit(&ring);
+	}
+	knitk_endpoint_destroy(wk);
+	knitk_endpoint_destroy(host);
+}
+
+/*
+ * Eight ring waits asleep on the one doorbell, one of them forced to
+ * io-wq with IOSQE_ASYNC: one kick ends every one with 0.
+ */
+TEST_F(wait, one_kick_ends_every_wait)
+{
+	__u32 seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	struct io_uring ring;
+	__u64 woken, base = uring_waits(self->worker, 0);
+	unsigned int i, zero = 0;
+
+	ASSERT_EQ(0, io_uring_queue_init(16, &ring, 0));
+	for (i = 0; i < 8; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+		ASSERT_NE(NULL, sqe);
+		prep_raw_wait(sqe, self->worker, 0, seq, KNITK_WAIT_FOREVER, i);
+		if (!i)
+			sqe->flags |= IOSQE_ASYNC;
+	}
+	ASSERT_EQ(8, io_uring_submit(&ring));
+	until_uring_asleep(self->worker, 0, base + 8);
+	ASSERT_EQ(0, knitk_kick(self->k.fd, 1ULL << 0, &woken));
+	for (i = 0; i < 8; i++)
+		zero += next_cqe(&ring, NULL) == 0;
+	EXPECT_EQ(8U, zero);
+	io_uring_queue_exit(&ring);
+}
+
+/*
+ * An SQPOLL ring submits from its kernel thread, a thread of this
+ * process: the wait is the endpoint's own (a moved seq -EAGAIN, a kick
+ * 0).  An IOPOLL ring cannot poll the command: a clean error, no hang.
+ */
+TEST_F(wait, sqpoll_and_iopoll_rings)
+{
+	__u32 seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
+	struct io_uring ring;
+	struct io_uring_sqe *sqe;
+	__u64 woken, base;
+	int r;
+
+	ASSERT_EQ(0, io_uring_queue_init(4, &ring, IORING_SETUP_SQPOLL));
+	sqe = io_uring_get_sqe(&ring);
+	ASSERT_NE(NULL, sqe);
+	prep_raw_wait(sqe, self->worker, 0, seq + 1, KNITK_WAIT_FOREVER, 1);
+	ASSERT_EQ(1, io_uring_submit(&ring));
+	EXPECT_EQ(-EAGAIN, next_cqe(&ring, NULL));
+	base = uring_waits(self->worker, 0);
+	sqe = io_uring_get_sqe(&ring);
+	prep_raw_wait(sqe, self->worker, 0, seq, KNITK_WAIT_FOREVER, 2);
+	ASSERT_EQ(1, io_uring_submit(&ring));
+	until_uring_asleep(self->worker, 0, base + 1);
+	ASSERT_EQ(0, knitk_kick(self->k.fd, 1ULL << 0, &woken));
+	EXPECT_EQ(0, next_cqe(&ring, NULL));
+	io_uring_queue_exit(&ring);
+
+	ASSERT_EQ(0, io_uring_queue_init(4, &ring, IORING_SETUP_IOPOLL));
+	sqe = io_uring_get_sqe(&ring);
+	prep_raw_wait(sqe, self->worker, 0, seq, KNITK_WAIT_FOREVER, 3);
+	r = io_uring_submit(&ring);
+	if (r == 1)
+		r = next_cqe(&ring, NULL);
+	TH_LOG("iopoll: %d", r);
+	EXPECT_GT(0, r);
+	EXPECT_NE(-ETIME, r);
+	io_uring_queue_exit(&ring);
+	/* The endpoint is unharmed. */
+	EXPECT_EQ(-ETIMEDOUT, knitk_wait(self->worker, knitk_doorbell_seq(
+		knot_doorbell(&self->k, 0)), knitk_now_ns()));
+}
+
+/*
+ * The role of an endpoint is a forked child's (it joined through the
+ * inherited fd), while the parent, holding the same file, sleeps in a
+ * ring wait and an ioctl wait on it.  When the child exits the role ends
+ * and each wait ends: -ECANCELED in the ring (-ENOTCONN had it not slept
+ * yet), -ENOTCONN for the ioctl; neither is left asleep.
+ */
+struct ioctl_waiter {
+	int fd;
+	__u32 seq;
+	int ret;
+};
+
+static void *ioctl_waiter_main(void *arg)
+{
+	struct ioctl_waiter *w = arg;
+
+	w->ret = knitk_wait(w->fd, w->seq, KNITK_WAIT_FOREVER);
+	return NULL;
+}
+
+TEST_F(wait, owner_exit_ends_others_waits)
+{
+	struct ioctl_waiter iw = { .ret = 1 };
+	struct io_uring_sqe *sqe;
+	int fd, status, go[2], joined[2], r;
+	pthread_t th;
+	__u64 base;
+	char b = 0;
+	pid_t pid;
+
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, knitk_attach(fd, self->k.fd, NULL));
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, pipe(joined));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		if (knitk_join(fd, KNITK_ROLE_WORKER, 1, NULL) ||
+		    write(joined[1], "j", 1) != 1 || read(go[0], &b, 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	ASSERT_EQ(1, read(joined[0], &b, 1));
+	iw.fd = fd;
+	iw.seq = knitk_doorbell_seq(knot_doorbell(&self->k, 1));
+	base = uring_waits(self->k.fd, 1);
+	sqe = io_uring_get_sqe(&self->ring);
+	ASSERT_NE(NULL, sqe);
+	prep_raw_wait(sqe, fd, 1, iw.seq, KNITK_WAIT_FOREVER, 1);
+	ASSERT_EQ(1, io_uring_submit(&self->ring));
+	ASSERT_EQ(0, pthread_create(&th, NULL, ioctl_waiter_main, &iw));
+	/* Asleep (or already refused): then the owner goes. */
+	while (uring_waits(self->k.fd, 1) < base + 1) {
+		struct io_uring_cqe *cqe;
+
+		if (!io_uring_peek_cqe(&self->ring, &cqe))
+			break;
+		usleep(1000);
+	}
+	ASSERT_EQ(1, write(go[1], "x", 1));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	r = next_cqe(&self->ring, NULL);
+	TH_LOG("ring wait %d", r);
+	EXPECT_NE(-ETIME, r);
+	EXPECT_TRUE(r == -ECANCELED || r == -ENOTCONN);
+	pthread_join(th, NULL);
+	TH_LOG("ioctl wait %d", iw.ret);
+	EXPECT_EQ(-ENOTCONN, iw.ret);
+	close(go[0]);
+	close(go[1]);
+	close(joined[0]);
+	close(joined[1]);
+	close(fd);
+}
+
+static struct knitk_pool *kmod_pool(unsigned int kind, unsigned int dispatch,
+				    unsigned int workers, unsigned int flags)
+{
+	struct knitk_pool_opts o = {
+		.size = sizeof(o), .kind = kind, .nr_workers = workers,
+		.flags = flags, .knot_flags = KNITK_KNOT_KMOD,
+		.arena_bytes = 64 * 1024, .dispatch = dispatch,
+	};
+	struct knitk_pool *pool = NULL;
+
+	return knitk_pool_create(&o, &test_tasks, &pool) ? NULL : pool;
+}
+
+/* Reap until @n calls are in @kept, waiting on @ep (epoll) when idle. */
+static int reap_n(struct knitk_pool *pool, int ep, struct knitk_call **kept,
+		  unsigned int n)
+{
+	unsigned int got = 0;
+
+	while (got < n) {
+		struct epoll_event ev;
+		int r = knitk_pool_reap(pool, kept + got, n - got);
+
+		if (r < 0)
+			return r;
+		got += (unsigned int)r;
+		if (!r && epoll_wait(ep, &ev, 1, HANG_GUARD_S * 1000) == 0)
+			return -ETIME;
+	}
+	return (int)got;
+}
+
+static int epoll_on(int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLPRI | EPOLLET };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
+		return -1;
+	return ep;
+}
+
+/*
+ * Event mode on a stealing pool of process workers on the module: with
+ * the worker held by a long call, big calls fill the request arena and
+ * the next submit is -EAGAIN (never a wait), and the refused submit is
+ * not counted; every call is reaped once.
+ */
+TEST(steal_event_arena_full)
+{
+	static unsigned char big[40 * 1024];
+	struct knitk_call *c[8], *kept[8];
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_pool *pool;
+	uint32_t ms = 600000;
+	unsigned int n = 0, i, ok = 0;
+	int fd, ep, ret;
+
+	KNITK_REQUIRE_DEV();
+	pool = kmod_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_STEAL, 1, 0);
+	ASSERT_NE(NULL, pool);
+	fd = knitk_pool_event_fd(pool);
+	ASSERT_LE(0, fd);
+	ep = epoll_on(fd);
+	ASSERT_LE(0, ep);
+	ASSERT_EQ(0, knitk_pool_submit(pool, T_SLEEP, &ms, sizeof(ms), NULL, &c[n]));
+	n++;
+	memset(big, 0x3c, sizeof(big));
+	for (;;) {
+		ASSERT_GT(8U, n);
+		ret = knitk_pool_submit(pool, T_ECHO, big, sizeof(big), NULL, &c[n]);
+		if (ret)
+			break;
+		n++;
+	}
+	EXPECT_EQ(-EAGAIN, ret);
+	EXPECT_LE(2U, n);
+	ASSERT_EQ(0, knitk_pool_stats(pool, &st));
+	EXPECT_EQ((uint64_t)n, st.submitted);
+	EXPECT_EQ(0, knitk_call_abort(c[0]));
+	ASSERT_EQ((int)n, reap_n(pool, ep, kept, n));
+	for (i = 0; i < n; i++) {
+		const void *d;
+		size_t len;
+
+		if (kept[i] != c[0] && !knitk_call_status(kept[i]) &&
+		    !knitk_call_result(kept[i], &d, &len) && len == sizeof(big) &&
+		    !memcmp(d, big, len))
+			ok++;
+		knitk_call_release(kept[i]);
+	}
+	EXPECT_EQ(n - 1, ok);
+	close(ep);
+	knitk_pool_destroy(pool);
+}
+
+/*
+ * Event mode, a stealing process worker killed with -9 while it runs a
+ * call (T_GATE: it said so through a pipe): the loop (edge-triggered,
+ * EPOLLPRI for deaths) reaps that call -EOWNERDEAD and each call queued
+ * behind it once, with its result or -EOWNERDEAD; the respawned worker
+ * serves the next calls, all through reap.
+ */
+TEST(steal_event_worker_killed)
+{
+	struct knitk_call *gate, *c[20], *kept[20];
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool *pool;
+	struct { int32_t ready, gate; uint32_t n; } ga;
+	int rp[2], gp[2];
+	unsigned int i, k, bad = 0;
+	int fd, ep, ret;
+	char b;
+
+	KNITK_REQUIRE_DEV();
+	ASSERT_EQ(0, pipe(rp));
+	ASSERT_EQ(0, pipe(gp));
+	pool = kmod_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_STEAL, 1,
+			 KNITK_POOL_RESPAWN);
+	ASSERT_NE(NULL, pool);
+	fd = knitk_pool_event_fd(pool);
+	ASSERT_LE(0, fd);
+	ep = epoll_on(fd);
+	ASSERT_LE(0, ep);
+	ga.ready = rp[1];
+	ga.gate = gp[0];
+	ga.n = 0;
+	ASSERT_EQ(0, knitk_pool_submit(pool, T_GATE, &ga, sizeof(ga), NULL, &gate));
+	ASSERT_EQ(1, read(rp[0], &b, 1));
+	for (i = 0; i < 5; i++) {
+		uint64_t x = i;
+
+		ASSERT_EQ(0, knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c[i]));
+	}
+	ASSERT_EQ(0, knitk_pool_worker_info(pool, 0, &wi));
+	ASSERT_LT(0, wi.pid);
+	ASSERT_EQ(0, kill(wi.pid, SIGKILL));
+	ASSERT_EQ(6, reap_n(pool, ep, kept, 6));
+	for (i = 0; i < 6; i++) {
+		int s = knitk_call_status(kept[i]);
+
+		if (kept[i] == gate) {
+			bad += s != -EOWNERDEAD;
+			continue;
+		}
+		for (k = 0; k < 5; k++)
+			if (kept[i] == c[k])
+				break;
+		if (k == 5 || (s != -EOWNERDEAD && (s || !mix_result_ok(kept[i], k))))
+			bad++;
+	}
+	EXPECT_EQ(0U, bad);
+	for (i = 0; i < 6; i++)
+		knitk_call_release(kept[i]);
+	EXPECT_EQ(0, knitk_pool_reap(pool, kept, 1));
+	/* The pool serves on, through reap. */
+	for (i = 0; i < 20; i++) {
+		uint64_t x = 100 + i;
+
+		while ((ret = knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c[i])) == -EAGAIN)
+			usleep(1000);
+		ASSERT_EQ(0, ret);
+	}
+	ASSERT_EQ(20, reap_n(pool, ep, kept, 20));
+	for (i = 0; i < 20; i++) {
+		for (k = 0; k < 20; k++)
+			if (kept[i] == c[k])
+				break;
+		if (k == 20 || knitk_call_status(kept[i]) ||
+		    !mix_result_ok(kept[i], 100 + k))
+			bad++;
+		knitk_call_release(kept[i]);
+	}
+	EXPECT_EQ(0U, bad);
+	ASSERT_EQ(0, knitk_pool_stats(pool, &st));
+	EXPECT_EQ(st.submitted, st.completed);
+	EXPECT_LE(1ULL, st.ownerdead);
+	EXPECT_EQ(1ULL, st.deaths);
+	close(ep);
+	knitk_pool_destroy(pool);
+	close(rp[0]);
+	close(rp[1]);
+	close(gp[0]);
+	close(gp[1]);
+}
+
+/*
+ * Event mode on the module: a forked child that closes every inherited
+ * fd (the host endpoint among them) and exits, and the close of a dup()
+ * of the event fd, are no death of the host role; the pool keeps its
+ * role and serves, through reap.
+ */
+TEST(event_fd_fork_child_is_no_death)
+{
+	struct knitk_call *c[10], *kept[10];
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_endpoint *knot;
+	struct knitk_pool *pool;
+	unsigned int i, k, bad = 0;
+	int fd, ep, status, dupfd;
+	pid_t pid;
+
+	KNITK_REQUIRE_DEV();
+	pool = kmod_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_STEAL, 2, 0);
+	ASSERT_NE(NULL, pool);
+	fd = knitk_pool_event_fd(pool);
+	ASSERT_LE(0, fd);
+	ep = epoll_on(fd);
+	ASSERT_LE(0, ep);
+	ASSERT_EQ(0, knitk_pool_endpoint(pool, &knot));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int f;
+
+		for (f = 0; f < 1024; f++)
+			close(f);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	/* An event loop library that closes its dup() of the fd: no end either. */
+	dupfd = dup(fd);
+	ASSERT_LE(0, dupfd);
+	ASSERT_EQ(0, close(dupfd));
+	EXPECT_EQ(1, knitk_endpoint_role(knot, KNITK_DOORBELL_HOST, NULL));
+	EXPECT_EQ(0, knitk_endpoint_host_dead(knot));
+	for (i = 0; i < 10; i++) {
+		uint64_t x = i;
+
+		ASSERT_EQ(0, knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c[i]));
+	}
+	ASSERT_EQ(10, reap_n(pool, ep, kept, 10));
+	for (i = 0; i < 10; i++) {
+		for (k = 0; k < 10; k++)
+			if (kept[i] == c[k])
+				break;
+		if (k == 10 || knitk_call_status(kept[i]) || !mix_result_ok(kept[i], k))
+			bad++;
+		knitk_call_release(kept[i]);
+	}
+	EXPECT_EQ(0U, bad);
+	ASSERT_EQ(0, knitk_pool_stats(pool, &st));
+	EXPECT_EQ(0ULL, st.deaths);
+	/* A version-0 worker info: the module's counters, none past its size. */
+	{
+		unsigned char wi[KNITK_WORKER_INFO_SIZE_VER1 + 16];
+		struct knitk_worker_info *w = (struct knitk_worker_info *)wi;
+		uint32_t sz = KNITK_WORKER_INFO_SIZE_VER0;
+
+		memset(wi, 0xee, sizeof(wi));
+		memcpy(wi, &sz, 4);
+		ASSERT_EQ(0, knitk_pool_worker_info(pool, 0, w));
+		EXPECT_EQ(KNITK_WORKER_INFO_SIZE_VER0, w->size);
+		EXPECT_EQ(1U, w->db_valid);
+		for (i = KNITK_WORKER_INFO_SIZE_VER0; i < sizeof(wi); i++)
+			if (wi[i] != 0xee)
+				break;
+		EXPECT_EQ(sizeof(wi), i);
+	}
+	close(ep);
+	knitk_pool_destroy(pool);
+}
+
+int main(int argc, char **argv)
+{
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+		return 1;
+	return test_harness_run(argc, argv);
+}
