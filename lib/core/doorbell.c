@@ -163,11 +163,72 @@ KNITK_EXPORT int knitk_doorbell_cancel(struct knitk_knot *knot)
 	return 0;
 }
 
-/* Sleep on the backend and count how the sleep ended. */
-static int doorbell_sleep(struct knitk_knot *knot, unsigned int d,
-			  uint32_t seq, uint64_t deadline_ns)
+static uint64_t knot_doorbell_mask(const struct knitk_knot *k)
 {
-	int ret = knot->ops->wait(knot, seq, deadline_ns);
+	uint64_t workers = (1ULL << k->geom.nr_workers) - 1;
+
+	return workers | 1ULL << KNITK_DOORBELL_HOST;
+}
+
+/*
+ * The doorbells of @doorbells whose owners are flagged asleep (S2); the
+ * rest are suppressed and counted.
+ */
+static uint64_t doorbell_flagged(struct knitk_knot *knot, uint64_t doorbells)
+{
+	uint64_t flagged = 0, m;
+
+	/*
+	 * Pairs with the seq_cst flag store and fence in knitk_doorbell_wait:
+	 * our publish is ordered before the flag loads below.
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+	for (m = doorbells; m; m &= m - 1) {
+		unsigned int d = (unsigned int)__builtin_ctzll(m);
+		/* Pairs with the seq_cst flag CAS in doorbell_set_sleeping. */
+		uint64_t w = atomic_load_explicit(doorbell_word(knot_doorbell(knot, d)),
+						  memory_order_seq_cst);
+
+		if (dbw_sleeping(w))
+			flagged |= 1ULL << d;
+		else
+			knot_count(knot, KC_SUPPRESSED_AWAKE, 1);
+	}
+	return flagged;
+}
+
+static void doorbell_count_sent(struct knitk_knot *knot, uint64_t woken)
+{
+	knot_count(knot, KC_SENT, (uint64_t)__builtin_popcountll(woken));
+}
+
+/*
+ * Sleep on the backend and count how the sleep ended.  With @ring, ring
+ * those doorbells first in the same call (S9): the module's
+ * KNITK_IOC_NOTIFY_WAIT, else a notify then the wait.
+ */
+static int doorbell_sleep(struct knitk_knot *knot, unsigned int d,
+			  uint32_t seq, uint64_t deadline_ns, uint64_t ring)
+{
+	uint64_t flagged = 0, woken = 0;
+	int ret;
+
+	if (ring)
+		flagged = doorbell_flagged(knot, ring);
+
+	if (!flagged) {
+		ret = knot->ops->wait(knot, seq, deadline_ns);
+	} else if (knot->can_ring_wait && knot->ops->ring_wait) {
+		ret = knot->ops->ring_wait(knot, flagged, seq, deadline_ns,
+					   &woken);
+		doorbell_count_sent(knot, woken);
+	} else {
+		ret = knot->ops->notify(knot, flagged, &woken);
+		if (ret < 0)
+			return ret;
+		doorbell_count_sent(knot, woken);
+		ret = knot->ops->wait(knot, seq, deadline_ns);
+	}
 
 	switch (ret) {
 	case 0:
@@ -197,14 +258,15 @@ static int doorbell_sleep(struct knitk_knot *knot, unsigned int d,
 	return ret;
 }
 
-KNITK_EXPORT int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
-				     uint64_t deadline_ns)
+/* knitk_doorbell_wait, ringing @ring (if any) before it sleeps. */
+static int doorbell_wait_ring(struct knitk_knot *knot, uint32_t seq,
+			      uint64_t deadline_ns, uint64_t ring)
 {
 	struct knitk_doorbell *db;
 	unsigned int d;
 	int ret;
 
-	if (!knot)
+	if (!knot || (ring & ~knot_doorbell_mask(knot)))
 		return -EINVAL;
 	if (knot->slot < 0)
 		return -ENOTCONN;
@@ -221,66 +283,83 @@ KNITK_EXPORT int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
 	 * the host-death test below still applies, since a death seen here
 	 * through death_seq may have escaped the test above.
 	 */
-	if (knitk__knot_doorbell_pending(knot, d) || knot_peer_event(knot))
+	if (knitk__knot_doorbell_pending(knot, d) || knot_peer_event(knot)) {
 		ret = 0;
-	else
-		ret = doorbell_sleep(knot, d, seq, deadline_ns);
+	} else {
+		ret = doorbell_sleep(knot, d, seq, deadline_ns, ring);
+		ring = 0;	/* rung by the sleep */
+	}
 	if (ret == 0 && d != KNITK_DOORBELL_HOST && knot_host_dead(knot) &&
 	    !knitk__knot_doorbell_pending(knot, d))
 		ret = -EPIPE;
 out:
 	doorbell_set_sleeping(db, 0);
+	/* No sleep: ring on its own, the caller's publish must be seen. */
+	if (ring) {
+		int r = knitk_doorbell_ring(knot, ring);
+
+		if (r < 0 && ret >= 0)
+			ret = r;
+	}
 	return ret;
+}
+
+KNITK_EXPORT int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
+				     uint64_t deadline_ns)
+{
+	return doorbell_wait_ring(knot, seq, deadline_ns, 0);
+}
+
+KNITK_EXPORT int knitk_doorbell_ring_wait(struct knitk_knot *knot,
+					  uint64_t doorbells, uint32_t seq,
+					  uint64_t deadline_ns)
+{
+	return doorbell_wait_ring(knot, seq, deadline_ns, doorbells);
+}
+
+KNITK_EXPORT int knitk_doorbell_can_ring_wait(const struct knitk_knot *knot)
+{
+	if (!knot)
+		return -EINVAL;
+	return knot->can_ring_wait && knot->ops->ring_wait;
 }
 
 KNITK_EXPORT int knitk_doorbell_park(struct knitk_knot *knot,
 				     uint64_t deadline_ns)
 {
-	uint32_t seq;
-	int ret = knitk_doorbell_prepare(knot, &seq);
-
-	if (ret)
-		return ret;
-	return knitk_doorbell_wait(knot, seq, deadline_ns);
+	return knitk_doorbell_ring_park(knot, 0, deadline_ns);
 }
 
-static uint64_t knot_doorbell_mask(const struct knitk_knot *k)
+KNITK_EXPORT int knitk_doorbell_ring_park(struct knitk_knot *knot,
+					  uint64_t doorbells,
+					  uint64_t deadline_ns)
 {
-	uint64_t workers = (1ULL << k->geom.nr_workers) - 1;
+	uint32_t seq;
+	int ret;
 
-	return workers | 1ULL << KNITK_DOORBELL_HOST;
+	if (knot && (doorbells & ~knot_doorbell_mask(knot)))
+		return -EINVAL;
+	ret = knitk_doorbell_prepare(knot, &seq);
+	if (ret)
+		return ret;
+	return knitk_doorbell_ring_wait(knot, doorbells, seq, deadline_ns);
 }
 
 KNITK_EXPORT int knitk_doorbell_ring(struct knitk_knot *knot,
 				     uint64_t doorbells)
 {
-	uint64_t flagged = 0, woken = 0, m;
+	uint64_t flagged, woken = 0;
 	int ret;
 
 	if (!knot || (doorbells & ~knot_doorbell_mask(knot)))
 		return -EINVAL;
-	/*
-	 * Pairs with the seq_cst flag store and fence in knitk_doorbell_wait:
-	 * our publish is ordered before the flag loads below.
-	 */
-	atomic_thread_fence(memory_order_seq_cst);
-	for (m = doorbells; m; m &= m - 1) {
-		unsigned int d = (unsigned int)__builtin_ctzll(m);
-		/* Pairs with the seq_cst flag CAS in doorbell_set_sleeping. */
-		uint64_t w = atomic_load_explicit(doorbell_word(knot_doorbell(knot, d)),
-						  memory_order_seq_cst);
-
-		if (dbw_sleeping(w))
-			flagged |= 1ULL << d;
-		else
-			knot_count(knot, KC_SUPPRESSED_AWAKE, 1);
-	}
+	flagged = doorbell_flagged(knot, doorbells);
 	if (!flagged)
 		return 0;
 	ret = knot->ops->notify(knot, flagged, &woken);
 	if (ret < 0)
 		return ret;
-	knot_count(knot, KC_SENT, (uint64_t)__builtin_popcountll(woken));
+	doorbell_count_sent(knot, woken);
 	return __builtin_popcountll(woken);
 }
 

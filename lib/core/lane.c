@@ -389,6 +389,17 @@ KNITK_EXPORT int knitk_producer_notify(struct knitk_producer *producer)
 								 producer->mailbox));
 }
 
+KNITK_EXPORT int knitk_producer_notify_park(struct knitk_producer *producer,
+					    uint64_t deadline_ns)
+{
+	if (!producer)
+		return -EINVAL;
+	return knitk_doorbell_ring_park(producer->knot,
+					knitk__knot_mailbox_doorbells(producer->knot,
+								      producer->mailbox),
+					deadline_ns);
+}
+
 /* ------------------------------------------------------------ consumer */
 
 KNITK_EXPORT int knitk_consumer_create(struct knitk_knot *knot,

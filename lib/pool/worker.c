@@ -13,7 +13,10 @@
  *
  * With nothing pending the worker polls for opts.spin rounds, then parks
  * on its doorbell with no timeout: the doorbell protocol (doorbell.c) makes
- * an infinite park safe.
+ * an infinite park safe.  Where ring-then-wait is one system call (the
+ * module, docs/protocol.md S9) the last result's ring is held back until
+ * the worker finds nothing more to do, and then rung by its park, which
+ * also spins in the kernel instead of polling.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -111,7 +114,18 @@ struct worker_loop {
 	_Atomic uint64_t *abort_words;
 	uint32_t abort_bits;
 	uint64_t max;
+	bool ring_with_park;	/* knitk_doorbell_can_ring_wait() */
+	bool ring_owed;		/* a result published, its ring held back */
 };
+
+/* Ring the host for the results published so far, if not done yet. */
+static void worker_ring(struct worker_loop *l)
+{
+	if (!l->ring_owed)
+		return;
+	l->ring_owed = false;
+	knitk_producer_notify(l->ret);
+}
 
 /* A free return lane: there always is one (POOL_CAP), but be safe. */
 static unsigned int worker_claim_return(struct worker_loop *l)
@@ -161,6 +175,8 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	unsigned int rlane;
 	int err, status, stop;
 
+	/* Whoever waits for an earlier result hears of it before this runs. */
+	worker_ring(l);
 	err = knitk_lane_decode(c, lane, &msg);
 	stop = !err && msg.header.function_id == POOL_FN_STOP;
 	rlane = worker_claim_return(l);
@@ -174,7 +190,9 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	if (status < 0)
 		rh->flags |= KNITK_LANE_F_ERROR;
 	knitk_lane_publish(l->ret, rlane);
-	knitk_producer_notify(l->ret);
+	l->ring_owed = true;
+	if (!l->ring_with_park)
+		worker_ring(l);
 	return stop;
 }
 
@@ -190,6 +208,7 @@ int knitk__worker_run(const struct worker_args *a)
 	knitk_knot_layout(a->knot, &layout, &geom);
 	knitk_knot_base(a->knot, &base);
 	l.nr_submitters = geom.nr_submitters;
+	l.ring_with_park = knitk_doorbell_can_ring_wait(a->knot) == 1;
 	l.abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
 	l.abort_bits = geom.abort_bits;
 	l.max = layout.arena_size > geom.inline_bytes ? layout.arena_size :
@@ -228,6 +247,14 @@ int knitk__worker_run(const struct worker_args *a)
 			spins = 0;
 			continue;
 		}
+		if (l.ring_owed) {
+			/* Answer and wait for the next call in one call. */
+			l.ring_owed = false;
+			if (knitk_producer_notify_park(l.ret, KNITK_WAIT_FOREVER) ==
+			    -EPIPE)
+				break;
+			continue;
+		}
 		if (spins < a->spin) {
 			pool_spin_relax(spins++);
 			continue;
@@ -237,6 +264,7 @@ int knitk__worker_run(const struct worker_args *a)
 		if (knitk_doorbell_park(a->knot, KNITK_WAIT_FOREVER) == -EPIPE)
 			break;
 	}
+	worker_ring(&l);
 	for (s = 0; s < geom.nr_submitters; s++)
 		knitk_consumer_destroy(l.req[s]);
 	knitk_producer_destroy(l.ret);
