@@ -25,7 +25,7 @@
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 
-#include "knitk.h"
+#include "knitk_internal.h"
 
 static ulong spin_ns = 50000;
 module_param(spin_ns, ulong, 0644);

@@ -16,7 +16,7 @@
 #include <linux/fs.h>
 #include <linux/wait.h>
 
-#include "knitk.h"
+#include "knitk_internal.h"
 
 enum { KNITK_HOOK_IDLE, KNITK_HOOK_ARMED, KNITK_HOOK_PARKED };
 

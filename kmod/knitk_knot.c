@@ -26,7 +26,7 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
-#include "knitk.h"
+#include "knitk_internal.h"
 
 static struct dentry *knitk_debugfs_root;
 static atomic64_t knitk_knot_ids = ATOMIC64_INIT(0);

@@ -17,7 +17,7 @@
 #include <linux/sched/task.h>
 #include <linux/slab.h>
 
-#include "knitk.h"
+#include "knitk_internal.h"
 
 /* ---- geometry validation ------------------------------------------------ */
 

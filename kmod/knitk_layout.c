@@ -10,7 +10,7 @@
 #include <linux/kernel.h>
 #include <linux/math.h>
 
-#include "knitk.h"
+#include "knitk_internal.h"
 
 /**
  * knitk_geometry_check() - validate a geometry from userspace

@@ -66,7 +66,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
-#include "knitk.h"
+#include "knitk_internal.h"
 
 static ushort mode = 0666;
 module_param(mode, ushort, 0444);

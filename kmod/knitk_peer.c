@@ -34,7 +34,7 @@
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 
-#include "knitk.h"
+#include "knitk_internal.h"
 
 /**
  * knitk_peer_slot() - the role slot asked for by KNITK_IOC_JOIN

@@ -14,7 +14,7 @@
 #include <linux/poll.h>
 #include <linux/wait.h>
 
-#include "knitk.h"
+#include "knitk_internal.h"
 
 /* A wake of a chained queue: pass it on to the endpoint's pollers. */
 static int knitk_poller_chain(struct wait_queue_entry *wait, unsigned int mode,

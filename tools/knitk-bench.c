@@ -106,13 +106,13 @@ static const char *backend_name(unsigned int flags)
 {
 	struct knitk_geometry g = { .nr_workers = 1, .nr_submitters = 1,
 				    .lanes = KNITK_LANES };
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	int b;
 
-	if (knitk_knot_create(&g, flags, &knot))
+	if (knitk_endpoint_create(&g, flags, &knot))
 		return "unavailable";
-	b = knitk_knot_backend(knot);
-	knitk_knot_destroy(knot);
+	b = knitk_endpoint_backend(knot);
+	knitk_endpoint_destroy(knot);
 	return b == KNITK_BACKEND_KMOD ? "kmod" : b == KNITK_BACKEND_FUTEX ?
 	       "futex" : "?";
 }

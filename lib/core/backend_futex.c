@@ -6,7 +6,7 @@
  * library writes the control page here: magic, geometry and layout at
  * create, live/dead bits and generations at join and leave.  Peer death
  * other than a clean leave is reported by the pool through
- * knitk_knot_mark_dead().
+ * knitk_endpoint_mark_dead().
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,7 +29,7 @@ static long sys_futex(void *addr, int op, uint32_t val,
 	return syscall(SYS_futex, addr, op, val, ts, NULL, val3);
 }
 
-static int futex_map(struct knitk_knot *k)
+static int futex_map(struct knitk_endpoint *k)
 {
 	void *p = mmap(NULL, k->layout.size, PROT_READ | PROT_WRITE, MAP_SHARED,
 		       k->fd, 0);
@@ -40,7 +40,7 @@ static int futex_map(struct knitk_knot *k)
 	return 0;
 }
 
-static int futex_create(struct knitk_knot *k)
+static int futex_create(struct knitk_endpoint *k)
 {
 	struct knitk_control *ctl;
 	int ret;
@@ -69,7 +69,7 @@ fail:
 	return ret;
 }
 
-static int futex_attach(struct knitk_knot *k, int fd)
+static int futex_attach(struct knitk_endpoint *k, int fd)
 {
 	const struct knitk_control *ctl;
 	struct stat st;
@@ -110,17 +110,17 @@ out:
 	return ret;
 }
 
-static struct knitk_control *futex_control(struct knitk_knot *k)
+static struct knitk_control *futex_control(struct knitk_endpoint *k)
 {
 	return (struct knitk_control *)k->base;
 }
 
-static int futex_join(struct knitk_knot *k, unsigned int role,
+static int futex_join(struct knitk_endpoint *k, unsigned int role,
 		      unsigned int worker)
 {
 	struct knitk_control *ctl = futex_control(k);
-	unsigned int slot = role == KNITK_ROLE_HOST ? KNITK_DOORBELL_HOST : worker;
-	uint64_t b = 1ULL << slot;
+	unsigned int doorbell = role == KNITK_ROLE_HOST ? KNITK_DOORBELL_HOST : worker;
+	uint64_t b = 1ULL << doorbell;
 	uint64_t live = atomic_load_explicit(A64(&ctl->live), memory_order_relaxed);
 	uint32_t gen;
 
@@ -135,14 +135,14 @@ static int futex_join(struct knitk_knot *k, unsigned int role,
 	} while (!atomic_compare_exchange_weak_explicit(A64(&ctl->live), &live,
 			live | b, memory_order_seq_cst, memory_order_relaxed));
 	atomic_fetch_and_explicit(A64(&ctl->dead), ~b, memory_order_seq_cst);
-	gen = atomic_fetch_add_explicit(A32(&ctl->generation[slot]), 1,
+	gen = atomic_fetch_add_explicit(A32(&ctl->generation[doorbell]), 1,
 					memory_order_seq_cst) + 1;
 	return (int)(gen & INT_MAX);
 }
 
-static int futex_wait(struct knitk_knot *k, uint32_t seq, uint64_t deadline_ns)
+static int futex_wait(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_ns)
 {
-	struct knitk_doorbell *db = knot_doorbell(k, (unsigned int)k->slot);
+	struct knitk_doorbell *db = knot_doorbell(k, (unsigned int)k->doorbell);
 	struct timespec ts, *tsp = NULL;
 	long r;
 
@@ -188,7 +188,7 @@ static bool doorbell_advance(struct knitk_doorbell *db, uint64_t w)
 			memory_order_seq_cst, memory_order_relaxed);
 }
 
-static int futex_notify(struct knitk_knot *k, uint64_t mask, uint64_t *woken)
+static int futex_notify(struct knitk_endpoint *k, uint64_t mask, uint64_t *woken)
 {
 	uint64_t m, out = 0;
 
@@ -203,7 +203,7 @@ static int futex_notify(struct knitk_knot *k, uint64_t mask, uint64_t *woken)
 			continue;
 		}
 		/* The module's idle filter: nothing pending, nothing to do. */
-		if (!knitk__knot_doorbell_pending(k, d)) {
+		if (!knitk__endpoint_doorbell_pending(k, d)) {
 			knot_count(k, KC_SUPPRESSED_IDLE, 1);
 			continue;
 		}
@@ -232,16 +232,16 @@ static void doorbell_kick(struct knitk_doorbell *db)
 }
 
 /* Wake the own doorbell past the idle filter (see knitk_doorbell_kick_self). */
-static int futex_kick(struct knitk_knot *k)
+static int futex_kick(struct knitk_endpoint *k)
 {
-	doorbell_kick(knot_doorbell(k, (unsigned int)k->slot));
+	doorbell_kick(knot_doorbell(k, (unsigned int)k->doorbell));
 	return 0;
 }
 
-static int futex_mark_dead(struct knitk_knot *k, unsigned int slot)
+static int futex_mark_dead(struct knitk_endpoint *k, unsigned int doorbell)
 {
 	struct knitk_control *ctl = futex_control(k);
-	uint64_t b = 1ULL << slot, live;
+	uint64_t b = 1ULL << doorbell, live;
 	unsigned int w;
 
 	/*
@@ -258,8 +258,8 @@ static int futex_mark_dead(struct knitk_knot *k, unsigned int slot)
 	 * kicks' CAS after it, in knot_peer_woke.
 	 */
 	atomic_fetch_add_explicit(A32(&ctl->death_seq), 1, memory_order_seq_cst);
-	KNOT_HOOK(k, KNOT_HOOK_DEATH, slot);
-	if (slot == KNITK_DOORBELL_HOST) {
+	KNOT_HOOK(k, KNOT_HOOK_DEATH, doorbell);
+	if (doorbell == KNITK_DOORBELL_HOST) {
 		for (w = 0; w < k->geom.nr_workers; w++)
 			doorbell_kick(knot_doorbell(k, w));
 	} else {
@@ -276,10 +276,10 @@ static int futex_mark_dead(struct knitk_knot *k, unsigned int slot)
 	return 0;
 }
 
-static void futex_release(struct knitk_knot *k)
+static void futex_release(struct knitk_endpoint *k)
 {
-	if (k->base && k->slot >= 0)
-		futex_mark_dead(k, (unsigned int)k->slot);
+	if (k->base && k->doorbell >= 0)
+		futex_mark_dead(k, (unsigned int)k->doorbell);
 	if (k->base)
 		munmap(k->base, k->layout.size);
 	if (k->fd >= 0)

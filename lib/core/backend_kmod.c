@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
- * The kmod backend: /dev/knitk.  Each struct knitk_knot is one open of the
+ * The kmod backend: /dev/knitk.  Each struct knitk_endpoint is one open of the
  * device (an endpoint).  The control page is mapped read-only and the data
  * region read-write, contiguously at one base: the whole size is reserved
  * PROT_NONE first, then both pieces are mapped over it with MAP_FIXED.
@@ -38,7 +38,7 @@ static int kmod_open(uint64_t *features)
 	return fd;
 }
 
-static int kmod_map(struct knitk_knot *k)
+static int kmod_map(struct knitk_endpoint *k)
 {
 	const struct knitk_layout *l = &k->layout;
 	char *base, *p;
@@ -68,7 +68,7 @@ fail:
 }
 
 /* Close the endpoint of a knot that failed to open; returns @ret. */
-static int kmod_fail(struct knitk_knot *k, int ret)
+static int kmod_fail(struct knitk_endpoint *k, int ret)
 {
 	close(k->fd);
 	k->fd = -1;
@@ -79,7 +79,7 @@ static int kmod_fail(struct knitk_knot *k, int ret)
  * Open an endpoint into k->fd and issue @cmd (CREATE or ATTACH) with @arg.
  * On failure nothing stays open.
  */
-static int kmod_open_ioctl(struct knitk_knot *k, unsigned long cmd, void *arg)
+static int kmod_open_ioctl(struct knitk_endpoint *k, unsigned long cmd, void *arg)
 {
 	uint64_t features = 0;
 	int ret;
@@ -96,7 +96,7 @@ static int kmod_open_ioctl(struct knitk_knot *k, unsigned long cmd, void *arg)
 	return 0;
 }
 
-static int kmod_create(struct knitk_knot *k)
+static int kmod_create(struct knitk_endpoint *k)
 {
 	struct knitk_create c;
 	int ret;
@@ -113,7 +113,7 @@ static int kmod_create(struct knitk_knot *k)
 	return ret ? kmod_fail(k, ret) : 0;
 }
 
-static int kmod_attach(struct knitk_knot *k, int fd)
+static int kmod_attach(struct knitk_endpoint *k, int fd)
 {
 	struct knitk_attach a;
 	int ret;
@@ -136,7 +136,7 @@ static int kmod_attach(struct knitk_knot *k, int fd)
 	return 0;
 }
 
-static int kmod_join(struct knitk_knot *k, unsigned int role,
+static int kmod_join(struct knitk_endpoint *k, unsigned int role,
 		     unsigned int worker)
 {
 	struct knitk_join j = { .role = role, .worker = worker };
@@ -147,12 +147,12 @@ static int kmod_join(struct knitk_knot *k, unsigned int role,
 }
 
 /* Every wait spins first while its ringer runs, when the module can. */
-static uint32_t kmod_wait_flags(const struct knitk_knot *k)
+static uint32_t kmod_wait_flags(const struct knitk_endpoint *k)
 {
 	return k->can_spin ? KNITK_WAIT_SPIN : 0;
 }
 
-static int kmod_wait(struct knitk_knot *k, uint32_t seq, uint64_t deadline_ns)
+static int kmod_wait(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_ns)
 {
 	struct knitk_wait w = {
 		.expected = seq,
@@ -166,14 +166,14 @@ static int kmod_wait(struct knitk_knot *k, uint32_t seq, uint64_t deadline_ns)
 }
 
 /* The kernel's filter dropped the rest of @mask (idle, or awake by now). */
-static void kmod_count_filtered(struct knitk_knot *k, uint64_t mask,
+static void kmod_count_filtered(struct knitk_endpoint *k, uint64_t mask,
 				uint64_t woken)
 {
 	knot_count(k, KC_SUPPRESSED_IDLE,
 		   (uint64_t)__builtin_popcountll(mask & ~woken));
 }
 
-static int kmod_notify(struct knitk_knot *k, uint64_t mask, uint64_t *woken)
+static int kmod_notify(struct knitk_endpoint *k, uint64_t mask, uint64_t *woken)
 {
 	struct knitk_notify n = { .doorbells = mask };
 
@@ -184,7 +184,7 @@ static int kmod_notify(struct knitk_knot *k, uint64_t mask, uint64_t *woken)
 	return 0;
 }
 
-static int kmod_ring_wait(struct knitk_knot *k, uint64_t mask, uint32_t seq,
+static int kmod_ring_wait(struct knitk_endpoint *k, uint64_t mask, uint32_t seq,
 			  uint64_t deadline_ns, uint64_t *woken)
 {
 	struct knitk_notify_wait nw = {
@@ -203,7 +203,7 @@ static int kmod_ring_wait(struct knitk_knot *k, uint64_t mask, uint32_t seq,
 	return ret;
 }
 
-static int kmod_stats(struct knitk_knot *k, unsigned int doorbell,
+static int kmod_stats(struct knitk_endpoint *k, unsigned int doorbell,
 		      struct knitk_doorbell_stats *st)
 {
 	struct knitk_stats s = { .doorbell = doorbell };
@@ -214,17 +214,17 @@ static int kmod_stats(struct knitk_knot *k, unsigned int doorbell,
 	return 0;
 }
 
-static int kmod_mark_dead(struct knitk_knot *k, unsigned int slot)
+static int kmod_mark_dead(struct knitk_endpoint *k, unsigned int doorbell)
 {
 	(void)k;
-	(void)slot;
+	(void)doorbell;
 	return -EOPNOTSUPP;
 }
 
-static int kmod_kick(struct knitk_knot *k)
+static int kmod_kick(struct knitk_endpoint *k)
 {
 	struct knitk_notify n = {
-		.doorbells = 1ULL << k->slot,
+		.doorbells = 1ULL << k->doorbell,
 		.flags = KNITK_NOTIFY_KICK,
 	};
 
@@ -233,7 +233,7 @@ static int kmod_kick(struct knitk_knot *k)
 	return 0;
 }
 
-static void kmod_release(struct knitk_knot *k)
+static void kmod_release(struct knitk_endpoint *k)
 {
 	if (k->base)
 		munmap(k->base, k->layout.size);

@@ -29,7 +29,7 @@
 KNITK__SIZED_VER0(knitk_wake_stats, KNITK_WAKE_STATS_SIZE_VER0);
 
 #ifdef KNITK_TEST_HOOKS
-_Atomic(knot_hook_fn) knitk__knot_hook;
+_Atomic(knot_hook_fn) knitk__endpoint_hook;
 #endif
 
 /* Set (nonce) or clear (0) the own sleeping flag, keeping seq. */
@@ -49,22 +49,22 @@ static uint64_t doorbell_set_sleeping(struct knitk_doorbell *db, uint32_t v)
 	return old;
 }
 
-KNITK_EXPORT int knitk_doorbell_can_kick(const struct knitk_knot *knot)
+KNITK_EXPORT int knitk_doorbell_can_kick(const struct knitk_endpoint *ep)
 {
-	if (!knot)
+	if (!ep)
 		return -EINVAL;
-	return knot->can_kick && knot->ops->kick;
+	return ep->can_kick && ep->ops->kick;
 }
 
-KNITK_EXPORT int knitk_doorbell_kick_self(struct knitk_knot *knot)
+KNITK_EXPORT int knitk_doorbell_kick_self(struct knitk_endpoint *ep)
 {
 	int ret;
 
-	if (!knot)
+	if (!ep)
 		return -EINVAL;
-	if (knot->slot < 0)
+	if (ep->doorbell < 0)
 		return -ENOTCONN;
-	if (knitk_doorbell_can_kick(knot) != 1)
+	if (knitk_doorbell_can_kick(ep) != 1)
 		return -EOPNOTSUPP;
 	/*
 	 * Begun before the kick advances seq: seq_cst, and the seq advance
@@ -72,15 +72,15 @@ KNITK_EXPORT int knitk_doorbell_kick_self(struct knitk_knot *knot)
 	 * it); pairs with the acquire of seq that ends the wait (futex_wait,
 	 * or the module's barrier after it) and the load in knot_kicked.
 	 */
-	atomic_fetch_add_explicit(&knot->kicks_begun, 1, memory_order_seq_cst);
-	KNOT_HOOK(knot, KNOT_HOOK_KICK, 0);
-	ret = knot->ops->kick(knot);
+	atomic_fetch_add_explicit(&ep->kicks_begun, 1, memory_order_seq_cst);
+	KNOT_HOOK(ep, KNOT_HOOK_KICK, 0);
+	ret = ep->ops->kick(ep);
 	/*
 	 * Done after the seq advance, even if the kick failed (begun and
 	 * done must balance): pairs with the acquire in
 	 * knitk_doorbell_prepare, before its seq read.
 	 */
-	atomic_fetch_add_explicit(&knot->kicks_done, 1, memory_order_release);
+	atomic_fetch_add_explicit(&ep->kicks_done, 1, memory_order_release);
 	return ret;
 }
 
@@ -88,7 +88,7 @@ KNITK_EXPORT int knitk_doorbell_kick_self(struct knitk_knot *knot)
  * A kick of this endpoint may have ended the wait: one began after the
  * prepare, or was in flight at it (see knitk_doorbell_prepare).
  */
-static bool knot_kicked(const struct knitk_knot *k)
+static bool knot_kicked(const struct knitk_endpoint *k)
 {
 	/* Pairs with the seq_cst increment in knitk_doorbell_kick_self. */
 	return atomic_load_explicit(&k->kicks_begun, memory_order_seq_cst) !=
@@ -96,7 +96,7 @@ static bool knot_kicked(const struct knitk_knot *k)
 }
 
 /* A death since prepare: the re-check's test, before the sleep. */
-static bool knot_peer_event(const struct knitk_knot *k)
+static bool knot_peer_event(const struct knitk_endpoint *k)
 {
 	/*
 	 * Pairs with the release of death_seq in knitk_peer_leave()
@@ -110,7 +110,7 @@ static bool knot_peer_event(const struct knitk_knot *k)
  * A death may have ended the wait: one began after the prepare, or was in
  * flight at it (its kicks not done; see knitk_doorbell_prepare).
  */
-static bool knot_peer_woke(const struct knitk_knot *k)
+static bool knot_peer_woke(const struct knitk_endpoint *k)
 {
 	/*
 	 * Read once seq moved: a death's increment of death_seq precedes
@@ -120,20 +120,20 @@ static bool knot_peer_woke(const struct knitk_knot *k)
 				    memory_order_acquire) != k->death_done;
 }
 
-KNITK_EXPORT int knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq)
+KNITK_EXPORT int knitk_doorbell_prepare(struct knitk_endpoint *ep, uint32_t *seq)
 {
 	struct knitk_doorbell *db;
 	uint64_t old;
 
-	if (!knot || !seq)
+	if (!ep || !seq)
 		return -EINVAL;
-	if (knot->slot < 0)
+	if (ep->doorbell < 0)
 		return -ENOTCONN;
-	db = knot_doorbell(knot, (unsigned int)knot->slot);
-	if (++knot->nonce == 0)
-		knot->nonce = 1;
-	knot->death_seq = atomic_load_explicit(A32(&knot_control(knot)->death_seq),
-					       memory_order_acquire);
+	db = knot_doorbell(ep, (unsigned int)ep->doorbell);
+	if (++ep->nonce == 0)
+		ep->nonce = 1;
+	ep->death_seq = atomic_load_explicit(A32(&knot_control(ep)->death_seq),
+					     memory_order_acquire);
 	/*
 	 * A kick or a death counts as begun before it advances seq and as
 	 * done after.  Snapshot the done counts before seq is read: an
@@ -144,26 +144,26 @@ KNITK_EXPORT int knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq)
 	 * knitk_role_end() (kmod/knitk_peer.c) or futex_mark_dead(): an
 	 * event counted done here has advanced the seq read below.
 	 */
-	knot->kicks_done_seen = atomic_load_explicit(&knot->kicks_done,
-						     memory_order_acquire);
-	knot->death_done = atomic_load_explicit(A32(&knot_control(knot)->death_done),
-						memory_order_acquire);
-	old = doorbell_set_sleeping(db, knot->nonce);
+	ep->kicks_done_seen = atomic_load_explicit(&ep->kicks_done,
+						   memory_order_acquire);
+	ep->death_done = atomic_load_explicit(A32(&knot_control(ep)->death_done),
+					      memory_order_acquire);
+	old = doorbell_set_sleeping(db, ep->nonce);
 	*seq = dbw_seq(old);
 	return 0;
 }
 
-KNITK_EXPORT int knitk_doorbell_cancel(struct knitk_knot *knot)
+KNITK_EXPORT int knitk_doorbell_cancel(struct knitk_endpoint *ep)
 {
-	if (!knot)
+	if (!ep)
 		return -EINVAL;
-	if (knot->slot < 0)
+	if (ep->doorbell < 0)
 		return -ENOTCONN;
-	doorbell_set_sleeping(knot_doorbell(knot, (unsigned int)knot->slot), 0);
+	doorbell_set_sleeping(knot_doorbell(ep, (unsigned int)ep->doorbell), 0);
 	return 0;
 }
 
-static uint64_t knot_doorbell_mask(const struct knitk_knot *k)
+static uint64_t knot_doorbell_mask(const struct knitk_endpoint *k)
 {
 	uint64_t workers = (1ULL << k->geom.nr_workers) - 1;
 
@@ -174,7 +174,7 @@ static uint64_t knot_doorbell_mask(const struct knitk_knot *k)
  * The doorbells of @doorbells whose owners are flagged asleep (S2); the
  * rest are suppressed and counted.
  */
-static uint64_t doorbell_flagged(struct knitk_knot *knot, uint64_t doorbells)
+static uint64_t doorbell_flagged(struct knitk_endpoint *ep, uint64_t doorbells)
 {
 	uint64_t flagged = 0, m;
 
@@ -186,20 +186,20 @@ static uint64_t doorbell_flagged(struct knitk_knot *knot, uint64_t doorbells)
 	for (m = doorbells; m; m &= m - 1) {
 		unsigned int d = (unsigned int)__builtin_ctzll(m);
 		/* Pairs with the seq_cst flag CAS in doorbell_set_sleeping. */
-		uint64_t w = atomic_load_explicit(doorbell_word(knot_doorbell(knot, d)),
+		uint64_t w = atomic_load_explicit(doorbell_word(knot_doorbell(ep, d)),
 						  memory_order_seq_cst);
 
 		if (dbw_sleeping(w))
 			flagged |= 1ULL << d;
 		else
-			knot_count(knot, KC_SUPPRESSED_AWAKE, 1);
+			knot_count(ep, KC_SUPPRESSED_AWAKE, 1);
 	}
 	return flagged;
 }
 
-static void doorbell_count_sent(struct knitk_knot *knot, uint64_t woken)
+static void doorbell_count_sent(struct knitk_endpoint *ep, uint64_t woken)
 {
-	knot_count(knot, KC_SENT, (uint64_t)__builtin_popcountll(woken));
+	knot_count(ep, KC_SENT, (uint64_t)__builtin_popcountll(woken));
 }
 
 /*
@@ -207,50 +207,50 @@ static void doorbell_count_sent(struct knitk_knot *knot, uint64_t woken)
  * those doorbells first in the same call (S9): the module's
  * KNITK_IOC_NOTIFY_WAIT, else a notify then the wait.
  */
-static int doorbell_sleep(struct knitk_knot *knot, unsigned int d,
+static int doorbell_sleep(struct knitk_endpoint *ep, unsigned int d,
 			  uint32_t seq, uint64_t deadline_ns, uint64_t ring)
 {
 	uint64_t flagged = 0, woken = 0;
 	int ret;
 
 	if (ring)
-		flagged = doorbell_flagged(knot, ring);
+		flagged = doorbell_flagged(ep, ring);
 
 	if (!flagged) {
-		ret = knot->ops->wait(knot, seq, deadline_ns);
-	} else if (knot->can_ring_wait && knot->ops->ring_wait) {
-		ret = knot->ops->ring_wait(knot, flagged, seq, deadline_ns,
-					   &woken);
-		doorbell_count_sent(knot, woken);
+		ret = ep->ops->wait(ep, seq, deadline_ns);
+	} else if (ep->can_ring_wait && ep->ops->ring_wait) {
+		ret = ep->ops->ring_wait(ep, flagged, seq, deadline_ns,
+					 &woken);
+		doorbell_count_sent(ep, woken);
 	} else {
-		ret = knot->ops->notify(knot, flagged, &woken);
+		ret = ep->ops->notify(ep, flagged, &woken);
 		if (ret < 0)
 			return ret;
-		doorbell_count_sent(knot, woken);
-		ret = knot->ops->wait(knot, seq, deadline_ns);
+		doorbell_count_sent(ep, woken);
+		ret = ep->ops->wait(ep, seq, deadline_ns);
 	}
 
 	switch (ret) {
 	case 0:
-		knot_count(knot, KC_WAITS, 1);
-		if (knitk__knot_doorbell_pending(knot, d) || knot_peer_woke(knot))
-			knot_count(knot, KC_WAKES, 1);
-		else if (knot_kicked(knot))
-			knot_count(knot, KC_KICKS, 1);
+		knot_count(ep, KC_WAITS, 1);
+		if (knitk__endpoint_doorbell_pending(ep, d) || knot_peer_woke(ep))
+			knot_count(ep, KC_WAKES, 1);
+		else if (knot_kicked(ep))
+			knot_count(ep, KC_KICKS, 1);
 		else
-			knot_count(knot, KC_SPURIOUS, 1);
+			knot_count(ep, KC_SPURIOUS, 1);
 		break;
 	case -EAGAIN:
-		knot_count(knot, KC_MISMATCHES, 1);
+		knot_count(ep, KC_MISMATCHES, 1);
 		ret = 0;
 		break;
 	case -ETIMEDOUT:
-		knot_count(knot, KC_WAITS, 1);
-		knot_count(knot, KC_TIMEOUTS, 1);
+		knot_count(ep, KC_WAITS, 1);
+		knot_count(ep, KC_TIMEOUTS, 1);
 		break;
 	case -EINTR:
-		knot_count(knot, KC_WAITS, 1);
-		knot_count(knot, KC_INTERRUPTS, 1);
+		knot_count(ep, KC_WAITS, 1);
+		knot_count(ep, KC_INTERRUPTS, 1);
 		break;
 	default:
 		break;
@@ -259,22 +259,22 @@ static int doorbell_sleep(struct knitk_knot *knot, unsigned int d,
 }
 
 /* knitk_doorbell_wait, ringing @ring (if any) before it sleeps. */
-static int doorbell_wait_ring(struct knitk_knot *knot, uint32_t seq,
+static int doorbell_wait_ring(struct knitk_endpoint *ep, uint32_t seq,
 			      uint64_t deadline_ns, uint64_t ring)
 {
 	struct knitk_doorbell *db;
 	unsigned int d;
 	int ret;
 
-	if (!knot || (ring & ~knot_doorbell_mask(knot)))
+	if (!ep || (ring & ~knot_doorbell_mask(ep)))
 		return -EINVAL;
-	if (knot->slot < 0)
+	if (ep->doorbell < 0)
 		return -ENOTCONN;
-	d = (unsigned int)knot->slot;
-	db = knot_doorbell(knot, d);
+	d = (unsigned int)ep->doorbell;
+	db = knot_doorbell(ep, d);
 	/* Pairs with the fence in knitk_doorbell_ring (the CAS is one too). */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (d != KNITK_DOORBELL_HOST && knot_host_dead(knot)) {
+	if (d != KNITK_DOORBELL_HOST && knot_host_dead(ep)) {
 		ret = -EPIPE;
 		goto out;
 	}
@@ -283,20 +283,20 @@ static int doorbell_wait_ring(struct knitk_knot *knot, uint32_t seq,
 	 * the host-death test below still applies, since a death seen here
 	 * through death_seq may have escaped the test above.
 	 */
-	if (knitk__knot_doorbell_pending(knot, d) || knot_peer_event(knot)) {
+	if (knitk__endpoint_doorbell_pending(ep, d) || knot_peer_event(ep)) {
 		ret = 0;
 	} else {
-		ret = doorbell_sleep(knot, d, seq, deadline_ns, ring);
+		ret = doorbell_sleep(ep, d, seq, deadline_ns, ring);
 		ring = 0;	/* rung by the sleep */
 	}
-	if (ret == 0 && d != KNITK_DOORBELL_HOST && knot_host_dead(knot) &&
-	    !knitk__knot_doorbell_pending(knot, d))
+	if (ret == 0 && d != KNITK_DOORBELL_HOST && knot_host_dead(ep) &&
+	    !knitk__endpoint_doorbell_pending(ep, d))
 		ret = -EPIPE;
 out:
 	doorbell_set_sleeping(db, 0);
 	/* No sleep: ring on its own, the caller's publish must be seen. */
 	if (ring) {
-		int r = knitk_doorbell_ring(knot, ring);
+		int r = knitk_doorbell_ring(ep, ring);
 
 		if (r < 0 && ret >= 0)
 			ret = r;
@@ -304,62 +304,62 @@ out:
 	return ret;
 }
 
-KNITK_EXPORT int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
+KNITK_EXPORT int knitk_doorbell_wait(struct knitk_endpoint *ep, uint32_t seq,
 				     uint64_t deadline_ns)
 {
-	return doorbell_wait_ring(knot, seq, deadline_ns, 0);
+	return doorbell_wait_ring(ep, seq, deadline_ns, 0);
 }
 
-KNITK_EXPORT int knitk_doorbell_ring_wait(struct knitk_knot *knot,
+KNITK_EXPORT int knitk_doorbell_ring_wait(struct knitk_endpoint *ep,
 					  uint64_t doorbells, uint32_t seq,
 					  uint64_t deadline_ns)
 {
-	return doorbell_wait_ring(knot, seq, deadline_ns, doorbells);
+	return doorbell_wait_ring(ep, seq, deadline_ns, doorbells);
 }
 
-KNITK_EXPORT int knitk_doorbell_can_ring_wait(const struct knitk_knot *knot)
+KNITK_EXPORT int knitk_doorbell_can_ring_wait(const struct knitk_endpoint *ep)
 {
-	if (!knot)
+	if (!ep)
 		return -EINVAL;
-	return knot->can_ring_wait && knot->ops->ring_wait;
+	return ep->can_ring_wait && ep->ops->ring_wait;
 }
 
-KNITK_EXPORT int knitk_doorbell_park(struct knitk_knot *knot,
+KNITK_EXPORT int knitk_doorbell_park(struct knitk_endpoint *ep,
 				     uint64_t deadline_ns)
 {
-	return knitk_doorbell_ring_park(knot, 0, deadline_ns);
+	return knitk_doorbell_ring_park(ep, 0, deadline_ns);
 }
 
-KNITK_EXPORT int knitk_doorbell_ring_park(struct knitk_knot *knot,
+KNITK_EXPORT int knitk_doorbell_ring_park(struct knitk_endpoint *ep,
 					  uint64_t doorbells,
 					  uint64_t deadline_ns)
 {
 	uint32_t seq;
 	int ret;
 
-	if (knot && (doorbells & ~knot_doorbell_mask(knot)))
+	if (ep && (doorbells & ~knot_doorbell_mask(ep)))
 		return -EINVAL;
-	ret = knitk_doorbell_prepare(knot, &seq);
+	ret = knitk_doorbell_prepare(ep, &seq);
 	if (ret)
 		return ret;
-	return knitk_doorbell_ring_wait(knot, doorbells, seq, deadline_ns);
+	return knitk_doorbell_ring_wait(ep, doorbells, seq, deadline_ns);
 }
 
-KNITK_EXPORT int knitk_doorbell_ring(struct knitk_knot *knot,
+KNITK_EXPORT int knitk_doorbell_ring(struct knitk_endpoint *ep,
 				     uint64_t doorbells)
 {
 	uint64_t flagged, woken = 0;
 	int ret;
 
-	if (!knot || (doorbells & ~knot_doorbell_mask(knot)))
+	if (!ep || (doorbells & ~knot_doorbell_mask(ep)))
 		return -EINVAL;
-	flagged = doorbell_flagged(knot, doorbells);
+	flagged = doorbell_flagged(ep, doorbells);
 	if (!flagged)
 		return 0;
-	ret = knot->ops->notify(knot, flagged, &woken);
+	ret = ep->ops->notify(ep, flagged, &woken);
 	if (ret < 0)
 		return ret;
-	doorbell_count_sent(knot, woken);
+	doorbell_count_sent(ep, woken);
 	return __builtin_popcountll(woken);
 }
 
@@ -381,16 +381,16 @@ _Static_assert(sizeof(struct knitk_wake_stats) ==
 	       offsetof(struct knitk_wake_stats, waits) + KC_NR * sizeof(uint64_t),
 	       "every field of knitk_wake_stats after its size is a counter");
 
-KNITK_EXPORT int knitk_knot_wake_stats(const struct knitk_knot *knot,
-				       struct knitk_wake_stats *out)
+KNITK_EXPORT int knitk_endpoint_wake_stats(const struct knitk_endpoint *ep,
+					   struct knitk_wake_stats *out)
 {
 	struct knitk_wake_stats ws = { 0 }, *stats = &ws;
 	unsigned int c;
 
-	if (!knot || !out)
+	if (!ep || !out)
 		return -EINVAL;
 	for (c = 0; c < KC_NR; c++) {
-		uint64_t v = atomic_load_explicit(&knot->counters[c],
+		uint64_t v = atomic_load_explicit(&ep->counters[c],
 						  memory_order_relaxed);
 
 		memcpy((char *)stats + wake_fields[c], &v, sizeof(v));
@@ -398,13 +398,13 @@ KNITK_EXPORT int knitk_knot_wake_stats(const struct knitk_knot *knot,
 	return knitk__sized_out(out, &ws, sizeof(ws), KNITK_WAKE_STATS_SIZE_VER0);
 }
 
-KNITK_EXPORT int knitk_knot_doorbell_stats(struct knitk_knot *knot,
-					   unsigned int doorbell,
-					   struct knitk_doorbell_stats *stats)
+KNITK_EXPORT int knitk_endpoint_doorbell_stats(struct knitk_endpoint *ep,
+					       unsigned int doorbell,
+					       struct knitk_doorbell_stats *stats)
 {
-	if (!knot || !stats || doorbell >= KNITK_NR_DOORBELLS)
+	if (!ep || !stats || doorbell >= KNITK_NR_DOORBELLS)
 		return -EINVAL;
-	if (!knot->ops->stats)
+	if (!ep->ops->stats)
 		return -EOPNOTSUPP;
-	return knot->ops->stats(knot, doorbell, stats);
+	return ep->ops->stats(ep, doorbell, stats);
 }

@@ -26,7 +26,7 @@ _Static_assert(sizeof(struct knitk_doorbell) == KNITK_CACHELINE,
 
 /*
  * The endpoint's wake counters, in the field order of the struct that
- * reports them, struct knitk_wake_stats; knitk_knot_wake_stats() copies
+ * reports them, struct knitk_wake_stats; knitk_endpoint_wake_stats() copies
  * each to its field through the table of doorbell.c.
  */
 enum knitk_counter {
@@ -43,7 +43,7 @@ enum knitk_counter {
 	KC_NR,
 };
 
-struct knitk_knot;
+struct knitk_endpoint;
 
 /* The small table of what differs between /dev/knitk and memfd + futex. */
 struct knitk_backend_ops {
@@ -52,47 +52,47 @@ struct knitk_backend_ops {
 	 * Make a knot of k->geom, whose layout is computed in k->layout; set
 	 * k->fd, k->base.
 	 */
-	int (*create)(struct knitk_knot *k);
+	int (*create)(struct knitk_endpoint *k);
 	/* Join the knot of @fd; set k->fd, k->layout, k->geom, k->base. */
-	int (*attach)(struct knitk_knot *k, int fd);
+	int (*attach)(struct knitk_endpoint *k, int fd);
 	/* Take the role; returns the generation. */
-	int (*join)(struct knitk_knot *k, unsigned int role, unsigned int worker);
+	int (*join)(struct knitk_endpoint *k, unsigned int role, unsigned int worker);
 	/* Sleep on the own doorbell while seq == @seq (docs/protocol.md S1). */
-	int (*wait)(struct knitk_knot *k, uint32_t seq, uint64_t deadline_ns);
+	int (*wait)(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_ns);
 	/*
 	 * Ring the doorbells of @mask, whose sleeping flags were seen set;
 	 * *@woken gets the ones woken.
 	 */
-	int (*notify)(struct knitk_knot *k, uint64_t mask, uint64_t *woken);
-	int (*stats)(struct knitk_knot *k, unsigned int doorbell,
+	int (*notify)(struct knitk_endpoint *k, uint64_t mask, uint64_t *woken);
+	int (*stats)(struct knitk_endpoint *k, unsigned int doorbell,
 		     struct knitk_doorbell_stats *st);
-	int (*mark_dead)(struct knitk_knot *k, unsigned int slot);
+	int (*mark_dead)(struct knitk_endpoint *k, unsigned int doorbell);
 	/*
 	 * Advance the own doorbell's seq and wake its sleeper with no work
 	 * pending (KNITK_NOTIFY_KICK on the module); only if k->can_kick.
 	 */
-	int (*kick)(struct knitk_knot *k);
+	int (*kick)(struct knitk_endpoint *k);
 	/*
 	 * Ring @mask as notify does, then wait as wait does, in one call
 	 * (KNITK_IOC_NOTIFY_WAIT, docs/protocol.md S9); *@woken is set
 	 * whenever the ring happened.  Only if k->can_ring_wait.
 	 */
-	int (*ring_wait)(struct knitk_knot *k, uint64_t mask, uint32_t seq,
+	int (*ring_wait)(struct knitk_endpoint *k, uint64_t mask, uint32_t seq,
 			 uint64_t deadline_ns, uint64_t *woken);
 	/* Leave the role, unmap, close. */
-	void (*release)(struct knitk_knot *k);
+	void (*release)(struct knitk_endpoint *k);
 };
 
 extern const struct knitk_backend_ops knitk_backend_kmod;
 extern const struct knitk_backend_ops knitk_backend_futex;
 
-struct knitk_knot {
+struct knitk_endpoint {
 	const struct knitk_backend_ops *ops;
 	int fd;
 	void *base;
 	struct knitk_layout layout;
 	struct knitk_geometry geom;
-	int slot;			/* role slot, -1 until joined */
+	int doorbell;			/* the joined role's doorbell, -1 before JOIN */
 	uint32_t nonce;			/* last sleeping-flag value written */
 	uint32_t death_seq;		/* death_seq seen at prepare */
 	uint32_t death_done;		/* death_done seen at prepare */
@@ -106,20 +106,20 @@ struct knitk_knot {
 	_Atomic uint64_t counters[KC_NR];
 };
 
-static inline void knot_count(struct knitk_knot *k, enum knitk_counter c,
+static inline void knot_count(struct knitk_endpoint *k, enum knitk_counter c,
 			      uint64_t n)
 {
 	atomic_fetch_add_explicit(&k->counters[c], n, memory_order_relaxed);
 }
 
-static inline struct knitk_doorbell *knot_doorbell(const struct knitk_knot *k,
+static inline struct knitk_doorbell *knot_doorbell(const struct knitk_endpoint *k,
 						   unsigned int d)
 {
 	return (struct knitk_doorbell *)((char *)k->base + k->layout.doorbell_off +
 					 (uint64_t)d * k->layout.doorbell_stride);
 }
 
-static inline struct knitk_sector *knot_sector(const struct knitk_knot *k,
+static inline struct knitk_sector *knot_sector(const struct knitk_endpoint *k,
 					       unsigned int m)
 {
 	return (struct knitk_sector *)((char *)k->base + k->layout.mailbox_off +
@@ -127,18 +127,18 @@ static inline struct knitk_sector *knot_sector(const struct knitk_knot *k,
 }
 
 static inline struct knitk_steal_line *
-knot_steal_line(const struct knitk_knot *k, unsigned int m, unsigned int w)
+knot_steal_line(const struct knitk_endpoint *k, unsigned int m, unsigned int w)
 {
 	return (struct knitk_steal_line *)((char *)k->base + k->layout.steal_off +
 		(uint64_t)(m * k->geom.nr_workers + w) * k->layout.steal_stride);
 }
 
-static inline const struct knitk_control *knot_control(const struct knitk_knot *k)
+static inline const struct knitk_control *knot_control(const struct knitk_endpoint *k)
 {
 	return (const struct knitk_control *)k->base;
 }
 
-static inline bool knot_mailbox_steals(const struct knitk_knot *k,
+static inline bool knot_mailbox_steals(const struct knitk_endpoint *k,
 				       unsigned int m)
 {
 	return (k->geom.flags & KNITK_GEOM_STEAL) && m < k->layout.nr_request;
@@ -149,16 +149,16 @@ bool knitk__layout_matches_geometry(const struct knitk_geometry *geom,
 				    const struct knitk_layout *layout);
 
 /* topology.c: mask of doorbells whose owners consume mailbox @m. */
-uint64_t knitk__knot_mailbox_doorbells(const struct knitk_knot *k,
-				       unsigned int m);
+uint64_t knitk__endpoint_mailbox_doorbells(const struct knitk_endpoint *k,
+					   unsigned int m);
 /* Pending lanes over every mailbox doorbell @d's owner consumes. */
-uint64_t knitk__knot_doorbell_pending(const struct knitk_knot *k,
-				      unsigned int d);
+uint64_t knitk__endpoint_doorbell_pending(const struct knitk_endpoint *k,
+					  unsigned int d);
 /* Effective ack word of mailbox @m (acquire loads). */
-uint64_t knitk__knot_mailbox_ack(const struct knitk_knot *k, unsigned int m);
+uint64_t knitk__endpoint_mailbox_ack(const struct knitk_endpoint *k, unsigned int m);
 
 /* The host joined once and its endpoint has been released (or marked dead). */
-static inline bool knot_host_dead(const struct knitk_knot *k)
+static inline bool knot_host_dead(const struct knitk_endpoint *k)
 {
 	const uint64_t host = 1ULL << KNITK_DOORBELL_HOST;
 	/*

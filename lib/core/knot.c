@@ -13,15 +13,15 @@
 
 #include "internal.h"
 
-static struct knitk_knot *knot_alloc(const struct knitk_backend_ops *ops)
+static struct knitk_endpoint *knot_alloc(const struct knitk_backend_ops *ops)
 {
-	struct knitk_knot *k = calloc(1, sizeof(*k));
+	struct knitk_endpoint *k = calloc(1, sizeof(*k));
 
 	if (!k)
 		return NULL;
 	k->ops = ops;
 	k->fd = -1;
-	k->slot = -1;
+	k->doorbell = -1;
 	return k;
 }
 
@@ -57,9 +57,9 @@ static int knot_pick_backend(unsigned int flags,
 static int knot_create_with(const struct knitk_backend_ops *ops,
 			    const struct knitk_geometry *geom,
 			    const struct knitk_layout *layout,
-			    struct knitk_knot **knot)
+			    struct knitk_endpoint **ep)
 {
-	struct knitk_knot *k = knot_alloc(ops);
+	struct knitk_endpoint *k = knot_alloc(ops);
 	int ret;
 
 	if (!k)
@@ -71,18 +71,18 @@ static int knot_create_with(const struct knitk_backend_ops *ops,
 		free(k);
 		return ret;
 	}
-	*knot = k;
+	*ep = k;
 	return 0;
 }
 
-KNITK_EXPORT int knitk_knot_create(const struct knitk_geometry *geom,
-				   unsigned int flags, struct knitk_knot **knot)
+KNITK_EXPORT int knitk_endpoint_create(const struct knitk_geometry *geom,
+				       unsigned int flags, struct knitk_endpoint **ep)
 {
 	const struct knitk_backend_ops *ops;
 	struct knitk_layout layout;
 	int ret;
 
-	if (!geom || !knot || (flags & ~(KNITK_KNOT_KMOD | KNITK_KNOT_FUTEX)))
+	if (!geom || !ep || (flags & ~(KNITK_KNOT_KMOD | KNITK_KNOT_FUTEX)))
 		return -EINVAL;
 	ret = knitk_layout_compute(geom, &layout);
 	if (ret)
@@ -91,22 +91,22 @@ KNITK_EXPORT int knitk_knot_create(const struct knitk_geometry *geom,
 	if (ret)
 		return ret;
 	if (ops)
-		return knot_create_with(ops, geom, &layout, knot);
-	ret = knot_create_with(&knitk_backend_kmod, geom, &layout, knot);
+		return knot_create_with(ops, geom, &layout, ep);
+	ret = knot_create_with(&knitk_backend_kmod, geom, &layout, ep);
 	if (ret != -ENODEV)
 		return ret;
-	return knot_create_with(&knitk_backend_futex, geom, &layout, knot);
+	return knot_create_with(&knitk_backend_futex, geom, &layout, ep);
 }
 
-KNITK_EXPORT int knitk_knot_attach(int fd, unsigned int flags,
-				   struct knitk_knot **knot)
+KNITK_EXPORT int knitk_endpoint_attach(int fd, unsigned int flags,
+				       struct knitk_endpoint **ep)
 {
 	const struct knitk_backend_ops *ops;
-	struct knitk_knot *k;
+	struct knitk_endpoint *k;
 	struct stat st;
 	int ret;
 
-	if (fd < 0 || !knot || (flags & ~KNITK_ATTACH_TAKE_FD))
+	if (fd < 0 || !ep || (flags & ~KNITK_ATTACH_TAKE_FD))
 		return -EINVAL;
 	if (fstat(fd, &st) < 0)
 		return -errno;
@@ -126,98 +126,98 @@ KNITK_EXPORT int knitk_knot_attach(int fd, unsigned int flags,
 	}
 	if (flags & KNITK_ATTACH_TAKE_FD)
 		close(fd);
-	*knot = k;
+	*ep = k;
 	return 0;
 }
 
-KNITK_EXPORT int knitk_knot_join(struct knitk_knot *knot, unsigned int role,
-				 unsigned int worker)
+KNITK_EXPORT int knitk_endpoint_join(struct knitk_endpoint *ep, unsigned int role,
+				     unsigned int worker)
 {
 	int ret;
 
-	if (!knot)
+	if (!ep)
 		return -EINVAL;
 	if (role == KNITK_ROLE_HOST) {
 		if (worker)
 			return -EINVAL;
-	} else if (role != KNITK_ROLE_WORKER || worker >= knot->geom.nr_workers) {
+	} else if (role != KNITK_ROLE_WORKER || worker >= ep->geom.nr_workers) {
 		return -EINVAL;
 	}
-	if (knot->slot >= 0)
+	if (ep->doorbell >= 0)
 		return -EALREADY;
-	ret = knot->ops->join(knot, role, worker);
+	ret = ep->ops->join(ep, role, worker);
 	if (ret < 0)
 		return ret;
-	knot->slot = role == KNITK_ROLE_HOST ? KNITK_DOORBELL_HOST : (int)worker;
+	ep->doorbell = role == KNITK_ROLE_HOST ? KNITK_DOORBELL_HOST : (int)worker;
 	return ret;
 }
 
-KNITK_EXPORT void knitk_knot_destroy(struct knitk_knot *knot)
+KNITK_EXPORT void knitk_endpoint_destroy(struct knitk_endpoint *ep)
 {
-	if (!knot)
+	if (!ep)
 		return;
-	knot->ops->release(knot);
-	free(knot);
+	ep->ops->release(ep);
+	free(ep);
 }
 
-KNITK_EXPORT int knitk_knot_fd(const struct knitk_knot *knot)
+KNITK_EXPORT int knitk_endpoint_fd(const struct knitk_endpoint *ep)
 {
-	return knot ? knot->fd : -EINVAL;
+	return ep ? ep->fd : -EINVAL;
 }
 
-KNITK_EXPORT int knitk_knot_backend(const struct knitk_knot *knot)
+KNITK_EXPORT int knitk_endpoint_backend(const struct knitk_endpoint *ep)
 {
-	return knot ? knot->ops->kind : -EINVAL;
+	return ep ? ep->ops->kind : -EINVAL;
 }
 
-KNITK_EXPORT int knitk_knot_layout(const struct knitk_knot *knot,
-				   struct knitk_layout *layout,
-				   struct knitk_geometry *geom)
+KNITK_EXPORT int knitk_endpoint_layout(const struct knitk_endpoint *ep,
+				       struct knitk_layout *layout,
+				       struct knitk_geometry *geom)
 {
-	if (!knot || (!layout && !geom))
+	if (!ep || (!layout && !geom))
 		return -EINVAL;
 	if (layout)
-		*layout = knot->layout;
+		*layout = ep->layout;
 	if (geom)
-		*geom = knot->geom;
+		*geom = ep->geom;
 	return 0;
 }
 
-KNITK_EXPORT int knitk_knot_control(const struct knitk_knot *knot,
-				    const struct knitk_control **control)
+KNITK_EXPORT int knitk_endpoint_control(const struct knitk_endpoint *ep,
+					const struct knitk_control **control)
 {
-	if (!knot || !control)
+	if (!ep || !control)
 		return -EINVAL;
-	*control = knot_control(knot);
+	*control = knot_control(ep);
 	return 0;
 }
 
-KNITK_EXPORT int knitk_knot_base(const struct knitk_knot *knot, void **base)
+KNITK_EXPORT int knitk_endpoint_base(const struct knitk_endpoint *ep, void **base)
 {
-	if (!knot || !base)
+	if (!ep || !base)
 		return -EINVAL;
-	*base = knot->base;
+	*base = ep->base;
 	return 0;
 }
 
-KNITK_EXPORT int knitk_knot_role_slot(const struct knitk_knot *knot)
+KNITK_EXPORT int knitk_endpoint_doorbell(const struct knitk_endpoint *ep)
 {
-	if (!knot)
+	if (!ep)
 		return -EINVAL;
-	return knot->slot < 0 ? -ENOTCONN : knot->slot;
+	return ep->doorbell < 0 ? -ENOTCONN : ep->doorbell;
 }
 
-static bool knot_slot_valid(const struct knitk_knot *knot, unsigned int slot)
+static bool knot_doorbell_valid(const struct knitk_endpoint *ep, unsigned int doorbell)
 {
-	return slot == KNITK_DOORBELL_HOST || slot < knot->geom.nr_workers;
+	return doorbell == KNITK_DOORBELL_HOST || doorbell < ep->geom.nr_workers;
 }
 
-KNITK_EXPORT int knitk_knot_mark_dead(struct knitk_knot *knot,
-				      unsigned int slot)
+KNITK_EXPORT int knitk_endpoint_mark_dead(struct knitk_endpoint *ep,
+					  unsigned int doorbell)
 {
-	if (!knot || !knot_slot_valid(knot, slot))
+	if (!ep || !knot_doorbell_valid(ep, doorbell))
 		return -EINVAL;
-	return knot->ops->mark_dead(knot, slot);
+	return ep->ops->mark_dead(ep, doorbell);
 }
 
 /*
@@ -225,15 +225,15 @@ KNITK_EXPORT int knitk_knot_mark_dead(struct knitk_knot *knot,
  * each other: the kernel (kmod/knitk_peer.c) or futex_join and
  * futex_mark_dead write them.
  */
-KNITK_EXPORT int knitk_knot_deaths(const struct knitk_knot *knot,
-				   uint32_t *death_seq, uint64_t *dead)
+KNITK_EXPORT int knitk_endpoint_deaths(const struct knitk_endpoint *ep,
+				       uint32_t *death_seq, uint64_t *dead)
 {
 	const struct knitk_control *ctl;
 	uint32_t seq;
 
-	if (!knot || (!death_seq && !dead))
+	if (!ep || (!death_seq && !dead))
 		return -EINVAL;
-	ctl = knot_control(knot);
+	ctl = knot_control(ep);
 	/*
 	 * Acquire pairs with the release of death_seq in knitk_peer_leave()
 	 * or the increment in futex_mark_dead(): the dead bit of every
@@ -247,15 +247,15 @@ KNITK_EXPORT int knitk_knot_deaths(const struct knitk_knot *knot,
 	return 0;
 }
 
-KNITK_EXPORT int knitk_knot_role(const struct knitk_knot *knot,
-				 unsigned int slot, uint32_t *generation)
+KNITK_EXPORT int knitk_endpoint_role(const struct knitk_endpoint *ep,
+				     unsigned int doorbell, uint32_t *generation)
 {
 	const struct knitk_control *ctl;
 	uint64_t live;
 
-	if (!knot || !knot_slot_valid(knot, slot))
+	if (!ep || !knot_doorbell_valid(ep, doorbell))
 		return -EINVAL;
-	ctl = knot_control(knot);
+	ctl = knot_control(ep);
 	/*
 	 * Acquire pairs with the release of live in knitk_peer_join()
 	 * (after the new generation) or the seq_cst RMWs of futex_join():
@@ -263,14 +263,14 @@ KNITK_EXPORT int knitk_knot_role(const struct knitk_knot *knot,
 	 */
 	live = atomic_load_explicit(A64(&ctl->live), memory_order_acquire);
 	if (generation)
-		*generation = atomic_load_explicit(A32(&ctl->generation[slot]),
+		*generation = atomic_load_explicit(A32(&ctl->generation[doorbell]),
 						   memory_order_acquire);
-	return !!(live & (1ULL << slot));
+	return !!(live & (1ULL << doorbell));
 }
 
-KNITK_EXPORT int knitk_knot_host_dead(const struct knitk_knot *knot)
+KNITK_EXPORT int knitk_endpoint_host_dead(const struct knitk_endpoint *ep)
 {
-	if (!knot)
+	if (!ep)
 		return -EINVAL;
-	return knot_host_dead(knot);
+	return knot_host_dead(ep);
 }

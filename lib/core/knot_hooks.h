@@ -11,27 +11,27 @@
 
 #include <stdatomic.h>
 
-struct knitk_knot;
+struct knitk_endpoint;
 
 enum knot_hook {
 	/* knitk_doorbell_kick_self: the kick is begun, seq not advanced; @arg: 0. */
 	KNOT_HOOK_KICK,
 	/*
 	 * futex_mark_dead: death_seq advanced, no doorbell kicked yet;
-	 * @arg: the dead slot.
+	 * @arg: the dead role's doorbell.
 	 */
 	KNOT_HOOK_DEATH,
 };
 
-typedef void (*knot_hook_fn)(struct knitk_knot *k, enum knot_hook point,
+typedef void (*knot_hook_fn)(struct knitk_endpoint *k, enum knot_hook point,
 			     unsigned int arg);
 
 /* Set by a test (atomic: other threads may kick or wait meanwhile). */
-extern _Atomic(knot_hook_fn) knitk__knot_hook;
+extern _Atomic(knot_hook_fn) knitk__endpoint_hook;
 
 #ifdef KNITK_TEST_HOOKS
 #define KNOT_HOOK(k, point, arg) do {					\
-	knot_hook_fn hook_ = atomic_load(&knitk__knot_hook);		\
+	knot_hook_fn hook_ = atomic_load(&knitk__endpoint_hook);		\
 									\
 	if (hook_)							\
 		hook_(k, point, arg);					\

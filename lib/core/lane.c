@@ -27,7 +27,7 @@
 KNITK__SIZED_VER0(knitk_msg, KNITK_MSG_SIZE_VER0);
 
 struct knitk_producer {
-	struct knitk_knot *knot;
+	struct knitk_endpoint *ep;
 	struct knitk_sector *sector;
 	char *lanes;
 	char *arena_mem;
@@ -44,7 +44,7 @@ struct knitk_producer {
 };
 
 struct knitk_consumer {
-	struct knitk_knot *knot;
+	struct knitk_endpoint *ep;
 	struct knitk_sector *sector;
 	char *lanes;
 	const char *arena_mem;
@@ -73,7 +73,7 @@ static inline unsigned int ring_next(uint64_t mask, unsigned int cursor)
 
 /* ------------------------------------------------------------ producer */
 
-KNITK_EXPORT int knitk_producer_create(struct knitk_knot *knot,
+KNITK_EXPORT int knitk_producer_create(struct knitk_endpoint *ep,
 				       unsigned int mailbox,
 				       struct knitk_producer **producer)
 {
@@ -81,24 +81,24 @@ KNITK_EXPORT int knitk_producer_create(struct knitk_knot *knot,
 	unsigned int w;
 	int ret;
 
-	if (!knot || !producer || mailbox >= knot->layout.nr_mailboxes)
+	if (!ep || !producer || mailbox >= ep->layout.nr_mailboxes)
 		return -EINVAL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->knot = knot;
+	p->ep = ep;
 	p->mailbox = mailbox;
-	p->sector = knot_sector(knot, mailbox);
-	p->lanes = (char *)p->sector + knot->layout.lane_off;
-	p->arena_mem = (char *)p->sector + knot->layout.arena_off;
-	p->lane_stride = knot->layout.lane_stride;
-	p->inline_bytes = knot->geom.inline_bytes;
-	ret = knitk__arena_create(knot->layout.arena_size, &p->arena);
+	p->sector = knot_sector(ep, mailbox);
+	p->lanes = (char *)p->sector + ep->layout.lane_off;
+	p->arena_mem = (char *)p->sector + ep->layout.arena_off;
+	p->lane_stride = ep->layout.lane_stride;
+	p->inline_bytes = ep->geom.inline_bytes;
+	ret = knitk__arena_create(ep->layout.arena_size, &p->arena);
 	if (ret)
 		goto fail;
-	if (knot_mailbox_steals(knot, mailbox)) {
-		for (w = 0; w < knot->geom.nr_workers; w++) {
-			struct knitk_steal_line *sl = knot_steal_line(knot, mailbox, w);
+	if (knot_mailbox_steals(ep, mailbox)) {
+		for (w = 0; w < ep->geom.nr_workers; w++) {
+			struct knitk_steal_line *sl = knot_steal_line(ep, mailbox, w);
 
 			p->ack_words[p->nr_ack_words++] = (const uint64_t *)&sl->ack;
 			ret = knitk__arena_add_free_word(p->arena,
@@ -115,7 +115,7 @@ KNITK_EXPORT int knitk_producer_create(struct knitk_knot *knot,
 	}
 	/* We are the only writer of pub: continue from what it holds. */
 	p->pub = atomic_load_explicit(A64(&p->sector->pub), memory_order_relaxed);
-	p->ack_cache = knitk__knot_mailbox_ack(knot, mailbox);
+	p->ack_cache = knitk__endpoint_mailbox_ack(ep, mailbox);
 	*producer = p;
 	return 0;
 fail:
@@ -321,7 +321,7 @@ KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
 
 	if (!producer || !header || (len && !data))
 		return -EINVAL;
-	if (len > producer->inline_bytes && len > producer->knot->layout.arena_size)
+	if (len > producer->inline_bytes && len > producer->ep->layout.arena_size)
 		return -EMSGSIZE;
 	lane = knitk_lane_claim(producer);
 	if (lane < 0)
@@ -364,7 +364,7 @@ KNITK_EXPORT int knitk_producer_reset_consumer(struct knitk_producer *producer)
 
 	if (!p)
 		return -EINVAL;
-	if (knot_mailbox_steals(p->knot, p->mailbox))
+	if (knot_mailbox_steals(p->ep, p->mailbox))
 		return -EOPNOTSUPP;
 	if (p->claimed)
 		return -EBUSY;
@@ -375,7 +375,7 @@ KNITK_EXPORT int knitk_producer_reset_consumer(struct knitk_producer *producer)
 				      atomic_load_explicit(A64(&p->sector->arena_free),
 							   memory_order_relaxed) ^ live,
 				      memory_order_release);
-	/* Pairs with the acquire in producer_load_ack and knitk__knot_mailbox_ack. */
+	/* Pairs with the acquire in producer_load_ack and knitk__endpoint_mailbox_ack. */
 	atomic_store_explicit(A64(&p->sector->ack), p->pub, memory_order_release);
 	return 0;
 }
@@ -384,9 +384,9 @@ KNITK_EXPORT int knitk_producer_notify(struct knitk_producer *producer)
 {
 	if (!producer)
 		return -EINVAL;
-	return knitk_doorbell_ring(producer->knot,
-				   knitk__knot_mailbox_doorbells(producer->knot,
-								 producer->mailbox));
+	return knitk_doorbell_ring(producer->ep,
+				   knitk__endpoint_mailbox_doorbells(producer->ep,
+								     producer->mailbox));
 }
 
 KNITK_EXPORT int knitk_producer_notify_park(struct knitk_producer *producer,
@@ -394,36 +394,36 @@ KNITK_EXPORT int knitk_producer_notify_park(struct knitk_producer *producer,
 {
 	if (!producer)
 		return -EINVAL;
-	return knitk_doorbell_ring_park(producer->knot,
-					knitk__knot_mailbox_doorbells(producer->knot,
-								      producer->mailbox),
+	return knitk_doorbell_ring_park(producer->ep,
+					knitk__endpoint_mailbox_doorbells(producer->ep,
+									  producer->mailbox),
 					deadline_ns);
 }
 
 /* ------------------------------------------------------------ consumer */
 
-KNITK_EXPORT int knitk_consumer_create(struct knitk_knot *knot,
+KNITK_EXPORT int knitk_consumer_create(struct knitk_endpoint *ep,
 				       unsigned int mailbox,
 				       struct knitk_consumer **consumer)
 {
 	struct knitk_consumer *c;
 	int ret;
 
-	if (!knot || !consumer || mailbox >= knot->layout.nr_mailboxes)
+	if (!ep || !consumer || mailbox >= ep->layout.nr_mailboxes)
 		return -EINVAL;
-	if (knot_mailbox_steals(knot, mailbox))
+	if (knot_mailbox_steals(ep, mailbox))
 		return -EOPNOTSUPP;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->knot = knot;
+	c->ep = ep;
 	c->mailbox = mailbox;
-	c->sector = knot_sector(knot, mailbox);
-	c->lanes = (char *)c->sector + knot->layout.lane_off;
-	c->arena_mem = (const char *)c->sector + knot->layout.arena_off;
-	c->arena_size = knot->layout.arena_size;
-	c->lane_stride = knot->layout.lane_stride;
-	c->inline_bytes = knot->geom.inline_bytes;
+	c->sector = knot_sector(ep, mailbox);
+	c->lanes = (char *)c->sector + ep->layout.lane_off;
+	c->arena_mem = (const char *)c->sector + ep->layout.arena_off;
+	c->arena_size = ep->layout.arena_size;
+	c->lane_stride = ep->layout.lane_stride;
+	c->inline_bytes = ep->geom.inline_bytes;
 	/* We are the only writer of ack and arena_free. */
 	c->ack = atomic_load_explicit(A64(&c->sector->ack), memory_order_relaxed);
 	ret = knitk__arena_freer_init(&c->freer, (uint64_t *)&c->sector->arena_free);
@@ -552,7 +552,7 @@ KNITK_EXPORT int knitk_lane_ack(struct knitk_consumer *consumer,
 	c->seen &= ~lanes;
 	/*
 	 * Release pairs with the acquire in producer_load_ack and
-	 * knitk__knot_mailbox_ack: the lanes are read before they are reused.
+	 * knitk__endpoint_mailbox_ack: the lanes are read before they are reused.
 	 */
 	atomic_store_explicit(A64(&c->sector->ack), c->ack, memory_order_release);
 	return 0;

@@ -15,28 +15,28 @@
 
 #include "internal.h"
 
-KNITK_EXPORT int knitk_knot_request_mailbox(const struct knitk_knot *knot,
-					    unsigned int submitter,
-					    unsigned int worker)
+KNITK_EXPORT int knitk_endpoint_request_mailbox(const struct knitk_endpoint *ep,
+						unsigned int submitter,
+						unsigned int worker)
 {
-	if (!knot || submitter >= knot->geom.nr_submitters ||
-	    worker >= knot->geom.nr_workers)
+	if (!ep || submitter >= ep->geom.nr_submitters ||
+	    worker >= ep->geom.nr_workers)
 		return -EINVAL;
-	if (knot->geom.flags & KNITK_GEOM_STEAL)
+	if (ep->geom.flags & KNITK_GEOM_STEAL)
 		return (int)submitter;
-	return (int)(submitter * knot->geom.nr_workers + worker);
+	return (int)(submitter * ep->geom.nr_workers + worker);
 }
 
-KNITK_EXPORT int knitk_knot_return_mailbox(const struct knitk_knot *knot,
-					   unsigned int worker)
+KNITK_EXPORT int knitk_endpoint_return_mailbox(const struct knitk_endpoint *ep,
+					       unsigned int worker)
 {
-	if (!knot || worker >= knot->geom.nr_workers)
+	if (!ep || worker >= ep->geom.nr_workers)
 		return -EINVAL;
-	return (int)(knot->layout.nr_request + worker);
+	return (int)(ep->layout.nr_request + worker);
 }
 
-uint64_t knitk__knot_mailbox_doorbells(const struct knitk_knot *k,
-				       unsigned int m)
+uint64_t knitk__endpoint_mailbox_doorbells(const struct knitk_endpoint *k,
+					   unsigned int m)
 {
 	if (m >= k->layout.nr_request)
 		return 1ULL << KNITK_DOORBELL_HOST;
@@ -48,10 +48,10 @@ uint64_t knitk__knot_mailbox_doorbells(const struct knitk_knot *k,
 
 /*
  * The mailboxes doorbell @d's owner consumes, the inverse of
- * knitk__knot_mailbox_doorbells: *@first + i * *@stride for i below the
+ * knitk__endpoint_mailbox_doorbells: *@first + i * *@stride for i below the
  * count returned.
  */
-static unsigned int doorbell_mailboxes(const struct knitk_knot *k,
+static unsigned int doorbell_mailboxes(const struct knitk_endpoint *k,
 				       unsigned int d, unsigned int *first,
 				       unsigned int *stride)
 {
@@ -73,7 +73,7 @@ static unsigned int doorbell_mailboxes(const struct knitk_knot *k,
 	return S;
 }
 
-uint64_t knitk__knot_mailbox_ack(const struct knitk_knot *k, unsigned int m)
+uint64_t knitk__endpoint_mailbox_ack(const struct knitk_endpoint *k, unsigned int m)
 {
 	uint64_t ack = 0;
 	unsigned int w;
@@ -88,26 +88,26 @@ uint64_t knitk__knot_mailbox_ack(const struct knitk_knot *k, unsigned int m)
 	return ack;
 }
 
-static uint64_t mailbox_pending(const struct knitk_knot *k, unsigned int m)
+static uint64_t mailbox_pending(const struct knitk_endpoint *k, unsigned int m)
 {
 	/* Acquire pairs with the release store in lane_publish_mask. */
 	uint64_t pub = atomic_load_explicit(A64(&knot_sector(k, m)->pub),
 					    memory_order_acquire);
 
-	return pub ^ knitk__knot_mailbox_ack(k, m);
+	return pub ^ knitk__endpoint_mailbox_ack(k, m);
 }
 
-KNITK_EXPORT int knitk_mailbox_pending(const struct knitk_knot *knot,
+KNITK_EXPORT int knitk_mailbox_pending(const struct knitk_endpoint *ep,
 				       unsigned int mailbox, uint64_t *pending)
 {
-	if (!knot || !pending || mailbox >= knot->layout.nr_mailboxes)
+	if (!ep || !pending || mailbox >= ep->layout.nr_mailboxes)
 		return -EINVAL;
-	*pending = mailbox_pending(knot, mailbox);
+	*pending = mailbox_pending(ep, mailbox);
 	return __builtin_popcountll(*pending);
 }
 
-uint64_t knitk__knot_doorbell_pending(const struct knitk_knot *k,
-				      unsigned int d)
+uint64_t knitk__endpoint_doorbell_pending(const struct knitk_endpoint *k,
+					  unsigned int d)
 {
 	unsigned int first = 0, stride = 1, n, i;
 	uint64_t any = 0;

@@ -96,10 +96,10 @@ static uint64_t print_lanes(struct knitk_pool *pool, unsigned int workers)
 	struct knitk_doorbell_stats hdb;
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_wake_stats hs = { .size = sizeof(hs) };
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	unsigned int w;
 
-	knitk_pool_knot(pool, &knot);
+	knitk_pool_endpoint(pool, &knot);
 	printf("  %-8s %8s %8s %8s %10s %10s %9s\n", "doorbell", "calls", "waits",
 	       "wakes", "supp-idle", "supp-awake", "spurious");
 	for (w = 0; w < workers; w++) {
@@ -119,7 +119,7 @@ static uint64_t print_lanes(struct knitk_pool *pool, unsigned int workers)
 		       (unsigned long long)wi.db.spurious);
 		spurious += wi.db.spurious;
 	}
-	if (knitk_knot_doorbell_stats(knot, KNITK_DOORBELL_HOST, &hdb) == 0) {
+	if (knitk_endpoint_doorbell_stats(knot, KNITK_DOORBELL_HOST, &hdb) == 0) {
 		printf("  host       %6s %8llu %8llu %10llu %10llu %9llu\n", "-",
 		       (unsigned long long)hdb.waits, (unsigned long long)hdb.wakes,
 		       (unsigned long long)hdb.suppressed_idle,
@@ -127,7 +127,7 @@ static uint64_t print_lanes(struct knitk_pool *pool, unsigned int workers)
 		       (unsigned long long)hdb.spurious);
 		spurious += hdb.spurious;
 	}
-	knitk_knot_wake_stats(knot, &hs);
+	knitk_endpoint_wake_stats(knot, &hs);
 	printf("  host rings: %llu sent, %llu suppressed (owner awake)\n",
 	       (unsigned long long)hs.sent, (unsigned long long)hs.suppressed_awake);
 	return spurious;
@@ -142,7 +142,7 @@ static int run(unsigned int kind, unsigned int workers, uint64_t n)
 	uint64_t chunk, total = 0, serial, c;
 	struct knitk_call **calls;
 	struct knitk_pool *pool;
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	unsigned int i, nr, w, idle_wakes = 0;
 	uint64_t spurious;
 	double t0, t1, t2;
@@ -153,11 +153,11 @@ static int run(unsigned int kind, unsigned int workers, uint64_t n)
 		fprintf(stderr, "primes: knitk_pool_create: %s\n", strerror(-ret));
 		return 1;
 	}
-	knitk_pool_knot(pool, &knot);
+	knitk_pool_endpoint(pool, &knot);
 	printf("\nprimes below %llu: %u %s workers, backend %s\n",
 	       (unsigned long long)n, workers,
 	       kind == KNITK_WORKER_PROCESSES ? "process" : "thread",
-	       knitk_knot_backend(knot) == KNITK_BACKEND_KMOD ? "kmod (/dev/knitk)" :
+	       knitk_endpoint_backend(knot) == KNITK_BACKEND_KMOD ? "kmod (/dev/knitk)" :
 							      "futex");
 	chunk = n / 64 + 1;
 	nr = (unsigned int)((n + chunk - 1) / chunk);

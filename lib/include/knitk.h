@@ -4,7 +4,7 @@
  *
  * A *knot* is one shared region (see <linux/knitk.h> for its layout): a
  * control page, KNITK_NR_DOORBELLS doorbells, an abort bitmap, optional
- * steal lines and the mailboxes.  A struct knitk_knot is one *endpoint* of
+ * steal lines and the mailboxes.  A struct knitk_endpoint is one *endpoint* of
  * a knot: it is created from a geometry, or attached to an existing knot
  * from an fd, then joined with a role (the host or worker N).
  *
@@ -46,7 +46,7 @@
  * 64-byte wire format.
  *
  * Backends: "kmod" uses /dev/knitk; "futex" uses a memfd of the same layout
- * and shared futexes.  knitk_knot_create() picks kmod when /dev/knitk opens,
+ * and shared futexes.  knitk_endpoint_create() picks kmod when /dev/knitk opens,
  * unless the environment variable KNITK_BACKEND=kmod|futex or a
  * KNITK_KNOT_* flag forces one (forcing kmod without the device gives
  * -ENODEV).
@@ -80,21 +80,21 @@ int knitk_layout_compute(const struct knitk_geometry *geom,
 
 /* ------------------------------------------------------------------ knot */
 
-/* Backends, as returned by knitk_knot_backend(). */
+/* Backends, as returned by knitk_endpoint_backend(). */
 #define KNITK_BACKEND_KMOD		1
 #define KNITK_BACKEND_FUTEX		2
 
-/* knitk_knot_create() flags: force a backend (default: automatic). */
+/* knitk_endpoint_create() flags: force a backend (default: automatic). */
 #define KNITK_KNOT_KMOD			(1U << 0)
 #define KNITK_KNOT_FUTEX		(1U << 1)
 
-/* knitk_knot_attach() flags. */
+/* knitk_endpoint_attach() flags. */
 #define KNITK_ATTACH_TAKE_FD		(1U << 0)	/* close @fd on success */
 
-struct knitk_knot;
+struct knitk_endpoint;
 
 /*
- * knitk_knot_create - make a new knot from @geom and an endpoint on it.
+ * knitk_endpoint_create - make a new knot from @geom and an endpoint on it.
  * -EINVAL for a bad geometry or unknown flags, -ENODEV when the kmod
  * backend is forced but /dev/knitk does not open, -E2BIG when the module
  * refuses the size, -ENOMEM when memory runs out or, on the module, when
@@ -103,105 +103,105 @@ struct knitk_knot;
  * fallback to the futex backend then: raise the limit, or force
  * KNITK_KNOT_FUTEX).
  */
-int knitk_knot_create(const struct knitk_geometry *geom, unsigned int flags,
-		      struct knitk_knot **knot);
+int knitk_endpoint_create(const struct knitk_geometry *geom, unsigned int flags,
+			  struct knitk_endpoint **ep);
 
 /*
- * knitk_knot_attach - a new endpoint on the knot that @fd belongs to (an fd
- * from knitk_knot_fd(), inherited or received).  The backend follows the fd.
+ * knitk_endpoint_attach - a new endpoint on the knot that @fd belongs to (an fd
+ * from knitk_endpoint_fd(), inherited or received).  The backend follows the fd.
  * With KNITK_ATTACH_TAKE_FD the fd is closed on success: a process worker
  * passes it so that only its own endpoint keeps the knot, and its exit is
  * seen as its death.
  */
-int knitk_knot_attach(int fd, unsigned int flags, struct knitk_knot **knot);
+int knitk_endpoint_attach(int fd, unsigned int flags, struct knitk_endpoint **ep);
 
 /*
- * knitk_knot_join - give the endpoint a role: KNITK_ROLE_HOST (@worker 0)
+ * knitk_endpoint_join - give the endpoint a role: KNITK_ROLE_HOST (@worker 0)
  * or KNITK_ROLE_WORKER with @worker < nr_workers.  Returns the role's join
  * generation (>= 1).  -EBUSY when a live endpoint holds the role, -EALREADY
  * when this endpoint has joined already.
  */
-int knitk_knot_join(struct knitk_knot *knot, unsigned int role,
-		    unsigned int worker);
+int knitk_endpoint_join(struct knitk_endpoint *ep, unsigned int role,
+			unsigned int worker);
 
-/* knitk_knot_destroy - leave (a joined role is marked dead), unmap, close. */
-void knitk_knot_destroy(struct knitk_knot *knot);
+/* knitk_endpoint_destroy - leave (a joined role is marked dead), unmap, close. */
+void knitk_endpoint_destroy(struct knitk_endpoint *ep);
 
-/* knitk_knot_fd - the fd to hand to children (O_CLOEXEC is set on it). */
-int knitk_knot_fd(const struct knitk_knot *knot);
+/* knitk_endpoint_fd - the fd to hand to children (O_CLOEXEC is set on it). */
+int knitk_endpoint_fd(const struct knitk_endpoint *ep);
 
-/* knitk_knot_backend - KNITK_BACKEND_KMOD or KNITK_BACKEND_FUTEX. */
-int knitk_knot_backend(const struct knitk_knot *knot);
+/* knitk_endpoint_backend - KNITK_BACKEND_KMOD or KNITK_BACKEND_FUTEX. */
+int knitk_endpoint_backend(const struct knitk_endpoint *ep);
 
-/* knitk_knot_layout - copy the knot's layout (and geometry, if non-NULL). */
-int knitk_knot_layout(const struct knitk_knot *knot,
-		      struct knitk_layout *layout,
-		      struct knitk_geometry *geom);
+/* knitk_endpoint_layout - copy the knot's layout (and geometry, if non-NULL). */
+int knitk_endpoint_layout(const struct knitk_endpoint *ep,
+			  struct knitk_layout *layout,
+			  struct knitk_geometry *geom);
 
 /*
- * knitk_knot_control - the control page (read-only; the kernel, or on the
+ * knitk_endpoint_control - the control page (read-only; the kernel, or on the
  * futex backend the library, writes it) and the base of the mapping.  Its
- * words change under the reader: knitk_knot_deaths, knitk_knot_role and
- * knitk_knot_host_dead read them in the order that makes them agree.
+ * words change under the reader: knitk_endpoint_deaths, knitk_endpoint_role and
+ * knitk_endpoint_host_dead read them in the order that makes them agree.
  */
-int knitk_knot_control(const struct knitk_knot *knot,
-		       const struct knitk_control **control);
-int knitk_knot_base(const struct knitk_knot *knot, void **base);
+int knitk_endpoint_control(const struct knitk_endpoint *ep,
+			   const struct knitk_control **control);
+int knitk_endpoint_base(const struct knitk_endpoint *ep, void **base);
 
 /*
- * knitk_knot_deaths - the peer deaths of the knot: *@death_seq, bumped
- * once per role that died or left, then *@dead, bit = role slot (worker
+ * knitk_endpoint_deaths - the peer deaths of the knot: *@death_seq, bumped
+ * once per role that died or left, then *@dead, bit = role's doorbell (worker
  * id, or KNITK_DOORBELL_HOST), both loaded with acquire: every death that
  * *@death_seq counts has set its bit in *@dead by then (until the role is
  * joined again, which clears it).  Either pointer may be NULL.  A caller
  * that keeps the last *@death_seq it handled sees each death at least once.
  */
-int knitk_knot_deaths(const struct knitk_knot *knot, uint32_t *death_seq,
-		      uint64_t *dead);
+int knitk_endpoint_deaths(const struct knitk_endpoint *ep, uint32_t *death_seq,
+			  uint64_t *dead);
 
 /*
- * knitk_knot_role - whether role @slot (worker id or KNITK_DOORBELL_HOST)
+ * knitk_endpoint_role - whether role @doorbell (worker id or KNITK_DOORBELL_HOST)
  * is held now: 1 when a live endpoint holds it, else 0.  *@generation (if
  * non-NULL) gets the role's join generation, bumped at every join; it is
  * loaded after the live mask, with acquire, so when 1 is returned it is at
  * least the generation of the join that made the role live.  -EINVAL for
- * a @slot outside the geometry.
+ * a @doorbell outside the geometry.
  */
-int knitk_knot_role(const struct knitk_knot *knot, unsigned int slot,
-		    uint32_t *generation);
+int knitk_endpoint_role(const struct knitk_endpoint *ep, unsigned int doorbell,
+			uint32_t *generation);
 
 /*
- * knitk_knot_host_dead - 1 when the host role was joined and its endpoint
+ * knitk_endpoint_host_dead - 1 when the host role was joined and its endpoint
  * has since been released or marked dead (a worker's cue to stop), else 0.
  */
-int knitk_knot_host_dead(const struct knitk_knot *knot);
+int knitk_endpoint_host_dead(const struct knitk_endpoint *ep);
 
 /*
- * knitk_knot_role_slot - the endpoint's doorbell/role slot: worker id, or
- * KNITK_DOORBELL_HOST; -ENOTCONN before knitk_knot_join().
+ * knitk_endpoint_doorbell - the doorbell of the endpoint's role: worker id, or
+ * KNITK_DOORBELL_HOST; -ENOTCONN before knitk_endpoint_join().
  */
-int knitk_knot_role_slot(const struct knitk_knot *knot);
+int knitk_endpoint_doorbell(const struct knitk_endpoint *ep);
 
 /*
- * knitk_knot_mark_dead - futex backend: record that role @slot (worker id
+ * knitk_endpoint_mark_dead - futex backend: record that role @doorbell (worker id
  * or KNITK_DOORBELL_HOST) died: clear its live bit, set its dead bit, bump
- * death_seq and wake the host (or every worker, if @slot is the host).  For
+ * death_seq and wake the host (or every worker, if @doorbell is the host).  For
  * the pool's process-death detection (pidfd).  On kmod the kernel does this
  * itself: -EOPNOTSUPP.  -ENOENT if the role was not live.
  */
-int knitk_knot_mark_dead(struct knitk_knot *knot, unsigned int slot);
+int knitk_endpoint_mark_dead(struct knitk_endpoint *ep, unsigned int doorbell);
 
 /* Mailbox indexes of the knot (see <linux/knitk.h>). */
-int knitk_knot_request_mailbox(const struct knitk_knot *knot,
-			       unsigned int submitter, unsigned int worker);
-int knitk_knot_return_mailbox(const struct knitk_knot *knot,
-			      unsigned int worker);
+int knitk_endpoint_request_mailbox(const struct knitk_endpoint *ep,
+				   unsigned int submitter, unsigned int worker);
+int knitk_endpoint_return_mailbox(const struct knitk_endpoint *ep,
+				  unsigned int worker);
 
 /*
  * knitk_mailbox_pending - the lanes of @mailbox published and not yet
  * acknowledged (pub XOR effective ack, both loaded with acquire).
  */
-int knitk_mailbox_pending(const struct knitk_knot *knot, unsigned int mailbox,
+int knitk_mailbox_pending(const struct knitk_endpoint *ep, unsigned int mailbox,
 			  uint64_t *pending);
 
 /* ------------------------------------------------------------ lane header */
@@ -255,11 +255,11 @@ struct knitk_lane_header {
 struct knitk_producer;
 
 /*
- * knitk_producer_create - the producer of @mailbox over @knot's mapping.
+ * knitk_producer_create - the producer of @mailbox over @ep's mapping.
  * One producer per mailbox; it owns the pub word and the arena table.
  * A stealing request mailbox takes its effective ack from the steal lines.
  */
-int knitk_producer_create(struct knitk_knot *knot, unsigned int mailbox,
+int knitk_producer_create(struct knitk_endpoint *ep, unsigned int mailbox,
 			  struct knitk_producer **producer);
 void knitk_producer_destroy(struct knitk_producer *producer);
 
@@ -368,7 +368,7 @@ struct knitk_msg {
  * request mailbox of one worker, or a return mailbox).  -EOPNOTSUPP for a
  * stealing request mailbox.
  */
-int knitk_consumer_create(struct knitk_knot *knot, unsigned int mailbox,
+int knitk_consumer_create(struct knitk_endpoint *ep, unsigned int mailbox,
 			  struct knitk_consumer **consumer);
 void knitk_consumer_destroy(struct knitk_consumer *consumer);
 
@@ -412,11 +412,11 @@ int knitk_lane_ack(struct knitk_consumer *consumer, uint64_t lanes);
  * (absolute CLOCK_MONOTONIC, or KNITK_WAIT_FOREVER), -EINTR on a signal,
  * -EPIPE for a worker whose host has died, -ENOTCONN when not joined.
  */
-int knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq);
-int knitk_doorbell_wait(struct knitk_knot *knot, uint32_t seq,
+int knitk_doorbell_prepare(struct knitk_endpoint *ep, uint32_t *seq);
+int knitk_doorbell_wait(struct knitk_endpoint *ep, uint32_t seq,
 			uint64_t deadline_ns);
-int knitk_doorbell_cancel(struct knitk_knot *knot);
-int knitk_doorbell_park(struct knitk_knot *knot, uint64_t deadline_ns);
+int knitk_doorbell_cancel(struct knitk_endpoint *ep);
+int knitk_doorbell_park(struct knitk_endpoint *ep, uint64_t deadline_ns);
 
 /*
  * knitk_doorbell_ring - after publishing, ring every doorbell of the mask
@@ -424,7 +424,7 @@ int knitk_doorbell_park(struct knitk_knot *knot, uint64_t deadline_ns);
  * is asleep with pending work; others are suppressed and counted.  Returns
  * the number woken.
  */
-int knitk_doorbell_ring(struct knitk_knot *knot, uint64_t doorbells);
+int knitk_doorbell_ring(struct knitk_endpoint *ep, uint64_t doorbells);
 
 /*
  * knitk_doorbell_ring_wait - after knitk_doorbell_prepare() and publishing
@@ -439,9 +439,9 @@ int knitk_doorbell_ring(struct knitk_knot *knot, uint64_t doorbells);
  * knitk_doorbell_ring_park - prepare, then knitk_doorbell_ring_wait(): what
  * knitk_doorbell_park() is to knitk_doorbell_wait().
  */
-int knitk_doorbell_ring_wait(struct knitk_knot *knot, uint64_t doorbells,
+int knitk_doorbell_ring_wait(struct knitk_endpoint *ep, uint64_t doorbells,
 			     uint32_t seq, uint64_t deadline_ns);
-int knitk_doorbell_ring_park(struct knitk_knot *knot, uint64_t doorbells,
+int knitk_doorbell_ring_park(struct knitk_endpoint *ep, uint64_t doorbells,
 			     uint64_t deadline_ns);
 
 /*
@@ -450,7 +450,7 @@ int knitk_doorbell_ring_park(struct knitk_knot *knot, uint64_t doorbells,
  * backend every wait also spins in the kernel first, briefly, while the
  * task that last rang it runs (KNITK_FEATURE_SPIN).
  */
-int knitk_doorbell_can_ring_wait(const struct knitk_knot *knot);
+int knitk_doorbell_can_ring_wait(const struct knitk_endpoint *ep);
 
 /*
  * knitk_doorbell_kick_self - end the wait of the thread parked on this
@@ -461,17 +461,17 @@ int knitk_doorbell_can_ring_wait(const struct knitk_knot *knot);
  * if it had not slept yet); a wait prepared after it sleeps on, so the
  * kicker first sets a flag that the parker checks after
  * knitk_doorbell_prepare.  -ENOTCONN before
- * knitk_knot_join(), -EOPNOTSUPP when the backend cannot kick (see
+ * knitk_endpoint_join(), -EOPNOTSUPP when the backend cannot kick (see
  * knitk_doorbell_can_kick).
  */
-int knitk_doorbell_kick_self(struct knitk_knot *knot);
+int knitk_doorbell_kick_self(struct knitk_endpoint *ep);
 
 /*
  * knitk_doorbell_can_kick - 1 when knitk_doorbell_kick_self works on this
  * endpoint (the futex backend, or a module with KNITK_FEATURE_KICK), else
  * 0: then a park ends only for work, a peer death or its deadline.
  */
-int knitk_doorbell_can_kick(const struct knitk_knot *knot);
+int knitk_doorbell_can_kick(const struct knitk_endpoint *ep);
 
 /**
  * struct knitk_wake_stats - this endpoint's sleep/wake counters
@@ -510,15 +510,15 @@ struct knitk_wake_stats {
 
 #define KNITK_WAKE_STATS_SIZE_VER0	88	/* first version */
 
-int knitk_knot_wake_stats(const struct knitk_knot *knot,
-			  struct knitk_wake_stats *stats);
+int knitk_endpoint_wake_stats(const struct knitk_endpoint *ep,
+			      struct knitk_wake_stats *stats);
 
 /*
- * knitk_knot_doorbell_stats - the module's counters of @doorbell
+ * knitk_endpoint_doorbell_stats - the module's counters of @doorbell
  * (KNITK_IOC_STATS); -EOPNOTSUPP on the futex backend.
  */
-int knitk_knot_doorbell_stats(struct knitk_knot *knot, unsigned int doorbell,
-			      struct knitk_doorbell_stats *stats);
+int knitk_endpoint_doorbell_stats(struct knitk_endpoint *ep, unsigned int doorbell,
+				  struct knitk_doorbell_stats *stats);
 
 #ifdef __cplusplus
 }

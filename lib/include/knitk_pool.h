@@ -10,9 +10,9 @@
  * -ECANCELED (aborted, or cancelled by shutdown) or -EOWNERDEAD (the worker
  * process running it died).
  *
- * Dispatch uses private lanes: one request mailbox per (submitter slot,
+ * Dispatch uses private lanes: one request mailbox per (submitter,
  * worker) and one return mailbox per worker.  A submitting thread holds one
- * submitter slot while it publishes; a balancer picks the least-loaded live
+ * submitter while it publishes; a balancer picks the least-loaded live
  * worker; only the chosen worker's doorbell is rung, and only through the
  * doorbell protocol (idle lanes are never touched).  Results are collected
  * by one pool thread parked on the host doorbell; waiting threads sleep
@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-struct knitk_knot;		/* <knitk.h> */
+struct knitk_endpoint;		/* <knitk.h> */
 struct knitk_pool;
 struct knitk_call;
 struct knitk_reply;
@@ -72,7 +72,7 @@ struct knitk_task_table {
  * @kind: KNITK_WORKER_THREADS (default) or KNITK_WORKER_PROCESSES.
  * @flags: KNITK_POOL_* flags.
  * @nr_workers: workers, 1..KNITK_MAX_WORKERS (default: online CPUs).
- * @nr_submitters: submitter slots, 1..KNITK_MAX_SUBMITTERS (default 4);
+ * @nr_submitters: submitters, 1..KNITK_MAX_SUBMITTERS (default 4);
  *	more concurrent submitting threads share slots.
  * @inline_bytes: inline bytes per lane (default 192; multiple of 64).
  * @spin: polls of an empty mailbox before a worker parks (default 256).
@@ -110,7 +110,7 @@ struct knitk_pool_opts {
  * knitk_pool_create - start a pool running @table.  Process workers are
  * running and joined when this returns.  -EINVAL for bad options or an
  * empty table, -ECHILD when a process worker exits before joining, or the
- * errors of knitk_knot_create, posix_spawn and pthread_create; for @opts
+ * errors of knitk_endpoint_create, posix_spawn and pthread_create; for @opts
  * the sized-struct errors (knitk.h).
  */
 int knitk_pool_create(const struct knitk_pool_opts *opts,
@@ -362,8 +362,8 @@ struct knitk_worker_info {
 int knitk_pool_worker_info(struct knitk_pool *pool, unsigned int worker,
 			   struct knitk_worker_info *info);
 
-/* knitk_pool_knot - the pool's knot (host endpoint), e.g. for stats. */
-int knitk_pool_knot(struct knitk_pool *pool, struct knitk_knot **knot);
+/* knitk_pool_endpoint - the pool's knot (host endpoint), e.g. for stats. */
+int knitk_pool_endpoint(struct knitk_pool *pool, struct knitk_endpoint **ep);
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,7 @@
  * there the completer keeps the role and waiters sleep on pool->cond.
  *
  * A death of worker w (docs/protocol.md C3, C4): stop dispatching to w;
- * cycle every slot lock so no submitter is between its liveness check and
+ * cycle every submitter lock so no submitter is between its liveness check and
  * its publish; take the results w published before it died; complete every
  * call still held by w with -EOWNERDEAD and free its entries (no task id
  * leaks); then reset w's request mailboxes by acknowledging every pending
@@ -149,16 +149,16 @@ void knitk__completer_drain_worker(struct knitk_pool *pool, unsigned int w)
  * side's record of what is outstanding: w may have died between the two
  * stores of an acknowledgement (knitk_producer_reset_consumer).  The dead
  * worker was the only writer of those words and the next worker w is not
- * started yet, so for now we are; a slot's lock keeps its producer still.
+ * started yet, so for now we are; a submitter's lock keeps its producer still.
  */
 static void reset_requests(struct knitk_pool *pool, unsigned int w)
 {
 	unsigned int s;
 
 	for (s = 0; s < pool->nr_submitters; s++) {
-		pthread_mutex_lock(&pool->slots[s].lock);
-		knitk_producer_reset_consumer(pool->slots[s].producers[w]);
-		pthread_mutex_unlock(&pool->slots[s].lock);
+		pthread_mutex_lock(&pool->submitters[s].lock);
+		knitk_producer_reset_consumer(pool->submitters[s].producers[w]);
+		pthread_mutex_unlock(&pool->submitters[s].lock);
 	}
 }
 
@@ -179,7 +179,7 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 		pthread_mutex_unlock(&pool->lock);
 		return;
 	}
-	/* seq_cst pairs with the re-check in pool_publish under a slot lock. */
+	/* seq_cst pairs with the re-check in pool_publish under a submitter lock. */
 	atomic_fetch_add_explicit(&pw->epoch, 1, memory_order_seq_cst);
 	atomic_store_explicit(&pw->alive, 0, memory_order_seq_cst);
 	/* Reaped below: never handed out (knitk_pool_worker_info) again. */
@@ -198,8 +198,8 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 
 	/* After this no submitter publishes to w (see pool_publish). */
 	for (s = 0; s < pool->nr_submitters; s++) {
-		pthread_mutex_lock(&pool->slots[s].lock);
-		pthread_mutex_unlock(&pool->slots[s].lock);
+		pthread_mutex_lock(&pool->submitters[s].lock);
+		pthread_mutex_unlock(&pool->submitters[s].lock);
 	}
 	/* Results w published before it died complete normally. */
 	knitk__completer_drain_worker(pool, w);
@@ -243,12 +243,12 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	pthread_mutex_unlock(&pool->lock);
 }
 
-/* A death the drainer has not handled yet (see knitk_knot_deaths). */
+/* A death the drainer has not handled yet (see knitk_endpoint_deaths). */
 static bool deaths_pending(struct knitk_pool *pool)
 {
 	uint32_t seq;
 
-	knitk_knot_deaths(pool->knot, &seq, NULL);
+	knitk_endpoint_deaths(pool->ep, &seq, NULL);
 	return seq != pool->death_seq;
 }
 
@@ -260,7 +260,7 @@ static bool check_deaths(struct knitk_pool *pool)
 	unsigned int w;
 
 	/* The dead bit of every death that seq counts is in dead. */
-	knitk_knot_deaths(pool->knot, &seq, &dead);
+	knitk_endpoint_deaths(pool->ep, &seq, &dead);
 	if (seq == pool->death_seq)
 		return false;
 	pool->death_seq = seq;
@@ -316,7 +316,7 @@ void knitk__pool_kick_drainer_locked(struct knitk_pool *pool)
 	if (!pool->leader || !pool->draining)
 		return;
 	atomic_fetch_add_explicit(&pool->kicks, 1, memory_order_seq_cst);
-	knitk_doorbell_kick_self(pool->knot);
+	knitk_doorbell_kick_self(pool->ep);
 }
 
 /*
@@ -353,7 +353,7 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 			return 0;
 		pool_spin_relax(i);
 	}
-	if (knitk_doorbell_prepare(pool->knot, &seq))
+	if (knitk_doorbell_prepare(pool->ep, &seq))
 		return -EPIPE;
 	/*
 	 * After the seq_cst flag store: a death or a kick before prepare is
@@ -361,10 +361,10 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 	 */
 	if (deaths_pending(pool) ||
 	    atomic_load_explicit(&pool->kicks, memory_order_seq_cst) != k0) {
-		knitk_doorbell_cancel(pool->knot);
+		knitk_doorbell_cancel(pool->ep);
 		return 0;
 	}
-	return knitk_doorbell_wait(pool->knot, seq, deadline_ns);
+	return knitk_doorbell_wait(pool->ep, seq, deadline_ns);
 }
 
 /*
@@ -400,7 +400,7 @@ static void completer_drain(struct knitk_pool *pool)
 		if (completer_should_exit(pool))
 			return;
 		k0 = atomic_load_explicit(&pool->kicks, memory_order_seq_cst);
-		if (knitk_doorbell_prepare(pool->knot, &seq))
+		if (knitk_doorbell_prepare(pool->ep, &seq))
 			return;
 		/*
 		 * A death after check_deaths and before prepare would be
@@ -412,10 +412,10 @@ static void completer_drain(struct knitk_pool *pool)
 		    (pool->leader &&
 		     (atomic_load_explicit(&pool->waiters, memory_order_seq_cst) ||
 		      atomic_load_explicit(&pool->kicks, memory_order_seq_cst) != k0))) {
-			knitk_doorbell_cancel(pool->knot);
+			knitk_doorbell_cancel(pool->ep);
 			continue;
 		}
-		knitk_doorbell_wait(pool->knot, seq, KNITK_WAIT_FOREVER);
+		knitk_doorbell_wait(pool->ep, seq, KNITK_WAIT_FOREVER);
 	}
 }
 

@@ -6,13 +6,13 @@
  *  1. Under pool->lock the balancer picks the live worker with the fewest
  *     calls in flight (ties rotate) and below POOL_CAP, and the call takes
  *     a free in-flight entry of that worker: task id = (generation, entry).
- *  2. Under its submitter slot's lock the thread re-checks that the worker
- *     is alive and publishes the request into mailbox (slot, worker).
+ *  2. Under its submitter's lock the thread re-checks that the worker
+ *     is alive and publishes the request into mailbox (submitter, worker).
  *  3. It rings that worker's doorbell, which does nothing unless the worker
  *     is parked (the doorbell protocol); no other worker is touched.
  *
- * Submitter slots: a thread hashes to a slot and takes its mutex (trying
- * the others first when it is busy).  Only the holder of the slot's mutex
+ * Submitters: a thread hashes to a submitter and takes its mutex (trying
+ * the others first when it is busy).  Only the holder of the submitter's mutex
  * touches its producers, so each request mailbox's pub word and arena
  * table keep exactly one writer at a time, as the lane protocol requires;
  * the mutex is host-private and costs one uncontended lock per call.
@@ -94,7 +94,7 @@ static int pool_start_workers(struct knitk_pool *pool)
 	int ret = 0;
 
 	if (pool->opts.kind == KNITK_WORKER_PROCESSES) {
-		if (knitk_knot_backend(pool->knot) == KNITK_BACKEND_FUTEX) {
+		if (knitk_endpoint_backend(pool->ep) == KNITK_BACKEND_FUTEX) {
 			ret = knitk__monitor_start(pool);
 			if (ret)
 				return ret;
@@ -111,10 +111,10 @@ static int pool_start_workers(struct knitk_pool *pool)
 	for (w = 0; w < pool->nr_workers; w++) {
 		struct pool_worker *pw = &pool->workers[w];
 
-		ret = knitk_knot_attach(knitk_knot_fd(pool->knot), 0, &pw->knot);
+		ret = knitk_endpoint_attach(knitk_endpoint_fd(pool->ep), 0, &pw->ep);
 		if (ret)
 			return ret;
-		ret = knitk_knot_join(pw->knot, KNITK_ROLE_WORKER, w);
+		ret = knitk_endpoint_join(pw->ep, KNITK_ROLE_WORKER, w);
 		if (ret < 0)
 			return ret;
 		ret = pthread_create(&pw->thread, NULL, knitk__worker_thread_main, pw);
@@ -159,41 +159,41 @@ static int pool_setup(struct knitk_pool *pool)
 	void *base;
 	int ret;
 
-	ret = knitk_knot_create(&geom, pool->opts.knot_flags, &pool->knot);
+	ret = knitk_endpoint_create(&geom, pool->opts.knot_flags, &pool->ep);
 	if (ret)
 		return ret;
-	ret = knitk_knot_join(pool->knot, KNITK_ROLE_HOST, 0);
+	ret = knitk_endpoint_join(pool->ep, KNITK_ROLE_HOST, 0);
 	if (ret < 0)
 		return ret;
-	knitk_knot_base(pool->knot, &base);
-	knitk_knot_layout(pool->knot, &layout, NULL);
+	knitk_endpoint_base(pool->ep, &base);
+	knitk_endpoint_layout(pool->ep, &layout, NULL);
 	pool->abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
 	pool->max_len = layout.arena_size > geom.inline_bytes ?
 			layout.arena_size : geom.inline_bytes;
 	for (w = 0; w < pool->nr_workers; w++) {
 		pool->workers[w].pool = pool;
 		pool->workers[w].id = w;
-		ret = knitk_consumer_create(pool->knot,
-			(unsigned int)knitk_knot_return_mailbox(pool->knot, w),
+		ret = knitk_consumer_create(pool->ep,
+			(unsigned int)knitk_endpoint_return_mailbox(pool->ep, w),
 			&pool->workers[w].ret);
 		if (ret)
 			return ret;
 	}
 	for (s = 0; s < pool->nr_submitters; s++) {
-		pthread_mutex_init(&pool->slots[s].lock, NULL);
-		pool->slots[s].producers = calloc(pool->nr_workers,
-						  sizeof(struct knitk_producer *));
-		if (!pool->slots[s].producers)
+		pthread_mutex_init(&pool->submitters[s].lock, NULL);
+		pool->submitters[s].producers = calloc(pool->nr_workers,
+						       sizeof(struct knitk_producer *));
+		if (!pool->submitters[s].producers)
 			return -ENOMEM;
 		for (w = 0; w < pool->nr_workers; w++) {
-			ret = knitk_producer_create(pool->knot,
-				(unsigned int)knitk_knot_request_mailbox(pool->knot, s, w),
-				&pool->slots[s].producers[w]);
+			ret = knitk_producer_create(pool->ep,
+				(unsigned int)knitk_endpoint_request_mailbox(pool->ep, s, w),
+				&pool->submitters[s].producers[w]);
 			if (ret)
 				return ret;
 		}
 	}
-	return knitk_knot_deaths(pool->knot, &pool->death_seq, NULL);
+	return knitk_endpoint_deaths(pool->ep, &pool->death_seq, NULL);
 }
 
 KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
@@ -234,8 +234,8 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	pool->workers = calloc(pool->nr_workers, sizeof(*pool->workers));
 	pool->entries = calloc((size_t)pool->nr_workers * KNITK_LANES,
 			       sizeof(*pool->entries));
-	pool->slots = calloc(pool->nr_submitters, sizeof(*pool->slots));
-	if (!pool->workers || !pool->entries || !pool->slots) {
+	pool->submitters = calloc(pool->nr_submitters, sizeof(*pool->submitters));
+	if (!pool->workers || !pool->entries || !pool->submitters) {
 		ret = -ENOMEM;
 		goto fail;
 	}
@@ -249,7 +249,7 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	ret = pool_setup(pool);
 	if (!ret) {
 		/* Leader/follower needs a way to end another thread's park. */
-		pool->leader = knitk_doorbell_can_kick(pool->knot) == 1;
+		pool->leader = knitk_doorbell_can_kick(pool->ep) == 1;
 		ret = pool_start_workers(pool);
 	}
 	if (!ret)
@@ -353,8 +353,8 @@ static int pool_register(struct knitk_pool *pool, struct knitk_call *call,
 	return w;
 }
 
-/* Take a submitter slot: the thread's own by hash, else any free one. */
-static unsigned int slot_acquire(struct knitk_pool *pool)
+/* Take a submitter: the thread's own by hash, else any free one. */
+static unsigned int submitter_acquire(struct knitk_pool *pool)
 {
 	unsigned int S = pool->nr_submitters, i;
 	unsigned int home = (unsigned int)(((uintptr_t)pthread_self() >> 6) * 2654435761U) % S;
@@ -362,10 +362,10 @@ static unsigned int slot_acquire(struct knitk_pool *pool)
 	for (i = 0; i < S; i++) {
 		unsigned int s = (home + i) % S;
 
-		if (!pthread_mutex_trylock(&pool->slots[s].lock))
+		if (!pthread_mutex_trylock(&pool->submitters[s].lock))
 			return s;
 	}
-	pthread_mutex_lock(&pool->slots[home].lock);
+	pthread_mutex_lock(&pool->submitters[home].lock);
 	return home;
 }
 
@@ -396,22 +396,22 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 		 * room freed before a bump we see is seen by the send.
 		 */
 		progress = atomic_load_explicit(&pool->progress, memory_order_acquire);
-		s = slot_acquire(pool);
+		s = submitter_acquire(pool);
 		/*
 		 * seq_cst pairs with the stores in handle_death, which then
-		 * cycles every slot lock: either we see the worker dead (or
+		 * cycles every submitter lock: either we see the worker dead (or
 		 * reborn: another epoch) here, or our publish is done before
 		 * the death handler resets the worker's request mailboxes.
 		 * In both cases the death handler completes the call.
 		 */
 		if (!atomic_load_explicit(&pw->alive, memory_order_seq_cst) ||
 		    atomic_load_explicit(&pw->epoch, memory_order_seq_cst) != call->epoch) {
-			pthread_mutex_unlock(&pool->slots[s].lock);
+			pthread_mutex_unlock(&pool->submitters[s].lock);
 			return 0;
 		}
-		ret = knitk_producer_send(pool->slots[s].producers[call->worker],
+		ret = knitk_producer_send(pool->submitters[s].producers[call->worker],
 					  &h, len ? in : NULL, len);
-		pthread_mutex_unlock(&pool->slots[s].lock);
+		pthread_mutex_unlock(&pool->submitters[s].lock);
 		if (ret >= 0)
 			break;
 		if (ret != -ENOSPC && ret != -EAGAIN)
@@ -429,7 +429,7 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 		pthread_mutex_unlock(&pool->lock);
 	}
 	/* Ring only the worker we published to; a no-op while it is awake. */
-	knitk_doorbell_ring(pool->knot, 1ULL << call->worker);
+	knitk_doorbell_ring(pool->ep, 1ULL << call->worker);
 	return 0;
 }
 
@@ -524,11 +524,11 @@ static void pool_stop_workers(struct knitk_pool *pool)
 	for (w = 0; w < pool->nr_workers; w++) {
 		if (!atomic_load(&pool->workers[w].alive))
 			continue;
-		pthread_mutex_lock(&pool->slots[0].lock);
+		pthread_mutex_lock(&pool->submitters[0].lock);
 		/* POOL_CAP leaves this lane free. */
-		knitk_producer_send(pool->slots[0].producers[w], &h, NULL, 0);
-		pthread_mutex_unlock(&pool->slots[0].lock);
-		knitk_doorbell_ring(pool->knot, 1ULL << w);
+		knitk_producer_send(pool->submitters[0].producers[w], &h, NULL, 0);
+		pthread_mutex_unlock(&pool->submitters[0].lock);
+		knitk_doorbell_ring(pool->ep, 1ULL << w);
 	}
 	pthread_mutex_lock(&pool->lock);
 	while (!pool->completer_done)
@@ -599,19 +599,19 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 	 */
 	for (w = 0; pool->workers && w < pool->nr_workers; w++)
 		knitk_consumer_destroy(pool->workers[w].ret);
-	for (s = 0; pool->slots && s < pool->nr_submitters; s++)
-		for (w = 0; pool->slots[s].producers && w < pool->nr_workers; w++)
-			knitk_producer_destroy(pool->slots[s].producers[w]);
+	for (s = 0; pool->submitters && s < pool->nr_submitters; s++)
+		for (w = 0; pool->submitters[s].producers && w < pool->nr_workers; w++)
+			knitk_producer_destroy(pool->submitters[s].producers[w]);
 	/* The monitor uses the host endpoint: stop it first. */
 	knitk__monitor_stop(pool);
-	knitk_knot_destroy(pool->knot);
-	pool->knot = NULL;
+	knitk_endpoint_destroy(pool->ep);
+	pool->ep = NULL;
 	for (w = 0; pool->workers && w < pool->nr_workers; w++) {
 		struct pool_worker *pw = &pool->workers[w];
 
 		if (pw->thread_started)
 			pthread_join(pw->thread, NULL);
-		knitk_knot_destroy(pw->knot);
+		knitk_endpoint_destroy(pw->ep);
 	}
 	for (w = 0; pool->workers && w < pool->nr_workers; w++)
 		if (pool->workers[w].pid > 0)
@@ -621,11 +621,11 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 			close(pool->workers[w].pidfd);
 	if (pool->monitor_efd >= 0)
 		close(pool->monitor_efd);
-	for (s = 0; pool->slots && s < pool->nr_submitters; s++) {
-		free(pool->slots[s].producers);
-		pthread_mutex_destroy(&pool->slots[s].lock);
+	for (s = 0; pool->submitters && s < pool->nr_submitters; s++) {
+		free(pool->submitters[s].producers);
+		pthread_mutex_destroy(&pool->submitters[s].lock);
 	}
-	free(pool->slots);
+	free(pool->submitters);
 	free(pool->exe);
 	pthread_mutex_lock(&pool->lock);
 	for (i = 0; pool->entries && i < pool->nr_workers * KNITK_LANES; i++)
@@ -676,9 +676,9 @@ KNITK_EXPORT int knitk_pool_worker_info(struct knitk_pool *pool,
 	wi.inflight = pw->inflight;
 	wi.calls = pw->calls;
 	pthread_mutex_unlock(&pool->lock);
-	if (knitk_knot_doorbell_stats(pool->knot, worker, &wi.db) == 0) {
+	if (knitk_endpoint_doorbell_stats(pool->ep, worker, &wi.db) == 0) {
 		wi.db_valid = 1;
-	} else if (pw->knot && knitk_knot_wake_stats(pw->knot, &ws) == 0) {
+	} else if (pw->ep && knitk_endpoint_wake_stats(pw->ep, &ws) == 0) {
 		wi.db.waits = ws.waits;
 		wi.db.wakes = ws.wakes;
 		wi.db.spurious = ws.spurious;
@@ -691,11 +691,11 @@ KNITK_EXPORT int knitk_pool_worker_info(struct knitk_pool *pool,
 	return knitk__sized_out(info, &wi, sizeof(wi), KNITK_WORKER_INFO_SIZE_VER0);
 }
 
-KNITK_EXPORT int knitk_pool_knot(struct knitk_pool *pool,
-				 struct knitk_knot **knot)
+KNITK_EXPORT int knitk_pool_endpoint(struct knitk_pool *pool,
+				     struct knitk_endpoint **ep)
 {
-	if (!pool || !knot)
+	if (!pool || !ep)
 		return -EINVAL;
-	*knot = pool->knot;
+	*ep = pool->ep;
 	return 0;
 }

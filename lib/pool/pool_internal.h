@@ -6,8 +6,8 @@
  *
  * Locks: pool->lock guards every call handle's state, the in-flight entry
  * table, the workers' counters and the drainer role; pool->cond is
- * broadcast on every change of those.  A submitter slot's lock guards that slot's producers.  No
- * thread ever holds pool->lock while taking a slot lock, or the reverse.
+ * broadcast on every change of those.  A submitter's lock guards its producers.  No
+ * thread ever holds pool->lock while taking a submitter lock, or the reverse.
  */
 #ifndef KNITK_POOL_INTERNAL_H
 #define KNITK_POOL_INTERNAL_H
@@ -67,7 +67,7 @@ struct knitk_call {
 	unsigned char small[64];
 };
 
-/* One in-flight slot: index w * KNITK_LANES + k, abort bit of the same. */
+/* One in-flight entry: index w * KNITK_LANES + k, abort bit of the same. */
 struct pool_entry {
 	struct knitk_call *call;	/* holds a reference */
 	uint32_t gen;
@@ -86,7 +86,7 @@ struct pool_worker {
 	enum worker_state state;	/* pool->lock */
 	/*
 	 * Dispatchable: cleared (seq_cst) by the death handler before it
-	 * cycles every slot lock; a submitter re-reads it under its slot
+	 * cycles every submitter lock; a submitter re-reads it under its submitter
 	 * lock before publishing (see pool_publish).
 	 */
 	_Atomic int alive;
@@ -98,7 +98,7 @@ struct pool_worker {
 	/* Thread workers. */
 	pthread_t thread;
 	bool thread_started;
-	struct knitk_knot *knot;	/* the worker's endpoint */
+	struct knitk_endpoint *ep;	/* the worker's endpoint */
 	/* Process workers. */
 	pid_t pid;			/* pool->lock; 0 from its death on */
 	int pidfd;			/* futex: owned by the monitor once started */
@@ -106,7 +106,7 @@ struct pool_worker {
 	struct knitk_consumer *ret;
 };
 
-struct pool_slot {
+struct pool_submitter {
 	pthread_mutex_t lock;
 	struct knitk_producer **producers;	/* per worker */
 };
@@ -114,7 +114,7 @@ struct pool_slot {
 struct knitk_pool {
 	struct knitk_pool_opts opts;
 	struct knitk_task_table table;
-	struct knitk_knot *knot;	/* host endpoint */
+	struct knitk_endpoint *ep;	/* host endpoint */
 	_Atomic uint64_t *abort_words;
 	unsigned int nr_workers;
 	unsigned int nr_submitters;
@@ -124,7 +124,7 @@ struct knitk_pool {
 	pthread_cond_t cond;
 	struct pool_worker *workers;
 	struct pool_entry *entries;
-	struct pool_slot *slots;
+	struct pool_submitter *submitters;
 	unsigned int cursor;		/* balancer tie-break */
 	unsigned int respawning;	/* workers being restarted */
 	/*
@@ -203,7 +203,7 @@ void knitk__pool_wait_passive_locked(struct knitk_pool *pool);
 
 /* worker.c */
 struct worker_args {
-	struct knitk_knot *knot;
+	struct knitk_endpoint *ep;
 	const struct knitk_task_table *table;
 	void *task_data;
 	unsigned int worker;
@@ -220,13 +220,13 @@ void knitk__monitor_poke(struct knitk_pool *pool);
 void knitk__monitor_stop(struct knitk_pool *pool);
 /* A process worker on the futex backend watching its host's pidfd. */
 struct host_watch {
-	struct knitk_knot *knot;
+	struct knitk_endpoint *ep;
 	int pidfd;
 	int efd;			/* ends the watch */
 	pthread_t thread;
 	bool started;
 };
-int knitk__host_watch_start(struct host_watch *hw, struct knitk_knot *knot,
+int knitk__host_watch_start(struct host_watch *hw, struct knitk_endpoint *ep,
 			    int host_pidfd);
 void knitk__host_watch_stop(struct host_watch *hw);
 

@@ -17,7 +17,7 @@
  * process exits or closes its endpoint (whatever children it forked hold)
  * and rings the host, or, when the host goes, every worker.  On the futex
  * backend the monitor thread polls every worker's pidfd and calls
- * knitk_knot_mark_dead(), which does the same; and in each worker process
+ * knitk_endpoint_mark_dead(), which does the same; and in each worker process
  * a watch thread polls the host's pidfd and marks the host dead, so a
  * worker whose host was killed, or left without destroying its pool, sees
  * the host gone (-EPIPE) when it parks or between two calls, and exits.
@@ -94,7 +94,7 @@ static int spawn_wait_join(struct knitk_pool *pool, unsigned int w,
 		uint32_t g;
 
 		/* Live, with a generation at least that of its join. */
-		if (knitk_knot_role(pool->knot, w, &g) == 1 && g != gen)
+		if (knitk_endpoint_role(pool->ep, w, &g) == 1 && g != gen)
 			return 0;
 		if (poll(&pfd, 1, 2) > 0)
 			return -ECHILD;
@@ -107,7 +107,7 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 	unsigned int np = argv_count(pool->opts.prefix_argv);
 	unsigned int na = argv_count(pool->opts.worker_argv);
 	posix_spawn_file_actions_t fa;
-	int fd = knitk_knot_fd(pool->knot);
+	int fd = knitk_endpoint_fd(pool->ep);
 	char var[64], **argv, **env;
 	unsigned int i, n = 0;
 	uint32_t gen;
@@ -130,7 +130,7 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 		argv[n++] = pool->opts.worker_argv[i];
 	argv[n] = NULL;
 
-	knitk_knot_role(pool->knot, w, &gen);
+	knitk_endpoint_role(pool->ep, w, &gen);
 	ret = posix_spawn_file_actions_init(&fa);
 	if (!ret) {
 		/* dup2 onto itself clears FD_CLOEXEC, in the child only. */
@@ -228,7 +228,7 @@ static void *monitor_main(void *arg)
 			pthread_mutex_unlock(&pool->lock);
 			close(pfd[i].fd);
 			/* -ENOENT: it had left its role already (clean stop). */
-			knitk_knot_mark_dead(pool->knot, w);
+			knitk_endpoint_mark_dead(pool->ep, w);
 		}
 	}
 	return NULL;
@@ -289,20 +289,20 @@ static void *host_watch_main(void *arg)
 			 * kicks every worker doorbell, and the worker loop
 			 * sees the host dead.
 			 */
-			knitk_knot_mark_dead(hw->knot, KNITK_DOORBELL_HOST);
+			knitk_endpoint_mark_dead(hw->ep, KNITK_DOORBELL_HOST);
 			return NULL;
 		}
 	}
 }
 
 /* In the worker, before it joins: watch the host of pidfd @host_pidfd. */
-int knitk__host_watch_start(struct host_watch *hw, struct knitk_knot *knot,
+int knitk__host_watch_start(struct host_watch *hw, struct knitk_endpoint *ep,
 			    int host_pidfd)
 {
 	int ret;
 
 	memset(hw, 0, sizeof(*hw));
-	hw->knot = knot;
+	hw->ep = ep;
 	hw->pidfd = host_pidfd;
 	/* The inherited fd lost O_CLOEXEC: our own children must not get it. */
 	if (fcntl(host_pidfd, F_SETFD, FD_CLOEXEC) < 0)

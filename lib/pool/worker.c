@@ -3,7 +3,7 @@
  * The worker loop, shared by thread and process workers, and the task's
  * side of a call (reply, abort flag, task data).
  *
- * Worker w consumes its request mailboxes (s, w) for every submitter slot s
+ * Worker w consumes its request mailboxes (s, w) for every submitter s
  * and produces into its return mailbox.  Per request lane: decode, run the
  * task (or skip it when its deadline passed or its abort bit is set), then
  * acknowledge the request lane *before* publishing the result, so that by
@@ -29,7 +29,7 @@
 #include "pool_internal.h"
 
 struct knitk_reply {
-	struct knitk_knot *knot;
+	struct knitk_endpoint *ep;
 	struct knitk_producer *producer;
 	unsigned int lane;
 	uint64_t max;
@@ -59,7 +59,7 @@ KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
 	 * inline bytes ever wait here.
 	 */
 	while ((ret = knitk_lane_reserve(out->producer, out->lane, len, buf)) == -ENOSPC) {
-		if (knitk_knot_host_dead(out->knot) > 0)
+		if (knitk_endpoint_host_dead(out->ep) > 0)
 			return -EPIPE;
 		sched_yield();
 	}
@@ -107,7 +107,7 @@ KNITK_EXPORT void *knitk_task_data(void *ctx)
 
 struct worker_loop {
 	const struct worker_args *a;
-	struct knitk_knot *knot;
+	struct knitk_endpoint *ep;
 	unsigned int nr_submitters;
 	struct knitk_consumer **req;
 	struct knitk_producer *ret;
@@ -142,7 +142,7 @@ static int worker_exec(struct worker_loop *l, const struct knitk_msg *msg,
 		       int decode_err, unsigned int rlane)
 {
 	const struct knitk_lane_header *h = &msg->header;
-	struct knitk_reply reply = { l->knot, l->ret, rlane, l->max };
+	struct knitk_reply reply = { l->ep, l->ret, rlane, l->max };
 	struct task_ctx ctx = { 0 };
 	uint32_t abit;
 
@@ -200,15 +200,15 @@ int knitk__worker_run(const struct worker_args *a)
 {
 	struct knitk_layout layout;
 	struct knitk_geometry geom;
-	struct worker_loop l = { .a = a, .knot = a->knot };
+	struct worker_loop l = { .a = a, .ep = a->ep };
 	unsigned int s, spins = 0;
 	void *base;
 	int ret, done = 0;
 
-	knitk_knot_layout(a->knot, &layout, &geom);
-	knitk_knot_base(a->knot, &base);
+	knitk_endpoint_layout(a->ep, &layout, &geom);
+	knitk_endpoint_base(a->ep, &base);
 	l.nr_submitters = geom.nr_submitters;
-	l.ring_with_park = knitk_doorbell_can_ring_wait(a->knot) == 1;
+	l.ring_with_park = knitk_doorbell_can_ring_wait(a->ep) == 1;
 	l.abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
 	l.abort_bits = geom.abort_bits;
 	l.max = layout.arena_size > geom.inline_bytes ? layout.arena_size :
@@ -216,11 +216,11 @@ int knitk__worker_run(const struct worker_args *a)
 	l.req = calloc(geom.nr_submitters, sizeof(*l.req));
 	if (!l.req)
 		return -ENOMEM;
-	ret = knitk_producer_create(a->knot,
-		(unsigned int)knitk_knot_return_mailbox(a->knot, a->worker), &l.ret);
+	ret = knitk_producer_create(a->ep,
+		(unsigned int)knitk_endpoint_return_mailbox(a->ep, a->worker), &l.ret);
 	for (s = 0; !ret && s < geom.nr_submitters; s++)
-		ret = knitk_consumer_create(a->knot,
-			(unsigned int)knitk_knot_request_mailbox(a->knot, s, a->worker),
+		ret = knitk_consumer_create(a->ep,
+			(unsigned int)knitk_endpoint_request_mailbox(a->ep, s, a->worker),
 			&l.req[s]);
 	while (!ret && !done) {
 		bool any = false;
@@ -237,7 +237,7 @@ int knitk__worker_run(const struct worker_args *a)
 				 * A host gone (killed: its calls are lost with
 				 * it) ends the loop after the running call.
 				 */
-				if (knitk_knot_host_dead(l.knot) > 0)
+				if (knitk_endpoint_host_dead(l.ep) > 0)
 					done = 1;
 				else
 					done = worker_handle(&l, l.req[s], (unsigned int)lane);
@@ -261,7 +261,7 @@ int knitk__worker_run(const struct worker_args *a)
 		}
 		spins = 0;
 		/* Lost-wakeup free; -EPIPE: the host is gone, stop. */
-		if (knitk_doorbell_park(a->knot, KNITK_WAIT_FOREVER) == -EPIPE)
+		if (knitk_doorbell_park(a->ep, KNITK_WAIT_FOREVER) == -EPIPE)
 			break;
 	}
 	worker_ring(&l);
@@ -277,7 +277,7 @@ void *knitk__worker_thread_main(void *arg)
 	struct pool_worker *pw = arg;
 	struct knitk_pool *pool = pw->pool;
 	struct worker_args a = {
-		.knot = pw->knot,
+		.ep = pw->ep,
 		.table = &pool->table,
 		.task_data = pool->opts.task_data,
 		.worker = pw->id,
@@ -326,22 +326,22 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 	a.spin = (unsigned int)v[2];
 	/* Our own children must not become workers. */
 	unsetenv(POOL_ENV);
-	ret = knitk_knot_attach(fd, KNITK_ATTACH_TAKE_FD, &a.knot);
+	ret = knitk_endpoint_attach(fd, KNITK_ATTACH_TAKE_FD, &a.ep);
 	if (ret)
 		exit(126);
 	/* Before the join: a host gone meanwhile is seen at the first park. */
-	if (v[3] >= 0 && knitk__host_watch_start(&hw, a.knot, (int)v[3])) {
-		knitk_knot_destroy(a.knot);
+	if (v[3] >= 0 && knitk__host_watch_start(&hw, a.ep, (int)v[3])) {
+		knitk_endpoint_destroy(a.ep);
 		exit(124);
 	}
-	ret = knitk_knot_join(a.knot, KNITK_ROLE_WORKER, a.worker);
+	ret = knitk_endpoint_join(a.ep, KNITK_ROLE_WORKER, a.worker);
 	if (ret < 0) {
 		knitk__host_watch_stop(&hw);
-		knitk_knot_destroy(a.knot);
+		knitk_endpoint_destroy(a.ep);
 		exit(125);
 	}
 	ret = knitk__worker_run(&a);
 	knitk__host_watch_stop(&hw);
-	knitk_knot_destroy(a.knot);
+	knitk_endpoint_destroy(a.ep);
 	exit(ret ? 1 : 0);
 }

@@ -14,7 +14,7 @@
 #include "tap.h"
 
 struct fx {
-	struct knitk_knot *host, *worker[3];
+	struct knitk_endpoint *host, *worker[3];
 	unsigned int nr;
 };
 
@@ -28,12 +28,12 @@ static int fx_init(struct fx *f, unsigned int workers)
 
 	memset(f, 0, sizeof(*f));
 	f->nr = workers;
-	if (knitk_knot_create(&g, KNITK_KNOT_FUTEX, &f->host) ||
-	    knitk_knot_join(f->host, KNITK_ROLE_HOST, 0) < 1)
+	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &f->host) ||
+	    knitk_endpoint_join(f->host, KNITK_ROLE_HOST, 0) < 1)
 		return -1;
 	for (i = 0; i < workers; i++)
-		if (knitk_knot_attach(knitk_knot_fd(f->host), 0, &f->worker[i]) ||
-		    knitk_knot_join(f->worker[i], KNITK_ROLE_WORKER, i) < 1)
+		if (knitk_endpoint_attach(knitk_endpoint_fd(f->host), 0, &f->worker[i]) ||
+		    knitk_endpoint_join(f->worker[i], KNITK_ROLE_WORKER, i) < 1)
 			return -1;
 	return 0;
 }
@@ -43,23 +43,23 @@ static void fx_fini(struct fx *f)
 	unsigned int i;
 
 	for (i = 0; i < f->nr; i++)
-		knitk_knot_destroy(f->worker[i]);
-	knitk_knot_destroy(f->host);
+		knitk_endpoint_destroy(f->worker[i]);
+	knitk_endpoint_destroy(f->host);
 }
 
-static const struct knitk_doorbell *doorbell_of(struct knitk_knot *k,
+static const struct knitk_doorbell *doorbell_of(struct knitk_endpoint *k,
 						unsigned int d)
 {
 	struct knitk_layout l;
 	void *base;
 
-	knitk_knot_layout(k, &l, NULL);
-	knitk_knot_base(k, &base);
+	knitk_endpoint_layout(k, &l, NULL);
+	knitk_endpoint_base(k, &base);
 	return (const struct knitk_doorbell *)((char *)base + l.doorbell_off +
 					       d * l.doorbell_stride);
 }
 
-static void wait_until_sleeping(struct knitk_knot *k, unsigned int d)
+static void wait_until_sleeping(struct knitk_endpoint *k, unsigned int d)
 {
 	const struct knitk_doorbell *db = doorbell_of(k, d);
 
@@ -68,7 +68,7 @@ static void wait_until_sleeping(struct knitk_knot *k, unsigned int d)
 }
 
 /* Publish @v into @mailbox; ring its consumer too when @ring. */
-static int publish_value(struct knitk_knot *k, unsigned int mailbox,
+static int publish_value(struct knitk_endpoint *k, unsigned int mailbox,
 			 uint64_t v, int ring)
 {
 	struct knitk_lane_header h = { .value = v };
@@ -85,7 +85,7 @@ static int publish_value(struct knitk_knot *k, unsigned int mailbox,
 	return ret;
 }
 
-static int send_value(struct knitk_knot *k, unsigned int mailbox, uint64_t v)
+static int send_value(struct knitk_endpoint *k, unsigned int mailbox, uint64_t v)
 {
 	return publish_value(k, mailbox, v, 1);
 }
@@ -98,9 +98,9 @@ static void park_returns_when_pending(void)
 	REQUIRE(fx_init(&f, 1) == 0);
 	CHECK_EQ(send_value(f.host, 0, 1), 0);		/* worker awake */
 	CHECK_EQ(knitk_doorbell_park(f.worker[0], KNITK_WAIT_FOREVER), 0);
-	knitk_knot_wake_stats(f.worker[0], &st);
+	knitk_endpoint_wake_stats(f.worker[0], &st);
 	CHECK_EQ(st.waits, 0);
-	knitk_knot_wake_stats(f.host, &st);
+	knitk_endpoint_wake_stats(f.host, &st);
 	CHECK_EQ(st.suppressed_awake, 1);
 	CHECK_EQ(st.sent, 0);
 	CHECK_EQ(doorbell_of(f.host, 0)->sleeping, 0);
@@ -117,7 +117,7 @@ static void ring_suppressed_when_idle(void)
 	REQUIRE(knitk_doorbell_prepare(f.worker[0], &seq) == 0);
 	CHECK(doorbell_of(f.host, 0)->sleeping != 0);
 	CHECK_EQ(knitk_doorbell_ring(f.host, 1), 0);	/* nothing pending */
-	knitk_knot_wake_stats(f.host, &st);
+	knitk_endpoint_wake_stats(f.host, &st);
 	CHECK_EQ(st.suppressed_idle, 1);
 	CHECK_EQ(doorbell_of(f.host, 0)->seq, seq);
 	CHECK_EQ(knitk_doorbell_cancel(f.worker[0]), 0);
@@ -155,13 +155,13 @@ static void ring_wakes_parked_worker(void)
 		CHECK_EQ(knitk_lane_ack(c, pend), 0);
 	}
 	knitk_consumer_destroy(c);
-	knitk_knot_wake_stats(f.worker[0], &st);
+	knitk_endpoint_wake_stats(f.worker[0], &st);
 	printf("# worker: waits %llu wakes %llu spurious %llu\n",
 	       (unsigned long long)st.waits, (unsigned long long)st.wakes,
 	       (unsigned long long)st.spurious);
 	CHECK_EQ(st.spurious, 0);
 	CHECK_EQ(st.waits, st.wakes);
-	knitk_knot_wake_stats(f.host, &st);
+	knitk_endpoint_wake_stats(f.host, &st);
 	CHECK_EQ(st.sent + st.suppressed_awake + st.suppressed_idle, 50);
 	CHECK_EQ(st.suppressed_idle, 0);
 	fx_fini(&f);
@@ -180,7 +180,7 @@ static void host_waits_on_all_return_mailboxes(void)
 	for (w = 0; w < 3; w++) {
 		struct knitk_consumer *c;
 		uint64_t pend;
-		int m = knitk_knot_return_mailbox(f.worker[w], w);
+		int m = knitk_endpoint_return_mailbox(f.worker[w], w);
 
 		REQUIRE(m >= 0);
 		REQUIRE(pthread_create(&th, NULL, park_forever, f.host) == 0);
@@ -195,7 +195,7 @@ static void host_waits_on_all_return_mailboxes(void)
 		CHECK_EQ(knitk_lane_ack(c, pend), 0);
 		knitk_consumer_destroy(c);
 	}
-	knitk_knot_wake_stats(f.host, &st);
+	knitk_endpoint_wake_stats(f.host, &st);
 	CHECK_EQ(st.spurious, 0);
 	fx_fini(&f);
 }
@@ -209,7 +209,7 @@ static void deadline_times_out(void)
 	REQUIRE(fx_init(&f, 1) == 0);
 	CHECK_EQ(knitk_doorbell_park(f.worker[0], t0 + 20000000), -ETIMEDOUT);
 	CHECK(tap_now_ns() >= t0 + 20000000);
-	knitk_knot_wake_stats(f.worker[0], &st);
+	knitk_endpoint_wake_stats(f.worker[0], &st);
 	CHECK_EQ(st.timeouts, 1);
 	CHECK_EQ(knitk_doorbell_park(f.worker[0], 1), -ETIMEDOUT);	/* past */
 	fx_fini(&f);
@@ -221,12 +221,12 @@ static void no_epipe_before_host_joins(void)
 	struct knitk_geometry g = {
 		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
 	};
-	struct knitk_knot *k;
+	struct knitk_endpoint *k;
 
-	REQUIRE(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
-	REQUIRE(knitk_knot_join(k, KNITK_ROLE_WORKER, 0) == 1);
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+	REQUIRE(knitk_endpoint_join(k, KNITK_ROLE_WORKER, 0) == 1);
 	CHECK_EQ(knitk_doorbell_park(k, tap_now_ns() + 5000000), -ETIMEDOUT);
-	knitk_knot_destroy(k);
+	knitk_endpoint_destroy(k);
 }
 
 static void host_death_gives_epipe(void)
@@ -234,21 +234,21 @@ static void host_death_gives_epipe(void)
 	struct knitk_geometry g = {
 		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
 	};
-	struct knitk_knot *host, *worker;
+	struct knitk_endpoint *host, *worker;
 	pthread_t th;
 	void *ret;
 
-	REQUIRE(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &host) == 0);
-	REQUIRE(knitk_knot_join(host, KNITK_ROLE_HOST, 0) == 1);
-	REQUIRE(knitk_knot_attach(knitk_knot_fd(host), 0, &worker) == 0);
-	REQUIRE(knitk_knot_join(worker, KNITK_ROLE_WORKER, 0) == 1);
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &host) == 0);
+	REQUIRE(knitk_endpoint_join(host, KNITK_ROLE_HOST, 0) == 1);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &worker) == 0);
+	REQUIRE(knitk_endpoint_join(worker, KNITK_ROLE_WORKER, 0) == 1);
 	REQUIRE(pthread_create(&th, NULL, park_forever, worker) == 0);
 	wait_until_sleeping(worker, 0);
-	knitk_knot_destroy(host);		/* leaving marks the host dead */
+	knitk_endpoint_destroy(host);		/* leaving marks the host dead */
 	pthread_join(th, &ret);
 	CHECK_EQ((intptr_t)ret, -EPIPE);
 	CHECK_EQ(knitk_doorbell_park(worker, KNITK_WAIT_FOREVER), -EPIPE);
-	knitk_knot_destroy(worker);
+	knitk_endpoint_destroy(worker);
 }
 
 static void worker_death_wakes_host(void)
@@ -260,17 +260,17 @@ static void worker_death_wakes_host(void)
 	struct fx f;
 
 	REQUIRE(fx_init(&f, 2) == 0);
-	knitk_knot_control(f.host, &ctl);
+	knitk_endpoint_control(f.host, &ctl);
 	REQUIRE(pthread_create(&th, NULL, park_forever, f.host) == 0);
 	wait_until_sleeping(f.host, KNITK_DOORBELL_HOST);
-	CHECK_EQ(knitk_knot_mark_dead(f.host, 1), 0);	/* the pool's hook */
+	CHECK_EQ(knitk_endpoint_mark_dead(f.host, 1), 0);	/* the pool's hook */
 	pthread_join(th, &ret);
 	CHECK_EQ((intptr_t)ret, 0);
 	CHECK_EQ(ctl->dead, 2);
 	CHECK_EQ(ctl->live, 1ULL << 63 | 1);
 	CHECK_EQ(ctl->death_seq, 1);
-	CHECK_EQ(knitk_knot_mark_dead(f.host, 1), -ENOENT);
-	knitk_knot_wake_stats(f.host, &st);
+	CHECK_EQ(knitk_endpoint_mark_dead(f.host, 1), -ENOENT);
+	knitk_endpoint_wake_stats(f.host, &st);
 	CHECK_EQ(st.spurious, 0);
 	/* it slept and was woken, or its re-check saw the death first */
 	CHECK_EQ(st.waits, st.wakes);
@@ -287,25 +287,25 @@ static void kick_self_ends_prepared_wait(void)
 		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
 	};
 	struct knitk_wake_stats st = { .size = sizeof(st) };
-	struct knitk_knot *k;
+	struct knitk_endpoint *k;
 	pthread_t th;
 	uint32_t seq;
 	void *ret;
 	struct fx f;
 
-	REQUIRE(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
 	CHECK_EQ(knitk_doorbell_can_kick(k), 1);	/* futex: always */
 	CHECK_EQ(knitk_doorbell_kick_self(k), -ENOTCONN);
 	CHECK_EQ(knitk_doorbell_kick_self(NULL), -EINVAL);
 	CHECK_EQ(knitk_doorbell_can_kick(NULL), -EINVAL);
-	knitk_knot_destroy(k);
+	knitk_endpoint_destroy(k);
 
 	REQUIRE(fx_init(&f, 1) == 0);
 	/* Prepared, then kicked before the wait: seq moved, no sleep. */
 	REQUIRE(knitk_doorbell_prepare(f.host, &seq) == 0);
 	CHECK_EQ(knitk_doorbell_kick_self(f.host), 0);
 	CHECK_EQ(knitk_doorbell_wait(f.host, seq, KNITK_WAIT_FOREVER), 0);
-	knitk_knot_wake_stats(f.host, &st);
+	knitk_endpoint_wake_stats(f.host, &st);
 	CHECK_EQ(st.mismatches, 1);
 	/* Kicked while asleep: woken, counted a kick (or a mismatch). */
 	REQUIRE(pthread_create(&th, NULL, park_forever, f.host) == 0);
@@ -313,7 +313,7 @@ static void kick_self_ends_prepared_wait(void)
 	CHECK_EQ(knitk_doorbell_kick_self(f.host), 0);
 	pthread_join(th, &ret);
 	CHECK_EQ((intptr_t)ret, 0);
-	knitk_knot_wake_stats(f.host, &st);
+	knitk_endpoint_wake_stats(f.host, &st);
 	CHECK_EQ(st.kicks + st.mismatches, 2);
 	CHECK_EQ(st.spurious, 0);
 	CHECK_EQ(st.wakes, 0);
@@ -329,18 +329,18 @@ static void bad_arguments(void)
 		.nr_workers = 2, .nr_submitters = 1, .lanes = KNITK_LANES,
 	};
 	struct knitk_doorbell_stats ds;
-	struct knitk_knot *k;
+	struct knitk_endpoint *k;
 	uint32_t seq;
 
-	REQUIRE(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
 	CHECK_EQ(knitk_doorbell_park(k, KNITK_WAIT_FOREVER), -ENOTCONN);
 	CHECK_EQ(knitk_doorbell_prepare(k, &seq), -ENOTCONN);
 	CHECK_EQ(knitk_doorbell_ring(k, 1ULL << 2), -EINVAL);
 	CHECK_EQ(knitk_doorbell_ring(k, 1ULL << 62), -EINVAL);
 	CHECK_EQ(knitk_doorbell_ring(k, 3ULL | 1ULL << 63), 0);
-	CHECK_EQ(knitk_knot_doorbell_stats(k, 0, &ds), -EOPNOTSUPP);
+	CHECK_EQ(knitk_endpoint_doorbell_stats(k, 0, &ds), -EOPNOTSUPP);
 	CHECK_EQ(knitk_doorbell_ring(NULL, 1), -EINVAL);
-	knitk_knot_destroy(k);
+	knitk_endpoint_destroy(k);
 }
 
 /*
@@ -366,7 +366,7 @@ static void ring_park_rings_then_waits(void)
 	CHECK_EQ(knitk_doorbell_ring_park(f.host, 1, 0), -ETIMEDOUT);
 	pthread_join(th, &ret);
 	CHECK_EQ((intptr_t)ret, 0);
-	knitk_knot_wake_stats(f.host, &st);
+	knitk_endpoint_wake_stats(f.host, &st);
 	CHECK_EQ(st.sent, 1);
 	CHECK_EQ(st.timeouts, 1);
 	CHECK_EQ(doorbell_of(f.host, KNITK_DOORBELL_HOST)->sleeping, 0);
@@ -380,13 +380,13 @@ static void ring_park_rings_then_waits(void)
 	CHECK_EQ(knitk_doorbell_ring_park(f.host, 1, KNITK_WAIT_FOREVER), 0);
 	CHECK_EQ(doorbell_of(f.host, 0)->seq, seq + 1);
 	CHECK_EQ(knitk_doorbell_cancel(f.worker[0]), 0);
-	knitk_knot_wake_stats(f.host, &st);
+	knitk_endpoint_wake_stats(f.host, &st);
 	CHECK_EQ(st.sent, 2);
 	CHECK_EQ(st.waits, 1);
 
 	CHECK_EQ(knitk_doorbell_ring_park(f.host, 1ULL << 5, 0), -EINVAL);
 	CHECK_EQ(knitk_doorbell_ring_wait(NULL, 1, 0, 0), -EINVAL);
-	knitk_knot_wake_stats(f.host, &st);
+	knitk_endpoint_wake_stats(f.host, &st);
 	CHECK_EQ(st.sent + st.suppressed_awake + st.suppressed_idle, 2);
 	CHECK_EQ(st.mismatches + st.timeouts, 1);
 	fx_fini(&f);

@@ -26,45 +26,45 @@ static int have_device(void)
 
 static void backend_choice(void)
 {
-	struct knitk_knot *k;
+	struct knitk_endpoint *k;
 
 	unsetenv("KNITK_BACKEND");
-	REQUIRE(knitk_knot_create(&geom2, 0, &k) == 0);
-	CHECK_EQ(knitk_knot_backend(k), have_device() ? KNITK_BACKEND_KMOD :
+	REQUIRE(knitk_endpoint_create(&geom2, 0, &k) == 0);
+	CHECK_EQ(knitk_endpoint_backend(k), have_device() ? KNITK_BACKEND_KMOD :
 							  KNITK_BACKEND_FUTEX);
-	knitk_knot_destroy(k);
-	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_FUTEX, &k) == 0);
-	CHECK_EQ(knitk_knot_backend(k), KNITK_BACKEND_FUTEX);
-	knitk_knot_destroy(k);
+	knitk_endpoint_destroy(k);
+	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_FUTEX, &k) == 0);
+	CHECK_EQ(knitk_endpoint_backend(k), KNITK_BACKEND_FUTEX);
+	knitk_endpoint_destroy(k);
 	setenv("KNITK_BACKEND", "futex", 1);
-	REQUIRE(knitk_knot_create(&geom2, 0, &k) == 0);
-	CHECK_EQ(knitk_knot_backend(k), KNITK_BACKEND_FUTEX);
-	knitk_knot_destroy(k);
+	REQUIRE(knitk_endpoint_create(&geom2, 0, &k) == 0);
+	CHECK_EQ(knitk_endpoint_backend(k), KNITK_BACKEND_FUTEX);
+	knitk_endpoint_destroy(k);
 	setenv("KNITK_BACKEND", "bogus", 1);
-	CHECK_EQ(knitk_knot_create(&geom2, 0, &k), -EINVAL);
-	CHECK_EQ(knitk_knot_create(&geom2, KNITK_KNOT_KMOD | KNITK_KNOT_FUTEX, &k),
+	CHECK_EQ(knitk_endpoint_create(&geom2, 0, &k), -EINVAL);
+	CHECK_EQ(knitk_endpoint_create(&geom2, KNITK_KNOT_KMOD | KNITK_KNOT_FUTEX, &k),
 		 -EINVAL);
-	CHECK_EQ(knitk_knot_create(&geom2, 1U << 5, &k), -EINVAL);
+	CHECK_EQ(knitk_endpoint_create(&geom2, 1U << 5, &k), -EINVAL);
 	setenv("KNITK_BACKEND", "futex", 1);
 	if (have_device())
 		SKIP("/dev/knitk exists: forcing kmod cannot fail here");
 	setenv("KNITK_BACKEND", "kmod", 1);
-	CHECK_EQ(knitk_knot_create(&geom2, 0, &k), -ENODEV);
-	CHECK_EQ(knitk_knot_create(&geom2, KNITK_KNOT_KMOD, &k), -ENODEV);
+	CHECK_EQ(knitk_endpoint_create(&geom2, 0, &k), -ENODEV);
+	CHECK_EQ(knitk_endpoint_create(&geom2, KNITK_KNOT_KMOD, &k), -ENODEV);
 	setenv("KNITK_BACKEND", "futex", 1);
 }
 
 static void invalid_geometry(void)
 {
 	struct knitk_geometry g = geom2;
-	struct knitk_knot *k;
+	struct knitk_endpoint *k;
 
 	g.lanes = 32;
-	CHECK_EQ(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &k), -EINVAL);
+	CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k), -EINVAL);
 	g = geom2;
 	g.reserved[1] = 1;
-	CHECK_EQ(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &k), -EINVAL);
-	CHECK_EQ(knitk_knot_create(NULL, KNITK_KNOT_FUTEX, &k), -EINVAL);
+	CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k), -EINVAL);
+	CHECK_EQ(knitk_endpoint_create(NULL, KNITK_KNOT_FUTEX, &k), -EINVAL);
 }
 
 static void control_page_and_layout(void)
@@ -72,139 +72,139 @@ static void control_page_and_layout(void)
 	const struct knitk_control *ctl;
 	struct knitk_layout l, expect;
 	struct knitk_geometry g;
-	struct knitk_knot *k;
+	struct knitk_endpoint *k;
 	int fd;
 
-	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_FUTEX, &k) == 0);
-	REQUIRE(knitk_knot_layout(k, &l, &g) == 0);
+	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_FUTEX, &k) == 0);
+	REQUIRE(knitk_endpoint_layout(k, &l, &g) == 0);
 	REQUIRE(knitk_layout_compute(&geom2, &expect) == 0);
 	CHECK(!memcmp(&l, &expect, sizeof(l)));
 	CHECK(!memcmp(&g, &geom2, sizeof(g)));
-	REQUIRE(knitk_knot_control(k, &ctl) == 0);
+	REQUIRE(knitk_endpoint_control(k, &ctl) == 0);
 	CHECK_EQ(ctl->magic, KNITK_MAGIC);
 	CHECK_EQ(ctl->api, KNITK_API);
 	CHECK(!memcmp(&ctl->layout, &l, sizeof(l)));
 	CHECK_EQ(ctl->live, 0);
-	fd = knitk_knot_fd(k);
+	fd = knitk_endpoint_fd(k);
 	CHECK(fd >= 0);
 	CHECK(fcntl(fd, F_GETFD) & FD_CLOEXEC);
 	CHECK_EQ(lseek(fd, 0, SEEK_END), (long long)l.size);
-	CHECK_EQ(knitk_knot_role_slot(k), -ENOTCONN);
-	CHECK_EQ(knitk_knot_request_mailbox(k, 0, 1), 1);
-	CHECK_EQ(knitk_knot_request_mailbox(k, 1, 0), -EINVAL);
-	CHECK_EQ(knitk_knot_return_mailbox(k, 1), 3);
-	CHECK_EQ(knitk_knot_return_mailbox(k, 2), -EINVAL);
-	knitk_knot_destroy(k);
+	CHECK_EQ(knitk_endpoint_doorbell(k), -ENOTCONN);
+	CHECK_EQ(knitk_endpoint_request_mailbox(k, 0, 1), 1);
+	CHECK_EQ(knitk_endpoint_request_mailbox(k, 1, 0), -EINVAL);
+	CHECK_EQ(knitk_endpoint_return_mailbox(k, 1), 3);
+	CHECK_EQ(knitk_endpoint_return_mailbox(k, 2), -EINVAL);
+	knitk_endpoint_destroy(k);
 }
 
 static void join_roles(void)
 {
 	const struct knitk_control *ctl;
-	struct knitk_knot *h, *w0, *w0b;
+	struct knitk_endpoint *h, *w0, *w0b;
 
-	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_FUTEX, &h) == 0);
-	knitk_knot_control(h, &ctl);
-	CHECK_EQ(knitk_knot_join(h, KNITK_ROLE_HOST, 1), -EINVAL);
-	CHECK_EQ(knitk_knot_join(h, 7, 0), -EINVAL);
-	CHECK_EQ(knitk_knot_join(h, KNITK_ROLE_HOST, 0), 1);
-	CHECK_EQ(knitk_knot_join(h, KNITK_ROLE_HOST, 0), -EALREADY);
-	CHECK_EQ(knitk_knot_role_slot(h), KNITK_DOORBELL_HOST);
-	REQUIRE(knitk_knot_attach(knitk_knot_fd(h), 0, &w0) == 0);
-	CHECK_EQ(knitk_knot_join(w0, KNITK_ROLE_HOST, 0), -EBUSY);
-	CHECK_EQ(knitk_knot_join(w0, KNITK_ROLE_WORKER, 2), -EINVAL);
-	CHECK_EQ(knitk_knot_join(w0, KNITK_ROLE_WORKER, 0), 1);
+	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_FUTEX, &h) == 0);
+	knitk_endpoint_control(h, &ctl);
+	CHECK_EQ(knitk_endpoint_join(h, KNITK_ROLE_HOST, 1), -EINVAL);
+	CHECK_EQ(knitk_endpoint_join(h, 7, 0), -EINVAL);
+	CHECK_EQ(knitk_endpoint_join(h, KNITK_ROLE_HOST, 0), 1);
+	CHECK_EQ(knitk_endpoint_join(h, KNITK_ROLE_HOST, 0), -EALREADY);
+	CHECK_EQ(knitk_endpoint_doorbell(h), KNITK_DOORBELL_HOST);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(h), 0, &w0) == 0);
+	CHECK_EQ(knitk_endpoint_join(w0, KNITK_ROLE_HOST, 0), -EBUSY);
+	CHECK_EQ(knitk_endpoint_join(w0, KNITK_ROLE_WORKER, 2), -EINVAL);
+	CHECK_EQ(knitk_endpoint_join(w0, KNITK_ROLE_WORKER, 0), 1);
 	CHECK_EQ(ctl->live, 1ULL << 63 | 1);
 	CHECK_EQ(ctl->generation[0], 1);
-	knitk_knot_destroy(w0);			/* leaving = death of the role */
+	knitk_endpoint_destroy(w0);			/* leaving = death of the role */
 	CHECK_EQ(ctl->live, 1ULL << 63);
 	CHECK_EQ(ctl->dead, 1);
 	CHECK_EQ(ctl->death_seq, 1);
-	REQUIRE(knitk_knot_attach(knitk_knot_fd(h), 0, &w0b) == 0);
-	CHECK_EQ(knitk_knot_join(w0b, KNITK_ROLE_WORKER, 0), 2);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(h), 0, &w0b) == 0);
+	CHECK_EQ(knitk_endpoint_join(w0b, KNITK_ROLE_WORKER, 0), 2);
 	CHECK_EQ(ctl->dead, 0);
 	CHECK_EQ(ctl->generation[0], 2);
-	knitk_knot_destroy(w0b);
-	knitk_knot_destroy(h);
+	knitk_endpoint_destroy(w0b);
+	knitk_endpoint_destroy(h);
 }
 
 /*
  * The ordered readers of the control page follow joins, deaths and
- * rejoins: knitk_knot_deaths, knitk_knot_role, knitk_knot_host_dead.
+ * rejoins: knitk_endpoint_deaths, knitk_endpoint_role, knitk_endpoint_host_dead.
  */
 static void control_page_readers(void)
 {
-	struct knitk_knot *h, *w0, *w1, *w1b;
+	struct knitk_endpoint *h, *w0, *w1, *w1b;
 	uint32_t seq, gen;
 	uint64_t dead;
 
-	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_FUTEX, &h) == 0);
-	REQUIRE(knitk_knot_attach(knitk_knot_fd(h), 0, &w0) == 0);
-	CHECK_EQ(knitk_knot_host_dead(w0), 0);		/* not joined yet */
-	CHECK_EQ(knitk_knot_role(h, KNITK_DOORBELL_HOST, &gen), 0);
+	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_FUTEX, &h) == 0);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(h), 0, &w0) == 0);
+	CHECK_EQ(knitk_endpoint_host_dead(w0), 0);		/* not joined yet */
+	CHECK_EQ(knitk_endpoint_role(h, KNITK_DOORBELL_HOST, &gen), 0);
 	CHECK_EQ(gen, 0);
-	REQUIRE(knitk_knot_join(h, KNITK_ROLE_HOST, 0) == 1);
-	REQUIRE(knitk_knot_join(w0, KNITK_ROLE_WORKER, 0) == 1);
-	REQUIRE(knitk_knot_attach(knitk_knot_fd(h), 0, &w1) == 0);
-	REQUIRE(knitk_knot_join(w1, KNITK_ROLE_WORKER, 1) == 1);
-	CHECK_EQ(knitk_knot_deaths(h, &seq, &dead), 0);
+	REQUIRE(knitk_endpoint_join(h, KNITK_ROLE_HOST, 0) == 1);
+	REQUIRE(knitk_endpoint_join(w0, KNITK_ROLE_WORKER, 0) == 1);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(h), 0, &w1) == 0);
+	REQUIRE(knitk_endpoint_join(w1, KNITK_ROLE_WORKER, 1) == 1);
+	CHECK_EQ(knitk_endpoint_deaths(h, &seq, &dead), 0);
 	CHECK_EQ(seq, 0);
 	CHECK_EQ(dead, 0);
-	CHECK_EQ(knitk_knot_role(h, KNITK_DOORBELL_HOST, NULL), 1);
-	CHECK_EQ(knitk_knot_role(w0, 1, &gen), 1);
+	CHECK_EQ(knitk_endpoint_role(h, KNITK_DOORBELL_HOST, NULL), 1);
+	CHECK_EQ(knitk_endpoint_role(w0, 1, &gen), 1);
 	CHECK_EQ(gen, 1);
-	CHECK_EQ(knitk_knot_host_dead(w0), 0);
+	CHECK_EQ(knitk_endpoint_host_dead(w0), 0);
 
 	/* Worker 1 dies (as the pool's monitor reports it), then rejoins. */
-	CHECK_EQ(knitk_knot_mark_dead(h, 1), 0);
-	CHECK_EQ(knitk_knot_deaths(w0, &seq, &dead), 0);
+	CHECK_EQ(knitk_endpoint_mark_dead(h, 1), 0);
+	CHECK_EQ(knitk_endpoint_deaths(w0, &seq, &dead), 0);
 	CHECK_EQ(seq, 1);
 	CHECK_EQ(dead, 1ULL << 1);
-	CHECK_EQ(knitk_knot_role(h, 1, &gen), 0);
+	CHECK_EQ(knitk_endpoint_role(h, 1, &gen), 0);
 	CHECK_EQ(gen, 1);
-	knitk_knot_destroy(w1);
-	REQUIRE(knitk_knot_attach(knitk_knot_fd(h), 0, &w1b) == 0);
-	CHECK_EQ(knitk_knot_join(w1b, KNITK_ROLE_WORKER, 1), 2);
-	CHECK_EQ(knitk_knot_role(h, 1, &gen), 1);
+	knitk_endpoint_destroy(w1);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(h), 0, &w1b) == 0);
+	CHECK_EQ(knitk_endpoint_join(w1b, KNITK_ROLE_WORKER, 1), 2);
+	CHECK_EQ(knitk_endpoint_role(h, 1, &gen), 1);
 	CHECK_EQ(gen, 2);
-	CHECK_EQ(knitk_knot_deaths(h, NULL, &dead), 0);
+	CHECK_EQ(knitk_endpoint_deaths(h, NULL, &dead), 0);
 	CHECK_EQ(dead, 0);
-	CHECK_EQ(knitk_knot_deaths(h, &seq, NULL), 0);
+	CHECK_EQ(knitk_endpoint_deaths(h, &seq, NULL), 0);
 	CHECK_EQ(seq, 1);
 
 	/* The host leaves: the workers see it dead. */
-	knitk_knot_destroy(h);
-	CHECK_EQ(knitk_knot_host_dead(w0), 1);
-	CHECK_EQ(knitk_knot_deaths(w0, &seq, &dead), 0);
+	knitk_endpoint_destroy(h);
+	CHECK_EQ(knitk_endpoint_host_dead(w0), 1);
+	CHECK_EQ(knitk_endpoint_deaths(w0, &seq, &dead), 0);
 	CHECK_EQ(seq, 2);
 	CHECK_EQ(dead, 1ULL << KNITK_DOORBELL_HOST);
-	CHECK_EQ(knitk_knot_role(w0, KNITK_DOORBELL_HOST, &gen), 0);
+	CHECK_EQ(knitk_endpoint_role(w0, KNITK_DOORBELL_HOST, &gen), 0);
 	CHECK_EQ(gen, 1);
 
-	CHECK_EQ(knitk_knot_deaths(w0, NULL, NULL), -EINVAL);
-	CHECK_EQ(knitk_knot_deaths(NULL, &seq, &dead), -EINVAL);
-	CHECK_EQ(knitk_knot_role(w0, 2, NULL), -EINVAL);
-	CHECK_EQ(knitk_knot_role(w0, 62, NULL), -EINVAL);
-	CHECK_EQ(knitk_knot_role(NULL, 0, NULL), -EINVAL);
-	CHECK_EQ(knitk_knot_host_dead(NULL), -EINVAL);
-	knitk_knot_destroy(w1b);
-	knitk_knot_destroy(w0);
+	CHECK_EQ(knitk_endpoint_deaths(w0, NULL, NULL), -EINVAL);
+	CHECK_EQ(knitk_endpoint_deaths(NULL, &seq, &dead), -EINVAL);
+	CHECK_EQ(knitk_endpoint_role(w0, 2, NULL), -EINVAL);
+	CHECK_EQ(knitk_endpoint_role(w0, 62, NULL), -EINVAL);
+	CHECK_EQ(knitk_endpoint_role(NULL, 0, NULL), -EINVAL);
+	CHECK_EQ(knitk_endpoint_host_dead(NULL), -EINVAL);
+	knitk_endpoint_destroy(w1b);
+	knitk_endpoint_destroy(w0);
 }
 
 static void attach_rejects_other_fds(void)
 {
-	struct knitk_knot *k;
+	struct knitk_endpoint *k;
 	int p[2], fd;
 
-	CHECK_EQ(knitk_knot_attach(-1, 0, &k), -EINVAL);
+	CHECK_EQ(knitk_endpoint_attach(-1, 0, &k), -EINVAL);
 	REQUIRE(pipe(p) == 0);
-	CHECK_EQ(knitk_knot_attach(p[0], 0, &k), -EINVAL);
+	CHECK_EQ(knitk_endpoint_attach(p[0], 0, &k), -EINVAL);
 	close(p[0]);
 	close(p[1]);
 	fd = memfd_create("not-a-knot", MFD_CLOEXEC);
 	REQUIRE(fd >= 0);
 	REQUIRE(ftruncate(fd, 1 << 16) == 0);
-	CHECK_EQ(knitk_knot_attach(fd, 0, &k), -EINVAL);
-	CHECK_EQ(knitk_knot_attach(fd, 1U << 4, &k), -EINVAL);
+	CHECK_EQ(knitk_endpoint_attach(fd, 0, &k), -EINVAL);
+	CHECK_EQ(knitk_endpoint_attach(fd, 1U << 4, &k), -EINVAL);
 	close(fd);
 }
 
@@ -217,17 +217,17 @@ static void process_worker_by_fd(void)
 {
 	const struct knitk_control *ctl;
 	struct knitk_consumer *c;
-	struct knitk_knot *h;
+	struct knitk_endpoint *h;
 	struct knitk_msg m = { .size = sizeof(m) };
 	uint64_t pend;
 	int fd, status, ret;
 	pid_t pid;
 
-	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_FUTEX, &h) == 0);
-	REQUIRE(knitk_knot_join(h, KNITK_ROLE_HOST, 0) == 1);
+	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_FUTEX, &h) == 0);
+	REQUIRE(knitk_endpoint_join(h, KNITK_ROLE_HOST, 0) == 1);
 	REQUIRE(knitk_consumer_create(h, 3, &c) == 0);
-	knitk_knot_control(h, &ctl);
-	fd = fcntl(knitk_knot_fd(h), F_DUPFD, 0);	/* no CLOEXEC: inherit */
+	knitk_endpoint_control(h, &ctl);
+	fd = fcntl(knitk_endpoint_fd(h), F_DUPFD, 0);	/* no CLOEXEC: inherit */
 	REQUIRE(fd >= 0);
 	fflush(stdout);
 	pid = fork();
@@ -235,17 +235,17 @@ static void process_worker_by_fd(void)
 	if (pid == 0) {
 		struct knitk_lane_header hd = { .value = 4242 };
 		struct knitk_producer *p;
-		struct knitk_knot *w;
+		struct knitk_endpoint *w;
 
-		if (knitk_knot_attach(fd, KNITK_ATTACH_TAKE_FD, &w) ||
+		if (knitk_endpoint_attach(fd, KNITK_ATTACH_TAKE_FD, &w) ||
 		    fcntl(fd, F_GETFD) != -1 ||
-		    knitk_knot_join(w, KNITK_ROLE_WORKER, 1) != 1 ||
+		    knitk_endpoint_join(w, KNITK_ROLE_WORKER, 1) != 1 ||
 		    knitk_producer_create(w, 3, &p) ||
 		    knitk_producer_send(p, &hd, NULL, 0) < 0 ||
 		    knitk_producer_notify(p) < 0)
 			_exit(1);
 		knitk_producer_destroy(p);
-		knitk_knot_destroy(w);
+		knitk_endpoint_destroy(w);
 		_exit(0);
 	}
 	close(fd);
@@ -261,22 +261,22 @@ static void process_worker_by_fd(void)
 	REQUIRE(waitpid(pid, &status, 0) == pid);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	knitk_consumer_destroy(c);
-	knitk_knot_destroy(h);
+	knitk_endpoint_destroy(h);
 }
 
 static void kmod_not_supported_calls(void)
 {
-	struct knitk_knot *k;
+	struct knitk_endpoint *k;
 
-	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_FUTEX, &k) == 0);
-	CHECK_EQ(knitk_knot_mark_dead(k, 5), -EINVAL);
-	CHECK_EQ(knitk_knot_mark_dead(k, 0), -ENOENT);	/* not live */
-	knitk_knot_destroy(k);
+	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_FUTEX, &k) == 0);
+	CHECK_EQ(knitk_endpoint_mark_dead(k, 5), -EINVAL);
+	CHECK_EQ(knitk_endpoint_mark_dead(k, 0), -ENOENT);	/* not live */
+	knitk_endpoint_destroy(k);
 	if (!have_device())
 		SKIP("no /dev/knitk");
-	REQUIRE(knitk_knot_create(&geom2, KNITK_KNOT_KMOD, &k) == 0);
-	CHECK_EQ(knitk_knot_mark_dead(k, 0), -EOPNOTSUPP);
-	knitk_knot_destroy(k);
+	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_KMOD, &k) == 0);
+	CHECK_EQ(knitk_endpoint_mark_dead(k, 0), -EOPNOTSUPP);
+	knitk_endpoint_destroy(k);
 }
 
 int main(void)

@@ -11,7 +11,7 @@
 #include "tap.h"
 
 struct fx {
-	struct knitk_knot *k;
+	struct knitk_endpoint *k;
 	struct knitk_producer *p;
 	struct knitk_consumer *c;
 	struct knitk_layout l;
@@ -26,10 +26,10 @@ static int fx_init(struct fx *f, uint32_t inline_bytes, uint64_t arena)
 	};
 
 	memset(f, 0, sizeof(*f));
-	if (knitk_knot_create(&g, KNITK_KNOT_FUTEX, &f->k))
+	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &f->k))
 		return -1;
-	knitk_knot_layout(f->k, &f->l, NULL);
-	f->mailbox = knitk_knot_request_mailbox(f->k, 0, 0);
+	knitk_endpoint_layout(f->k, &f->l, NULL);
+	f->mailbox = knitk_endpoint_request_mailbox(f->k, 0, 0);
 	if (f->mailbox < 0 ||
 	    knitk_producer_create(f->k, (unsigned int)f->mailbox, &f->p) ||
 	    knitk_consumer_create(f->k, (unsigned int)f->mailbox, &f->c))
@@ -41,7 +41,7 @@ static void fx_fini(struct fx *f)
 {
 	knitk_consumer_destroy(f->c);
 	knitk_producer_destroy(f->p);
-	knitk_knot_destroy(f->k);
+	knitk_endpoint_destroy(f->k);
 }
 
 static void fill(void *buf, size_t len, uint64_t seed)
@@ -404,18 +404,18 @@ static void steal_effective_ack(void)
 	struct knitk_lane_header h = { 0 };
 	struct knitk_consumer *c;
 	struct knitk_producer *p;
-	struct knitk_knot *k;
+	struct knitk_endpoint *k;
 	struct knitk_layout l;
 	struct knitk_steal_line *sl;
 	uint64_t pend;
 	void *base;
 	int i;
 
-	REQUIRE(knitk_knot_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
-	knitk_knot_layout(k, &l, NULL);
-	knitk_knot_base(k, &base);
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+	knitk_endpoint_layout(k, &l, NULL);
+	knitk_endpoint_base(k, &base);
 	sl = (struct knitk_steal_line *)((char *)base + l.steal_off);
-	CHECK_EQ(knitk_knot_request_mailbox(k, 0, 1), 0);
+	CHECK_EQ(knitk_endpoint_request_mailbox(k, 0, 1), 0);
 	CHECK_EQ(knitk_consumer_create(k, 0, &c), -EOPNOTSUPP);
 	REQUIRE(knitk_producer_create(k, 0, &p) == 0);
 	for (i = 0; i < 64; i++)
@@ -429,14 +429,14 @@ static void steal_effective_ack(void)
 		CHECK_EQ(knitk_producer_send(p, &h, NULL, 0), i);
 	CHECK_EQ(knitk_producer_send(p, &h, NULL, 0), -EAGAIN);
 	knitk_producer_destroy(p);
-	knitk_knot_destroy(k);
+	knitk_endpoint_destroy(k);
 }
 
 static struct knitk_sector *sector_of(struct fx *f)
 {
 	void *base;
 
-	knitk_knot_base(f->k, &base);
+	knitk_endpoint_base(f->k, &base);
 	return (struct knitk_sector *)((char *)base + f->l.mailbox_off +
 				       (uint64_t)f->mailbox * f->l.mailbox_stride);
 }
@@ -454,7 +454,7 @@ static void reset_consumer_frees_everything(void)
 	};
 	struct knitk_lane_header h = { 0 };
 	struct knitk_producer *sp;
-	struct knitk_knot *sk;
+	struct knitk_endpoint *sk;
 	struct knitk_sector *sec;
 	struct knitk_msg msg = { .size = sizeof(msg) };
 	uint64_t pend, frees = 0;
@@ -498,11 +498,11 @@ static void reset_consumer_frees_everything(void)
 	fx_fini(&f);
 
 	CHECK_EQ(knitk_producer_reset_consumer(NULL), -EINVAL);
-	REQUIRE(knitk_knot_create(&sg, KNITK_KNOT_FUTEX, &sk) == 0);
+	REQUIRE(knitk_endpoint_create(&sg, KNITK_KNOT_FUTEX, &sk) == 0);
 	REQUIRE(knitk_producer_create(sk, 0, &sp) == 0);
 	CHECK_EQ(knitk_producer_reset_consumer(sp), -EOPNOTSUPP);
 	knitk_producer_destroy(sp);
-	knitk_knot_destroy(sk);
+	knitk_endpoint_destroy(sk);
 }
 
 int main(void)

@@ -1097,8 +1097,8 @@ static void reply_alloc_replaces(void)
 	knitk_pool_destroy(p);
 }
 
-/* One submitter slot shared by 8 threads with arena-sized calls. */
-static void one_submitter_slot_many_threads(void)
+/* One submitter shared by 8 threads with arena-sized calls. */
+static void one_submitter_many_threads(void)
 {
 	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_THREADS,
 				     .nr_workers = 2, .nr_submitters = 1 };
@@ -1189,7 +1189,7 @@ int main(int argc, char **argv)
 	TEST(pinned_waits_for_respawn);
 	TEST(batch_with_bad_entry);
 	TEST(reply_alloc_replaces);
-	TEST(one_submitter_slot_many_threads);
+	TEST(one_submitter_many_threads);
 	TEST(many_pools_concurrently);
 	TEST(task_einprogress_not_a_timeout);
 	/* A use after free here would end the program: after the rest. */

@@ -55,7 +55,7 @@ static void call_args(void)
 	struct knitk_submission sub = { .fn = T_ECHO };
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	struct knitk_pool *pool;
 	static char big[8192];
 	const void *data;
@@ -91,8 +91,8 @@ static void call_args(void)
 	CHECK_EQ(knitk_pool_worker_info(pool, 2, &wi), -EINVAL);
 	CHECK_EQ(knitk_pool_worker_info(pool, 0, NULL), -EINVAL);
 	CHECK_EQ(knitk_pool_worker_info(NULL, 0, &wi), -EINVAL);
-	CHECK_EQ(knitk_pool_knot(NULL, &knot), -EINVAL);
-	CHECK_EQ(knitk_pool_knot(pool, NULL), -EINVAL);
+	CHECK_EQ(knitk_pool_endpoint(NULL, &knot), -EINVAL);
+	CHECK_EQ(knitk_pool_endpoint(pool, NULL), -EINVAL);
 	CHECK_EQ(knitk_pool_shutdown(NULL, KNITK_SHUTDOWN_DRAIN), -EINVAL);
 	CHECK_EQ(knitk_pool_shutdown(pool, 0), -EINVAL);
 	CHECK_EQ(knitk_reply_alloc(NULL, 1, &buf), -EINVAL);

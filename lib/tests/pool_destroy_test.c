@@ -28,11 +28,11 @@
 static _Thread_local bool is_waiter;
 static _Atomic int waiter_parked, armed, hooked, destroying, torn_down;
 
-int __real_knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq);
+int __real_knitk_doorbell_prepare(struct knitk_endpoint *knot, uint32_t *seq);
 void __real_knitk_consumer_destroy(struct knitk_consumer *consumer);
 
 /* The waiter parks as the drainer (only the role's holder parks here). */
-int __wrap_knitk_doorbell_prepare(struct knitk_knot *knot, uint32_t *seq)
+int __wrap_knitk_doorbell_prepare(struct knitk_endpoint *knot, uint32_t *seq)
 {
 	if (is_waiter)
 		atomic_store(&waiter_parked, 1);

@@ -25,7 +25,7 @@ static void idle_lanes(void)
 				      .flags = KNITK_CALL_WORKER, .worker = TARGET };
 	struct knitk_worker_info before[WORKERS], after[WORKERS];
 	struct knitk_wake_stats hs = { .size = sizeof(hs) };
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	struct knitk_pool *pool;
 	unsigned long i, good = 0;
 	unsigned int w;
@@ -52,8 +52,8 @@ static void idle_lanes(void)
 		after[w].size = sizeof(after[w]);
 		REQUIRE(knitk_pool_worker_info(pool, w, &after[w]) == 0);
 	}
-	knitk_pool_knot(pool, &knot);
-	knitk_knot_wake_stats(knot, &hs);
+	knitk_pool_endpoint(pool, &knot);
+	knitk_endpoint_wake_stats(knot, &hs);
 	for (w = 0; w < WORKERS; w++) {
 		printf("# worker %u: calls %llu waits %llu wakes %llu spurious %llu"
 		       " suppressed idle %llu awake %llu\n", w,

@@ -359,15 +359,15 @@ static inline int torn_ack_free(struct knitk_pool *pool)
 	const struct knitk_lane_header *h;
 	struct knitk_sector *sec;
 	struct knitk_layout lay;
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	uint64_t pending;
 	void *base;
 	int m;
 
-	if (knitk_pool_knot(pool, &knot) || knitk_knot_base(knot, &base) ||
-	    knitk_knot_layout(knot, &lay, NULL))
+	if (knitk_pool_endpoint(pool, &knot) || knitk_endpoint_base(knot, &base) ||
+	    knitk_endpoint_layout(knot, &lay, NULL))
 		return -EINVAL;
-	m = knitk_knot_request_mailbox(knot, 0, 0);
+	m = knitk_endpoint_request_mailbox(knot, 0, 0);
 	if (m < 0 || knitk_mailbox_pending(knot, (unsigned int)m, &pending) != 1)
 		return -ENOENT;
 	sec = (struct knitk_sector *)((char *)base + lay.mailbox_off +
@@ -383,7 +383,7 @@ static inline int torn_ack_free(struct knitk_pool *pool)
 }
 
 /*
- * One worker, one submitter slot, a 4 KiB arena, respawn: a call holding
+ * One worker, one submitter, a 4 KiB arena, respawn: a call holding
  * the whole arena is pending when its worker "dies between the two
  * stores" of its acknowledgement (torn_ack_free, then SIGKILL).  After the
  * respawn a call as large as the arena must be placed and answered (before
@@ -401,7 +401,7 @@ static inline int torn_ack_run(unsigned int knot_flags)
 	};
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_layout lay;
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	struct knitk_pool *pool;
 	struct knitk_call *c;
 	unsigned char *buf;
@@ -412,8 +412,8 @@ static inline int torn_ack_run(unsigned int knot_flags)
 
 	if (knitk_pool_create(&o, &test_tasks, &pool))
 		return 1;
-	knitk_pool_knot(pool, &knot);
-	knitk_knot_layout(knot, &lay, NULL);
+	knitk_pool_endpoint(pool, &knot);
+	knitk_endpoint_layout(knot, &lay, NULL);
 	buf = malloc(lay.arena_size);
 	if (!buf) {
 		step = 2;

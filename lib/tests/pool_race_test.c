@@ -63,14 +63,14 @@ static void lost_wakeup(void)
 	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 1, .nr_submitters = 1,
 				     .arena_bytes = 4096 };
 	struct knitk_layout lay;
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	struct knitk_pool *pool;
 	struct knitk_call *c;
 	unsigned char *buf;
 
 	REQUIRE(knitk_pool_create(&o, &gate_tasks, &pool) == 0);
-	knitk_pool_knot(pool, &knot);
-	knitk_knot_layout(knot, &lay, NULL);
+	knitk_pool_endpoint(pool, &knot);
+	knitk_endpoint_layout(knot, &lay, NULL);
 	buf = calloc(1, lay.arena_size);
 	REQUIRE(buf);
 	atomic_store(&gate, 0);

@@ -153,20 +153,20 @@ static void wake_stats_older_caller_filled_to_its_size(void)
 {
 	const size_t n = sizeof(struct knitk_wake_stats);
 	struct knitk_pool *pool = pool_up();
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	union out_buf u;
 
 	REQUIRE(pool);
-	REQUIRE(knitk_pool_knot(pool, &knot) == 0);
+	REQUIRE(knitk_pool_endpoint(pool, &knot) == 0);
 	out_init(&u, n);
-	CHECK_EQ(knitk_knot_wake_stats(knot, &u.wake), 0);
+	CHECK_EQ(knitk_endpoint_wake_stats(knot, &u.wake), 0);
 	CHECK_EQ(u.wake.size, n);
 	CHECK_EQ(u.wake.reserved, 0);
 	/* Three calls rang their workers: each ring is counted. */
 	CHECK(u.wake.sent + u.wake.suppressed_awake + u.wake.suppressed_idle >= 1);
 	CHECK(bytes_are(&u, n, sizeof(u), GUARD));
 	out_init(&u, KNITK_WAKE_STATS_SIZE_VER0 - 1);
-	CHECK_EQ(knitk_knot_wake_stats(knot, &u.wake), -EINVAL);
+	CHECK_EQ(knitk_endpoint_wake_stats(knot, &u.wake), -EINVAL);
 	CHECK(bytes_are(&u, sizeof(uint32_t), sizeof(u), GUARD));
 	knitk_pool_destroy(pool);
 }

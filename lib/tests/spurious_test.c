@@ -27,7 +27,7 @@
 
 /* ------------------------------------------------------------ the hook */
 
-static struct knitk_knot *hook_knot;	/* park its event at hook_point */
+static struct knitk_endpoint *hook_knot;	/* park its event at hook_point */
 static enum knot_hook hook_point;
 static _Atomic int hook_armed;
 static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -35,7 +35,7 @@ static pthread_cond_t hook_cond = PTHREAD_COND_INITIALIZER;
 static int hook_parked, hook_go;
 
 /* In the event's thread, once: report it parked, wait for the go. */
-static void hook_park(struct knitk_knot *k, enum knot_hook point,
+static void hook_park(struct knitk_endpoint *k, enum knot_hook point,
 		      unsigned int arg)
 {
 	(void)arg;
@@ -50,14 +50,14 @@ static void hook_park(struct knitk_knot *k, enum knot_hook point,
 	pthread_mutex_unlock(&hook_mu);
 }
 
-static void hook_arm(struct knitk_knot *k, enum knot_hook point)
+static void hook_arm(struct knitk_endpoint *k, enum knot_hook point)
 {
 	hook_knot = k;
 	hook_point = point;
 	hook_parked = 0;
 	hook_go = 0;
 	atomic_store(&hook_armed, 1);
-	atomic_store(&knitk__knot_hook, hook_park);
+	atomic_store(&knitk__endpoint_hook, hook_park);
 }
 
 static void hook_wait_parked(void)
@@ -78,7 +78,7 @@ static void hook_release(void)
 
 static void hook_disarm(void)
 {
-	atomic_store(&knitk__knot_hook, NULL);
+	atomic_store(&knitk__endpoint_hook, NULL);
 	atomic_store(&hook_armed, 0);
 }
 
@@ -86,7 +86,7 @@ static void hook_disarm(void)
 
 struct actor {
 	pthread_t thread;
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	unsigned int slot;	/* mark_dead: the slot */
 	_Atomic pid_t tid;	/* parker: its thread id, once running */
 	int ret;
@@ -105,7 +105,7 @@ static void *marker_run(void *arg)
 {
 	struct actor *a = arg;
 
-	a->ret = knitk_knot_mark_dead(a->knot, a->slot);
+	a->ret = knitk_endpoint_mark_dead(a->knot, a->slot);
 	return NULL;
 }
 
@@ -168,7 +168,7 @@ static void wait_asleep_on_futex(struct actor *a, const void *addr)
 /* ------------------------------------------------------------ fixture */
 
 struct fx {
-	struct knitk_knot *host, *worker[2];
+	struct knitk_endpoint *host, *worker[2];
 };
 
 static int fx_init(struct fx *f)
@@ -180,12 +180,12 @@ static int fx_init(struct fx *f)
 	unsigned int i;
 
 	memset(f, 0, sizeof(*f));
-	if (knitk_knot_create(&g, KNITK_KNOT_FUTEX, &f->host) ||
-	    knitk_knot_join(f->host, KNITK_ROLE_HOST, 0) < 1)
+	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &f->host) ||
+	    knitk_endpoint_join(f->host, KNITK_ROLE_HOST, 0) < 1)
 		return -1;
 	for (i = 0; i < 2; i++)
-		if (knitk_knot_attach(knitk_knot_fd(f->host), 0, &f->worker[i]) ||
-		    knitk_knot_join(f->worker[i], KNITK_ROLE_WORKER, i) < 1)
+		if (knitk_endpoint_attach(knitk_endpoint_fd(f->host), 0, &f->worker[i]) ||
+		    knitk_endpoint_join(f->worker[i], KNITK_ROLE_WORKER, i) < 1)
 			return -1;
 	return 0;
 }
@@ -197,12 +197,12 @@ static void fx_fini(struct fx *f)
 	hook_disarm();
 	for (i = 0; i < 2; i++)
 		if (f->worker[i])
-			knitk_knot_destroy(f->worker[i]);
+			knitk_endpoint_destroy(f->worker[i]);
 	if (f->host)
-		knitk_knot_destroy(f->host);
+		knitk_endpoint_destroy(f->host);
 }
 
-static const void *host_seq(struct knitk_knot *k)
+static const void *host_seq(struct knitk_endpoint *k)
 {
 	return &knot_doorbell(k, KNITK_DOORBELL_HOST)->seq;
 }
@@ -211,14 +211,14 @@ static const void *host_seq(struct knitk_knot *k)
  * With @ev parked in its window: the host parks, sleeps on the seq it
  * read, and the event's seq advance then wakes it.
  */
-static void park_across(struct knitk_knot *host, struct actor *ev,
+static void park_across(struct knitk_endpoint *host, struct actor *ev,
 			void *(*event)(void *), struct knitk_wake_stats *st)
 {
 	struct actor p = { .knot = host };
 
 	const struct knitk_control *ctl;
 
-	knitk_knot_control(host, &ctl);
+	knitk_endpoint_control(host, &ctl);
 	REQUIRE(pthread_create(&ev->thread, NULL, event, ev) == 0);
 	hook_wait_parked();
 	ev->begun = atomic_load(A32(&ctl->death_seq));
@@ -230,7 +230,7 @@ static void park_across(struct knitk_knot *host, struct actor *ev,
 	pthread_join(p.thread, NULL);
 	CHECK_EQ(ev->ret, 0);
 	CHECK_EQ(p.ret, 0);
-	knitk_knot_wake_stats(host, st);
+	knitk_endpoint_wake_stats(host, st);
 	printf("# waits %llu wakes %llu kicks %llu spurious %llu mismatches %llu\n",
 	       (unsigned long long)st->waits, (unsigned long long)st->wakes,
 	       (unsigned long long)st->kicks, (unsigned long long)st->spurious,
@@ -263,7 +263,7 @@ static void death_in_flight_at_prepare(void)
 	struct actor ev;
 
 	REQUIRE(fx_init(&f) == 0);
-	knitk_knot_control(f.host, &ctl);
+	knitk_endpoint_control(f.host, &ctl);
 	/* The pool's monitor marks worker 1 dead from the host endpoint. */
 	ev = (struct actor){ .knot = f.host, .slot = 1 };
 	hook_arm(f.host, KNOT_HOOK_DEATH);

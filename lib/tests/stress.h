@@ -125,7 +125,7 @@ static inline double stress_now(void)
 }
 
 struct stress_worker {
-	struct knitk_knot *knot;	/* this worker's own endpoint */
+	struct knitk_endpoint *knot;	/* this worker's own endpoint */
 	uint64_t n;
 	struct stress_result *r;	/* ok/why/worker stats written here */
 };
@@ -139,8 +139,8 @@ static inline int stress_worker_run(struct stress_worker *sw)
 	uint64_t expected = 0, pend, batch;
 	int lane, ret, rm;
 
-	rm = knitk_knot_return_mailbox(sw->knot, 0);
-	if (knitk_knot_join(sw->knot, KNITK_ROLE_WORKER, 0) < 0 || rm < 0 ||
+	rm = knitk_endpoint_return_mailbox(sw->knot, 0);
+	if (knitk_endpoint_join(sw->knot, KNITK_ROLE_WORKER, 0) < 0 || rm < 0 ||
 	    knitk_consumer_create(sw->knot, 0, &c) ||
 	    knitk_producer_create(sw->knot, (unsigned int)rm, &p)) {
 		snprintf(r->why, sizeof(r->why), "worker setup failed");
@@ -195,7 +195,7 @@ static inline int stress_worker_run(struct stress_worker *sw)
 	r->ok = 1;
 out:
 	r->worker.size = sizeof(r->worker);
-	knitk_knot_wake_stats(sw->knot, &r->worker);
+	knitk_endpoint_wake_stats(sw->knot, &r->worker);
 	knitk_producer_destroy(p);
 	knitk_consumer_destroy(c);
 	return r->ok ? 0 : -1;
@@ -229,16 +229,16 @@ static inline int stress_drain(struct knitk_consumer *c, uint64_t *credit)
 }
 
 /* The host side: produce n messages. */
-static inline int stress_host_run(struct knitk_knot *host, uint64_t n,
+static inline int stress_host_run(struct knitk_endpoint *host, uint64_t n,
 				  struct stress_result *r)
 {
 	struct knitk_producer *p = NULL;
 	struct knitk_consumer *c = NULL;
 	const struct knitk_control *ctl;
 	uint64_t i, credit = 0;
-	int ret = -1, lane, rm = knitk_knot_return_mailbox(host, 0);
+	int ret = -1, lane, rm = knitk_endpoint_return_mailbox(host, 0);
 
-	if (rm < 0 || knitk_knot_control(host, &ctl) ||
+	if (rm < 0 || knitk_endpoint_control(host, &ctl) ||
 	    knitk_producer_create(host, 0, &p) ||
 	    knitk_consumer_create(host, (unsigned int)rm, &c)) {
 		snprintf(r->why, sizeof(r->why), "host setup failed");
@@ -287,7 +287,7 @@ static inline int stress_host_run(struct knitk_knot *host, uint64_t n,
 	ret = 0;
 out:
 	r->host.size = sizeof(r->host);
-	knitk_knot_wake_stats(host, &r->host);
+	knitk_endpoint_wake_stats(host, &r->host);
 	knitk_consumer_destroy(c);
 	knitk_producer_destroy(p);
 	return ret;
@@ -307,7 +307,7 @@ static inline int stress_run(unsigned int flags, int processes, uint64_t n,
 	};
 	struct stress_worker sw = { .n = n };
 	struct stress_result *shared;
-	struct knitk_knot *host;
+	struct knitk_endpoint *host;
 	pthread_t th;
 	double t0;
 	int ret, status;
@@ -320,12 +320,12 @@ static inline int stress_run(unsigned int flags, int processes, uint64_t n,
 	if (shared == MAP_FAILED)
 		return -errno;
 	memset(shared, 0, sizeof(*shared));
-	ret = knitk_knot_create(&g, flags, &host);
+	ret = knitk_endpoint_create(&g, flags, &host);
 	if (ret) {
 		snprintf(r->why, sizeof(r->why), "knot create: %d", ret);
 		goto out_unmap;
 	}
-	ret = knitk_knot_join(host, KNITK_ROLE_HOST, 0);
+	ret = knitk_endpoint_join(host, KNITK_ROLE_HOST, 0);
 	if (ret < 0) {
 		snprintf(r->why, sizeof(r->why), "host join: %d", ret);
 		goto out;
@@ -340,26 +340,26 @@ static inline int stress_run(unsigned int flags, int processes, uint64_t n,
 			goto out;
 		}
 		if (pid == 0) {
-			ret = knitk_knot_attach(knitk_knot_fd(host),
-						KNITK_ATTACH_TAKE_FD, &sw.knot);
+			ret = knitk_endpoint_attach(knitk_endpoint_fd(host),
+						    KNITK_ATTACH_TAKE_FD, &sw.knot);
 			if (ret) {
 				snprintf(shared->why, sizeof(shared->why),
 					 "attach: %d", ret);
 				_exit(1);
 			}
 			ret = stress_worker_run(&sw);
-			knitk_knot_destroy(sw.knot);
+			knitk_endpoint_destroy(sw.knot);
 			_exit(ret ? 1 : 0);
 		}
 	} else {
-		ret = knitk_knot_attach(knitk_knot_fd(host), 0, &sw.knot);
+		ret = knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &sw.knot);
 		if (ret) {
 			snprintf(r->why, sizeof(r->why), "attach: %d", ret);
 			goto out;
 		}
 		ret = pthread_create(&th, NULL, stress_worker_thread, &sw);
 		if (ret) {
-			knitk_knot_destroy(sw.knot);
+			knitk_endpoint_destroy(sw.knot);
 			ret = -ret;
 			goto out;
 		}
@@ -367,7 +367,7 @@ static inline int stress_run(unsigned int flags, int processes, uint64_t n,
 	ret = stress_host_run(host, n, r);
 	if (ret) {
 		/* Tell the worker: its park returns -EPIPE. */
-		knitk_knot_destroy(host);
+		knitk_endpoint_destroy(host);
 		host = NULL;
 	}
 	if (processes) {
@@ -376,7 +376,7 @@ static inline int stress_run(unsigned int flags, int processes, uint64_t n,
 			shared->ok = 0;
 	} else {
 		pthread_join(th, NULL);
-		knitk_knot_destroy(sw.knot);
+		knitk_endpoint_destroy(sw.knot);
 	}
 	r->secs = stress_now() - t0;
 	r->worker = shared->worker;
@@ -385,11 +385,11 @@ static inline int stress_run(unsigned int flags, int processes, uint64_t n,
 		ret = -EPROTO;
 	}
 	r->ok = !ret;
-	if (host && knitk_knot_doorbell_stats(host, 0, &r->kworker) == 0 &&
-	    knitk_knot_doorbell_stats(host, KNITK_DOORBELL_HOST, &r->khost) == 0)
+	if (host && knitk_endpoint_doorbell_stats(host, 0, &r->kworker) == 0 &&
+	    knitk_endpoint_doorbell_stats(host, KNITK_DOORBELL_HOST, &r->khost) == 0)
 		r->have_kstats = 1;
 out:
-	knitk_knot_destroy(host);
+	knitk_endpoint_destroy(host);
 out_unmap:
 	munmap(shared, sizeof(*shared));
 	return ret;

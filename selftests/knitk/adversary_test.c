@@ -19,7 +19,7 @@
 #include <sys/resource.h>
 #include <linux/userfaultfd.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_test.h"
 

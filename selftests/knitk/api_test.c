@@ -6,7 +6,7 @@
  */
 #include <stddef.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_test.h"
 

@@ -3,7 +3,7 @@
  * Endpoints of one knot: KNITK_IOC_ATTACH by fd, KNITK_IOC_JOIN with a role,
  * and the control page's live mask and per-role generations.
  */
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk_test.h"
 
 #define HOST_BIT	(1ULL << KNITK_DOORBELL_HOST)

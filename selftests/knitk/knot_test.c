@@ -10,7 +10,7 @@
 #include <grp.h>
 #include <sys/resource.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_test.h"
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <knitk.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 
 #define MAX_KNOT_BYTES "/sys/module/knitk/parameters/max_knot_bytes"
 

@@ -11,14 +11,14 @@
  */
 #include <pthread.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_test.h"
 
 #define HOST		KNITK_DOORBELL_HOST
 
 FIXTURE(lspur) {
-	struct knitk_knot *host, *worker;
+	struct knitk_endpoint *host, *worker;
 	const struct knitk_control *ctl;
 };
 
@@ -28,13 +28,13 @@ FIXTURE_SETUP(lspur)
 
 	KNITK_REQUIRE_DEV();
 	knitk_geom_small(&g);
-	ASSERT_EQ(0, knitk_knot_create(&g, KNITK_KNOT_KMOD, &self->host));
-	ASSERT_EQ(1, knitk_knot_join(self->host, KNITK_ROLE_HOST, 0));
+	ASSERT_EQ(0, knitk_endpoint_create(&g, KNITK_KNOT_KMOD, &self->host));
+	ASSERT_EQ(1, knitk_endpoint_join(self->host, KNITK_ROLE_HOST, 0));
 	/* The backend follows the fd; the host keeps its own. */
-	ASSERT_EQ(0, knitk_knot_attach(knitk_knot_fd(self->host), 0,
-				       &self->worker));
-	ASSERT_EQ(1, knitk_knot_join(self->worker, KNITK_ROLE_WORKER, 0));
-	ASSERT_EQ(0, knitk_knot_control(self->host, &self->ctl));
+	ASSERT_EQ(0, knitk_endpoint_attach(knitk_endpoint_fd(self->host), 0,
+					   &self->worker));
+	ASSERT_EQ(1, knitk_endpoint_join(self->worker, KNITK_ROLE_WORKER, 0));
+	ASSERT_EQ(0, knitk_endpoint_control(self->host, &self->ctl));
 }
 
 FIXTURE_TEARDOWN(lspur)
@@ -42,14 +42,14 @@ FIXTURE_TEARDOWN(lspur)
 	/* Never leave a kick parked or the knob armed for the next test. */
 	knitk_pause_off();
 	if (self->worker)
-		knitk_knot_destroy(self->worker);
+		knitk_endpoint_destroy(self->worker);
 	if (self->host)
-		knitk_knot_destroy(self->host);
+		knitk_endpoint_destroy(self->host);
 }
 
 struct actor {
 	pthread_t thread;
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	int ret;
 };
 
@@ -66,7 +66,7 @@ static void *leaver_run(void *arg)
 {
 	struct actor *a = arg;
 
-	knitk_knot_destroy(a->knot);
+	knitk_endpoint_destroy(a->knot);
 	a->ret = 0;
 	return NULL;
 }
@@ -100,14 +100,14 @@ static void park_across(struct __test_metadata *_metadata,
 	if (in_window)
 		in_window(_metadata, self);
 	ASSERT_EQ(0, pthread_create(&p.thread, NULL, parker_run, &p));
-	ASSERT_EQ(0, knitk_wait_asleep(knitk_knot_fd(self->host), HOST, 1));
+	ASSERT_EQ(0, knitk_wait_asleep(knitk_endpoint_fd(self->host), HOST, 1));
 	ASSERT_EQ(0, knitk_sysfs_write(KNITK_KICK_PAUSE, KNITK_PAUSE_OFF));
 	ASSERT_EQ(0, pthread_join(ev->thread, NULL));
 	ASSERT_EQ(0, pthread_join(p.thread, NULL));
 
 	EXPECT_EQ(0, ev->ret);
 	EXPECT_EQ(0, p.ret);
-	ASSERT_EQ(0, knitk_knot_wake_stats(self->host, st));
+	ASSERT_EQ(0, knitk_endpoint_wake_stats(self->host, st));
 	TH_LOG("library: waits %llu wakes %llu kicks %llu spurious %llu",
 	       (unsigned long long)st->waits, (unsigned long long)st->wakes,
 	       (unsigned long long)st->kicks,
@@ -116,7 +116,7 @@ static void park_across(struct __test_metadata *_metadata,
 	EXPECT_EQ(0ULL, st->mismatches);
 	EXPECT_EQ(0ULL, st->spurious);
 	/* The module classifies the same wake (kmod/knitk_doorbell.c). */
-	ASSERT_EQ(0, knitk_knot_doorbell_stats(self->host, HOST, &ks));
+	ASSERT_EQ(0, knitk_endpoint_doorbell_stats(self->host, HOST, &ks));
 	EXPECT_EQ(1ULL, ks.waits);
 	EXPECT_EQ(0ULL, ks.spurious);
 }

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "../../lib/tests/stress.h"
 
 #define STRESS_N	100000

@@ -3,7 +3,7 @@
  * mmap of a knot: the kernel-written control page (read-only, exact size,
  * MAP_SHARED) and the data region shared by every mapping and process.
  */
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_test.h"
 

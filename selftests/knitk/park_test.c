@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk_test.h"
 
 #define HOST		KNITK_DOORBELL_HOST

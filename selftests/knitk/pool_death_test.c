@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_pool.h"
 #include "knitk_test.h"

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_pool.h"
 

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kselftest_harness.h"
+#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_pool.h"
 
@@ -115,14 +115,14 @@ TEST(process_calls)
 				     .knot_flags = KNITK_KNOT_KMOD };
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct load l = { 0 };
-	struct knitk_knot *knot;
+	struct knitk_endpoint *knot;
 	pthread_t th[THREADS];
 
 	REQUIRE_KNITK();
 	atomic_store(&l.killed, -1);
 	ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &l.pool));
-	ASSERT_EQ(0, knitk_pool_knot(l.pool, &knot));
-	ASSERT_EQ(KNITK_BACKEND_KMOD, knitk_knot_backend(knot));
+	ASSERT_EQ(0, knitk_pool_endpoint(l.pool, &knot));
+	ASSERT_EQ(KNITK_BACKEND_KMOD, knitk_endpoint_backend(knot));
 	run_load(&l, th);
 	wait_ok_count(&l.ok, &l.bad, 2000);
 	join_load(&l, th);

@@ -143,12 +143,12 @@ int bench_pair_run(const struct bench_pair_ops *ops, const struct bench_case *c,
  * attach; a process peer closes its inherited fd so that its endpoint is
  * its own.
  */
-struct knitk_knot;
+struct knitk_endpoint;
 struct knitk_producer;
 struct knitk_consumer;
 
 struct bench_kpair {
-	struct knitk_knot *host, *peer;
+	struct knitk_endpoint *host, *peer;
 	struct knitk_producer *hp, *pp;
 	struct knitk_consumer *hc, *pc;
 };

@@ -257,7 +257,7 @@ void bench_kpair_host_close(struct bench_kpair *kp)
 {
 	knitk_producer_destroy(kp->hp);
 	knitk_consumer_destroy(kp->hc);
-	knitk_knot_destroy(kp->host);
+	knitk_endpoint_destroy(kp->host);
 	kp->hp = NULL;
 	kp->hc = NULL;
 	kp->host = NULL;
@@ -273,14 +273,14 @@ int bench_kpair_host_open(struct bench_kpair *kp, unsigned int knot_flags,
 	int ret, req, ret_mb;
 
 	memset(kp, 0, sizeof(*kp));
-	ret = knitk_knot_create(&g, knot_flags, &kp->host);
+	ret = knitk_endpoint_create(&g, knot_flags, &kp->host);
 	if (ret)
 		return ret;
-	ret = knitk_knot_join(kp->host, KNITK_ROLE_HOST, 0);
+	ret = knitk_endpoint_join(kp->host, KNITK_ROLE_HOST, 0);
 	if (ret < 0)
 		goto fail;
-	req = knitk_knot_request_mailbox(kp->host, 0, 0);
-	ret_mb = knitk_knot_return_mailbox(kp->host, 0);
+	req = knitk_endpoint_request_mailbox(kp->host, 0, 0);
+	ret_mb = knitk_endpoint_return_mailbox(kp->host, 0);
 	if (req < 0 || ret_mb < 0) {
 		ret = req < 0 ? req : ret_mb;
 		goto fail;
@@ -299,7 +299,7 @@ void bench_kpair_peer_close(struct bench_kpair *kp)
 {
 	knitk_producer_destroy(kp->pp);
 	knitk_consumer_destroy(kp->pc);
-	knitk_knot_destroy(kp->peer);
+	knitk_endpoint_destroy(kp->peer);
 	kp->pp = NULL;
 	kp->pc = NULL;
 	kp->peer = NULL;
@@ -309,15 +309,15 @@ int bench_kpair_peer_open(struct bench_kpair *kp, int process)
 {
 	int ret, req, ret_mb;
 
-	ret = knitk_knot_attach(knitk_knot_fd(kp->host),
-				process ? KNITK_ATTACH_TAKE_FD : 0, &kp->peer);
+	ret = knitk_endpoint_attach(knitk_endpoint_fd(kp->host),
+				    process ? KNITK_ATTACH_TAKE_FD : 0, &kp->peer);
 	if (ret)
 		return ret;
-	ret = knitk_knot_join(kp->peer, KNITK_ROLE_WORKER, 0);
+	ret = knitk_endpoint_join(kp->peer, KNITK_ROLE_WORKER, 0);
 	if (ret < 0)
 		goto fail;
-	req = knitk_knot_request_mailbox(kp->peer, 0, 0);
-	ret_mb = knitk_knot_return_mailbox(kp->peer, 0);
+	req = knitk_endpoint_request_mailbox(kp->peer, 0, 0);
+	ret_mb = knitk_endpoint_return_mailbox(kp->peer, 0);
 	if (req < 0 || ret_mb < 0) {
 		ret = req < 0 ? req : ret_mb;
 		goto fail;

@@ -307,7 +307,7 @@ static int eventfd_peer(void *st, uint64_t n, uint64_t *moved)
 /* ------------------------------------------------------------ knitk */
 
 /* Wait until @c has a pending lane: poll @polls times, then park. */
-static int kn_wait(struct knitk_consumer *c, struct knitk_knot *knot,
+static int kn_wait(struct knitk_consumer *c, struct knitk_endpoint *knot,
 		   unsigned int polls, uint64_t *pend)
 {
 	unsigned int i = 0;
@@ -329,7 +329,7 @@ static int kn_wait(struct knitk_consumer *c, struct knitk_knot *knot,
 }
 
 /* Receive exactly one message carrying @expect. */
-static int kn_recv(struct knitk_consumer *c, struct knitk_knot *knot,
+static int kn_recv(struct knitk_consumer *c, struct knitk_endpoint *knot,
 		   unsigned int polls, uint64_t expect)
 {
 	struct knitk_msg m = { .size = sizeof(m) };
