@@ -140,6 +140,32 @@ static inline int knitk_wait(int fd, __u32 expected, __u64 deadline_ns)
 	return knitk_ioctl(fd, KNITK_IOC_WAIT, &w);
 }
 
+/* KNITK_IOC_WAIT with @flags (KNITK_WAIT_SPIN). */
+static inline int knitk_wait_flags(int fd, __u32 expected, __u32 flags,
+				   __u64 deadline_ns)
+{
+	struct knitk_wait w = { .expected = expected, .flags = flags,
+				.deadline_ns = deadline_ns };
+
+	return knitk_ioctl(fd, KNITK_IOC_WAIT, &w);
+}
+
+/* KNITK_IOC_NOTIFY_WAIT; *@woken is set whenever the call wrote it. */
+static inline int knitk_notify_wait(int fd, __u64 doorbells, __u32 expected,
+				    __u32 flags, __u64 deadline_ns,
+				    __u64 *woken)
+{
+	struct knitk_notify_wait nw = { .doorbells = doorbells,
+					.woken = ~0ULL,
+					.expected = expected, .flags = flags,
+					.deadline_ns = deadline_ns };
+	int ret = knitk_ioctl(fd, KNITK_IOC_NOTIFY_WAIT, &nw);
+
+	if (woken)
+		*woken = nw.woken;
+	return ret;
+}
+
 static inline int knitk_notify(int fd, __u64 doorbells, __u64 *woken)
 {
 	struct knitk_notify n = { .doorbells = doorbells };
