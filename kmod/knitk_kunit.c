@@ -1090,6 +1090,34 @@ static void knitk_wait_host_death_is_epipe(struct kunit *test)
 }
 
 /*
+ * A wait whose deadline has passed times out, spinning or not: a spin
+ * never outlives the wait's deadline (S8), and each wait is counted once.
+ */
+static void knitk_wait_past_deadline_times_out(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 1);
+	struct knitk_doorbell_stats st;
+	unsigned int i, rounds = 12;
+	u32 seq = READ_ONCE(knitk_test_bell(knot, 0)->seq);
+	u64 deadline;
+
+	for (i = 0; i < rounds; i++) {
+		deadline = i % 2 ? ktime_get_ns() : i % 4;
+		KUNIT_ASSERT_EQ(test, knitk_doorbell_wait(knot, 0, NULL, seq,
+							  i % 3 ? 0 :
+							  KNITK_WAIT_SPIN,
+							  deadline, false),
+				-ETIMEDOUT);
+	}
+	knitk_doorbell_stats(knot, 0, &st);
+	KUNIT_EXPECT_EQ(test, st.timeouts, (u64)rounds);
+	KUNIT_EXPECT_EQ(test, st.waits, (u64)rounds);
+	KUNIT_EXPECT_EQ(test, st.spin_wakes, 0ULL);
+	KUNIT_EXPECT_EQ(test, st.spin_sleeps, (u64)rounds / 3);
+	knitk_knot_put(knot);
+}
+
+/*
  * The spurious verdict: no work and no event begun since the wait's check.
  * An event in flight at the check (begun, not done) that woke the wait
  * leaves begun ahead of the done count the wait took.
@@ -1134,10 +1162,20 @@ static void knitk_test_publish_for(struct knitk_knot *knot, unsigned int d)
 	WRITE_ONCE(knitk_test_bell(knot, d)->sleeping, 1);
 }
 
+/*
+ * Sleeps until kthread_stop(), woken by nothing else.  Not a timed sleep:
+ * on one CPU a poll of its state with the same usleep_range() as its own
+ * wakes with it, finds it runnable each time and never ends.
+ */
 static int knitk_test_idle_fn(void *data)
 {
-	while (!kthread_should_stop())
-		usleep_range(1000, 2000);
+	for (;;) {
+		set_current_state(TASK_INTERRUPTIBLE);
+		if (kthread_should_stop())
+			break;
+		schedule();
+	}
+	__set_current_state(TASK_RUNNING);
 	return 0;
 }
 
@@ -1272,6 +1310,7 @@ static struct kunit_case knitk_wait_cases[] = {
 	KUNIT_CASE(knitk_wait_woken_by_kick),
 	KUNIT_CASE(knitk_wait_worker_death_wakes_host),
 	KUNIT_CASE(knitk_wait_host_death_is_epipe),
+	KUNIT_CASE(knitk_wait_past_deadline_times_out),
 	KUNIT_CASE(knitk_spin_peer_checks),
 	KUNIT_CASE(knitk_spin_ringer_recorded),
 	KUNIT_CASE(knitk_spin_sleeps_without_running_ringer),
