@@ -407,15 +407,18 @@ static bool knitk_doorbell_spin(struct knitk_knot *knot, unsigned int d,
 	peer = knitk_bell_get_ringer(&knot->bells[d]);
 	if (!peer)
 		return false;
-	while (knitk_spin_peer_running(peer)) {
+	for (;;) {
 		/*
-		 * The same test as the sleep's; the seq load pairs with the
-		 * fully ordered cmpxchg of knitk_doorbell_advance().
+		 * The same test as the sleep's, first: a ring that landed
+		 * ends the spin whatever the ringer does next.  The seq load
+		 * pairs with the fully ordered cmpxchg of
+		 * knitk_doorbell_advance().
 		 */
 		done = knitk_wait_done(knot, db, r, expected, worker);
-		if (done || need_resched() || signal_pending(current) ||
-		    ktime_get_ns() >= until)
+		if (done || !knitk_spin_peer_running(peer) || need_resched() ||
+		    signal_pending(current) || ktime_get_ns() >= until)
 			break;
+		knitk_hook_spin(d);
 		cpu_relax();
 	}
 	put_task_struct(peer);

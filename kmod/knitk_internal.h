@@ -250,9 +250,11 @@ void knitk_role_release(struct knitk_role *r);
 #ifdef KNITK_TEST_HOOKS
 void knitk_hooks_init(struct dentry *root);
 void knitk_hook_kick(unsigned int d);
+void knitk_hook_spin(unsigned int d);
 #else
 static inline void knitk_hooks_init(struct dentry *root) { }
 static inline void knitk_hook_kick(unsigned int d) { }
+static inline void knitk_hook_spin(unsigned int d) { }
 #endif
 
 #endif /* _KNITK_INTERNAL_H */

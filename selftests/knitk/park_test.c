@@ -22,8 +22,6 @@
 #define W0_BIT		(1ULL << 0)
 #define SPIN_PARAM	KNITK_SYSMOD "/parameters/spin_ns"
 #define SPIN_HOUR	"3600000000000"
-/* How long a running ringer makes a spinning waiter wait, in loops. */
-#define RINGER_LOOPS	(1UL << 16)
 
 FIXTURE(pk) {
 	struct knot k;		/* mapped through the host endpoint */
@@ -73,6 +71,7 @@ FIXTURE_SETUP(pk)
 
 FIXTURE_TEARDOWN(pk)
 {
+	knitk_pause_off(KNITK_SPIN_PAUSE);
 	if (self->spin_ns[0])
 		param_write(SPIN_PARAM, self->spin_ns);
 	close(self->w0);
@@ -408,10 +407,8 @@ struct ringer {
 	FIXTURE_DATA(pk) *self;
 	pthread_t thread;
 	pid_t tid;		/* the ringer's thread */
-	pid_t waiter_tid;	/* the spinning waiter */
 	int block;		/* block in read() instead of running */
 	int pipe[2];		/* unblocks it */
-	int answer;		/* publish and ring once the waiter spins */
 	volatile int stop;
 	volatile int rang;
 	int ret;
@@ -443,8 +440,6 @@ static int pin_to(int cpu)
 static void *ringer_run(void *arg)
 {
 	struct ringer *g = arg;
-	struct knitk_doorbell *wdb = knot_doorbell(&g->self->k, 0);
-	unsigned long i;
 	char c;
 
 	g->tid = knitk_gettid();
@@ -459,20 +454,6 @@ static void *ringer_run(void *arg)
 			g->ret = -errno;
 		return NULL;
 	}
-	if (g->answer) {
-		/*
-		 * Once the waiter flagged itself (S1), before its wait, run
-		 * in userspace a while (no system call, so this task stays
-		 * on its CPU), then answer.
-		 */
-		while (!__atomic_load_n(&wdb->sleeping, __ATOMIC_SEQ_CST))
-			;
-		for (i = 0; i < RINGER_LOOPS && !g->stop; i++)
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		knot_lane_publish(request_mb(g->self), 1);
-		g->ret = knitk_notify(g->self->k.fd, W0_BIT, NULL);
-		return NULL;
-	}
 	while (!g->stop)
 		;
 	return NULL;
@@ -481,7 +462,6 @@ static void *ringer_run(void *arg)
 static void ringer_start(struct __test_metadata *_metadata,
 			 struct ringer *g)
 {
-	g->waiter_tid = knitk_gettid();
 	ASSERT_EQ(0, pin_to(0));
 	ASSERT_EQ(0, pipe(g->pipe));
 	ASSERT_EQ(0, pthread_create(&g->thread, NULL, ringer_run, g));
@@ -501,41 +481,100 @@ static void ringer_stop(struct ringer *g)
 }
 
 /*
- * A wait whose ringer runs spins and is ended by the ringer's notify
- * without sleeping; over a few rounds at least one must (a round may
- * sleep if a CPU was taken from either side meanwhile).
+ * One round of spin_woken_by_running_ringer: the ringer, worker 0's, runs
+ * on CPU 1 making only system calls (never sleeping) until the waiter's
+ * spin is parked in the module's spin_pause point, or the waiter slept
+ * instead (its ringer was off its CPU when the spin began); then it
+ * publishes, rings and lets the spin go on.
+ */
+struct spin_round {
+	FIXTURE_DATA(pk) *self;
+	pthread_t thread;
+	__u64 waits;		/* worker 0's waits before the round */
+	volatile int ready;
+	int parked;		/* the ring came while the spin was parked */
+	int ret;
+};
+
+static void *spin_round_ringer(void *arg)
+{
+	struct spin_round *g = arg;
+	struct knitk_doorbell_stats st;
+	unsigned long long v;
+
+	g->ret = pin_to(1);
+	if (!g->ret)
+		g->ret = become_ringer(g->self);
+	__atomic_store_n(&g->ready, 1, __ATOMIC_SEQ_CST);
+	while (!g->ret) {
+		g->ret = knitk_sysfs_read(KNITK_SPIN_PAUSE, &v);
+		if (!g->ret && v == KNITK_PAUSE_PARKED) {
+			g->parked = 1;
+			break;
+		}
+		if (!g->ret)
+			g->ret = knitk_stats(g->self->k.fd, 0, &st);
+		if (!g->ret && st.waits > g->waits)
+			break;
+	}
+	if (g->ret)
+		return NULL;
+	knot_lane_publish(request_mb(g->self), 1);
+	g->ret = knitk_notify(g->self->k.fd, W0_BIT, NULL);
+	if (!g->ret)
+		g->ret = knitk_sysfs_write(KNITK_SPIN_PAUSE, KNITK_PAUSE_OFF);
+	return NULL;
+}
+
+/*
+ * S8: a wait whose ringer runs spins, and a ring that lands during the
+ * spin ends it without a sleep: counted in spin_wakes, not in waits.  The
+ * spin_pause point holds the spin while the ring lands, so the outcome
+ * does not depend on timing.  A round whose ringer was not on its CPU when
+ * the spin began sleeps instead, which is S8 too, and is asserted as
+ * such; rounds repeat until one spun (a hang is the watchdog's).
  */
 TEST_F(pk, spin_woken_by_running_ringer)
 {
 	struct knitk_doorbell *wdb = knot_doorbell(&self->k, 0);
-	struct knitk_doorbell_stats st;
-	unsigned int round, rounds = 200, waited = 0;
+	struct knitk_doorbell_stats st0, st;
+	int parked = 0, ret;
 	__u32 seq;
-	int ret;
 
 	spin_long(_metadata, self);
-	for (round = 0; round < rounds; round++) {
-		struct ringer g = { .self = self, .answer = 1 };
+	ASSERT_EQ(0, pin_to(0));
+	while (!parked) {
+		struct spin_round g = { .self = self };
 
-		ringer_start(_metadata, &g);
+		stats_of(_metadata, self->k.fd, 0, &st0);
+		g.waits = st0.waits;
+		ASSERT_EQ(0, knitk_pause_arm(KNITK_SPIN_PAUSE, 0));
+		ASSERT_EQ(0, pthread_create(&g.thread, NULL, spin_round_ringer,
+					    &g));
+		while (!__atomic_load_n(&g.ready, __ATOMIC_SEQ_CST))
+			usleep(1000);
 		seq = flag_asleep(wdb);
-		/* -EAGAIN: the ringer was quicker than this call. */
 		ret = knitk_wait_flags(self->w0, seq, KNITK_WAIT_SPIN,
 				       KNITK_WAIT_FOREVER);
-		EXPECT_TRUE(ret == 0 || ret == -EAGAIN);
-		waited += ret == 0;
 		knitk_doorbell_sleeping(wdb, 0);
-		ringer_stop(&g);
-		EXPECT_EQ(0, g.ret);
+		pthread_join(g.thread, NULL);
+		knitk_pause_off(KNITK_SPIN_PAUSE);
+		ASSERT_EQ(0, g.ret);
+		EXPECT_EQ(0, ret);
 		drain(request_mb(self));
 		stats_of(_metadata, self->k.fd, 0, &st);
-		if (st.spin_wakes)
-			break;
+		parked = g.parked;
+		if (parked) {
+			EXPECT_EQ(st0.spin_wakes + 1, st.spin_wakes);
+			EXPECT_EQ(st0.spin_sleeps, st.spin_sleeps);
+			EXPECT_EQ(st0.waits, st.waits);
+		} else {
+			EXPECT_EQ(st0.spin_wakes, st.spin_wakes);
+			EXPECT_EQ(st0.spin_sleeps + 1, st.spin_sleeps);
+			EXPECT_EQ(st0.waits + 1, st.waits);
+		}
+		EXPECT_EQ(0ULL, st.spurious);
 	}
-	EXPECT_LE(1ULL, st.spin_wakes);
-	EXPECT_EQ(0ULL, st.spurious);
-	EXPECT_EQ(st.spin_wakes + st.spin_sleeps, (__u64)waited);
-	EXPECT_EQ(st.spin_sleeps, st.waits);
 }
 
 /* Waker thread: once worker 0 sleeps (waits counted), publish and ring. */
