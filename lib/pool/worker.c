@@ -13,10 +13,7 @@
  *
  * With nothing pending the worker polls for opts.spin rounds, then parks
  * on its doorbell with no timeout: the doorbell protocol (doorbell.c) makes
- * an infinite park safe.  Where ring-then-wait is one system call (the
- * module, docs/protocol.md S9) the last result's ring is held back until
- * the worker finds nothing more to do, and then rung by its park, which
- * also spins in the kernel instead of polling.
+ * an infinite park safe.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -114,30 +111,7 @@ struct worker_loop {
 	_Atomic uint64_t *abort_words;
 	uint32_t abort_bits;
 	uint64_t max;
-	bool ring_with_park;	/* knitk_doorbell_can_ring_wait() */
-	bool ring_owed;		/* a result published, its ring held back */
 };
-
-/* Ring the host for the results published so far, if not done yet. */
-static void worker_ring(struct worker_loop *l)
-{
-	if (!l->ring_owed)
-		return;
-	l->ring_owed = false;
-	knitk_producer_notify(l->ret);
-}
-
-/*
- * Park until the next call; a held-back ring goes with it, answer and
- * wait in one system call (docs/protocol.md S9).
- */
-static int worker_park(struct worker_loop *l)
-{
-	if (!l->ring_owed)
-		return knitk_doorbell_park(l->ep, KNITK_WAIT_FOREVER);
-	l->ring_owed = false;
-	return knitk_producer_notify_park(l->ret, KNITK_WAIT_FOREVER);
-}
 
 /* A free return lane: there always is one (POOL_CAP), but be safe. */
 static unsigned int worker_claim_return(struct worker_loop *l)
@@ -187,8 +161,6 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	unsigned int rlane;
 	int err, status, stop;
 
-	/* Whoever waits for an earlier result hears of it before this runs. */
-	worker_ring(l);
 	err = knitk_lane_decode(c, lane, &msg);
 	stop = !err && msg.header.function_id == POOL_FN_STOP;
 	rlane = worker_claim_return(l);
@@ -202,9 +174,7 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	if (status < 0)
 		rh->flags |= KNITK_LANE_F_ERROR;
 	knitk_lane_publish(l->ret, rlane);
-	l->ring_owed = true;
-	if (!l->ring_with_park)
-		worker_ring(l);
+	knitk_producer_notify(l->ret);
 	return stop;
 }
 
@@ -236,7 +206,6 @@ int knitk__worker_run(const struct worker_args *a)
 	knitk_endpoint_layout(a->ep, &layout, &geom);
 	knitk_endpoint_base(a->ep, &base);
 	l.nr_submitters = geom.nr_submitters;
-	l.ring_with_park = knitk_doorbell_can_ring_wait(a->ep) == 1;
 	l.abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
 	l.abort_bits = geom.abort_bits;
 	l.max = layout.arena_size > geom.inline_bytes ? layout.arena_size :
@@ -281,8 +250,7 @@ int knitk__worker_run(const struct worker_args *a)
 		}
 		if (words)
 			knitk__steal_search(words, a->worker);
-		/* A held-back ring goes with the park, without spinning first. */
-		if (!l.ring_owed && spins < a->spin) {
+		if (spins < a->spin) {
 			pool_spin_relax(spins++);
 			continue;
 		}
@@ -290,7 +258,7 @@ int knitk__worker_run(const struct worker_args *a)
 		if (words)
 			knitk__steal_idle(words, a->worker);
 		/* Lost-wakeup free; -EPIPE: the host is gone, stop. */
-		ret = worker_park(&l);
+		ret = knitk_doorbell_park(a->ep, KNITK_WAIT_FOREVER);
 		if (words)
 			knitk__steal_awake(words, a->worker);
 		if (ret == -EPIPE) {
@@ -301,7 +269,6 @@ int knitk__worker_run(const struct worker_args *a)
 	}
 	if (words)
 		knitk__steal_gone(words, a->worker);
-	worker_ring(&l);
 	for (s = 0; s < geom.nr_submitters; s++)
 		knitk_consumer_destroy(l.req[s]);
 	knitk_producer_destroy(l.ret);
