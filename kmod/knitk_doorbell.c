@@ -9,15 +9,28 @@
  * in one compare-and-swap.  So whatever userspace stores there cannot harm
  * the kernel: at worst a wake is delivered or suppressed wrongly, or
  * counted wrongly, for that knot.
+ *
+ * A wait with KNITK_WAIT_SPIN first spins while the doorbell's ringer, the
+ * task that last delivered a notify to it, is on a CPU that is not
+ * preempted, the way mutex optimistic spinning watches a lock's owner
+ * (docs/protocol.md S8); KNITK_IOC_NOTIFY_WAIT rings with a synchronous
+ * wake and then waits (S9).
  */
 #include <linux/bits.h>
 #include <linux/errno.h>
 #include <linux/hrtimer.h>
 #include <linux/ktime.h>
+#include <linux/moduleparam.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/task.h>
 
 #include "knitk_internal.h"
+
+static ulong spin_ns = 50000;
+module_param(spin_ns, ulong, 0644);
+MODULE_PARM_DESC(spin_ns,
+		 "longest spin of a KNITK_WAIT_SPIN wait, in ns (0: never spin)");
 
 static u64 knitk_word(const void *base, u64 off)
 {
@@ -164,6 +177,69 @@ void knitk_bell_init(struct knitk_bell *bell)
 		atomic64_set(&bell->counters[c], 0);
 	atomic_set(&bell->events_begun, 0);
 	atomic_set(&bell->events_done, 0);
+	spin_lock_init(&bell->ringer_lock);
+	bell->ringer = NULL;
+}
+
+/* The bell is unused by now: drop the ringer's reference. */
+void knitk_bell_destroy(struct knitk_bell *bell)
+{
+	if (bell->ringer)
+		put_task_struct(bell->ringer);
+	bell->ringer = NULL;
+}
+
+/*
+ * Remember current as the task that rings @bell (S8).  The common case, the
+ * same ringer as last time, takes no lock: only current ever stores
+ * current, so a stale read can only make it take the lock needlessly.
+ */
+static void knitk_bell_set_ringer(struct knitk_bell *bell)
+{
+	struct task_struct *old;
+
+	if (READ_ONCE(bell->ringer) == current)
+		return;
+	get_task_struct(current);
+	spin_lock(&bell->ringer_lock);
+	old = bell->ringer;
+	WRITE_ONCE(bell->ringer, current);
+	spin_unlock(&bell->ringer_lock);
+	if (old)
+		put_task_struct(old);
+}
+
+/* The ringer of @bell with a reference of the caller's own, or NULL. */
+static struct task_struct *knitk_bell_get_ringer(struct knitk_bell *bell)
+{
+	struct task_struct *p;
+
+	spin_lock(&bell->ringer_lock);
+	p = bell->ringer;
+	if (p)
+		get_task_struct(p);
+	spin_unlock(&bell->ringer_lock);
+	return p;
+}
+
+/**
+ * knitk_spin_peer_running() - may a wait spin on @peer ringing it soon?
+ * @peer: the doorbell's ringer (a reference held by the caller), or NULL
+ *
+ * Only while @peer, another task, is on a CPU whose vCPU is not preempted
+ * (owner_on_cpu(), as mutex optimistic spinning checks a lock's owner) and
+ * is not exiting: a dead or dying peer rings nothing.  Never on a
+ * uniprocessor, where the peer cannot run while the caller spins.
+ */
+bool knitk_spin_peer_running(struct task_struct *peer)
+{
+#ifdef CONFIG_SMP
+	if (!peer || peer == current || (READ_ONCE(peer->flags) & PF_EXITING))
+		return false;
+	return owner_on_cpu(peer);
+#else
+	return false;
+#endif
 }
 
 /**
@@ -231,13 +307,16 @@ static void knitk_doorbell_kick_all(struct knitk_knot *knot, u64 doorbells)
  * @knot: the knot
  * @doorbells: bit d rings doorbell d
  * @flags: 0 or KNITK_NOTIFY_KICK (checked by the caller)
+ * @sync: the caller sleeps next (KNITK_IOC_NOTIFY_WAIT): wake with WF_SYNC
  * @woken: out: the doorbells whose seq was advanced
+ *
+ * A delivered notify makes the caller the doorbell's ringer (S8).
  *
  * Return: 0, or -EINVAL (before anything is rung) for a bit that names no
  * doorbell of the knot.
  */
 int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
-			  u64 *woken)
+			  bool sync, u64 *woken)
 {
 	const struct knitk_geometry *g = &knot->geometry;
 	unsigned int d;
@@ -283,7 +362,11 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 				knitk_bell_count(bell, KNITK_BELL_SUPPRESSED_AWAKE);
 				break;
 			}
-			wake_up_interruptible_all(&bell->wq);
+			knitk_bell_set_ringer(bell);
+			if (sync)
+				wake_up_interruptible_sync(&bell->wq);
+			else
+				wake_up_interruptible_all(&bell->wq);
 			knitk_bell_count(bell, KNITK_BELL_WAKES);
 			*woken |= BIT_ULL(d);
 			break;
@@ -304,6 +387,47 @@ static bool knitk_wait_done(struct knitk_knot *knot, struct knitk_doorbell *db,
 {
 	return READ_ONCE(db->seq) != expected || knitk_wait_role_ended(r) ||
 	       (worker && knitk_peer_host_dead(knot->control));
+}
+
+/*
+ * Spin while the wait is not done and the bell's ringer runs (S8), for at
+ * most spin_ns and never past the wait's deadline.  Return: true when the
+ * wait is done.
+ */
+static bool knitk_doorbell_spin(struct knitk_knot *knot, unsigned int d,
+				const struct knitk_role *r, u32 expected,
+				u64 deadline_ns)
+{
+	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
+	bool worker = d != KNITK_DOORBELL_HOST;
+	ulong budget = READ_ONCE(spin_ns);
+	struct task_struct *peer;
+	bool done = false;
+	u64 now, until;
+
+	now = ktime_get_ns();
+	if (!budget || deadline_ns <= now)
+		return false;
+	until = deadline_ns - now > budget ? now + budget : deadline_ns;
+	peer = knitk_bell_get_ringer(&knot->bells[d]);
+	if (!peer)
+		return false;
+	for (;;) {
+		/*
+		 * The same test as the sleep's, first: a ring that landed
+		 * ends the spin whatever the ringer does next.  The seq load
+		 * pairs with the fully ordered cmpxchg of
+		 * knitk_doorbell_advance().
+		 */
+		done = knitk_wait_done(knot, db, r, expected, worker);
+		if (done || !knitk_spin_peer_running(peer) || need_resched() ||
+		    signal_pending(current) || ktime_get_ns() >= until)
+			break;
+		knitk_hook_spin(d);
+		cpu_relax();
+	}
+	put_task_struct(peer);
+	return done;
 }
 
 /* Sleep until the wait is done, the deadline passes or a signal arrives. */
@@ -360,8 +484,14 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
  * @d: the caller's own doorbell
  * @r: the caller's role, holding @d (NULL: no role to watch)
  * @expected: the seq the caller saw before it set its sleeping flag
+ * @flags: 0 or KNITK_WAIT_SPIN (checked by the caller; a uring wait
+ *	passes 0)
  * @deadline_ns: absolute CLOCK_MONOTONIC deadline or KNITK_WAIT_FOREVER
  * @uring: a KNITK_URING_CMD_WAIT (counted in uring_waits too)
+ *
+ * With KNITK_WAIT_SPIN the wait spins first while the doorbell's ringer
+ * runs (S8); a spin that ends the wait is counted in spin_wakes instead of
+ * waits, and its wake is classified (spurious or not) like a sleep's.
  *
  * The doorbell belongs to the slot, which a later joiner may hold once @r
  * has ended: a wait whose role ends, before or while it sleeps, returns
@@ -373,10 +503,11 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
  */
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 			const struct knitk_role *r, u32 expected,
-			u64 deadline_ns, bool uring)
+			u32 flags, u64 deadline_ns, bool uring)
 {
 	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
 	struct knitk_bell *bell = &knot->bells[d];
+	bool spun = false;
 	u32 events_done;
 	int ret;
 
@@ -393,10 +524,19 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 		knitk_bell_count(bell, KNITK_BELL_MISMATCHES);
 		return -EAGAIN;
 	}
-	knitk_bell_count(bell, KNITK_BELL_WAITS);
-	if (uring)
-		knitk_bell_count(bell, KNITK_BELL_URING_WAITS);
-	ret = knitk_doorbell_sleep(knot, d, r, expected, deadline_ns);
+	if (flags & KNITK_WAIT_SPIN) {
+		spun = knitk_doorbell_spin(knot, d, r, expected, deadline_ns);
+		knitk_bell_count(bell, spun ? KNITK_BELL_SPIN_WAKES :
+					      KNITK_BELL_SPIN_SLEEPS);
+	}
+	if (spun) {
+		ret = 0;
+	} else {
+		knitk_bell_count(bell, KNITK_BELL_WAITS);
+		if (uring)
+			knitk_bell_count(bell, KNITK_BELL_URING_WAITS);
+		ret = knitk_doorbell_sleep(knot, d, r, expected, deadline_ns);
+	}
 	/* Pairs with the write of ended under knot->lock before the wake. */
 	if (ret == 0 && knitk_wait_role_ended(r))
 		return -ENOTCONN;
@@ -429,6 +569,38 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 	return ret;
 }
 
+/**
+ * knitk_doorbell_notify_wait() - KNITK_IOC_NOTIFY_WAIT: ring, then wait
+ * @knot: the knot
+ * @d: the caller's own doorbell
+ * @r: the caller's role, holding @d (NULL: no role to watch)
+ * @doorbells: the doorbells to ring through the idle filter
+ * @expected: as for knitk_doorbell_wait()
+ * @flags: as for knitk_doorbell_wait()
+ * @deadline_ns: as for knitk_doorbell_wait()
+ * @woken: out: the doorbells woken by the ring
+ *
+ * The ring wakes synchronously: the caller sleeps next, so the woken peer
+ * may take its CPU (S9).  A signal gives -EINTR, never a restart, which
+ * would ring again.
+ *
+ * Return: -EINVAL for a bad @doorbells (nothing rung), else as
+ * knitk_doorbell_wait() with -EINTR for -ERESTARTSYS.
+ */
+int knitk_doorbell_notify_wait(struct knitk_knot *knot, unsigned int d,
+			       const struct knitk_role *r, u64 doorbells,
+			       u32 expected, u32 flags, u64 deadline_ns,
+			       u64 *woken)
+{
+	int ret = knitk_doorbell_notify(knot, doorbells, 0, true, woken);
+
+	if (ret)
+		return ret;
+	ret = knitk_doorbell_wait(knot, d, r, expected, flags, deadline_ns,
+				  false);
+	return ret == -ERESTARTSYS ? -EINTR : ret;
+}
+
 #define KNITK_BELL_FIELD(c, f)	\
 	[c] = { #f, offsetof(struct knitk_doorbell_stats, f) }
 
@@ -443,6 +615,8 @@ const struct knitk_bell_field knitk_bell_fields[KNITK_NR_BELL_COUNTERS] = {
 	KNITK_BELL_FIELD(KNITK_BELL_INTERRUPTS, interrupts),
 	KNITK_BELL_FIELD(KNITK_BELL_KICKS, kicks),
 	KNITK_BELL_FIELD(KNITK_BELL_URING_WAITS, uring_waits),
+	KNITK_BELL_FIELD(KNITK_BELL_SPIN_WAKES, spin_wakes),
+	KNITK_BELL_FIELD(KNITK_BELL_SPIN_SLEEPS, spin_sleeps),
 };
 
 /* Every field of the uapi struct is a counter of the table. */

@@ -3,13 +3,17 @@
  * knitk: fault-injection points for the kselftests, built only with
  * KNITK_TEST_HOOKS=y (tools/vm-check.sh does), never in a module for use.
  *
- * debugfs knitk/kick_pause parks the next kick of one doorbell inside
- * knitk_doorbell_kick(), after its event is counted and before its seq
- * advance, so a test can put a whole KNITK_IOC_WAIT into that window:
+ * Each debugfs knob parks the next pass of one doorbell through its point,
+ * so a test can put a whole system call of its own into that window:
  *
- *   write d (a doorbell index)   arm: the next kick of doorbell d parks
- *   write 64                     disarm, and let a parked kick go on
- *   read                         0 idle, 1 armed, 2 a kick is parked
+ *   kick_pause  inside knitk_doorbell_kick(), after its event is counted
+ *               and before its seq advance
+ *   spin_pause  inside a KNITK_WAIT_SPIN wait's spin, once it has found
+ *               the wait not done and its ringer running (S8)
+ *
+ *   write d (a doorbell index)   arm: the next pass for doorbell d parks
+ *   write 64                     disarm, and let a parked pass go on
+ *   read                         0 idle, 1 armed, 2 a pass is parked
  *
  * debugfs knitk/counter_base is where the 32-bit counters of every knot
  * created from then on start, instead of 0: each doorbell's seq and its
@@ -25,42 +29,68 @@
 
 enum { KNITK_HOOK_IDLE, KNITK_HOOK_ARMED, KNITK_HOOK_PARKED };
 
-static DECLARE_WAIT_QUEUE_HEAD(knitk_hook_wq);
-static atomic_t knitk_hook_state = ATOMIC_INIT(KNITK_HOOK_IDLE);
-static unsigned int knitk_hook_bell;
 static u32 knitk_hook_base;
+
+struct knitk_hook {
+	wait_queue_head_t wq;
+	atomic_t state;
+	unsigned int bell;
+};
+
+#define KNITK_HOOK_INIT(h) {					\
+	.wq = __WAIT_QUEUE_HEAD_INITIALIZER((h).wq),		\
+	.state = ATOMIC_INIT(KNITK_HOOK_IDLE),			\
+}
+
+static struct knitk_hook knitk_hook_kick_pause =
+	KNITK_HOOK_INIT(knitk_hook_kick_pause);
+static struct knitk_hook knitk_hook_spin_pause =
+	KNITK_HOOK_INIT(knitk_hook_spin_pause);
+
+static void knitk_hook_pause(struct knitk_hook *h, unsigned int d)
+{
+	if (atomic_read(&h->state) != KNITK_HOOK_ARMED ||
+	    READ_ONCE(h->bell) != d)
+		return;
+	if (atomic_cmpxchg(&h->state, KNITK_HOOK_ARMED,
+			   KNITK_HOOK_PARKED) != KNITK_HOOK_ARMED)
+		return;
+	/* Killable: a test that dies cannot leave the task stuck. */
+	wait_event_killable(h->wq, atomic_read(&h->state) != KNITK_HOOK_PARKED);
+}
 
 void knitk_hook_kick(unsigned int d)
 {
-	if (atomic_read(&knitk_hook_state) != KNITK_HOOK_ARMED ||
-	    READ_ONCE(knitk_hook_bell) != d)
-		return;
-	if (atomic_cmpxchg(&knitk_hook_state, KNITK_HOOK_ARMED,
-			   KNITK_HOOK_PARKED) != KNITK_HOOK_ARMED)
-		return;
-	/* Killable: a test that dies cannot leave the kicker stuck. */
-	wait_event_killable(knitk_hook_wq, atomic_read(&knitk_hook_state) !=
-					   KNITK_HOOK_PARKED);
+	knitk_hook_pause(&knitk_hook_kick_pause, d);
+}
+
+void knitk_hook_spin(unsigned int d)
+{
+	knitk_hook_pause(&knitk_hook_spin_pause, d);
 }
 
 static int knitk_hook_get(void *data, u64 *val)
 {
-	*val = atomic_read(&knitk_hook_state);
+	struct knitk_hook *h = data;
+
+	*val = atomic_read(&h->state);
 	return 0;
 }
 
 static int knitk_hook_set(void *data, u64 val)
 {
+	struct knitk_hook *h = data;
+
 	if (val < KNITK_NR_DOORBELLS) {
-		WRITE_ONCE(knitk_hook_bell, val);
-		/* The doorbell is set before a kick can see the state armed. */
-		atomic_set_release(&knitk_hook_state, KNITK_HOOK_ARMED);
+		WRITE_ONCE(h->bell, val);
+		/* The doorbell is set before a pass can see the state armed. */
+		atomic_set_release(&h->state, KNITK_HOOK_ARMED);
 		return 0;
 	}
 	if (val != KNITK_NR_DOORBELLS)
 		return -EINVAL;
-	atomic_set(&knitk_hook_state, KNITK_HOOK_IDLE);
-	wake_up_all(&knitk_hook_wq);
+	atomic_set(&h->state, KNITK_HOOK_IDLE);
+	wake_up_all(&h->wq);
 	return 0;
 }
 DEFINE_DEBUGFS_ATTRIBUTE(knitk_hook_fops, knitk_hook_get, knitk_hook_set,
@@ -84,7 +114,9 @@ void knitk_hook_counters(struct knitk_knot *knot)
 
 void knitk_hooks_init(struct dentry *root)
 {
-	debugfs_create_file_unsafe("kick_pause", 0600, root, NULL,
-				   &knitk_hook_fops);
+	debugfs_create_file_unsafe("kick_pause", 0600, root,
+				   &knitk_hook_kick_pause, &knitk_hook_fops);
+	debugfs_create_file_unsafe("spin_pause", 0600, root,
+				   &knitk_hook_spin_pause, &knitk_hook_fops);
 	debugfs_create_u32("counter_base", 0600, root, &knitk_hook_base);
 }

@@ -13,6 +13,7 @@
 #include <linux/fs.h>
 #include <linux/kref.h>
 #include <linux/mutex.h>
+#include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
@@ -23,6 +24,7 @@ struct file;
 struct page;
 struct pid;
 struct poll_table_struct;
+struct task_struct;
 struct user_struct;
 struct vm_area_struct;
 
@@ -47,6 +49,8 @@ enum knitk_bell_counter {
 	KNITK_BELL_INTERRUPTS,
 	KNITK_BELL_KICKS,
 	KNITK_BELL_URING_WAITS,
+	KNITK_BELL_SPIN_WAKES,
+	KNITK_BELL_SPIN_SLEEPS,
 	KNITK_NR_BELL_COUNTERS
 };
 
@@ -73,12 +77,18 @@ extern const struct knitk_bell_field knitk_bell_fields[KNITK_NR_BELL_COUNTERS];
  * @events_done: those that ended: incremented after it.  A wait takes
  *	@events_done before its seq check and compares @events_begun once
  *	woken, so an event in flight when it began is not a spurious wake.
+ * @ringer_lock: protects @ringer against its replacement while a spinning
+ *	wait takes a reference to it.
+ * @ringer: the task whose notify last advanced this doorbell's seq, with
+ *	a reference held, or NULL: the peer a KNITK_WAIT_SPIN wait watches.
  */
 struct knitk_bell {
 	wait_queue_head_t wq;
 	atomic64_t counters[KNITK_NR_BELL_COUNTERS];
 	atomic_t events_begun;
 	atomic_t events_done;
+	spinlock_t ringer_lock; /* ringer */
+	struct task_struct *ringer;
 };
 
 static inline void knitk_bell_count(struct knitk_bell *bell,
@@ -185,15 +195,21 @@ bool knitk_doorbell_pending(const void *base, const struct knitk_geometry *g,
 			    const struct knitk_layout *l, unsigned int d);
 enum knitk_verdict knitk_notify_verdict(bool pending, u32 sleeping);
 bool knitk_wait_spurious(bool pending, u32 events_begun, u32 events_done);
+bool knitk_spin_peer_running(struct task_struct *peer);
 void knitk_bell_init(struct knitk_bell *bell);
 struct knitk_doorbell *knitk_doorbell_shared(struct knitk_knot *knot,
 					     unsigned int d);
+void knitk_bell_destroy(struct knitk_bell *bell);
 void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d);
 int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
-			  u64 *woken);
+			  bool sync, u64 *woken);
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 			const struct knitk_role *r, u32 expected,
-			u64 deadline_ns, bool uring);
+			u32 flags, u64 deadline_ns, bool uring);
+int knitk_doorbell_notify_wait(struct knitk_knot *knot, unsigned int d,
+			       const struct knitk_role *r, u64 doorbells,
+			       u32 expected, u32 flags, u64 deadline_ns,
+			       u64 *woken);
 void knitk_doorbell_stats(struct knitk_knot *knot, unsigned int d,
 			  struct knitk_doorbell_stats *st);
 
@@ -236,10 +252,12 @@ void knitk_role_release(struct knitk_role *r);
 #ifdef KNITK_TEST_HOOKS
 void knitk_hooks_init(struct dentry *root);
 void knitk_hook_kick(unsigned int d);
+void knitk_hook_spin(unsigned int d);
 void knitk_hook_counters(struct knitk_knot *knot);
 #else
 static inline void knitk_hooks_init(struct dentry *root) { }
 static inline void knitk_hook_kick(unsigned int d) { }
+static inline void knitk_hook_spin(unsigned int d) { }
 static inline void knitk_hook_counters(struct knitk_knot *knot) { }
 #endif
 

@@ -253,9 +253,13 @@ void knitk_knot_get(struct knitk_knot *knot)
 static void knitk_knot_free(struct kref *ref)
 {
 	struct knitk_knot *knot = container_of(ref, struct knitk_knot, ref);
+	unsigned int i;
 
 	/* Waits for any reader of the file before the knot goes away. */
 	debugfs_remove(knot->debugfs);
+	/* No endpoint is left, so no wait or notify uses a bell any more. */
+	for (i = 0; i < KNITK_NR_DOORBELLS; i++)
+		knitk_bell_destroy(&knot->bells[i]);
 	vunmap(knot->base);
 	knitk_knot_free_pages(knot);
 	knitk_knot_uncharge(knot);

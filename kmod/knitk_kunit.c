@@ -14,6 +14,7 @@
 #include <linux/err.h>
 #include <linux/kthread.h>
 #include <linux/poll.h>
+#include <linux/sched/task.h>
 #include <linux/slab.h>
 
 #include "knitk_internal.h"
@@ -466,7 +467,8 @@ static void knitk_notify_stats_fields(struct kunit *test)
 				    knitk_bell_fields[c].name);
 	KUNIT_EXPECT_EQ(test, st.waits, 1ULL);
 	KUNIT_EXPECT_EQ(test, st.kicks, (u64)KNITK_BELL_KICKS + 1);
-	KUNIT_EXPECT_EQ(test, st.uring_waits, (u64)KNITK_NR_BELL_COUNTERS);
+	KUNIT_EXPECT_EQ(test, st.uring_waits, (u64)KNITK_BELL_URING_WAITS + 1);
+	KUNIT_EXPECT_EQ(test, st.spin_sleeps, (u64)KNITK_NR_BELL_COUNTERS);
 	knitk_knot_put(knot);
 }
 
@@ -487,32 +489,32 @@ static void knitk_notify_on_knot(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, knot->control->magic, (u32)KNITK_MAGIC);
 	KUNIT_EXPECT_EQ(test, knot->control->layout.size, l.size);
 
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(2), 0, &woken),
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(2), 0, false, &woken),
 			-EINVAL);
 	KUNIT_EXPECT_EQ(test, woken, ~0ULL);
 
 	/* Idle: nothing pending for worker 1. */
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), 0, &woken),
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), 0, false, &woken),
 			0);
 	KUNIT_EXPECT_EQ(test, woken, 0ULL);
 
 	/* Pending but awake. */
 	mb = knot->base + l.mailbox_off + 1 * l.mailbox_stride;
 	mb->pub = 1;
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), 0, &woken),
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), 0, false, &woken),
 			0);
 	KUNIT_EXPECT_EQ(test, woken, 0ULL);
 
 	/* Pending and asleep: delivered, seq advanced. */
 	knitk_test_bell(knot, 1)->sleeping = 1;
 	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1) |
-						    BIT_ULL(0), 0, &woken), 0);
+						    BIT_ULL(0), 0, false, &woken), 0);
 	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(1));
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 1U);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 0U);
 	/* The delivery cleared sleeping: a second notify finds it awake. */
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->sleeping, 0U);
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), 0, &woken),
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), 0, false, &woken),
 			0);
 	KUNIT_EXPECT_EQ(test, woken, 0ULL);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 1U);
@@ -526,10 +528,13 @@ static void knitk_notify_on_knot(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, st.wakes, 0ULL);
 
 	/* A wait whose seq already moved does not sleep. */
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, 0,
-						  KNITK_WAIT_FOREVER, false), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, 0, 0,
+						  KNITK_WAIT_FOREVER, false),
+			-EAGAIN);
 	/* A deadline in the past times out. */
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, 1, 0, false), -ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, 1, 0, 0,
+						  false),
+			-ETIMEDOUT);
 	knitk_doorbell_stats(knot, 1, &st);
 	KUNIT_EXPECT_EQ(test, st.mismatches, 1ULL);
 	KUNIT_EXPECT_EQ(test, st.waits, 1ULL);
@@ -537,8 +542,9 @@ static void knitk_notify_on_knot(struct kunit *test)
 	/* A wait of an ended role returns at once: not woken, not timed out. */
 	ended.slot = 1;
 	ended.ended = true;
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, &ended, 1,
-						  KNITK_WAIT_FOREVER, false), -ENOTCONN);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, &ended, 1, 0,
+						  KNITK_WAIT_FOREVER, false),
+			-ENOTCONN);
 	knitk_doorbell_stats(knot, 1, &st);
 	KUNIT_EXPECT_EQ(test, st.wakes + st.timeouts + st.spurious, 2ULL);
 	knitk_knot_put(knot);
@@ -560,14 +566,14 @@ static void knitk_notify_kick(struct kunit *test)
 	/* Bad doorbells still fail first, with nothing rung. */
 	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(0) |
 						    BIT_ULL(2),
-						    KNITK_NOTIFY_KICK, &woken),
+						    KNITK_NOTIFY_KICK, false, &woken),
 			-EINVAL);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 0U);
 
 	/* Idle and awake (sleeping clear): delivered all the same. */
 	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(0) |
 						    BIT_ULL(KNITK_DOORBELL_HOST),
-						    KNITK_NOTIFY_KICK, &woken),
+						    KNITK_NOTIFY_KICK, false, &woken),
 			0);
 	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(0) | BIT_ULL(KNITK_DOORBELL_HOST));
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 1U);
@@ -578,7 +584,7 @@ static void knitk_notify_kick(struct kunit *test)
 	/* Idle with the sleeping flag set: delivered, the flag left alone. */
 	knitk_test_bell(knot, 0)->sleeping = 7;
 	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(0),
-						    KNITK_NOTIFY_KICK, &woken),
+						    KNITK_NOTIFY_KICK, false, &woken),
 			0);
 	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(0));
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 2U);
@@ -757,8 +763,9 @@ static void knitk_peer_death_rings_doorbells(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, knot->control->death_seq, 2U);
 	KUNIT_EXPECT_EQ(test, knot->control->death_done, 2U);
 	/* A worker of a dead host gets -EPIPE instead of sleeping. */
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 0, NULL, 1,
-						  KNITK_WAIT_FOREVER, false), -EPIPE);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 0, NULL, 1, 0,
+						  KNITK_WAIT_FOREVER, false),
+			-EPIPE);
 	knitk_role_release(&again);
 	knitk_role_release(&host);
 	knitk_role_release(&w1);
@@ -901,6 +908,7 @@ struct knitk_test_sleeper {
 	struct knitk_knot *knot;
 	unsigned int doorbell;
 	u32 expected;
+	u32 flags;
 	int ret;
 	struct completion done;
 };
@@ -910,18 +918,19 @@ static int knitk_test_sleeper_fn(void *data)
 	struct knitk_test_sleeper *s = data;
 
 	s->ret = knitk_doorbell_wait(s->knot, s->doorbell, NULL, s->expected,
-				     KNITK_WAIT_FOREVER, false);
+				     s->flags, KNITK_WAIT_FOREVER, false);
 	complete(&s->done);
 	return 0;
 }
 
 /*
- * Starts a thread sleeping on @d and returns once it has counted its wait;
- * a hang here is caught by KUnit's own test timeout.
+ * Starts a thread sleeping on @d with wait @flags and returns once it has
+ * counted its wait; a hang here is caught by KUnit's own test timeout.
  */
-static void knitk_test_sleep_on(struct kunit *test,
-				struct knitk_test_sleeper *s,
-				struct knitk_knot *knot, unsigned int d)
+static void knitk_test_sleep_flags(struct kunit *test,
+				   struct knitk_test_sleeper *s,
+				   struct knitk_knot *knot, unsigned int d,
+				   u32 flags)
 {
 	struct knitk_doorbell_stats st;
 	struct task_struct *task;
@@ -931,6 +940,7 @@ static void knitk_test_sleep_on(struct kunit *test,
 	waits = st.waits;
 	s->knot = knot;
 	s->doorbell = d;
+	s->flags = flags;
 	s->expected = READ_ONCE(knitk_test_bell(knot, d)->seq);
 	s->ret = 1;
 	init_completion(&s->done);
@@ -940,6 +950,13 @@ static void knitk_test_sleep_on(struct kunit *test,
 		usleep_range(1000, 2000);
 		knitk_doorbell_stats(knot, d, &st);
 	} while (st.waits == waits);
+}
+
+static void knitk_test_sleep_on(struct kunit *test,
+				struct knitk_test_sleeper *s,
+				struct knitk_knot *knot, unsigned int d)
+{
+	knitk_test_sleep_flags(test, s, knot, d, 0);
 }
 
 static struct knitk_knot *knitk_test_real_knot(struct kunit *test,
@@ -968,7 +985,7 @@ static void knitk_wait_woken_by_notify(struct kunit *test)
 	mb = knot->base + knot->layout.mailbox_off + knot->layout.mailbox_stride;
 	WRITE_ONCE(mb->pub, 1);
 	WRITE_ONCE(knitk_test_bell(knot, 1)->sleeping, 1);
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), 0, &woken),
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(1), 0, false, &woken),
 			0);
 	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(1));
 	wait_for_completion(&s.done);
@@ -1013,7 +1030,7 @@ static void knitk_wait_woken_by_kick(struct kunit *test)
 	KUNIT_EXPECT_EQ(test,
 			knitk_doorbell_notify(knot,
 					      BIT_ULL(KNITK_DOORBELL_HOST),
-					      KNITK_NOTIFY_KICK, &woken), 0);
+					      KNITK_NOTIFY_KICK, false, &woken), 0);
 	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(KNITK_DOORBELL_HOST));
 	wait_for_completion(&s.done);
 	KUNIT_EXPECT_EQ(test, s.ret, 0);
@@ -1063,11 +1080,40 @@ static void knitk_wait_host_death_is_epipe(struct kunit *test)
 	/* A new host lets the worker sleep again. */
 	knitk_test_join(test, &next, knot, KNITK_SLOT_HOST);
 	seq = READ_ONCE(knitk_test_bell(knot, 1)->seq);
-	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, seq, 0, false),
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_wait(knot, 1, NULL, seq, 0, 0,
+						  false),
 			-ETIMEDOUT);
 	knitk_role_release(&next);
 	knitk_role_release(&w1);
 	knitk_role_release(&host);
+	knitk_knot_put(knot);
+}
+
+/*
+ * A wait whose deadline has passed times out, spinning or not: a spin
+ * never outlives the wait's deadline (S8), and each wait is counted once.
+ */
+static void knitk_wait_past_deadline_times_out(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 1);
+	struct knitk_doorbell_stats st;
+	unsigned int i, rounds = 12;
+	u32 seq = READ_ONCE(knitk_test_bell(knot, 0)->seq);
+	u64 deadline;
+
+	for (i = 0; i < rounds; i++) {
+		deadline = i % 2 ? ktime_get_ns() : i % 4;
+		KUNIT_ASSERT_EQ(test, knitk_doorbell_wait(knot, 0, NULL, seq,
+							  i % 3 ? 0 :
+							  KNITK_WAIT_SPIN,
+							  deadline, false),
+				-ETIMEDOUT);
+	}
+	knitk_doorbell_stats(knot, 0, &st);
+	KUNIT_EXPECT_EQ(test, st.timeouts, (u64)rounds);
+	KUNIT_EXPECT_EQ(test, st.waits, (u64)rounds);
+	KUNIT_EXPECT_EQ(test, st.spin_wakes, 0ULL);
+	KUNIT_EXPECT_EQ(test, st.spin_sleeps, (u64)rounds / 3);
 	knitk_knot_put(knot);
 }
 
@@ -1105,6 +1151,157 @@ static void knitk_wait_kick_counts_event(struct kunit *test)
 	knitk_knot_put(knot);
 }
 
+/* Work pending for doorbell @d's owner, which is flagged asleep. */
+static void knitk_test_publish_for(struct knitk_knot *knot, unsigned int d)
+{
+	u32 m = d == KNITK_DOORBELL_HOST ? knot->layout.nr_request : d;
+	struct knitk_sector *mb = knot->base + knot->layout.mailbox_off +
+				  (u64)m * knot->layout.mailbox_stride;
+
+	WRITE_ONCE(mb->pub, READ_ONCE(mb->ack) ^ 1);
+	WRITE_ONCE(knitk_test_bell(knot, d)->sleeping, 1);
+}
+
+/*
+ * Sleeps until kthread_stop(), woken by nothing else.  Not a timed sleep:
+ * on one CPU a poll of its state with the same usleep_range() as its own
+ * wakes with it, finds it runnable each time and never ends.
+ */
+static int knitk_test_idle_fn(void *data)
+{
+	for (;;) {
+		set_current_state(TASK_INTERRUPTIBLE);
+		if (kthread_should_stop())
+			break;
+		schedule();
+	}
+	__set_current_state(TASK_RUNNING);
+	return 0;
+}
+
+/*
+ * S8: a spin watches only another task that runs and is not exiting;
+ * not the caller, not a sleeping task, not one that has exited.
+ */
+static void knitk_spin_peer_checks(struct kunit *test)
+{
+	struct task_struct *t;
+
+	KUNIT_EXPECT_FALSE(test, knitk_spin_peer_running(NULL));
+	KUNIT_EXPECT_FALSE(test, knitk_spin_peer_running(current));
+	t = kthread_run(knitk_test_idle_fn, NULL, "knitk-kunit-idle");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	get_task_struct(t);
+	while (READ_ONCE(t->__state) == TASK_RUNNING)
+		usleep_range(1000, 2000);
+	KUNIT_EXPECT_FALSE(test, knitk_spin_peer_running(t));
+	kthread_stop(t);
+	KUNIT_EXPECT_FALSE(test, knitk_spin_peer_running(t));
+	put_task_struct(t);
+}
+
+/* S8: only a delivered notify makes its caller the doorbell's ringer. */
+static void knitk_spin_ringer_recorded(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 1);
+	struct knitk_bell *bell = &knot->bells[0];
+	u64 woken;
+
+	/* Suppressed (idle, then awake): no ringer. */
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(0), 0, false,
+						    &woken), 0);
+	knitk_test_publish_for(knot, 0);
+	WRITE_ONCE(knitk_test_bell(knot, 0)->sleeping, 0);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(0), 0, false,
+						    &woken), 0);
+	KUNIT_EXPECT_PTR_EQ(test, bell->ringer, (struct task_struct *)NULL);
+	/* Delivered: the caller, with a reference the knot drops. */
+	WRITE_ONCE(knitk_test_bell(knot, 0)->sleeping, 1);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(0), 0, false,
+						    &woken), 0);
+	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(0));
+	KUNIT_EXPECT_PTR_EQ(test, bell->ringer, current);
+	knitk_knot_put(knot);
+}
+
+/*
+ * S8: a spinning wait whose ringer is not on a CPU (here: the test thread,
+ * asleep in usleep_range) sleeps at once, and a notify wakes it.
+ */
+static void knitk_spin_sleeps_without_running_ringer(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 1);
+	struct knitk_doorbell_stats st;
+	struct knitk_test_sleeper s;
+	u64 woken;
+
+	knitk_test_publish_for(knot, 0);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(0), 0, false,
+						    &woken), 0);
+	KUNIT_EXPECT_PTR_EQ(test, knot->bells[0].ringer, current);
+	knitk_test_sleep_flags(test, &s, knot, 0, KNITK_WAIT_SPIN);
+	knitk_test_publish_for(knot, 0);
+	KUNIT_EXPECT_EQ(test, knitk_doorbell_notify(knot, BIT_ULL(0), 0, false,
+						    &woken), 0);
+	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(0));
+	wait_for_completion(&s.done);
+	KUNIT_EXPECT_EQ(test, s.ret, 0);
+	knitk_doorbell_stats(knot, 0, &st);
+	KUNIT_EXPECT_EQ(test, st.waits, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.spin_sleeps, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.spin_wakes, 0ULL);
+	KUNIT_EXPECT_EQ(test, st.spurious, 0ULL);
+	knitk_knot_put(knot);
+}
+
+/*
+ * S9: ring-then-wait rings the peer through the filter before the caller's
+ * own wait, whatever that wait returns; a bad doorbell rings nothing and
+ * waits for nothing.
+ */
+static void knitk_notify_wait_rings_then_waits(struct kunit *test)
+{
+	struct knitk_knot *knot = knitk_test_real_knot(test, 1);
+	struct knitk_doorbell_stats st;
+	struct knitk_test_sleeper s;
+	u32 seq;
+	u64 woken;
+
+	knitk_test_sleep_on(test, &s, knot, KNITK_DOORBELL_HOST);
+	knitk_test_publish_for(knot, KNITK_DOORBELL_HOST);
+	seq = READ_ONCE(knitk_test_bell(knot, 0)->seq);
+	KUNIT_EXPECT_EQ(test,
+			knitk_doorbell_notify_wait(knot, 0, NULL,
+						   BIT_ULL(KNITK_DOORBELL_HOST),
+						   seq, 0, 0, &woken),
+			-ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, woken, BIT_ULL(KNITK_DOORBELL_HOST));
+	wait_for_completion(&s.done);
+	KUNIT_EXPECT_EQ(test, s.ret, 0);
+	KUNIT_EXPECT_PTR_EQ(test, knot->bells[KNITK_DOORBELL_HOST].ringer,
+			    current);
+
+	/* A stale seq: the ring (suppressed now: host awake) still runs. */
+	KUNIT_EXPECT_EQ(test,
+			knitk_doorbell_notify_wait(knot, 0, NULL,
+						   BIT_ULL(KNITK_DOORBELL_HOST),
+						   seq + 1, KNITK_WAIT_SPIN,
+						   KNITK_WAIT_FOREVER, &woken),
+			-EAGAIN);
+	KUNIT_EXPECT_EQ(test, woken, 0ULL);
+	knitk_doorbell_stats(knot, KNITK_DOORBELL_HOST, &st);
+	KUNIT_EXPECT_EQ(test, st.suppressed_awake, 1ULL);
+
+	KUNIT_EXPECT_EQ(test,
+			knitk_doorbell_notify_wait(knot, 0, NULL, BIT_ULL(5),
+						   seq, 0, 0, &woken),
+			-EINVAL);
+	knitk_doorbell_stats(knot, 0, &st);
+	KUNIT_EXPECT_EQ(test, st.mismatches, 1ULL);
+	KUNIT_EXPECT_EQ(test, st.timeouts, 1ULL);
+	knitk_knot_put(knot);
+}
+
 static struct kunit_case knitk_wait_cases[] = {
 	KUNIT_CASE(knitk_wait_spurious_verdicts),
 	KUNIT_CASE(knitk_wait_kick_counts_event),
@@ -1113,6 +1310,11 @@ static struct kunit_case knitk_wait_cases[] = {
 	KUNIT_CASE(knitk_wait_woken_by_kick),
 	KUNIT_CASE(knitk_wait_worker_death_wakes_host),
 	KUNIT_CASE(knitk_wait_host_death_is_epipe),
+	KUNIT_CASE(knitk_wait_past_deadline_times_out),
+	KUNIT_CASE(knitk_spin_peer_checks),
+	KUNIT_CASE(knitk_spin_ringer_recorded),
+	KUNIT_CASE(knitk_spin_sleeps_without_running_ringer),
+	KUNIT_CASE(knitk_notify_wait_rings_then_waits),
 	{}
 };
 

@@ -24,6 +24,9 @@
  *   ioctl(fd, KNITK_IOC_NOTIFY, &n)       ring doorbells; only a sleeping
  *                                         owner with pending work is woken,
  *                                         or any with KNITK_NOTIFY_KICK
+ *   ioctl(fd, KNITK_IOC_NOTIFY_WAIT, &nw) ring doorbells as NOTIFY does,
+ *                                         with a synchronous wake, then
+ *                                         wait as WAIT does, in one call
  *   ioctl(fd, KNITK_IOC_STATS, &s)        a doorbell's counters
  *   IORING_OP_URING_CMD, cmd_op KNITK_URING_CMD_WAIT
  *                                         KNITK_IOC_WAIT for an io_uring
@@ -78,7 +81,8 @@ MODULE_PARM_DESC(max_knot_bytes, "largest knot CREATE accepts, in bytes");
 
 #define KNITK_FEATURES	(KNITK_FEATURE_STEAL | KNITK_FEATURE_PEER_DEATH | \
 			 KNITK_FEATURE_STATS | KNITK_FEATURE_POLL | \
-			 KNITK_FEATURE_KICK | KNITK_FEATURE_URING_CMD)
+			 KNITK_FEATURE_KICK | KNITK_FEATURE_SPIN | \
+			 KNITK_FEATURE_NOTIFY_WAIT | KNITK_FEATURE_URING_CMD)
 
 /**
  * struct knitk_endpoint - one open of /dev/knitk
@@ -128,7 +132,8 @@ static int knitk_ioctl_api(void __user *argp)
 		     BIT_ULL(_IOC_NR(KNITK_IOC_JOIN)) |
 		     BIT_ULL(_IOC_NR(KNITK_IOC_WAIT)) |
 		     BIT_ULL(_IOC_NR(KNITK_IOC_NOTIFY)) |
-		     BIT_ULL(_IOC_NR(KNITK_IOC_STATS));
+		     BIT_ULL(_IOC_NR(KNITK_IOC_STATS)) |
+		     BIT_ULL(_IOC_NR(KNITK_IOC_NOTIFY_WAIT));
 	if (copy_to_user(argp, &api, sizeof(api)))
 		return -EFAULT;
 	return 0;
@@ -247,20 +252,55 @@ static int knitk_ioctl_join(struct file *file, struct knitk_knot *knot,
 	return 0;
 }
 
+/* The slot of a joined role that has not ended, or -ENOTCONN. */
+static int knitk_endpoint_wait_slot(struct knitk_endpoint *ep)
+{
+	int slot = READ_ONCE(ep->role.slot);
+
+	if (slot == KNITK_NO_SLOT || READ_ONCE(ep->role.ended))
+		return -ENOTCONN;
+	return slot;
+}
+
 static int knitk_ioctl_wait(struct knitk_endpoint *ep, struct knitk_knot *knot,
 			    void __user *argp)
 {
 	struct knitk_wait w;
-	int slot = READ_ONCE(ep->role.slot);
+	int slot;
 
 	if (copy_from_user(&w, argp, sizeof(w)))
 		return -EFAULT;
-	if (w.flags || w.reserved)
+	if ((w.flags & ~KNITK_WAIT_FLAGS) || w.reserved)
 		return -EINVAL;
-	if (slot == KNITK_NO_SLOT || READ_ONCE(ep->role.ended))
-		return -ENOTCONN;
-	return knitk_doorbell_wait(knot, slot, &ep->role, w.expected,
+	slot = knitk_endpoint_wait_slot(ep);
+	if (slot < 0)
+		return slot;
+	return knitk_doorbell_wait(knot, slot, &ep->role, w.expected, w.flags,
 				   w.deadline_ns, false);
+}
+
+/* Ring, then wait (docs/protocol.md S9); never restarted once rung. */
+static int knitk_ioctl_notify_wait(struct knitk_endpoint *ep,
+				   struct knitk_knot *knot, void __user *argp)
+{
+	struct knitk_notify_wait nw;
+	int slot, ret;
+
+	if (copy_from_user(&nw, argp, sizeof(nw)))
+		return -EFAULT;
+	if ((nw.flags & ~KNITK_WAIT_FLAGS) || nw.reserved[0] || nw.reserved[1])
+		return -EINVAL;
+	slot = knitk_endpoint_wait_slot(ep);
+	if (slot < 0)
+		return slot;
+	ret = knitk_doorbell_notify_wait(knot, slot, &ep->role, nw.doorbells,
+					 nw.expected, nw.flags, nw.deadline_ns,
+					 &nw.woken);
+	if (ret == -EINVAL)
+		return ret;
+	if (copy_to_user(argp, &nw, sizeof(nw)))
+		return -EFAULT;
+	return ret;
 }
 
 static int knitk_ioctl_notify(struct knitk_knot *knot, void __user *argp)
@@ -272,7 +312,8 @@ static int knitk_ioctl_notify(struct knitk_knot *knot, void __user *argp)
 		return -EFAULT;
 	if ((n.flags & ~KNITK_NOTIFY_FLAGS) || n.reserved)
 		return -EINVAL;
-	ret = knitk_doorbell_notify(knot, n.doorbells, n.flags, &n.woken);
+	ret = knitk_doorbell_notify(knot, n.doorbells, n.flags, false,
+				    &n.woken);
 	if (ret)
 		return ret;
 	if (copy_to_user(argp, &n, sizeof(n)))
@@ -287,7 +328,7 @@ static int knitk_ioctl_stats(struct knitk_knot *knot, void __user *argp,
 	size_t n = min(usize, sizeof(s));
 
 	/* A new counter needs a new KNITK_STATS_SIZE_VER*. */
-	BUILD_BUG_ON(sizeof(s) != KNITK_STATS_SIZE_VER1);
+	BUILD_BUG_ON(sizeof(s) != KNITK_STATS_SIZE_VER2);
 	if (copy_from_user(&s, argp, offsetof(struct knitk_stats, stats)))
 		return -EFAULT;
 	if (s.flags || !knitk_doorbell_valid(&knot->geometry, s.doorbell))
@@ -333,6 +374,7 @@ static long knitk_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case KNITK_IOC_JOIN:
 	case KNITK_IOC_WAIT:
 	case KNITK_IOC_NOTIFY:
+	case KNITK_IOC_NOTIFY_WAIT:
 	case KNITK_IOC_STATS:
 		break;
 	default:
@@ -349,6 +391,8 @@ static long knitk_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return knitk_ioctl_wait(ep, knot, argp);
 	case KNITK_IOC_NOTIFY:
 		return knitk_ioctl_notify(knot, argp);
+	case KNITK_IOC_NOTIFY_WAIT:
+		return knitk_ioctl_notify_wait(ep, knot, argp);
 	default:
 		return knitk_ioctl_stats(knot, argp, usize);
 	}

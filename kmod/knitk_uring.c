@@ -94,7 +94,7 @@ int knitk_uring_cmd(struct io_uring_cmd *cmd, unsigned int issue_flags)
 	/* Sleep only in an io-wq worker, which io_uring can cancel. */
 	if (issue_flags & IO_URING_F_NONBLOCK)
 		return -EAGAIN;
-	ret = knitk_doorbell_wait(knot, slot, r, w.expected, w.deadline_ns,
+	ret = knitk_doorbell_wait(knot, slot, r, w.expected, 0, w.deadline_ns,
 				  true);
 	switch (ret) {
 	case -EAGAIN:

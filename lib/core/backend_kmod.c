@@ -91,6 +91,8 @@ static int kmod_open_ioctl(struct knitk_endpoint *k, unsigned long cmd, void *ar
 	if (ioctl(k->fd, cmd, arg) < 0)
 		return kmod_fail(k, -errno);
 	k->can_kick = features & KNITK_FEATURE_KICK;
+	k->can_spin = features & KNITK_FEATURE_SPIN;
+	k->can_ring_wait = features & KNITK_FEATURE_NOTIFY_WAIT;
 	return 0;
 }
 
@@ -154,17 +156,47 @@ static int kmod_wait(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_n
 	return 0;
 }
 
+/* The kernel's filter dropped the rest of @mask (idle, or awake by now). */
+static void kmod_count_filtered(struct knitk_endpoint *k, uint64_t mask,
+				uint64_t woken)
+{
+	knot_count(k, KC_SUPPRESSED_IDLE,
+		   (uint64_t)__builtin_popcountll(mask & ~woken));
+}
+
 static int kmod_notify(struct knitk_endpoint *k, uint64_t mask, uint64_t *woken)
 {
 	struct knitk_notify n = { .doorbells = mask };
 
 	if (ioctl(k->fd, KNITK_IOC_NOTIFY, &n) < 0)
 		return -errno;
-	/* The kernel's filter dropped the rest (idle, or awake by now). */
-	knot_count(k, KC_SUPPRESSED_IDLE,
-		   (uint64_t)__builtin_popcountll(mask & ~n.woken));
+	kmod_count_filtered(k, mask, n.woken);
 	*woken = n.woken;
 	return 0;
+}
+
+static int kmod_ring_wait(struct knitk_endpoint *k, uint64_t mask, uint32_t seq,
+			  uint64_t deadline_ns, uint64_t *woken)
+{
+	struct knitk_notify_wait nw = {
+		.doorbells = mask,
+		.expected = seq,
+		/*
+		 * Only a ring-then-wait spins: its peer was just woken to
+		 * answer.  A plain wait does not (not measured faster in the
+		 * guest, see docs/protocol.md S8).
+		 */
+		.flags = k->can_spin ? KNITK_WAIT_SPIN : 0,
+		.deadline_ns = deadline_ns,
+	};
+	int ret = ioctl(k->fd, KNITK_IOC_NOTIFY_WAIT, &nw) < 0 ? -errno : 0;
+
+	/* Rung unless the call was refused before (bad input, no role). */
+	if (ret != -EINVAL && ret != -ENOTCONN && ret != -EFAULT) {
+		kmod_count_filtered(k, mask, nw.woken);
+		*woken = nw.woken;
+	}
+	return ret;
 }
 
 static int kmod_stats(struct knitk_endpoint *k, unsigned int doorbell,
@@ -215,5 +247,6 @@ const struct knitk_backend_ops knitk_backend_kmod = {
 	.stats		= kmod_stats,
 	.mark_dead	= kmod_mark_dead,
 	.kick		= kmod_kick,
+	.ring_wait	= kmod_ring_wait,
 	.release	= kmod_release,
 };

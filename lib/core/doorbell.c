@@ -163,11 +163,72 @@ KNITK_EXPORT int knitk_doorbell_cancel(struct knitk_endpoint *ep)
 	return 0;
 }
 
-/* Sleep on the backend and count how the sleep ended. */
-static int doorbell_sleep(struct knitk_endpoint *ep, unsigned int d,
-			  uint32_t seq, uint64_t deadline_ns)
+static uint64_t knot_doorbell_mask(const struct knitk_endpoint *k)
 {
-	int ret = ep->ops->wait(ep, seq, deadline_ns);
+	uint64_t workers = (1ULL << k->geom.nr_workers) - 1;
+
+	return workers | 1ULL << KNITK_DOORBELL_HOST;
+}
+
+/*
+ * The doorbells of @doorbells whose owners are flagged asleep (S2); the
+ * rest are suppressed and counted.
+ */
+static uint64_t doorbell_flagged(struct knitk_endpoint *ep, uint64_t doorbells)
+{
+	uint64_t flagged = 0, m;
+
+	/*
+	 * Pairs with the seq_cst flag store and fence in knitk_doorbell_wait:
+	 * our publish is ordered before the flag loads below.
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+	for (m = doorbells; m; m &= m - 1) {
+		unsigned int d = (unsigned int)__builtin_ctzll(m);
+		/* Pairs with the seq_cst flag CAS in doorbell_set_sleeping. */
+		uint64_t w = atomic_load_explicit(doorbell_word(knot_doorbell(ep, d)),
+						  memory_order_seq_cst);
+
+		if (dbw_sleeping(w))
+			flagged |= 1ULL << d;
+		else
+			knot_count(ep, KC_SUPPRESSED_AWAKE, 1);
+	}
+	return flagged;
+}
+
+static void doorbell_count_sent(struct knitk_endpoint *ep, uint64_t woken)
+{
+	knot_count(ep, KC_SENT, (uint64_t)__builtin_popcountll(woken));
+}
+
+/*
+ * Sleep on the backend and count how the sleep ended.  With @ring, ring
+ * those doorbells first in the same call (S9): the module's
+ * KNITK_IOC_NOTIFY_WAIT, else a notify then the wait.
+ */
+static int doorbell_sleep(struct knitk_endpoint *ep, unsigned int d,
+			  uint32_t seq, uint64_t deadline_ns, uint64_t ring)
+{
+	uint64_t flagged = 0, woken = 0;
+	int ret;
+
+	if (ring)
+		flagged = doorbell_flagged(ep, ring);
+
+	if (!flagged) {
+		ret = ep->ops->wait(ep, seq, deadline_ns);
+	} else if (ep->can_ring_wait && ep->ops->ring_wait) {
+		ret = ep->ops->ring_wait(ep, flagged, seq, deadline_ns,
+					 &woken);
+		doorbell_count_sent(ep, woken);
+	} else {
+		ret = ep->ops->notify(ep, flagged, &woken);
+		if (ret < 0)
+			return ret;
+		doorbell_count_sent(ep, woken);
+		ret = ep->ops->wait(ep, seq, deadline_ns);
+	}
 
 	switch (ret) {
 	case 0:
@@ -197,14 +258,15 @@ static int doorbell_sleep(struct knitk_endpoint *ep, unsigned int d,
 	return ret;
 }
 
-KNITK_EXPORT int knitk_doorbell_wait(struct knitk_endpoint *ep, uint32_t seq,
-				     uint64_t deadline_ns)
+/* knitk_doorbell_wait, ringing @ring (if any) before it sleeps. */
+static int doorbell_wait_ring(struct knitk_endpoint *ep, uint32_t seq,
+			      uint64_t deadline_ns, uint64_t ring)
 {
 	struct knitk_doorbell *db;
 	unsigned int d;
 	int ret;
 
-	if (!ep)
+	if (!ep || (ring & ~knot_doorbell_mask(ep)))
 		return -EINVAL;
 	if (ep->doorbell < 0)
 		return -ENOTCONN;
@@ -221,66 +283,83 @@ KNITK_EXPORT int knitk_doorbell_wait(struct knitk_endpoint *ep, uint32_t seq,
 	 * the host-death test below still applies, since a death seen here
 	 * through death_seq may have escaped the test above.
 	 */
-	if (knitk__endpoint_doorbell_pending(ep, d) || knot_peer_event(ep))
+	if (knitk__endpoint_doorbell_pending(ep, d) || knot_peer_event(ep)) {
 		ret = 0;
-	else
-		ret = doorbell_sleep(ep, d, seq, deadline_ns);
+	} else {
+		ret = doorbell_sleep(ep, d, seq, deadline_ns, ring);
+		ring = 0;	/* rung by the sleep */
+	}
 	if (ret == 0 && d != KNITK_DOORBELL_HOST && knot_host_dead(ep) &&
 	    !knitk__endpoint_doorbell_pending(ep, d))
 		ret = -EPIPE;
 out:
 	doorbell_set_sleeping(db, 0);
+	/* No sleep: ring on its own, the caller's publish must be seen. */
+	if (ring) {
+		int r = knitk_doorbell_ring(ep, ring);
+
+		if (r < 0 && ret >= 0)
+			ret = r;
+	}
 	return ret;
+}
+
+KNITK_EXPORT int knitk_doorbell_wait(struct knitk_endpoint *ep, uint32_t seq,
+				     uint64_t deadline_ns)
+{
+	return doorbell_wait_ring(ep, seq, deadline_ns, 0);
+}
+
+KNITK_EXPORT int knitk_doorbell_ring_wait(struct knitk_endpoint *ep,
+					  uint64_t doorbells, uint32_t seq,
+					  uint64_t deadline_ns)
+{
+	return doorbell_wait_ring(ep, seq, deadline_ns, doorbells);
+}
+
+KNITK_EXPORT int knitk_doorbell_can_ring_wait(const struct knitk_endpoint *ep)
+{
+	if (!ep)
+		return -EINVAL;
+	return ep->can_ring_wait && ep->ops->ring_wait;
 }
 
 KNITK_EXPORT int knitk_doorbell_park(struct knitk_endpoint *ep,
 				     uint64_t deadline_ns)
 {
-	uint32_t seq;
-	int ret = knitk_doorbell_prepare(ep, &seq);
-
-	if (ret)
-		return ret;
-	return knitk_doorbell_wait(ep, seq, deadline_ns);
+	return knitk_doorbell_ring_park(ep, 0, deadline_ns);
 }
 
-static uint64_t knot_doorbell_mask(const struct knitk_endpoint *k)
+KNITK_EXPORT int knitk_doorbell_ring_park(struct knitk_endpoint *ep,
+					  uint64_t doorbells,
+					  uint64_t deadline_ns)
 {
-	uint64_t workers = (1ULL << k->geom.nr_workers) - 1;
+	uint32_t seq;
+	int ret;
 
-	return workers | 1ULL << KNITK_DOORBELL_HOST;
+	if (ep && (doorbells & ~knot_doorbell_mask(ep)))
+		return -EINVAL;
+	ret = knitk_doorbell_prepare(ep, &seq);
+	if (ret)
+		return ret;
+	return knitk_doorbell_ring_wait(ep, doorbells, seq, deadline_ns);
 }
 
 KNITK_EXPORT int knitk_doorbell_ring(struct knitk_endpoint *ep,
 				     uint64_t doorbells)
 {
-	uint64_t flagged = 0, woken = 0, m;
+	uint64_t flagged, woken = 0;
 	int ret;
 
 	if (!ep || (doorbells & ~knot_doorbell_mask(ep)))
 		return -EINVAL;
-	/*
-	 * Pairs with the seq_cst flag store and fence in knitk_doorbell_wait:
-	 * our publish is ordered before the flag loads below.
-	 */
-	atomic_thread_fence(memory_order_seq_cst);
-	for (m = doorbells; m; m &= m - 1) {
-		unsigned int d = (unsigned int)__builtin_ctzll(m);
-		/* Pairs with the seq_cst flag CAS in doorbell_set_sleeping. */
-		uint64_t w = atomic_load_explicit(doorbell_word(knot_doorbell(ep, d)),
-						  memory_order_seq_cst);
-
-		if (dbw_sleeping(w))
-			flagged |= 1ULL << d;
-		else
-			knot_count(ep, KC_SUPPRESSED_AWAKE, 1);
-	}
+	flagged = doorbell_flagged(ep, doorbells);
 	if (!flagged)
 		return 0;
 	ret = ep->ops->notify(ep, flagged, &woken);
 	if (ret < 0)
 		return ret;
-	knot_count(ep, KC_SENT, (uint64_t)__builtin_popcountll(woken));
+	doorbell_count_sent(ep, woken);
 	return __builtin_popcountll(woken);
 }
 

@@ -74,6 +74,13 @@ struct knitk_backend_ops {
 	 * pending (KNITK_NOTIFY_KICK on the module); only if k->can_kick.
 	 */
 	int (*kick)(struct knitk_endpoint *k);
+	/*
+	 * Ring @mask as notify does, then wait as wait does, in one call
+	 * (KNITK_IOC_NOTIFY_WAIT, docs/protocol.md S9); *@woken is set
+	 * whenever the ring happened.  Only if k->can_ring_wait.
+	 */
+	int (*ring_wait)(struct knitk_endpoint *k, uint64_t mask, uint32_t seq,
+			 uint64_t deadline_ns, uint64_t *woken);
 	/* Leave the role, unmap, close. */
 	void (*release)(struct knitk_endpoint *k);
 };
@@ -92,6 +99,8 @@ struct knitk_endpoint {
 	uint32_t death_seq;		/* death_seq seen at prepare */
 	uint32_t death_done;		/* death_done seen at prepare */
 	bool can_kick;			/* the backend offers ops->kick */
+	bool can_spin;			/* waits spin in the kernel (S8) */
+	bool can_ring_wait;		/* the backend offers ops->ring_wait */
 	/* knitk_doorbell_kick_self: begun before its ops->kick, done after it */
 	_Atomic uint32_t kicks_begun;
 	_Atomic uint32_t kicks_done;

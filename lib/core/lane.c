@@ -541,6 +541,17 @@ KNITK_EXPORT int knitk_producer_notify(struct knitk_producer *producer)
 								     producer->mailbox));
 }
 
+KNITK_EXPORT int knitk_producer_notify_park(struct knitk_producer *producer,
+					    uint64_t deadline_ns)
+{
+	if (!producer)
+		return -EINVAL;
+	return knitk_doorbell_ring_park(producer->ep,
+					knitk__endpoint_mailbox_doorbells(producer->ep,
+									  producer->mailbox),
+					deadline_ns);
+}
+
 /* ------------------------------------------------------------ consumer */
 
 KNITK_EXPORT int knitk_consumer_create(struct knitk_endpoint *ep,

@@ -356,8 +356,15 @@ int knitk_producer_reset_consumer(struct knitk_producer *producer);
 /*
  * knitk_producer_notify - ring the doorbell(s) of the mailbox's consumer
  * (after publishing).  Returns the number of doorbells woken.
+ *
+ * knitk_producer_notify_park - the same ring, then park the endpoint's own
+ * doorbell until @deadline_ns, in one system call where the backend can
+ * (knitk_doorbell_ring_park()): a worker's "answer and wait for the next
+ * call".  Returns as knitk_doorbell_park().
  */
 int knitk_producer_notify(struct knitk_producer *producer);
+int knitk_producer_notify_park(struct knitk_producer *producer,
+			       uint64_t deadline_ns);
 
 /* ------------------------------------------------------ consumer (decode) */
 
@@ -521,6 +528,34 @@ int knitk_doorbell_park(struct knitk_endpoint *ep, uint64_t deadline_ns);
  * the number woken.
  */
 int knitk_doorbell_ring(struct knitk_endpoint *ep, uint64_t doorbells);
+
+/*
+ * knitk_doorbell_ring_wait - after knitk_doorbell_prepare() and publishing
+ * to a peer, ring @doorbells as knitk_doorbell_ring() does, then wait as
+ * knitk_doorbell_wait() does, with its returns.  On the module backend
+ * (knitk_doorbell_can_ring_wait() is 1) a hop that sleeps is one system
+ * call, KNITK_IOC_NOTIFY_WAIT, whose wake of the peer is synchronous;
+ * elsewhere it is a ring, then the wait.  When the re-check finds work (no
+ * sleep) the doorbells are still rung.  -EINVAL for a bit naming no
+ * doorbell of the knot, before anything is rung.
+ *
+ * knitk_doorbell_ring_park - prepare, then knitk_doorbell_ring_wait(): what
+ * knitk_doorbell_park() is to knitk_doorbell_wait().
+ */
+int knitk_doorbell_ring_wait(struct knitk_endpoint *ep, uint64_t doorbells,
+			     uint32_t seq, uint64_t deadline_ns);
+int knitk_doorbell_ring_park(struct knitk_endpoint *ep, uint64_t doorbells,
+			     uint64_t deadline_ns);
+
+/*
+ * knitk_doorbell_can_ring_wait - 1 when knitk_doorbell_ring_wait() is one
+ * system call (a module with KNITK_FEATURE_NOTIFY_WAIT), else 0.  On that
+ * backend the wait of a ring-then-wait also spins in the kernel first,
+ * briefly, while the task that last rang it runs (KNITK_FEATURE_SPIN);
+ * knitk_doorbell_wait() and knitk_doorbell_park() do not spin, and the
+ * pool does not use ring-then-wait: neither was faster in the guest.
+ */
+int knitk_doorbell_can_ring_wait(const struct knitk_endpoint *ep);
 
 /*
  * knitk_doorbell_kick_self - end the wait of the thread parked on this

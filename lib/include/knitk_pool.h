@@ -403,6 +403,7 @@ struct knitk_worker_info {
 
 #define KNITK_WORKER_INFO_SIZE_VER0	104	/* first version */
 #define KNITK_WORKER_INFO_SIZE_VER1	112	/* + db.uring_waits */
+#define KNITK_WORKER_INFO_SIZE_VER2	128	/* + db.spin_wakes, db.spin_sleeps */
 
 int knitk_pool_worker_info(struct knitk_pool *pool, unsigned int worker,
 			   struct knitk_worker_info *info);

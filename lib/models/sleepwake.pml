@@ -30,9 +30,23 @@
  *    park is a valid end state); the LTL property "pending work is always
  *    eventually consumed" must hold with an infinite park.
  *
+ *  - SPINPHASE: before it sleeps, the park spins (S8) on the same test as
+ *    the sleep and may give up at any point (the ringer descheduled, the
+ *    budget spent, a reschedule): the flag stays up throughout.
+ *  - COMBINED: ring-then-wait (S9) in a ping-pong of ROUNDS calls between
+ *    a host and a worker, each with its doorbell: each side flags itself,
+ *    re-checks, publishes to the other, then rings the other (the filter
+ *    and one CAS, S3 and S4) and parks in the same step sequence as
+ *    KNITK_IOC_NOTIFY_WAIT; the worker's answer is rung by its next park.
+ *    Both sides must finish (a lost wake-up parks one forever).
+ *
  * Broken variants:
  *  - BROKEN_NO_RECHECK: the waiter parks right after setting its flag,
  *    without re-checking its mailboxes.
+ *  - BROKEN_SPIN_UNFLAGGED (with SPINPHASE): the waiter spins with its flag
+ *    down (to spare its wakers the notify) and raises it only to sleep.
+ *  - BROKEN_LATE_FLAG (with COMBINED): the worker's call rings, then sets
+ *    the flag itself, with no re-check after it.
  *  - BROKEN_FLAG_FIRST: the waker reads the flag before it publishes.
  *  - BROKEN_PARTIAL_RECHECK: the re-check looks only at mailbox 0, not at
  *    every mailbox the waiter consumes.
@@ -55,6 +69,19 @@ bool sleeping;			/* doorbell flag, written by the waiter only */
 byte consumed;			/* ghost: messages the waiter has taken */
 byte delivered, suppressed;	/* ghost: notify outcomes */
 
+/* Park until seq moves from s, spinning first with SPINPHASE (S8). */
+inline park(s)
+{
+#ifdef SPINPHASE
+	do
+	:: seq != s -> break	/* the spin saw the wake */
+	:: true -> break	/* gave up: sleep */
+	od;
+#endif
+	(seq != s)
+}
+
+#ifndef COMBINED
 #if MBOXES == 1
 #define PENDING		(pub[0] != ack[0])
 #else
@@ -97,8 +124,16 @@ active proctype waiter()
 		:: found -> skip
 		:: else ->
 			s = seq;
+#ifdef BROKEN_SPIN_UNFLAGGED
+			/* Spins unflagged, watching; then flags and sleeps. */
+			do
+			:: seq != s -> break
+			:: PENDING -> found = true; break
+			:: true -> break
+			od;
+#endif
 			sleeping = 1;
-#ifndef BROKEN_NO_RECHECK
+#if !defined(BROKEN_NO_RECHECK) && !defined(BROKEN_SPIN_UNFLAGGED)
 			/* Re-check every mailbox after the flag is visible. */
 			w = 0;
 			do
@@ -120,7 +155,7 @@ active proctype waiter()
 #ifdef FOREVER
 end_park:
 #endif
-				(seq != s)	/* park, no timeout */
+				park(s)		/* no timeout */
 			fi;
 			sleeping = 0
 		fi
@@ -177,3 +212,128 @@ init
 		od
 	}
 }
+#else /* COMBINED */
+
+#ifndef ROUNDS
+#define ROUNDS		3
+#endif
+#define WORKER		0
+#define HOST		1
+
+/* Mailbox d is consumed by side d: 0 the request, 1 the return mailbox. */
+byte cpub[2], cack[2];
+byte cseq[2];			/* doorbell d's seq */
+bool csleep[2];			/* doorbell d's flag, written by side d */
+byte served;			/* ghost: requests the worker answered */
+
+#define CPENDING(d)	(cpub[d] != cack[d])
+
+/* The notify of S2-S4: the filter, then seq++ and flag down in one CAS. */
+inline ring(d)
+{
+	atomic {
+		if
+		:: csleep[d] && CPENDING(d) -> cseq[d]++; csleep[d] = 0
+		:: else -> skip
+		fi
+	}
+}
+
+inline cpark(d, s)
+{
+#ifdef SPINPHASE
+	do
+	:: cseq[d] != s -> break
+	:: true -> break
+	od;
+#endif
+	(cseq[d] != s)
+}
+
+active proctype worker()
+{
+	byte s;
+	bool owed;
+
+	do
+	:: served == ROUNDS ->
+		/* The last answer: rung on its own, nothing more to wait for. */
+		if
+		:: owed -> cpub[HOST]++; ring(HOST)
+		:: else -> skip
+		fi;
+		break
+	:: else ->
+#ifdef BROKEN_LATE_FLAG
+		s = cseq[WORKER];
+		if
+		:: CPENDING(WORKER) -> skip
+		:: else ->
+			if
+			:: owed -> owed = 0; cpub[HOST]++; ring(HOST)
+			:: else -> skip
+			fi;
+			csleep[WORKER] = 1;	/* set by the call, too late */
+			cpark(WORKER, s)
+		fi;
+#else
+		s = cseq[WORKER];
+		csleep[WORKER] = 1;		/* S1: flag, then re-check */
+		if
+		:: CPENDING(WORKER) ->
+			/* No wait: the answer is rung on its own. */
+			if
+			:: owed -> owed = 0; cpub[HOST]++; ring(HOST)
+			:: else -> skip
+			fi
+		:: else ->
+			/* S9: publish, ring, park: one call. */
+			if
+			:: owed -> owed = 0; cpub[HOST]++; ring(HOST)
+			:: else -> skip
+			fi;
+			cpark(WORKER, s)
+		fi;
+#endif
+		csleep[WORKER] = 0;
+		if
+		:: CPENDING(WORKER) ->
+			cack[WORKER] = cpub[WORKER]; served++; owed = 1
+		:: else -> skip
+		fi
+	od
+}
+
+active proctype host()
+{
+	byte s, i;
+
+	do
+	:: i == ROUNDS -> break
+	:: else ->
+		s = cseq[HOST];
+		csleep[HOST] = 1;		/* S1, before the publish (S9) */
+		cpub[WORKER]++;
+		ring(WORKER);
+		if
+		:: CPENDING(HOST) -> skip
+		:: else -> cpark(HOST, s)
+		fi;
+		csleep[HOST] = 0;
+		/* Until the answer is there: flag, re-check, park. */
+		do
+		:: CPENDING(HOST) -> cack[HOST] = cpub[HOST]; break
+		:: else ->
+			s = cseq[HOST];
+			csleep[HOST] = 1;
+			if
+			:: CPENDING(HOST) -> skip
+			:: else -> cpark(HOST, s)
+			fi;
+			csleep[HOST] = 0
+		od;
+		i++
+	od;
+	assert(cack[HOST] == ROUNDS && served == ROUNDS)
+}
+#endif /* COMBINED */

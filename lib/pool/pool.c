@@ -33,7 +33,7 @@ _Static_assert(offsetof(struct knitk_pool_opts, size) == 0 &&
 	       "knitk_pool_opts layout");
 KNITK__SIZED_VER0(knitk_call_opts, KNITK_CALL_OPTS_SIZE_VER0);
 KNITK__SIZED_VER0(knitk_pool_stats, KNITK_POOL_STATS_SIZE_VER2);
-KNITK__SIZED_VER0(knitk_worker_info, KNITK_WORKER_INFO_SIZE_VER1);
+KNITK__SIZED_VER0(knitk_worker_info, KNITK_WORKER_INFO_SIZE_VER2);
 
 #ifdef KNITK_TEST_HOOKS
 _Atomic(pool_hook_fn) knitk__test_hook;

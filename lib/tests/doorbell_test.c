@@ -67,7 +67,9 @@ static void wait_until_sleeping(struct knitk_endpoint *k, unsigned int d)
 		sched_yield();
 }
 
-static int send_value(struct knitk_endpoint *k, unsigned int mailbox, uint64_t v)
+/* Publish @v into @mailbox; ring its consumer too when @ring. */
+static int publish_value(struct knitk_endpoint *k, unsigned int mailbox,
+			 uint64_t v, int ring)
 {
 	struct knitk_lane_header h = { .value = v };
 	struct knitk_producer *p;
@@ -77,10 +79,15 @@ static int send_value(struct knitk_endpoint *k, unsigned int mailbox, uint64_t v
 	if (ret)
 		return ret;
 	ret = knitk_producer_send(p, &h, NULL, 0);
-	if (ret >= 0)
+	if (ret >= 0 && ring)
 		ret = knitk_producer_notify(p);
 	knitk_producer_destroy(p);
 	return ret;
+}
+
+static int send_value(struct knitk_endpoint *k, unsigned int mailbox, uint64_t v)
+{
+	return publish_value(k, mailbox, v, 1);
 }
 
 static void park_returns_when_pending(void)
@@ -338,6 +345,55 @@ static void bad_arguments(void)
 	knitk_endpoint_destroy(k);
 }
 
+/*
+ * docs/protocol.md S9 on the futex backend: ring-then-wait rings the peer,
+ * then waits (here to its deadline); when the re-check finds work it
+ * returns at once and still rings; a bad mask rings nothing.
+ */
+static void ring_park_rings_then_waits(void)
+{
+	struct knitk_wake_stats st = { .size = sizeof(st) };
+	pthread_t th;
+	uint32_t seq;
+	void *ret;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 1) == 0);
+	CHECK_EQ(knitk_doorbell_can_ring_wait(f.host), 0);
+	CHECK_EQ(knitk_doorbell_can_ring_wait(NULL), -EINVAL);
+
+	REQUIRE(pthread_create(&th, NULL, park_forever, f.worker[0]) == 0);
+	wait_until_sleeping(f.host, 0);
+	CHECK(publish_value(f.host, 0, 1, 0) >= 0);
+	CHECK_EQ(knitk_doorbell_ring_park(f.host, 1, 0), -ETIMEDOUT);
+	pthread_join(th, &ret);
+	CHECK_EQ((intptr_t)ret, 0);
+	knitk_endpoint_wake_stats(f.host, &st);
+	CHECK_EQ(st.sent, 1);
+	CHECK_EQ(st.timeouts, 1);
+	CHECK_EQ(doorbell_of(f.host, KNITK_DOORBELL_HOST)->sleeping, 0);
+
+	/*
+	 * A result is there already: no sleep, and the worker, flagged with
+	 * the first request still pending, is still rung.
+	 */
+	REQUIRE(knitk_doorbell_prepare(f.worker[0], &seq) == 0);
+	CHECK(publish_value(f.worker[0], 1, 2, 0) >= 0);
+	CHECK_EQ(knitk_doorbell_ring_park(f.host, 1, KNITK_WAIT_FOREVER), 0);
+	CHECK_EQ(doorbell_of(f.host, 0)->seq, seq + 1);
+	CHECK_EQ(knitk_doorbell_cancel(f.worker[0]), 0);
+	knitk_endpoint_wake_stats(f.host, &st);
+	CHECK_EQ(st.sent, 2);
+	CHECK_EQ(st.waits, 1);
+
+	CHECK_EQ(knitk_doorbell_ring_park(f.host, 1ULL << 5, 0), -EINVAL);
+	CHECK_EQ(knitk_doorbell_ring_wait(NULL, 1, 0, 0), -EINVAL);
+	knitk_endpoint_wake_stats(f.host, &st);
+	CHECK_EQ(st.sent + st.suppressed_awake + st.suppressed_idle, 2);
+	CHECK_EQ(st.mismatches + st.timeouts, 1);
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	TEST(park_returns_when_pending);
@@ -350,5 +406,6 @@ int main(void)
 	TEST(worker_death_wakes_host);
 	TEST(kick_self_ends_prepared_wait);
 	TEST(bad_arguments);
+	TEST(ring_park_rings_then_waits);
 	return tap_exit();
 }

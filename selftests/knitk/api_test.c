@@ -12,7 +12,8 @@
 
 #define KNOWN_FEATURES	(KNITK_FEATURE_STEAL | KNITK_FEATURE_PEER_DEATH | \
 			 KNITK_FEATURE_STATS | KNITK_FEATURE_POLL | \
-			 KNITK_FEATURE_KICK | KNITK_FEATURE_URING_CMD)
+			 KNITK_FEATURE_KICK | KNITK_FEATURE_SPIN | \
+			 KNITK_FEATURE_NOTIFY_WAIT | KNITK_FEATURE_URING_CMD)
 
 static __u64 ioctl_bit(unsigned long cmd)
 {
@@ -37,7 +38,8 @@ TEST(api_handshake_reports_features_and_ioctls)
 	__u64 ioctls = ioctl_bit(KNITK_IOC_API) | ioctl_bit(KNITK_IOC_CREATE) |
 		       ioctl_bit(KNITK_IOC_ATTACH) | ioctl_bit(KNITK_IOC_JOIN) |
 		       ioctl_bit(KNITK_IOC_WAIT) | ioctl_bit(KNITK_IOC_NOTIFY) |
-		       ioctl_bit(KNITK_IOC_STATS);
+		       ioctl_bit(KNITK_IOC_STATS) |
+		       ioctl_bit(KNITK_IOC_NOTIFY_WAIT);
 	int fd;
 
 	KNITK_REQUIRE_DEV();
@@ -83,8 +85,8 @@ TEST(api_version_mismatch_einval)
 
 TEST(api_unknown_feature_bits_einval)
 {
-	static const __u64 bad[] = { 1ULL << 5, 1ULL << 31, 1ULL << 63,
-				     KNOWN_FEATURES | (1ULL << 6) };
+	static const __u64 bad[] = { 1ULL << 12, 1ULL << 31, 1ULL << 63,
+				     KNOWN_FEATURES | (1ULL << 13) };
 	unsigned int i;
 	int fd;
 

@@ -140,6 +140,32 @@ static inline int knitk_wait(int fd, __u32 expected, __u64 deadline_ns)
 	return knitk_ioctl(fd, KNITK_IOC_WAIT, &w);
 }
 
+/* KNITK_IOC_WAIT with @flags (KNITK_WAIT_SPIN). */
+static inline int knitk_wait_flags(int fd, __u32 expected, __u32 flags,
+				   __u64 deadline_ns)
+{
+	struct knitk_wait w = { .expected = expected, .flags = flags,
+				.deadline_ns = deadline_ns };
+
+	return knitk_ioctl(fd, KNITK_IOC_WAIT, &w);
+}
+
+/* KNITK_IOC_NOTIFY_WAIT; *@woken is set whenever the call wrote it. */
+static inline int knitk_notify_wait(int fd, __u64 doorbells, __u32 expected,
+				    __u32 flags, __u64 deadline_ns,
+				    __u64 *woken)
+{
+	struct knitk_notify_wait nw = { .doorbells = doorbells,
+					.woken = ~0ULL,
+					.expected = expected, .flags = flags,
+					.deadline_ns = deadline_ns };
+	int ret = knitk_ioctl(fd, KNITK_IOC_NOTIFY_WAIT, &nw);
+
+	if (woken)
+		*woken = nw.woken;
+	return ret;
+}
+
 static inline int knitk_notify(int fd, __u64 doorbells, __u64 *woken)
 {
 	struct knitk_notify n = { .doorbells = doorbells };
@@ -460,39 +486,41 @@ static inline int knot_make_host_worker(struct knot *k, int *worker)
 }
 
 /*
- * The module's kick_pause fault-injection knob (kmod/knitk_hooks.c, a
- * module built with KNITK_TEST_HOOKS=y): write a doorbell to park its
- * next kick before the seq advance, KNITK_PAUSE_OFF to disarm and let a
- * parked kick go on; reads KNITK_PAUSE_PARKED while a kick is parked.
+ * The module's fault-injection knobs (kmod/knitk_hooks.c, a module built
+ * with KNITK_TEST_HOOKS=y): kick_pause parks a doorbell's next kick before
+ * its seq advance, spin_pause a KNITK_WAIT_SPIN wait in its spin.  Write a
+ * doorbell to arm, KNITK_PAUSE_OFF to disarm and let a parked pass go on;
+ * reads KNITK_PAUSE_PARKED while one is parked.
  */
 #define KNITK_KICK_PAUSE	"/sys/kernel/debug/knitk/kick_pause"
+#define KNITK_SPIN_PAUSE	"/sys/kernel/debug/knitk/spin_pause"
 #define KNITK_PAUSE_OFF		KNITK_NR_DOORBELLS
 #define KNITK_PAUSE_PARKED	2
 
-/* Arm the knob on doorbell @d; a module without it is a failure. */
-static inline int knitk_pause_arm(unsigned int d)
+/* Arm @knob on doorbell @d; a module without it is a failure. */
+static inline int knitk_pause_arm(const char *knob, unsigned int d)
 {
-	if (access(KNITK_KICK_PAUSE, F_OK))
+	if (access(knob, F_OK))
 		fprintf(stderr, "# %s absent: build the module with KNITK_TEST_HOOKS=y\n",
-			KNITK_KICK_PAUSE);
-	return knitk_sysfs_write(KNITK_KICK_PAUSE, d);
+			knob);
+	return knitk_sysfs_write(knob, d);
 }
 
-/* Disarm the knob (and release a parked kick) if the module has it. */
-static inline void knitk_pause_off(void)
+/* Disarm @knob (and release a parked pass) if the module has it. */
+static inline void knitk_pause_off(const char *knob)
 {
-	if (access(KNITK_KICK_PAUSE, F_OK) == 0)
-		knitk_sysfs_write(KNITK_KICK_PAUSE, KNITK_PAUSE_OFF);
+	if (access(knob, F_OK) == 0)
+		knitk_sysfs_write(knob, KNITK_PAUSE_OFF);
 }
 
-/* Until a kick is parked; negative errno if the knob cannot be read. */
-static inline int knitk_pause_wait_parked(void)
+/* Until a pass is parked; negative errno if the knob cannot be read. */
+static inline int knitk_pause_wait_parked(const char *knob)
 {
 	unsigned long long v;
 	int ret;
 
 	for (;;) {
-		ret = knitk_sysfs_read(KNITK_KICK_PAUSE, &v);
+		ret = knitk_sysfs_read(knob, &v);
 		if (ret || v == KNITK_PAUSE_PARKED)
 			return ret;
 		usleep(1000);

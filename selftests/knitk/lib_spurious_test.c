@@ -40,7 +40,7 @@ FIXTURE_SETUP(lspur)
 FIXTURE_TEARDOWN(lspur)
 {
 	/* Never leave a kick parked or the knob armed for the next test. */
-	knitk_pause_off();
+	knitk_pause_off(KNITK_KICK_PAUSE);
 	if (self->worker)
 		knitk_endpoint_destroy(self->worker);
 	if (self->host)
@@ -94,9 +94,9 @@ static void park_across(struct __test_metadata *_metadata,
 	struct actor p = { .knot = self->host };
 	struct knitk_doorbell_stats ks;
 
-	ASSERT_EQ(0, knitk_pause_arm(HOST));
+	ASSERT_EQ(0, knitk_pause_arm(KNITK_KICK_PAUSE, HOST));
 	ASSERT_EQ(0, pthread_create(&ev->thread, NULL, event, ev));
-	ASSERT_EQ(0, knitk_pause_wait_parked());
+	ASSERT_EQ(0, knitk_pause_wait_parked(KNITK_KICK_PAUSE));
 	if (in_window)
 		in_window(_metadata, self);
 	ASSERT_EQ(0, pthread_create(&p.thread, NULL, parker_run, &p));

@@ -32,7 +32,7 @@ FIXTURE_SETUP(spur)
 FIXTURE_TEARDOWN(spur)
 {
 	/* Never leave a kick parked or the knob armed for the next test. */
-	knitk_pause_off();
+	knitk_pause_off(KNITK_KICK_PAUSE);
 	if (self->worker >= 0)
 		close(self->worker);
 	knot_close(&self->k);
@@ -82,9 +82,9 @@ static void wait_across_parked_event(struct __test_metadata *_metadata,
 	struct actor ev = { .fd = event_fd }, w = { .fd = self->k.fd };
 	struct knitk_doorbell_stats st;
 
-	ASSERT_EQ(0, knitk_pause_arm(HOST));
+	ASSERT_EQ(0, knitk_pause_arm(KNITK_KICK_PAUSE, HOST));
 	ASSERT_EQ(0, pthread_create(&ev.thread, NULL, event, &ev));
-	ASSERT_EQ(0, knitk_pause_wait_parked());
+	ASSERT_EQ(0, knitk_pause_wait_parked(KNITK_KICK_PAUSE));
 
 	w.expected = knitk_doorbell_seq(db);
 	knitk_doorbell_sleeping(db, 1);

@@ -286,7 +286,8 @@ TEST_F(uring, bad_payloads_rejected)
 	EXPECT_EQ(-EINVAL, raw_cmd(&self->ring, self->worker,
 				   KNITK_URING_CMD_WAIT, &bad));
 	bad = w;
-	bad.flags = 1;
+	/* The spin is the ioctl's alone (uapi: struct knitk_uring_wait). */
+	bad.flags = KNITK_WAIT_SPIN;
 	EXPECT_EQ(-EINVAL, raw_cmd(&self->ring, self->worker,
 				   KNITK_URING_CMD_WAIT, &bad));
 	/* Worker 0 asking for the host's doorbell, or worker 1's. */

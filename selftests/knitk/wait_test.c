@@ -151,7 +151,7 @@ TEST_F(wk, wait_flags_reserved_einval)
 
 	wk_open_small(_metadata, self);
 	w.expected = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
-	w.flags = 1;
+	w.flags = KNITK_WAIT_SPIN << 1;
 	EXPECT_EQ(-EINVAL, knitk_ioctl(self->w[0], KNITK_IOC_WAIT, &w));
 	w.flags = 0;
 	w.reserved = 1;

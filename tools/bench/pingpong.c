@@ -6,7 +6,9 @@
  * futex wait/wake, eventfd, pipe and a Unix socket pair.  knitk: the host
  * publishes a value into the worker's request mailbox and rings; the
  * worker answers on its return mailbox.  "knitk" parks on the doorbell as
- * soon as a mailbox is empty; "knitk-busy" polls first, then parks.
+ * soon as a mailbox is empty; "knitk-busy" polls first, then parks;
+ * "knitk-ringwait" rings the other side and parks in one call
+ * (knitk_producer_notify_park(): KNITK_IOC_NOTIFY_WAIT on the module).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -421,6 +423,58 @@ static int kn_peer(void *st, uint64_t n, uint64_t *moved)
 	return 0;
 }
 
+/* Publish @value without ringing: the ring comes with the next park. */
+static int kn_publish(struct knitk_producer *p, uint64_t value)
+{
+	struct knitk_lane_header h = { .value = value };
+	int ret = knitk_producer_send(p, &h, NULL, 0);
+
+	return ret < 0 ? ret : 0;
+}
+
+/* Each hop: publish, then ring and park in one call, then take the answer. */
+static int kn_rw_host(void *st, uint64_t n, uint64_t *moved)
+{
+	struct pp_state *s = st;
+	uint64_t i;
+	int ret;
+
+	for (i = 0; i < n; i++) {
+		ret = kn_publish(s->kp.hp, i);
+		if (!ret)
+			ret = knitk_producer_notify_park(s->kp.hp,
+							 KNITK_WAIT_FOREVER);
+		if (!ret)
+			ret = kn_recv(s->kp.hc, s->kp.host, 0, i);
+		if (ret)
+			return ret;
+		(*moved)++;
+	}
+	return 0;
+}
+
+static int kn_rw_peer(void *st, uint64_t n, uint64_t *moved)
+{
+	struct pp_state *s = st;
+	uint64_t i;
+	int ret;
+
+	ret = kn_recv(s->kp.pc, s->kp.peer, 0, 0);
+	for (i = 0; !ret && i < n; i++) {
+		(*moved)++;
+		if (i + 1 == n)
+			return kn_send(s->kp.pp, i);
+		/* The answer, rung by the park that waits for the next call. */
+		ret = kn_publish(s->kp.pp, i);
+		if (!ret)
+			ret = knitk_producer_notify_park(s->kp.pp,
+							 KNITK_WAIT_FOREVER);
+		if (!ret)
+			ret = kn_recv(s->kp.pc, s->kp.peer, 0, i + 1);
+	}
+	return ret;
+}
+
 /* ------------------------------------------------------------ cases */
 
 static const struct bench_pair_ops pp_spin = {
@@ -445,9 +499,14 @@ static const struct bench_pair_ops pp_knitk = {
 	sizeof(struct pp_state), kn_setup, kn_peer_init, kn_host, kn_peer,
 	kn_peer_fini, kn_teardown,
 };
+static const struct bench_pair_ops pp_knitk_rw = {
+	sizeof(struct pp_state), kn_setup, kn_peer_init, kn_rw_host, kn_rw_peer,
+	kn_peer_fini, kn_teardown,
+};
 
 /* arg: mode | (mechanism << 4) */
-enum { M_SPIN, M_FUTEX, M_EVENTFD, M_PIPE, M_UNIX, M_KNITK, M_KNITK_BUSY };
+enum { M_SPIN, M_FUTEX, M_EVENTFD, M_PIPE, M_UNIX, M_KNITK, M_KNITK_BUSY,
+       M_KNITK_RW };
 
 static int pp_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		  struct bench_result *r)
@@ -456,7 +515,7 @@ static int pp_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		[M_SPIN] = &pp_spin, [M_FUTEX] = &pp_futex,
 		[M_EVENTFD] = &pp_eventfd, [M_PIPE] = &pp_pipe,
 		[M_UNIX] = &pp_unix, [M_KNITK] = &pp_knitk,
-		[M_KNITK_BUSY] = &pp_knitk,
+		[M_KNITK_BUSY] = &pp_knitk, [M_KNITK_RW] = &pp_knitk_rw,
 	};
 	int mode = (int)(c->arg & 15), mech = (int)(c->arg >> 4);
 	long polls = mech == M_KNITK_BUSY ? PP_BUSY_POLLS : 0;
@@ -477,6 +536,7 @@ const struct bench_case bench_pingpong_cases[] = {
 	PP("rtt-process", "unix", BENCH_PROCESS, M_UNIX, 0, 20000, 300),
 	PP("rtt-process", "knitk", BENCH_PROCESS, M_KNITK, 1, 20000, 300),
 	PP("rtt-process", "knitk-busy", BENCH_PROCESS, M_KNITK_BUSY, 1, 200000, 2000),
+	PP("rtt-process", "knitk-ringwait", BENCH_PROCESS, M_KNITK_RW, 1, 20000, 300),
 	PP("rtt-thread", "spin", BENCH_THREAD, M_SPIN, 0, 200000, 2000),
 	PP("rtt-thread", "futex", BENCH_THREAD, M_FUTEX, 0, 20000, 300),
 	PP("rtt-thread", "eventfd", BENCH_THREAD, M_EVENTFD, 0, 20000, 300),

@@ -18,7 +18,10 @@
  *  5. KNITK_IOC_JOIN gives the endpoint a role: the host or worker N.
  *  6. KNITK_IOC_WAIT sleeps on the endpoint's own doorbell; KNITK_IOC_NOTIFY
  *     rings a set of doorbells, delivering a wake only to a waiter that is
- *     asleep and whose mailboxes hold pending work.  poll() watches the
+ *     asleep and whose mailboxes hold pending work; KNITK_IOC_NOTIFY_WAIT
+ *     does both in one call (ring the peer, then wait), and a wait with
+ *     KNITK_WAIT_SPIN spins briefly in the kernel while the task that last
+ *     rang its doorbell runs.  poll() watches the
  *     same doorbell (an attached endpoint that has not joined watches the
  *     host's): POLLIN while a mailbox it consumes holds a pending lane,
  *     POLLPRI while some role is dead, POLLHUP for a worker whose host has
@@ -98,6 +101,8 @@
 #define KNITK_FEATURE_STATS		(1ULL << 2)
 #define KNITK_FEATURE_POLL		(1ULL << 3)
 #define KNITK_FEATURE_KICK		(1ULL << 4)
+#define KNITK_FEATURE_SPIN		(1ULL << 5)	/* KNITK_WAIT_SPIN */
+#define KNITK_FEATURE_NOTIFY_WAIT	(1ULL << 6)	/* KNITK_IOC_NOTIFY_WAIT */
 /* Bit 7: KNITK_URING_CMD_WAIT through IORING_OP_URING_CMD. */
 #define KNITK_FEATURE_URING_CMD		(1ULL << 7)
 
@@ -394,11 +399,15 @@ struct knitk_join {
 
 #define KNITK_WAIT_FOREVER		(~0ULL)
 
+/* struct knitk_wait.flags and struct knitk_notify_wait.flags */
+#define KNITK_WAIT_SPIN			(1U << 0)
+#define KNITK_WAIT_FLAGS		(KNITK_WAIT_SPIN)
+
 /**
  * struct knitk_wait - KNITK_IOC_WAIT, sleep on the endpoint's own doorbell
  * @expected: in: the doorbell seq the caller saw before it set its
  *	sleeping flag and re-checked its mailboxes.
- * @flags: in: must be zero.
+ * @flags: in: zero, or KNITK_WAIT_SPIN; other bits give -EINVAL.
  * @deadline_ns: in: absolute CLOCK_MONOTONIC deadline, or
  *	KNITK_WAIT_FOREVER.
  * @reserved: must be zero.
@@ -410,6 +419,19 @@ struct knitk_join {
  * endpoint's role has ended, before the wait or while it sleeps (the
  * doorbell then belongs to the role's next joiner, whose wakes a wait of
  * the ended role never takes for its own).
+ *
+ * With KNITK_WAIT_SPIN the wait, once its seq check passed, first spins
+ * in the kernel while the doorbell's *ringer* - the task whose notify last
+ * advanced this doorbell's seq (normally the peer that will ring it next)
+ * - is running on a CPU that is not preempted, for at most the module's
+ * spin_ns parameter.  It sleeps at once when there is no ringer yet, when
+ * the ringer is the caller, is not on a CPU, runs on a preempted vCPU or
+ * is exiting, and stops spinning when the caller must reschedule or has
+ * a signal pending.  The spin ends the wait exactly as a wake would (same
+ * returns, same lost-wakeup rules: a notify advances seq while the
+ * sleeping flag is set, asleep or spinning).  A wait ended by the spin is
+ * counted in spin_wakes, not in waits; one that slept (at once or after
+ * spinning) in spin_sleeps and waits.
  */
 struct knitk_wait {
 	__u32 expected;
@@ -450,6 +472,40 @@ struct knitk_notify {
 };
 
 /**
+ * struct knitk_notify_wait - KNITK_IOC_NOTIFY_WAIT, ring the peers, then wait
+ * @doorbells: in: the doorbells to ring, as for struct knitk_notify (through
+ *	the idle filter; there is no kick here).
+ * @woken: out: the doorbells whose seq was advanced and waiter woken;
+ *	written back on every return once the ring happened.
+ * @expected: in: as struct knitk_wait's, for the caller's own doorbell.
+ * @flags: in: zero, or KNITK_WAIT_SPIN; other bits give -EINVAL.
+ * @deadline_ns: in: as struct knitk_wait's.
+ * @reserved: must be zero.
+ *
+ * One system call for a hop of a round trip: the caller has set its
+ * sleeping flag and re-checked its mailboxes (reading @expected first),
+ * then published to its peer; the call rings @doorbells as
+ * KNITK_IOC_NOTIFY does, but with a synchronous wake (the caller is about
+ * to sleep, so the scheduler may run the woken peer on the caller's CPU),
+ * then waits on the caller's own doorbell exactly as KNITK_IOC_WAIT with
+ * @expected, @flags and @deadline_ns.
+ *
+ * -EFAULT, -EINVAL (bad flags, reserved fields or doorbells) and -ENOTCONN
+ * (no role, or an ended one) are given before anything is rung.  After
+ * the ring, the returns are those of KNITK_IOC_WAIT, except that a signal
+ * always gives -EINTR: the call is never restarted, since its ring is
+ * done (a caller continues with KNITK_IOC_WAIT).
+ */
+struct knitk_notify_wait {
+	__u64 doorbells;
+	__u64 woken;
+	__u32 expected;
+	__u32 flags;
+	__u64 deadline_ns;
+	__u64 reserved[2];
+};
+
+/**
  * struct knitk_doorbell_stats - counters of one doorbell
  * @waits: waits that went to sleep.
  * @wakes: notifies delivered (seq advanced, waiter woken).
@@ -463,6 +519,10 @@ struct knitk_notify {
  * @kicks: kicks (KNITK_NOTIFY_KICK) received.
  * @uring_waits: KNITK_URING_CMD_WAIT commands that went to sleep (also
  *	counted in @waits).
+ * @spin_wakes: waits (KNITK_WAIT_SPIN) ended during their spin, without
+ *	sleeping.
+ * @spin_sleeps: KNITK_WAIT_SPIN waits that went to sleep, at once (no
+ *	running ringer) or after spinning.
  */
 struct knitk_doorbell_stats {
 	__u64 waits;
@@ -475,6 +535,8 @@ struct knitk_doorbell_stats {
 	__u64 interrupts;
 	__u64 kicks;
 	__u64 uring_waits;
+	__u64 spin_wakes;
+	__u64 spin_sleeps;
 };
 
 /**
@@ -497,6 +559,7 @@ struct knitk_stats {
 
 #define KNITK_STATS_SIZE_VER0		80	/* first version: waits..kicks */
 #define KNITK_STATS_SIZE_VER1		88	/* + uring_waits */
+#define KNITK_STATS_SIZE_VER2		104	/* + spin_wakes, spin_sleeps */
 
 #define KNITK_IOC_MAGIC			0xb7
 
@@ -506,7 +569,9 @@ struct knitk_stats {
  *	flag and re-checked its mailboxes, as for KNITK_IOC_WAIT.
  * @doorbell: the caller's own doorbell (its worker id, or
  *	KNITK_DOORBELL_HOST); any other gives -EINVAL.
- * @flags: must be zero.
+ * @flags: must be zero: KNITK_WAIT_SPIN is refused here (-EINVAL), since
+ *	the wait runs on an io-wq worker whose spinning would only burn a CPU
+ *	the submitter is not waiting on.
  * @reserved: must be zero.
  * @deadline_ns: absolute CLOCK_MONOTONIC deadline, or KNITK_WAIT_FOREVER.
  *
@@ -538,6 +603,8 @@ struct knitk_uring_wait {
 #define KNITK_IOC_WAIT		_IOW(KNITK_IOC_MAGIC, 0x04, struct knitk_wait)
 #define KNITK_IOC_NOTIFY	_IOWR(KNITK_IOC_MAGIC, 0x05, struct knitk_notify)
 #define KNITK_IOC_STATS		_IOWR(KNITK_IOC_MAGIC, 0x06, struct knitk_stats)
+#define KNITK_IOC_NOTIFY_WAIT	_IOWR(KNITK_IOC_MAGIC, 0x07, \
+				      struct knitk_notify_wait)
 
 /* cmd_op of IORING_OP_URING_CMD (KNITK_FEATURE_URING_CMD). */
 #define KNITK_URING_CMD_WAIT	_IOW(KNITK_IOC_MAGIC, 0x20, struct knitk_uring_wait)
