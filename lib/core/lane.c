@@ -351,9 +351,9 @@ KNITK_EXPORT int knitk_lane_publish_batch(struct knitk_producer *producer,
 	return 0;
 }
 
-KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
-				     const struct knitk_lane_header *header,
-				     const void *data, size_t len)
+KNITK_EXPORT int knitk_producer_stage(struct knitk_producer *producer,
+				      const struct knitk_lane_header *header,
+				      const void *data, size_t len)
 {
 	struct knitk_lane_header *h;
 	void *buf;
@@ -385,7 +385,17 @@ KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
 	h->deadline_ns = header->deadline_ns;
 	h->abort_id = header->abort_id;
 	h->user = header->user;
-	lane_publish_mask(producer, bit((unsigned int)lane));
+	return lane;
+}
+
+KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
+				     const struct knitk_lane_header *header,
+				     const void *data, size_t len)
+{
+	int lane = knitk_producer_stage(producer, header, data, len);
+
+	if (lane >= 0)
+		lane_publish_mask(producer, bit((unsigned int)lane));
 	return lane;
 }
 
