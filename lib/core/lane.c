@@ -593,7 +593,7 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 	if (consumer->steal) {
 		/* T3-T7: claim a region; its lanes are ours from now on. */
 		*pending = knitk__steal_claim(consumer->steal);
-		return __builtin_popcountll(*pending);
+		return knot_lane_count(*pending);
 	}
 	/*
 	 * L4: never cache pub.  Acquire pairs with the release store
@@ -603,7 +603,7 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 				   memory_order_acquire);
 	*pending = pub ^ consumer->ack;
 	consumer->seen |= *pending;
-	return __builtin_popcountll(*pending);
+	return knot_lane_count(*pending);
 }
 
 KNITK_EXPORT int knitk_lane_next(struct knitk_consumer *consumer,
