@@ -107,12 +107,19 @@ static inline void knot_count(struct knitk_endpoint *k, enum knitk_counter c,
 }
 
 /*
- * The number of lanes in @mask.  Without -mpopcnt the builtin is a libgcc
- * call: an empty mask, what every poll of an idle mailbox finds, skips it.
+ * The number of lanes in @mask, at every scan.  Without -mpopcnt the
+ * builtin is a call into libgcc: count the bits in place instead.
  */
 static inline int knot_lane_count(uint64_t mask)
 {
-	return mask ? __builtin_popcountll(mask) : 0;
+#ifdef __POPCNT__
+	return __builtin_popcountll(mask);
+#else
+	mask -= (mask >> 1) & 0x5555555555555555ULL;
+	mask = (mask & 0x3333333333333333ULL) + ((mask >> 2) & 0x3333333333333333ULL);
+	mask = (mask + (mask >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (int)((mask * 0x0101010101010101ULL) >> 56);
+#endif
 }
 
 static inline struct knitk_doorbell *knot_doorbell(const struct knitk_endpoint *k,
