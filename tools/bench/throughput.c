@@ -7,10 +7,9 @@
  * for 8 bytes, in the arena for 4 KiB), publishes them with one
  * knitk_lane_publish_batch and rings; the worker decodes, copies the
  * payload out, acks the batch with one store and returns a credit on its
- * return mailbox.  Under backpressure the host polls briefly for free
- * lanes, then parks until a credit comes; an idle worker polls, then
- * parks (sleeping allowed on both sides, no spinning beyond a short poll,
- * polls that yield now and then: see bench_poll).
+ * return mailbox.  Under backpressure the host parks until a credit comes;
+ * an idle worker polls, then parks (sleeping allowed on both sides, no
+ * spinning beyond a short poll that yields now and then: bench_poll).
  * pipe: one write of BATCH messages, reads of up to 64 KiB.  eventfd: a
  * count of BATCH per write, no payload at all (so not a like-for-like
  * channel: it is the floor of a kernel counter).
@@ -28,8 +27,6 @@
 
 #define TP_BATCH	16
 #define TP_POLLS	256		/* like the pool's default spin */
-/* A worker behind by a whole mailbox acks it within a few polls. */
-#define TP_FULL_POLLS	32
 #define TP_READ_BUF	(64 * 1024)
 
 struct tp_state {
@@ -83,7 +80,7 @@ static int tk_host(void *st, uint64_t n, uint64_t *moved)
 	struct knitk_producer *p = s->kp.hp;
 	struct knitk_lane_header *h;
 	uint64_t sent = 0, mask;
-	unsigned int k, polls = 0;
+	unsigned int k;
 	unsigned char *src;
 	void *buf;
 	int lane, ret = 0;
@@ -128,24 +125,20 @@ static int tk_host(void *st, uint64_t n, uint64_t *moved)
 			if (ret < 0)
 				goto out;
 			sent += k;
-			polls = 0;
 			ret = tk_drain(s->kp.hc);
 			if (ret < 0)
 				goto out;
 			continue;
 		}
 		/*
-		 * Backpressure: poll for free lanes (the claim reloads the
-		 * ack word), then sleep until the worker returns a credit.
+		 * Backpressure: sleep until the worker returns a credit.
+		 * Polling for free lanes here first made the case slower on
+		 * a loaded machine: the worker that must run is the one a
+		 * polling host keeps off the CPU.
 		 */
 		ret = tk_drain(s->kp.hc);
 		if (ret < 0)
 			goto out;
-		if (ret == 0 && polls < TP_FULL_POLLS) {
-			bench_poll(polls++);
-			continue;
-		}
-		polls = 0;
 		if (ret == 0) {
 			ret = knitk_doorbell_park(s->kp.host, KNITK_WAIT_FOREVER);
 			if (ret)
