@@ -116,6 +116,22 @@ static inline void knot_count(struct knitk_endpoint *k, enum knitk_counter c,
 	atomic_fetch_add_explicit(&k->counters[c], n, memory_order_relaxed);
 }
 
+/*
+ * The number of lanes in @mask, at every scan.  Without -mpopcnt the
+ * builtin is a call into libgcc: count the bits in place instead.
+ */
+static inline int knot_lane_count(uint64_t mask)
+{
+#ifdef __POPCNT__
+	return __builtin_popcountll(mask);
+#else
+	mask -= (mask >> 1) & 0x5555555555555555ULL;
+	mask = (mask & 0x3333333333333333ULL) + ((mask >> 2) & 0x3333333333333333ULL);
+	mask = (mask + (mask >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (int)((mask * 0x0101010101010101ULL) >> 56);
+#endif
+}
+
 static inline struct knitk_doorbell *knot_doorbell(const struct knitk_endpoint *k,
 						   unsigned int d)
 {

@@ -26,14 +26,20 @@
 
 KNITK__SIZED_VER0(knitk_msg, KNITK_MSG_SIZE_VER0);
 
-struct knitk_producer {
+/* Where a mailbox's words, lanes and arena are, for either side. */
+struct lane_geom {
 	struct knitk_endpoint *ep;
 	struct knitk_sector *sector;
 	char *lanes;
 	char *arena_mem;
+	uint64_t arena_size;
 	uint32_t lane_stride;
 	uint32_t inline_bytes;
 	unsigned int mailbox;
+};
+
+struct knitk_producer {
+	struct lane_geom g;
 	unsigned int cursor;
 	uint64_t pub;			/* private copy of the pub word */
 	uint64_t ack_cache;		/* cached effective ack word */
@@ -51,14 +57,7 @@ struct knitk_producer {
 };
 
 struct knitk_consumer {
-	struct knitk_endpoint *ep;
-	struct knitk_sector *sector;
-	char *lanes;
-	const char *arena_mem;
-	uint64_t arena_size;
-	uint32_t lane_stride;
-	uint32_t inline_bytes;
-	unsigned int mailbox;
+	struct lane_geom g;
 	unsigned int cursor;
 	uint64_t ack;			/* private copy of the ack word */
 	uint64_t seen;			/* pending lanes found by scans */
@@ -79,13 +78,26 @@ static inline unsigned int ring_next(uint64_t mask, unsigned int cursor)
 	return (unsigned int)__builtin_ctzll(ahead ? ahead : mask);
 }
 
+static void lane_geom_init(struct lane_geom *g, struct knitk_endpoint *ep,
+			   unsigned int mailbox)
+{
+	g->ep = ep;
+	g->mailbox = mailbox;
+	g->sector = knot_sector(ep, mailbox);
+	g->lanes = (char *)g->sector + ep->layout.lane_off;
+	g->arena_mem = (char *)g->sector + ep->layout.arena_off;
+	g->arena_size = ep->layout.arena_size;
+	g->lane_stride = ep->layout.lane_stride;
+	g->inline_bytes = ep->geom.inline_bytes;
+}
+
 /* ------------------------------------------------------------ producer */
 
 static struct knitk_lane_header *lane_hdr(const struct knitk_producer *p,
 					  unsigned int lane)
 {
-	return (struct knitk_lane_header *)(p->lanes +
-					    (uint64_t)lane * p->lane_stride);
+	return (struct knitk_lane_header *)(p->g.lanes +
+					    (uint64_t)lane * p->g.lane_stride);
 }
 
 KNITK_EXPORT int knitk_producer_create(struct knitk_endpoint *ep,
@@ -101,14 +113,8 @@ KNITK_EXPORT int knitk_producer_create(struct knitk_endpoint *ep,
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->ep = ep;
-	p->mailbox = mailbox;
-	p->sector = knot_sector(ep, mailbox);
-	p->lanes = (char *)p->sector + ep->layout.lane_off;
-	p->arena_mem = (char *)p->sector + ep->layout.arena_off;
-	p->lane_stride = ep->layout.lane_stride;
-	p->inline_bytes = ep->geom.inline_bytes;
-	ret = knitk__arena_create(ep->layout.arena_size, &p->arena);
+	lane_geom_init(&p->g, ep, mailbox);
+	ret = knitk__arena_create(p->g.arena_size, &p->arena);
 	if (ret)
 		goto fail;
 	if (knot_mailbox_steals(ep, mailbox)) {
@@ -122,14 +128,14 @@ KNITK_EXPORT int knitk_producer_create(struct knitk_endpoint *ep,
 				goto fail;
 		}
 	} else {
-		p->ack_words[p->nr_ack_words++] = (const uint64_t *)&p->sector->ack;
+		p->ack_words[p->nr_ack_words++] = (const uint64_t *)&p->g.sector->ack;
 		ret = knitk__arena_add_free_word(p->arena,
-					(const uint64_t *)&p->sector->arena_free);
+					(const uint64_t *)&p->g.sector->arena_free);
 		if (ret)
 			goto fail;
 	}
 	/* We are the only writer of pub: continue from what it holds. */
-	p->pub = atomic_load_explicit(A64(&p->sector->pub), memory_order_relaxed);
+	p->pub = atomic_load_explicit(A64(&p->g.sector->pub), memory_order_relaxed);
 	/* And of the stamps: continue after the newest. */
 	for (w = 0; w < KNITK_LANES; w++) {
 		uint64_t s = atomic_load_explicit(A64(&lane_hdr(p, w)->stamp),
@@ -257,7 +263,7 @@ KNITK_EXPORT int knitk_lane_reserve(struct knitk_producer *producer,
 		return -EINVAL;
 	h = lane_hdr(p, lane);
 	lane_drop_payload(p, h);
-	if (len <= p->inline_bytes) {
+	if (len <= p->g.inline_bytes) {
 		h->kind = len ? KNITK_PAYLOAD_INLINE : KNITK_PAYLOAD_NONE;
 		h->length = len;
 		*buf = (char *)h + KNITK_LANE_HEADER_BYTES;
@@ -271,7 +277,7 @@ KNITK_EXPORT int knitk_lane_reserve(struct knitk_producer *producer,
 	h->arena_slot = (uint32_t)ret;
 	h->value = off;
 	h->length = len;
-	*buf = p->arena_mem + off;
+	*buf = p->g.arena_mem + off;
 	return 0;
 }
 
@@ -320,7 +326,7 @@ static void lane_publish_mask(struct knitk_producer *p, uint64_t lanes)
 	 * lanes turn pending.  Pairs with the acquire in knitk_lane_scan
 	 * and mailbox_pending.
 	 */
-	atomic_store_explicit(A64(&p->sector->pub), p->pub, memory_order_release);
+	atomic_store_explicit(A64(&p->g.sector->pub), p->pub, memory_order_release);
 }
 
 KNITK_EXPORT int knitk_lane_publish(struct knitk_producer *producer,
@@ -345,10 +351,9 @@ KNITK_EXPORT int knitk_lane_publish_batch(struct knitk_producer *producer,
 	return 0;
 }
 
-/* Send one lane; reserved for claimant @claimant first unless it is -1. */
-static int producer_send(struct knitk_producer *producer, int claimant,
-			 const struct knitk_lane_header *header,
-			 const void *data, size_t len)
+KNITK_EXPORT int knitk_producer_stage(struct knitk_producer *producer,
+				      const struct knitk_lane_header *header,
+				      const void *data, size_t len)
 {
 	struct knitk_lane_header *h;
 	void *buf;
@@ -356,7 +361,7 @@ static int producer_send(struct knitk_producer *producer, int claimant,
 
 	if (!producer || !header || (len && !data))
 		return -EINVAL;
-	if (len > producer->inline_bytes && len > producer->ep->layout.arena_size)
+	if (len > producer->g.inline_bytes && len > producer->g.arena_size)
 		return -EMSGSIZE;
 	lane = knitk_lane_claim(producer);
 	if (lane < 0)
@@ -380,16 +385,6 @@ static int producer_send(struct knitk_producer *producer, int claimant,
 	h->deadline_ns = header->deadline_ns;
 	h->abort_id = header->abort_id;
 	h->user = header->user;
-	if (claimant >= 0)
-		/*
-		 * T13: reserved before it turns pending; the release store
-		 * of pub in lane_publish_mask orders it for every claimant
-		 * that acquires the lane (steal_pending).
-		 */
-		atomic_fetch_or_explicit(A64(&knot_steal_line(producer->ep,
-				producer->mailbox, (unsigned int)claimant)->resv),
-				bit((unsigned int)lane), memory_order_relaxed);
-	lane_publish_mask(producer, bit((unsigned int)lane));
 	return lane;
 }
 
@@ -397,7 +392,11 @@ KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
 				     const struct knitk_lane_header *header,
 				     const void *data, size_t len)
 {
-	return producer_send(producer, -1, header, data, len);
+	int lane = knitk_producer_stage(producer, header, data, len);
+
+	if (lane >= 0)
+		lane_publish_mask(producer, bit((unsigned int)lane));
+	return lane;
 }
 
 KNITK_EXPORT int knitk_producer_send_to(struct knitk_producer *producer,
@@ -405,10 +404,24 @@ KNITK_EXPORT int knitk_producer_send_to(struct knitk_producer *producer,
 					const struct knitk_lane_header *header,
 					const void *data, size_t len)
 {
-	if (!producer || !knot_mailbox_steals(producer->ep, producer->mailbox) ||
-	    claimant >= producer->ep->geom.nr_workers)
+	int lane;
+
+	if (!producer || !knot_mailbox_steals(producer->g.ep, producer->g.mailbox) ||
+	    claimant >= producer->g.ep->geom.nr_workers)
 		return -EINVAL;
-	return producer_send(producer, (int)claimant, header, data, len);
+	lane = knitk_producer_stage(producer, header, data, len);
+	if (lane < 0)
+		return lane;
+	/*
+	 * T13: reserved before it turns pending; the release store of pub
+	 * in lane_publish_mask orders it for every claimant that acquires
+	 * the lane (steal_pending).
+	 */
+	atomic_fetch_or_explicit(A64(&knot_steal_line(producer->g.ep,
+			producer->g.mailbox, claimant)->resv),
+			bit((unsigned int)lane), memory_order_relaxed);
+	lane_publish_mask(producer, bit((unsigned int)lane));
+	return lane;
 }
 
 
@@ -427,19 +440,19 @@ KNITK_EXPORT int knitk_producer_reset_consumer(struct knitk_producer *producer)
 
 	if (!p)
 		return -EINVAL;
-	if (knot_mailbox_steals(p->ep, p->mailbox))
+	if (knot_mailbox_steals(p->g.ep, p->g.mailbox))
 		return -EOPNOTSUPP;
 	if (p->claimed)
 		return -EBUSY;
 	knitk__arena_live(p->arena, &live);
 	if (live)
 		/* Pairs with the acquire in arena_freed, like knitk_lane_ack. */
-		atomic_store_explicit(A64(&p->sector->arena_free),
-				      atomic_load_explicit(A64(&p->sector->arena_free),
+		atomic_store_explicit(A64(&p->g.sector->arena_free),
+				      atomic_load_explicit(A64(&p->g.sector->arena_free),
 							   memory_order_relaxed) ^ live,
 				      memory_order_release);
 	/* Pairs with the acquire in producer_load_ack and knitk__endpoint_mailbox_ack. */
-	atomic_store_explicit(A64(&p->sector->ack), p->pub, memory_order_release);
+	atomic_store_explicit(A64(&p->g.sector->ack), p->pub, memory_order_release);
 	return 0;
 }
 
@@ -450,7 +463,7 @@ KNITK_EXPORT int knitk_producer_track_claims(struct knitk_producer *producer)
 
 	if (!p)
 		return -EINVAL;
-	if (!knot_mailbox_steals(p->ep, p->mailbox))
+	if (!knot_mailbox_steals(p->g.ep, p->g.mailbox))
 		return -EOPNOTSUPP;
 	if (p->track)
 		return 0;
@@ -506,7 +519,7 @@ KNITK_EXPORT int knitk_producer_reset_claimant(struct knitk_producer *producer,
 	if (p->claims[worker])
 		return -EBUSY;
 	/* Acquire pairs with the release of live in a join (P2). */
-	if (atomic_load_explicit(A64(&knot_control(p->ep)->live),
+	if (atomic_load_explicit(A64(&knot_control(p->g.ep)->live),
 				 memory_order_acquire) & bit(worker))
 		return -EBUSY;
 	knitk__arena_live(p->arena, &live);
@@ -515,7 +528,7 @@ KNITK_EXPORT int knitk_producer_reset_claimant(struct knitk_producer *producer,
 			frees |= 1ULL << s;
 			p->slot_owner[s] = -1;
 		}
-	sl = knot_steal_line(p->ep, p->mailbox, worker);
+	sl = knot_steal_line(p->g.ep, p->g.mailbox, worker);
 	/* T13: w's reservations lapse with it; pending lanes go to anyone. */
 	atomic_store_explicit(A64(&sl->resv), 0, memory_order_relaxed);
 	if (frees) {
@@ -536,9 +549,9 @@ KNITK_EXPORT int knitk_producer_notify(struct knitk_producer *producer)
 {
 	if (!producer)
 		return -EINVAL;
-	return knitk_doorbell_ring(producer->ep,
-				   knitk__endpoint_mailbox_doorbells(producer->ep,
-								     producer->mailbox));
+	return knitk_doorbell_ring(producer->g.ep,
+				   knitk__endpoint_mailbox_doorbells(producer->g.ep,
+								     producer->g.mailbox));
 }
 
 KNITK_EXPORT int knitk_producer_notify_park(struct knitk_producer *producer,
@@ -546,45 +559,52 @@ KNITK_EXPORT int knitk_producer_notify_park(struct knitk_producer *producer,
 {
 	if (!producer)
 		return -EINVAL;
-	return knitk_doorbell_ring_park(producer->ep,
-					knitk__endpoint_mailbox_doorbells(producer->ep,
-									  producer->mailbox),
+	return knitk_doorbell_ring_park(producer->g.ep,
+					knitk__endpoint_mailbox_doorbells(producer->g.ep,
+									  producer->g.mailbox),
 					deadline_ns);
 }
 
 /* ------------------------------------------------------------ consumer */
 
-KNITK_EXPORT int knitk_consumer_create(struct knitk_endpoint *ep,
-				       unsigned int mailbox,
-				       struct knitk_consumer **consumer)
+/* A consumer of @mailbox: its private lanes, or a claimant when @steals. */
+static int consumer_create(struct knitk_endpoint *ep, unsigned int mailbox,
+			   bool steals, unsigned int region_lanes,
+			   struct knitk_consumer **consumer)
 {
 	struct knitk_consumer *c;
 	int ret;
 
 	if (!ep || !consumer || mailbox >= ep->layout.nr_mailboxes)
 		return -EINVAL;
-	if (knot_mailbox_steals(ep, mailbox))
+	if (knot_mailbox_steals(ep, mailbox) != steals)
 		return -EOPNOTSUPP;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->ep = ep;
-	c->mailbox = mailbox;
-	c->sector = knot_sector(ep, mailbox);
-	c->lanes = (char *)c->sector + ep->layout.lane_off;
-	c->arena_mem = (const char *)c->sector + ep->layout.arena_off;
-	c->arena_size = ep->layout.arena_size;
-	c->lane_stride = ep->layout.lane_stride;
-	c->inline_bytes = ep->geom.inline_bytes;
-	/* We are the only writer of ack and arena_free. */
-	c->ack = atomic_load_explicit(A64(&c->sector->ack), memory_order_relaxed);
-	ret = knitk__arena_freer_init(&c->freer, (uint64_t *)&c->sector->arena_free);
+	lane_geom_init(&c->g, ep, mailbox);
+	if (steals) {
+		ret = knitk__steal_create(ep, mailbox, region_lanes, &c->steal);
+	} else {
+		/* We are the only writer of ack and arena_free. */
+		c->ack = atomic_load_explicit(A64(&c->g.sector->ack),
+					      memory_order_relaxed);
+		ret = knitk__arena_freer_init(&c->freer,
+					      (uint64_t *)&c->g.sector->arena_free);
+	}
 	if (ret) {
 		free(c);
 		return ret;
 	}
 	*consumer = c;
 	return 0;
+}
+
+KNITK_EXPORT int knitk_consumer_create(struct knitk_endpoint *ep,
+				       unsigned int mailbox,
+				       struct knitk_consumer **consumer)
+{
+	return consumer_create(ep, mailbox, false, 0, consumer);
 }
 
 KNITK_EXPORT int knitk_steal_consumer_create(struct knitk_endpoint *ep,
@@ -592,29 +612,7 @@ KNITK_EXPORT int knitk_steal_consumer_create(struct knitk_endpoint *ep,
 					     unsigned int region_lanes,
 					     struct knitk_consumer **consumer)
 {
-	struct knitk_consumer *c;
-	int ret;
-
-	if (!ep || !consumer || mailbox >= ep->layout.nr_mailboxes)
-		return -EINVAL;
-	if (!knot_mailbox_steals(ep, mailbox))
-		return -EOPNOTSUPP;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	c->ep = ep;
-	c->mailbox = mailbox;
-	c->sector = knot_sector(ep, mailbox);
-	c->arena_mem = (const char *)c->sector + ep->layout.arena_off;
-	c->arena_size = ep->layout.arena_size;
-	c->inline_bytes = ep->geom.inline_bytes;
-	ret = knitk__steal_create(ep, mailbox, region_lanes, &c->steal);
-	if (ret) {
-		free(c);
-		return ret;
-	}
-	*consumer = c;
-	return 0;
+	return consumer_create(ep, mailbox, true, region_lanes, consumer);
 }
 
 KNITK_EXPORT void knitk_consumer_destroy(struct knitk_consumer *consumer)
@@ -634,27 +632,27 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 	if (consumer->steal) {
 		/* T3-T7: claim a region; its lanes are ours from now on. */
 		*pending = knitk__steal_claim(consumer->steal);
-		return __builtin_popcountll(*pending);
+		return knot_lane_count(*pending);
 	}
 	/*
 	 * L4: never cache pub.  Acquire pairs with the release store
 	 * in lane_publish_mask: header and payload are visible.
 	 */
-	pub = atomic_load_explicit(A64(&consumer->sector->pub),
+	pub = atomic_load_explicit(A64(&consumer->g.sector->pub),
 				   memory_order_acquire);
 	*pending = pub ^ consumer->ack;
 	consumer->seen |= *pending;
-	return __builtin_popcountll(*pending);
+	return knot_lane_count(*pending);
 }
 
 KNITK_EXPORT int knitk_steal_hand_off(struct knitk_consumer *consumer,
 				     unsigned int worker)
 {
 	if (!consumer || !consumer->steal ||
-	    worker >= consumer->ep->geom.nr_workers ||
-	    (int)worker == consumer->ep->doorbell)
+	    worker >= consumer->g.ep->geom.nr_workers ||
+	    (int)worker == consumer->g.ep->doorbell)
 		return -EINVAL;
-	return __builtin_popcountll(knitk__steal_hand_off(consumer->steal, worker));
+	return knot_lane_count(knitk__steal_hand_off(consumer->steal, worker));
 }
 
 KNITK_EXPORT int knitk_lane_next(struct knitk_consumer *consumer,
@@ -693,7 +691,7 @@ KNITK_EXPORT int knitk_lane_decode(struct knitk_consumer *consumer,
 	msg->size = sizeof(*msg);
 	/* A claimant reads its private copy of the lane (T6). */
 	l = c->steal ? knitk__steal_lane(c->steal, lane) :
-		       c->lanes + (uint64_t)lane * c->lane_stride;
+		       c->g.lanes + (uint64_t)lane * c->g.lane_stride;
 	h = &msg->header;
 	memcpy(h, l, sizeof(*h));
 	msg->lane = lane;
@@ -704,17 +702,17 @@ KNITK_EXPORT int knitk_lane_decode(struct knitk_consumer *consumer,
 	case KNITK_PAYLOAD_VALUE:
 		return 0;
 	case KNITK_PAYLOAD_INLINE:
-		if (h->length > c->inline_bytes)
+		if (h->length > c->g.inline_bytes)
 			return -EBADMSG;
 		msg->data = l + KNITK_LANE_HEADER_BYTES;
 		msg->len = h->length;
 		return 0;
 	case KNITK_PAYLOAD_ARENA:
 		if (h->arena_slot >= KNITK_ARENA_SLOTS ||
-		    h->value > c->arena_size ||
-		    h->length > c->arena_size - h->value)
+		    h->value > c->g.arena_size ||
+		    h->length > c->g.arena_size - h->value)
 			return -EBADMSG;
-		msg->data = c->arena_mem + h->value;
+		msg->data = c->g.arena_mem + h->value;
 		msg->len = h->length;
 		return 0;
 	default:
@@ -735,8 +733,8 @@ KNITK_EXPORT int knitk_lane_ack(struct knitk_consumer *consumer,
 	if (lanes & ~c->seen)
 		return -EPERM;
 	for (m = lanes; m; m &= m - 1) {
-		const struct knitk_lane_header *h = (const void *)(c->lanes +
-			(uint64_t)__builtin_ctzll(m) * c->lane_stride);
+		const struct knitk_lane_header *h = (const void *)(c->g.lanes +
+			(uint64_t)__builtin_ctzll(m) * c->g.lane_stride);
 
 		if (h->kind == KNITK_PAYLOAD_ARENA &&
 		    h->arena_slot < KNITK_ARENA_SLOTS)
@@ -759,6 +757,6 @@ KNITK_EXPORT int knitk_lane_ack(struct knitk_consumer *consumer,
 	 * Release pairs with the acquire in producer_load_ack and
 	 * knitk__endpoint_mailbox_ack: the lanes are read before they are reused.
 	 */
-	atomic_store_explicit(A64(&c->sector->ack), c->ack, memory_order_release);
+	atomic_store_explicit(A64(&c->g.sector->ack), c->ack, memory_order_release);
 	return 0;
 }

@@ -103,7 +103,7 @@ KNITK_EXPORT int knitk_mailbox_pending(const struct knitk_endpoint *ep,
 	if (!ep || !pending || mailbox >= ep->layout.nr_mailboxes)
 		return -EINVAL;
 	*pending = mailbox_pending(ep, mailbox);
-	return __builtin_popcountll(*pending);
+	return knot_lane_count(*pending);
 }
 
 /*

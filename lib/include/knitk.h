@@ -342,6 +342,16 @@ int knitk_producer_send_to(struct knitk_producer *producer,
 			   const void *data, size_t len);
 
 /*
+ * knitk_producer_stage - knitk_producer_send without the publish: the
+ * lane is claimed and filled, and returned; publish it (alone, or with
+ * others in one store by knitk_lane_publish_batch) or give it back with
+ * knitk_lane_release.  The same errors as knitk_producer_send.
+ */
+int knitk_producer_stage(struct knitk_producer *producer,
+			 const struct knitk_lane_header *header,
+			 const void *data, size_t len);
+
+/*
  * knitk_producer_reset_consumer - stand in for the mailbox's consumer,
  * which died: every published lane is acknowledged and every arena slot
  * freed, from the producer's own record of what is outstanding (so a

@@ -227,9 +227,15 @@ struct knitk_submission {
 };
 
 /*
- * knitk_pool_submit_batch - submit @nr calls; returns how many were
- * submitted (their handles in @calls[0..n-1]); stops at the first error,
- * which is returned if nothing was submitted.
+ * knitk_pool_submit_batch - submit @nr calls as that many knitk_pool_submit
+ * calls in array order would (the same checks, waits and errors), in runs
+ * of up to 64: one pool lock round trip, one publish per worker's mailbox
+ * and one doorbell ring per run.  Calls of a batch that go to the same
+ * worker start in array order.  A run that finds no room (every eligible
+ * worker at capacity, an arena full) publishes what it has before it waits
+ * for room; in event mode it does not wait and the batch ends there.
+ * Returns how many were submitted (their handles in @calls[0..n-1]); stops
+ * at the first error, which is returned if nothing was submitted.
  */
 int knitk_pool_submit_batch(struct knitk_pool *pool,
 			    const struct knitk_submission *subs,

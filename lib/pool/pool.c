@@ -12,6 +12,11 @@
  *  3. It rings that worker's doorbell, which does nothing unless the worker
  *     is parked (the doorbell protocol); no other worker is touched.
  *
+ * A batch (knitk_pool_submit_batch) takes these steps for a run of up to
+ * 64 calls at once: one hold of pool->lock registers them all, one
+ * submitter lock stages them lane by lane and publishes each worker's
+ * lanes with one store, and one ring covers every worker published to.
+ *
  * Submitters: a thread hashes to a submitter and takes its mutex (trying
  * the others first when it is busy).  Only the holder of the submitter's mutex
  * touches its producers, so each request mailbox's pub word and arena
@@ -349,54 +354,58 @@ static int pool_pick_locked(struct knitk_pool *pool,
 }
 
 /*
- * Register a new call in flight on a worker, in a handle from the cache
- * (*callp); returns the worker.
+ * A worker with room for a call of @co (pool->lock held): waits while
+ * every eligible worker is at capacity, unless @may_wait is false
+ * (-EBUSY then); -ESHUTDOWN, -EPIPE, or -EAGAIN in event mode.
  */
-static int pool_register(struct knitk_pool *pool, const struct knitk_call_opts *co,
-			 bool reap, struct knitk_call **callp)
+static int pool_admit_locked(struct knitk_pool *pool,
+			     const struct knitk_call_opts *co, bool may_wait)
 {
-	struct knitk_call *call;
-	struct pool_worker *pw;
-	struct pool_entry *e;
-	unsigned int k;
 	int w;
 
-	pthread_mutex_lock(&pool->lock);
 	for (;;) {
-		if (pool->closed) {
-			pthread_mutex_unlock(&pool->lock);
+		if (pool->closed)
 			return -ESHUTDOWN;
-		}
 		w = pool_pick_locked(pool, co);
 		if (w >= 0)
-			break;
-		if (!knitk__pool_has_workers_locked(pool, co)) {
-			pthread_mutex_unlock(&pool->lock);
+			return w;
+		if (!knitk__pool_has_workers_locked(pool, co))
 			return -EPIPE;
-		}
 		/* An event loop never waits in the library: it reaps first. */
-		if (atomic_load_explicit(&pool->evmode, memory_order_relaxed)) {
-			pthread_mutex_unlock(&pool->lock);
+		if (atomic_load_explicit(&pool->evmode, memory_order_relaxed))
 			return -EAGAIN;
-		}
+		if (!may_wait)
+			return -EBUSY;
 		POOL_HOOK(pool, POOL_HOOK_SUBMIT_WAIT, 0);
 		knitk__pool_wait_passive_locked(pool);
 	}
+}
+
+/*
+ * Register a new call of @co in flight on worker @w, in a handle from the
+ * cache (NULL: out of memory).
+ */
+static struct knitk_call *pool_enter_locked(struct knitk_pool *pool,
+					    const struct knitk_call_opts *co,
+					    bool reap, unsigned int w)
+{
+	struct pool_worker *pw = &pool->workers[w];
+	struct knitk_call *call;
+	struct pool_entry *e;
+	unsigned int k;
+
 	call = knitk__call_get_locked(pool);
-	if (!call) {
-		pthread_mutex_unlock(&pool->lock);
-		return -ENOMEM;
-	}
+	if (!call)
+		return NULL;
 	call->refs = 2;		/* the caller's and the entry's */
 	call->no_reap = !reap;
 	call->deadline_ns = co ? co->deadline_ns : 0;
-	pw = &pool->workers[w];
 	k = (unsigned int)__builtin_ctzll(~pw->busy);
 	pw->busy |= 1ULL << k;
 	pw->inflight++;
-	call->worker = (unsigned int)w;
+	call->worker = w;
 	call->ran = -1;
-	call->entry = (unsigned int)w * KNITK_LANES + k;
+	call->entry = w * KNITK_LANES + k;
 	e = &pool->entries[call->entry];
 	e->gen++;
 	e->call = call;
@@ -405,9 +414,36 @@ static int pool_register(struct knitk_pool *pool, const struct knitk_call_opts *
 	call->task_id = pool_task_id(call->entry, e->gen);
 	pool->handles++;
 	pool->stats.submitted++;
+	return call;
+}
+
+/*
+ * Register up to @nr calls (@cos[i] their options) in one hold of
+ * pool->lock; returns how many, or the error of the first.  Only the
+ * first may wait for room: the caller publishes what was registered
+ * before anything waits for room again, since the calls that free it may
+ * be these very ones.
+ */
+static int pool_register(struct knitk_pool *pool,
+			 const struct knitk_call_opts *const *cos, unsigned int nr,
+			 bool reap, struct knitk_call **calls)
+{
+	unsigned int i;
+	int w = 0;
+
+	pthread_mutex_lock(&pool->lock);
+	for (i = 0; i < nr; i++) {
+		w = pool_admit_locked(pool, cos[i], i == 0);
+		if (w < 0)
+			break;
+		calls[i] = pool_enter_locked(pool, cos[i], reap, (unsigned int)w);
+		if (!calls[i]) {
+			w = -ENOMEM;
+			break;
+		}
+	}
 	pthread_mutex_unlock(&pool->lock);
-	*callp = call;
-	return w;
+	return i ? (int)i : w;
 }
 
 /* Take a submitter: the thread's own by hash, else any free one. */
@@ -426,28 +462,48 @@ unsigned int knitk__submitter_acquire(struct knitk_pool *pool)
 	return home;
 }
 
-/*
- * Publish the request of registered @call.  0 when published (or when the
- * worker died first: the death handler completes the call), else a
- * negative errno (the call was not published).
- */
-static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
-			uint32_t fn, const void *in, size_t len)
+/* The request header of registered @call. */
+static struct knitk_lane_header pool_request(const struct knitk_call *call,
+					     uint32_t fn)
 {
-	struct pool_worker *pw = &pool->workers[call->worker];
-	struct knitk_lane_header h = {
+	return (struct knitk_lane_header){
 		.function_id = fn,
 		.task_id = call->task_id,
 		.deadline_ns = call->deadline_ns,
 		.abort_id = call->entry + 1,
 	};
-	uint64_t progress;
-	unsigned int s;
-	int ret;
+}
 
-	if (pool->steal)
-		return knitk__steal_publish(pool, call, &h, in, len);
-	for (;;) {
+/*
+ * Publish the requests of registered @calls (@subs their functions and
+ * argument bytes), in order: per round one submitter lock, the requests
+ * staged lane by lane, one pub store per worker's mailbox (L2) and one
+ * ring of every worker published to (S2).  Returns how many are done: all
+ * @nr, or the index of the first that was not published, with the reason
+ * in *@err.  A call whose worker died first counts as done: the death
+ * handler completes it (C3).
+ */
+static unsigned int pool_publish(struct knitk_pool *pool,
+				 struct knitk_call *const *calls,
+				 const struct knitk_submission *subs,
+				 unsigned int nr, int *err)
+{
+	uint64_t lanes[KNITK_MAX_WORKERS], progress, rung, m;
+	struct knitk_producer **producers;
+	struct knitk_lane_header h;
+	struct pool_worker *pw;
+	unsigned int s, i = 0, w;
+	int ret = 0;
+
+	for (; pool->steal && i < nr; i++) {
+		h = pool_request(calls[i], subs[i].fn);
+		ret = knitk__steal_publish(pool, calls[i], &h, subs[i].in, subs[i].len);
+		if (ret) {
+			*err = ret;
+			return i;
+		}
+	}
+	while (i < nr) {
 		/*
 		 * Sampled before the attempt: a completion that frees room
 		 * after our send failed has bumped it by the time we wait.
@@ -456,32 +512,60 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 		 */
 		progress = atomic_load_explicit(&pool->progress, memory_order_acquire);
 		s = knitk__submitter_acquire(pool);
-		/*
-		 * seq_cst pairs with the stores in handle_death, which then
-		 * cycles every submitter lock: either we see the worker dead (or
-		 * reborn: another epoch) here, or our publish is done before
-		 * the death handler resets the worker's request mailboxes.
-		 * In both cases the death handler completes the call.
-		 */
-		if (!atomic_load_explicit(&pw->alive, memory_order_seq_cst) ||
-		    atomic_load_explicit(&pw->epoch, memory_order_seq_cst) != call->epoch) {
-			pthread_mutex_unlock(&pool->submitters[s].lock);
-			return 0;
+		producers = pool->submitters[s].producers;
+		rung = 0;
+		for (; i < nr; i++) {
+			pw = &pool->workers[calls[i]->worker];
+			w = pw->id;
+			/*
+			 * seq_cst pairs with the stores in handle_death, which
+			 * then cycles every submitter lock: either we see the
+			 * worker dead (or reborn: another epoch) here, or our
+			 * publish is done before the death handler resets the
+			 * worker's request mailboxes.  In both cases the death
+			 * handler completes the call (C3).
+			 */
+			if (!atomic_load_explicit(&pw->alive, memory_order_seq_cst) ||
+			    atomic_load_explicit(&pw->epoch, memory_order_seq_cst) !=
+			    calls[i]->epoch)
+				continue;
+			h = pool_request(calls[i], subs[i].fn);
+			ret = knitk_producer_stage(producers[w], &h,
+						   subs[i].len ? subs[i].in : NULL,
+						   subs[i].len);
+			if (ret < 0)
+				break;
+			if (!(rung & (1ULL << w)))
+				lanes[w] = 0;
+			lanes[w] |= 1ULL << ret;
+			rung |= 1ULL << w;
 		}
-		ret = knitk_producer_send(pool->submitters[s].producers[call->worker],
-					  &h, len ? in : NULL, len);
+		/* L2: one release store of each pub word publishes its lanes. */
+		for (m = rung; m; m &= m - 1) {
+			w = (unsigned int)__builtin_ctzll(m);
+			knitk_lane_publish_batch(producers[w], lanes[w]);
+		}
 		pthread_mutex_unlock(&pool->submitters[s].lock);
-		if (ret >= 0)
+		/* S2, after every publish: a no-op for the workers awake. */
+		if (rung)
+			knitk_doorbell_ring(pool->ep, rung);
+		if (i == nr)
 			break;
-		if (ret != -ENOSPC && ret != -EAGAIN)
-			return ret;
-		POOL_HOOK(pool, POOL_HOOK_PUBLISH_FULL, call->worker);
-		if (atomic_load_explicit(&pool->evmode, memory_order_relaxed))
-			return -EAGAIN;
+		if (ret != -ENOSPC && ret != -EAGAIN) {
+			*err = ret;
+			return i;
+		}
+		pw = &pool->workers[calls[i]->worker];
+		POOL_HOOK(pool, POOL_HOOK_PUBLISH_FULL, pw->id);
+		if (atomic_load_explicit(&pool->evmode, memory_order_relaxed)) {
+			*err = -EAGAIN;
+			return i;
+		}
 		/*
 		 * Backpressure: the worker has not yet retired earlier
-		 * requests' arena bytes.  It does so before answering them,
-		 * so wait for a completion batch since our sample (or its death).
+		 * requests' arena bytes (ours just published among them).  It
+		 * does so before answering them, so wait for a completion
+		 * batch since our sample (or its death).
 		 */
 		pthread_mutex_lock(&pool->lock);
 		while (progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
@@ -489,91 +573,156 @@ static int pool_publish(struct knitk_pool *pool, struct knitk_call *call,
 			knitk__pool_wait_passive_locked(pool);
 		pthread_mutex_unlock(&pool->lock);
 	}
-	/* Ring only the worker we published to; a no-op while it is awake. */
-	knitk_doorbell_ring(pool->ep, 1ULL << call->worker);
-	return 0;
+	return nr;
 }
 
-static int submit_check(struct knitk_pool *pool, uint32_t fn, const void *in,
-			size_t len, const struct knitk_call_opts *co)
+/*
+ * Registered calls that were never published: withdraw them with @err
+ * (not counted as submitted) and give their entries back (the caller
+ * never sees their handles).
+ */
+static void pool_unpublished(struct knitk_pool *pool,
+			     struct knitk_call *const *calls, unsigned int nr,
+			     int err)
 {
+	unsigned int i;
+
+	pthread_mutex_lock(&pool->lock);
+	for (i = 0; i < nr; i++) {
+		knitk__call_withdraw_locked(pool, calls[i], err);
+		if (pool->entries[calls[i]->entry].call == calls[i])
+			knitk__entry_free_locked(pool, calls[i]->entry);
+		knitk__call_unref_locked(calls[i]);
+	}
+	pthread_cond_broadcast(&pool->cond);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+/*
+ * A submission's checks; its options copied to @o, *@co the copy (NULL:
+ * none given).
+ */
+static int submission_check(struct knitk_pool *pool, uint32_t fn,
+			    const void *in, size_t len,
+			    const struct knitk_call_opts *opts,
+			    struct knitk_call_opts *o,
+			    const struct knitk_call_opts **co)
+{
+	int ret;
+
+	*co = NULL;
+	if (opts) {
+		ret = knitk__sized_in(o, sizeof(*o), KNITK_CALL_OPTS_SIZE_VER0, opts);
+		if (ret)
+			return ret;
+		*co = o;
+	}
 	if (!pool || fn >= pool->table.nr_tasks || (len && !in))
 		return -EINVAL;
-	if (co && (co->reserved || (co->flags & ~KNITK_CALL_WORKER) ||
-		   ((co->flags & KNITK_CALL_WORKER) &&
-		    (co->worker >= pool->nr_workers || pool->steal))))
+	if (*co && ((*co)->reserved || ((*co)->flags & ~KNITK_CALL_WORKER) ||
+		    (((*co)->flags & KNITK_CALL_WORKER) &&
+		     ((*co)->worker >= pool->nr_workers || pool->steal))))
 		return -EINVAL;
 	if (len > pool->max_len)
 		return -EMSGSIZE;
 	return 0;
 }
 
+/*
+ * Submit @nr checked calls in order: registered a run at a time, each run
+ * published before the next may wait for room.  Returns how many were
+ * submitted (their handles in @calls), or the first one's error.
+ */
+static int pool_submit_calls(struct knitk_pool *pool,
+			     const struct knitk_submission *subs,
+			     const struct knitk_call_opts *const *cos,
+			     unsigned int nr, bool reap, struct knitk_call **calls)
+{
+	unsigned int done = 0, n, k;
+	int ret = 0, err = 0;
+
+	while (done < nr) {
+		ret = pool_register(pool, cos + done, nr - done, reap, calls + done);
+		if (ret < 0)
+			break;
+		n = (unsigned int)ret;
+		k = pool_publish(pool, calls + done, subs + done, n, &err);
+		done += k;
+		if (k < n) {
+			pool_unpublished(pool, calls + done, n - k, err);
+			ret = err;
+			break;
+		}
+	}
+	return done ? (int)done : ret;
+}
+
 int knitk__pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
-		       size_t len, const struct knitk_call_opts *co, bool reap,
+		       size_t len, const struct knitk_call_opts *opts, bool reap,
 		       struct knitk_call **callp)
 {
+	struct knitk_submission sub = { .fn = fn, .in = in, .len = len };
+	const struct knitk_call_opts *co;
 	struct knitk_call_opts o;
-	struct knitk_call *call;
 	int ret;
 
 	if (!callp)
 		return -EINVAL;
-	if (co) {
-		ret = knitk__sized_in(&o, sizeof(o), KNITK_CALL_OPTS_SIZE_VER0, co);
-		if (ret)
-			return ret;
-		co = &o;
-	}
-	ret = submit_check(pool, fn, in, len, co);
+	ret = submission_check(pool, fn, in, len, opts, &o, &co);
 	if (ret)
 		return ret;
-	ret = pool_register(pool, co, reap, &call);
-	if (ret < 0)
-		return ret;
-	ret = pool_publish(pool, call, fn, in, len);
-	if (ret) {
-		/* Never published: withdraw it and give the entry back. */
-		pthread_mutex_lock(&pool->lock);
-		knitk__call_withdraw_locked(pool, call, ret);
-		if (pool->entries[call->entry].call == call)
-			knitk__entry_free_locked(pool, call->entry);
-		knitk__call_unref_locked(call);
-		pthread_cond_broadcast(&pool->cond);
-		pthread_mutex_unlock(&pool->lock);
-		return ret;
-	}
-	*callp = call;
-	return 0;
+	ret = pool_submit_calls(pool, &sub, &co, 1, reap, callp);
+	return ret < 0 ? ret : 0;
 }
 
 KNITK_EXPORT int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn,
 				   const void *in, size_t len,
-				   const struct knitk_call_opts *co,
+				   const struct knitk_call_opts *opts,
 				   struct knitk_call **callp)
 {
-	return knitk__pool_submit(pool, fn, in, len, co, true, callp);
+	return knitk__pool_submit(pool, fn, in, len, opts, true, callp);
 }
+
+/*
+ * Calls a batch takes at a time: the room of the copies of their options,
+ * and how long one submitter lock is held.
+ */
+#define POOL_SUBMIT_RUN		KNITK_LANES
 
 KNITK_EXPORT int knitk_pool_submit_batch(struct knitk_pool *pool,
 					 const struct knitk_submission *subs,
 					 unsigned int nr,
 					 struct knitk_call **calls)
 {
-	unsigned int i;
-	int ret;
+	struct knitk_call_opts o[POOL_SUBMIT_RUN];
+	const struct knitk_call_opts *cos[POOL_SUBMIT_RUN];
+	unsigned int done = 0, n, i;
+	int ret = 0, k;
 
 	if (!pool || !subs || !calls || !nr || nr > INT_MAX)
 		return -EINVAL;
-	for (i = 0; i < nr; i++) {
-		if (subs[i].reserved)
-			ret = -EINVAL;
-		else
-			ret = knitk_pool_submit(pool, subs[i].fn, subs[i].in,
-						subs[i].len, subs[i].opts, &calls[i]);
-		if (ret)
-			return i ? (int)i : ret;
+	while (done < nr && !ret) {
+		n = nr - done < POOL_SUBMIT_RUN ? nr - done : POOL_SUBMIT_RUN;
+		/* Checked first: the batch stops at its first bad entry. */
+		for (i = 0; i < n; i++) {
+			const struct knitk_submission *sub = &subs[done + i];
+
+			ret = sub->reserved ? -EINVAL :
+			      submission_check(pool, sub->fn, sub->in, sub->len,
+					       sub->opts, &o[i], &cos[i]);
+			if (ret)
+				break;
+		}
+		if (!i)
+			break;
+		k = pool_submit_calls(pool, subs + done, cos, i, true, calls + done);
+		if (k < 0)
+			return done ? (int)done : k;
+		done += (unsigned int)k;
+		if ((unsigned int)k < i)
+			break;
 	}
-	return (int)nr;
+	return done ? (int)done : ret;
 }
 
 /* Send the stop message to every running worker, wait until they stop. */

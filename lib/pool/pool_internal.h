@@ -353,15 +353,19 @@ static inline void pool_progress_locked(struct knitk_pool *pool)
 }
 
 /*
- * One round of a bounded spin: a pause hint, and every few rounds a yield,
- * so a spinner sharing a CPU with the thread it waits for lets it run.
+ * One round of a bounded spin: a pause hint, and every 4 rounds a yield,
+ * so a spinner sharing a CPU with the thread it waits for lets it run.  A
+ * batch of calls keeps the host and every worker busy at once (more
+ * threads than CPUs with as many workers as CPUs): yielding every 16
+ * rounds instead cost knitk-bench's pool-batch a quarter of its rate and
+ * 20% more CPU per call in interleaved runs on 2 CPUs.
  */
 static inline void pool_spin_relax(unsigned int round)
 {
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();
 #endif
-	if ((round & 15) == 15)
+	if ((round & 3) == 3)
 		sched_yield();
 }
 

@@ -244,6 +244,46 @@ static void batched_publish_one_store(void)
 	fx_fini(&f);
 }
 
+/*
+ * knitk_producer_stage fills lanes that only a publish shows; the scan
+ * counts every pending lane, up to all 64, whatever the pattern.
+ */
+static void staged_lanes_and_scan_counts(void)
+{
+	struct knitk_lane_header h = { .function_id = 3 };
+	struct knitk_msg m = { .size = sizeof(m) };
+	uint64_t pend, all = 0, every3 = 0, x;
+	struct fx f;
+	int i, lane;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	for (i = 0; i < KNITK_LANES; i++) {
+		x = 1000 + (uint64_t)i;
+		h.task_id = x;
+		lane = knitk_producer_stage(f.p, &h, &x, sizeof(x));
+		REQUIRE(lane == i);
+		all |= 1ULL << lane;
+		if (i % 3 == 0 && i < 63)
+			every3 |= 1ULL << lane;	/* 21 lanes */
+	}
+	CHECK_EQ(knitk_producer_stage(f.p, &h, &x, sizeof(x)), -EAGAIN);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 0);	/* staged: not published */
+	CHECK_EQ(knitk_lane_release(f.p, 63), 0);
+	CHECK_EQ(knitk_lane_publish_batch(f.p, all & ~every3 & ~(1ULL << 63)), 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 42);
+	CHECK_EQ(knitk_lane_publish_batch(f.p, every3), 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 63);
+	REQUIRE(knitk_lane_decode(f.c, 62, &m) == 0);
+	CHECK_EQ(m.header.task_id, 1062);
+	CHECK(m.len == 8 && !memcmp(m.data, &(uint64_t){ 1062 }, 8));
+	CHECK_EQ(knitk_lane_ack(f.c, every3), 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 42);
+	CHECK_EQ(pend, all & ~every3 & ~(1ULL << 63));
+	CHECK_EQ(knitk_lane_ack(f.c, pend), 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 0);
+	fx_fini(&f);
+}
+
 /* Giving back the last claim keeps lanes in publish order. */
 static void release_keeps_publish_order(void)
 {
@@ -513,6 +553,7 @@ int main(void)
 	TEST(full_mailbox_is_backpressure);
 	TEST(cached_ack_refreshed_on_exhaustion);
 	TEST(batched_publish_one_store);
+	TEST(staged_lanes_and_scan_counts);
 	TEST(release_keeps_publish_order);
 	TEST(release_rolls_back_arena);
 	TEST(regression_equal_size_partial_free);

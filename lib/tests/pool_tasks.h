@@ -34,6 +34,7 @@ enum {
 	T_HOLD,		/* u32 ms, then any bytes: T_SLEEP with a payload */
 	/* Host death (pool_orphan_test). */
 	T_GATE,		/* i32 ready, gate fds, u32 n: see task_gate */
+	T_SEQ,		/* -> u64: T_SEQ calls this process ran before */
 	T_NR,
 };
 
@@ -184,6 +185,19 @@ static int task_gate(const void *in, size_t len, struct knitk_reply *out,
 	return (int)a.n;
 }
 
+/* T_SEQ: the order in which a worker ran the calls. */
+static int task_seq(const void *in, size_t len, struct knitk_reply *out,
+		    void *ctx)
+{
+	static _Atomic uint64_t runs;
+	uint64_t n = atomic_fetch_add(&runs, 1);
+
+	(void)in;
+	(void)len;
+	(void)ctx;
+	return knitk_reply_set(out, &n, sizeof(n));
+}
+
 static const knitk_task_fn test_task_fns[T_NR] = {
 	[T_ECHO] = task_echo,
 	[T_MIX] = task_mix,
@@ -194,6 +208,7 @@ static const knitk_task_fn test_task_fns[T_NR] = {
 	[T_ENV] = task_env,
 	[T_HOLD] = task_hold,
 	[T_GATE] = task_gate,
+	[T_SEQ] = task_seq,
 };
 
 static const struct knitk_task_table test_tasks = { .tasks = test_task_fns, .nr_tasks = T_NR };

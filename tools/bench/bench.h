@@ -12,6 +12,7 @@
 #ifndef KNITK_BENCH_H
 #define KNITK_BENCH_H
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -129,6 +130,18 @@ static inline void bench_relax(void)
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
 #endif
+}
+
+/*
+ * One round of a bounded poll: a pause, and every 16 rounds a yield, so a
+ * poller that shares its CPU with the side it waits for (two busy threads
+ * on a loaded machine) lets that side run; the pool's workers poll so too.
+ */
+static inline void bench_poll(unsigned int round)
+{
+	bench_relax();
+	if ((round & 15) == 15)
+		sched_yield();
 }
 
 /* Busy-wait @ns nanoseconds of wall time (a CPU-bound task's cost). */

@@ -5,8 +5,8 @@
  *
  * A trivial task (u64 x -> x + 1) so that dispatch and completion are
  * all that is measured.  knitk: knitk_pool_call (submit, wait, copy,
- * release) one at a time, and batches of knitk_pool_submit + one
- * knitk_pool_wait_all, on thread and on process workers.  GThreadPool:
+ * release) one at a time, and batches of one knitk_pool_submit_batch +
+ * one knitk_pool_wait_all, on thread and on process workers.  GThreadPool:
  * g_thread_pool_push plus a completion signal (GMutex/GCond), one at a
  * time and in batches, with the same number of workers.
  *
@@ -95,6 +95,7 @@ static int kp_sync(struct knitk_pool *pool, uint64_t base, uint64_t n,
 static int kp_batch(struct knitk_pool *pool, uint64_t base, uint64_t n,
 		    uint64_t *good)
 {
+	struct knitk_submission subs[POOL_BATCH];
 	struct knitk_call *calls[POOL_BATCH];
 	uint64_t xs[POOL_BATCH], done = 0, y;
 	const void *data;
@@ -106,12 +107,19 @@ static int kp_batch(struct knitk_pool *pool, uint64_t base, uint64_t n,
 		k = n - done < POOL_BATCH ? (unsigned int)(n - done) : POOL_BATCH;
 		for (i = 0; i < k; i++) {
 			xs[i] = base + done + i;
-			ret = knitk_pool_submit(pool, BENCH_TASK_INC, &xs[i], sizeof(xs[i]),
-						NULL, &calls[i]);
-			if (ret) {
-				k = i;
-				break;
-			}
+			subs[i] = (struct knitk_submission){
+				.fn = BENCH_TASK_INC, .in = &xs[i], .len = sizeof(xs[i]),
+			};
+		}
+		ret = knitk_pool_submit_batch(pool, subs, k, calls);
+		if (ret < 0)
+			return ret;
+		/* A short count is a failed submit: wait for the others first. */
+		if ((unsigned int)ret < k) {
+			k = (unsigned int)ret;
+			ret = -EIO;
+		} else {
+			ret = 0;
 		}
 		if (k) {
 			int wret = knitk_pool_wait_all(pool, calls, k,

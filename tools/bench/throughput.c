@@ -7,8 +7,9 @@
  * for 8 bytes, in the arena for 4 KiB), publishes them with one
  * knitk_lane_publish_batch and rings; the worker decodes, copies the
  * payload out, acks the batch with one store and returns a credit on its
- * return mailbox.  Under backpressure the host parks until a credit comes
- * (sleeping allowed on both sides, no spinning beyond a short poll).
+ * return mailbox.  Under backpressure the host parks until a credit comes;
+ * an idle worker polls, then parks (sleeping allowed on both sides, no
+ * spinning beyond a short poll that yields now and then: bench_poll).
  * pipe: one write of BATCH messages, reads of up to 64 KiB.  eventfd: a
  * count of BATCH per write, no payload at all (so not a like-for-like
  * channel: it is the floor of a kernel counter).
@@ -129,7 +130,12 @@ static int tk_host(void *st, uint64_t n, uint64_t *moved)
 				goto out;
 			continue;
 		}
-		/* Backpressure: sleep until the worker returns a credit. */
+		/*
+		 * Backpressure: sleep until the worker returns a credit.
+		 * Polling for free lanes here first made the case slower on
+		 * a loaded machine: the worker that must run is the one a
+		 * polling host keeps off the CPU.
+		 */
 		ret = tk_drain(s->kp.hc);
 		if (ret < 0)
 			goto out;
@@ -163,8 +169,8 @@ static int tk_peer(void *st, uint64_t n, uint64_t *moved)
 		if (ret < 0)
 			goto out;
 		if (ret == 0) {
-			if (polls++ < TP_POLLS) {
-				bench_relax();
+			if (polls < TP_POLLS) {
+				bench_poll(polls++);
 				continue;
 			}
 			ret = knitk_doorbell_park(s->kp.peer, KNITK_WAIT_FOREVER);
