@@ -477,6 +477,7 @@ static void completer_drain(struct knitk_pool *pool, bool ev)
 		 */
 		if (completer_should_exit(pool))
 			return;
+		POOL_HOOK(pool, POOL_HOOK_COMPLETER_PARK, 0);
 		k0 = atomic_load_explicit(&pool->kicks, memory_order_seq_cst);
 		if (knitk_doorbell_prepare(pool->ep, &seq))
 			return;
@@ -484,9 +485,13 @@ static void completer_drain(struct knitk_pool *pool, bool ev)
 		 * A death after check_deaths and before prepare would be
 		 * hidden from the wait's own death_seq check, and a waiter
 		 * that came before prepare kicked a seq we did not read:
-		 * look again now that the sleeping flag is set.
+		 * look again now that the sleeping flag is set.  So for
+		 * event mode: knitk_pool_event_fd stores evmode before its
+		 * kick, whose seq_cst doorbell CAS this prepare reads from
+		 * when it saw the kicked seq.
 		 */
 		if (deaths_pending(pool) ||
+		    (!ev && atomic_load_explicit(&pool->evmode, memory_order_relaxed)) ||
 		    (pool->leader &&
 		     (atomic_load_explicit(&pool->waiters, memory_order_seq_cst) ||
 		      atomic_load_explicit(&pool->kicks, memory_order_seq_cst) != k0))) {

@@ -27,6 +27,11 @@ enum pool_hook {
 	 * mailboxes not reset yet; no lock held.
 	 */
 	POOL_HOOK_RESET,
+	/*
+	 * completer_drain: it found nothing and is about to read pool->kicks
+	 * and park; no lock held.
+	 */
+	POOL_HOOK_COMPLETER_PARK,
 };
 
 typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,

@@ -8,6 +8,9 @@
  *    KNITK_POOL_RESPAWN: it waits for the new worker, never -EPIPE.
  *  - reap_eintr: the pool's wait for a dead worker is interrupted by a
  *    signal (EINTR): the worker is still reaped.
+ *  - event_fd_at_completer_park: knitk_pool_event_fd switches to event
+ *    mode and kicks the parking completer after its last look at the mode
+ *    and before it reads the kick count: it still leaves the role.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -21,7 +24,7 @@
 #include "tap.h"
 #include "pool_tasks.h"
 #include "pool_kill.h"
-#include "../pool/pool_hooks.h"
+#include "../pool/pool_internal.h"
 
 /* ---------------------------------------------------------- lost_wakeup */
 
@@ -195,6 +198,64 @@ static void reap_eintr(void)
 		__real_waitpid(wi.pid, NULL, 0);
 }
 
+/* ------------------------------------------- event_fd_at_completer_park */
+
+static _Atomic int park_armed, park_in_window;
+
+/*
+ * In the completer, between its look at evmode and its read of kicks:
+ * wait until knitk_pool_event_fd has kicked (kicks moved) and let go of
+ * pool->lock (it waits for the role then, its kick done), so the
+ * completer reads the new kick count and a doorbell seq past the kick.
+ */
+static void hook_event_fd_in_window(struct knitk_pool *pool, enum pool_hook point,
+				    unsigned int arg)
+{
+	unsigned int k;
+
+	(void)arg;
+	if (point != POOL_HOOK_COMPLETER_PARK || !atomic_exchange(&park_armed, 0))
+		return;
+	k = atomic_load(&pool->kicks);
+	atomic_store(&park_in_window, 1);
+	while (atomic_load(&pool->kicks) == k)
+		sched_yield();
+	pthread_mutex_lock(&pool->lock);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+static void event_fd_at_completer_park(void)
+{
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 1,
+				     .kind = KNITK_WORKER_THREADS };
+	struct knitk_call *calls[1], *call;
+	struct knitk_pool *pool;
+	uint64_t x = 41;
+	int fd, n = 0;
+
+	atomic_store(&park_armed, 1);
+	atomic_store(&park_in_window, 0);
+	atomic_store(&knitk__test_hook, hook_event_fd_in_window);
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	/* An idle pool: the completer takes the role and parks. */
+	while (!atomic_load(&park_in_window))
+		sched_yield();
+	/* Hung here when the completer slept through the kick. */
+	fd = knitk_pool_event_fd(pool);
+	CHECK(fd >= 0);
+	atomic_store(&knitk__test_hook, NULL);
+	/* Event mode works: a call is reaped. */
+	REQUIRE(knitk_pool_submit(pool, T_ECHO, &x, sizeof(x), NULL, &call) == 0);
+	while (n == 0) {
+		n = knitk_pool_reap(pool, calls, 1);
+		REQUIRE(n >= 0);
+	}
+	CHECK(calls[0] == call);
+	CHECK_EQ(knitk_call_wait(call, KNITK_WAIT_FOREVER), 0);
+	knitk_call_release(call);
+	knitk_pool_destroy(pool);
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
@@ -202,5 +263,6 @@ int main(int argc, char **argv)
 	TEST(lost_wakeup);
 	TEST(respawn_gap);
 	TEST(reap_eintr);
+	TEST(event_fd_at_completer_park);
 	return tap_exit();
 }
