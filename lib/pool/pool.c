@@ -397,7 +397,12 @@ static struct knitk_call *pool_enter_locked(struct knitk_pool *pool,
 	call = knitk__call_get_locked(pool);
 	if (!call)
 		return NULL;
-	call->refs = 2;		/* the caller's and the entry's */
+	/*
+	 * The caller's, the entry's and the submit's own: once registered a
+	 * call can complete (a death, a cancel) and, in event mode, be reaped
+	 * and released by another thread before its submit returns.
+	 */
+	call->refs = 3;
 	call->no_reap = !reap;
 	call->deadline_ns = co ? co->deadline_ns : 0;
 	k = (unsigned int)__builtin_ctzll(~pw->busy);
@@ -592,7 +597,8 @@ static void pool_unpublished(struct knitk_pool *pool,
 		knitk__call_withdraw_locked(pool, calls[i], err);
 		if (pool->entries[calls[i]->entry].call == calls[i])
 			knitk__entry_free_locked(pool, calls[i]->entry);
-		knitk__call_unref_locked(calls[i]);
+		knitk__call_unref_locked(calls[i]);	/* the caller's */
+		knitk__call_unref_locked(calls[i]);	/* the submit's */
 	}
 	pthread_cond_broadcast(&pool->cond);
 	pthread_mutex_unlock(&pool->lock);
@@ -628,6 +634,20 @@ static int submission_check(struct knitk_pool *pool, uint32_t fn,
 	return 0;
 }
 
+/* Published @calls: the submit lets go of its own references. */
+static void pool_published(struct knitk_pool *pool,
+			   struct knitk_call *const *calls, unsigned int nr)
+{
+	unsigned int i;
+
+	if (!nr)
+		return;
+	pthread_mutex_lock(&pool->lock);
+	for (i = 0; i < nr; i++)
+		knitk__call_unref_locked(calls[i]);
+	pthread_mutex_unlock(&pool->lock);
+}
+
 /*
  * Submit @nr checked calls in order: registered a run at a time, each run
  * published before the next may wait for room.  Returns how many were
@@ -647,6 +667,7 @@ static int pool_submit_calls(struct knitk_pool *pool,
 			break;
 		n = (unsigned int)ret;
 		k = pool_publish(pool, calls + done, subs + done, n, &err);
+		pool_published(pool, calls + done, k);
 		done += k;
 		if (k < n) {
 			pool_unpublished(pool, calls + done, n - k, err);

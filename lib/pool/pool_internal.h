@@ -64,7 +64,7 @@ struct knitk_call {
 	 */
 	_Atomic int state;
 	int status;
-	int refs;			/* the user's and the in-flight entry's */
+	int refs;			/* the user's, the in-flight entry's, the submit's */
 	unsigned int worker;		/* stealing: the entry's bucket only */
 	/* Stealing: the worker whose result or death completed it, or -1. */
 	int ran;
