@@ -58,27 +58,6 @@ static int new_pool(unsigned int kind, unsigned int dispatch,
 	return knitk_pool_create(&o, &test_tasks, pool);
 }
 
-/*
- * Results published in the return mailboxes and not taken yet (in event
- * mode only reap takes them; worker_info's @calls counts them then).
- */
-static unsigned int results_pending(struct knitk_pool *pool, unsigned int workers)
-{
-	struct knitk_endpoint *knot;
-	unsigned int w, n = 0;
-	uint64_t pending;
-
-	if (knitk_pool_endpoint(pool, &knot))
-		return 0;
-	for (w = 0; w < workers; w++) {
-		int m = knitk_endpoint_return_mailbox(knot, w);
-
-		if (m >= 0 && knitk_mailbox_pending(knot, (unsigned int)m, &pending) >= 0)
-			n += (unsigned int)__builtin_popcountll(pending);
-	}
-	return n;
-}
-
 static void pool_stats(struct knitk_pool *pool, struct knitk_pool_stats *st)
 {
 	memset(st, 0, sizeof(*st));

@@ -92,24 +92,6 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-/* Results published by the workers and not taken yet. */
-static unsigned int results_pending(struct knitk_pool *pool, unsigned int workers)
-{
-	struct knitk_endpoint *knot;
-	unsigned int w, n = 0;
-	uint64_t pending;
-
-	if (knitk_pool_endpoint(pool, &knot))
-		return 0;
-	for (w = 0; w < workers; w++) {
-		int m = knitk_endpoint_return_mailbox(knot, w);
-
-		if (m >= 0 && knitk_mailbox_pending(knot, (unsigned int)m, &pending) >= 0)
-			n += (unsigned int)__builtin_popcountll(pending);
-	}
-	return n;
-}
-
 /*
  * No write while no host thread waits: not while results arrive unreaped,
  * not while the armed loop is idle; one for the one result that comes

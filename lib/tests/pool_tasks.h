@@ -351,6 +351,28 @@ out:
 }
 
 /*
+ * Results published in the workers' return mailboxes and not taken yet
+ * (in event mode only reap takes them).
+ */
+static inline unsigned int results_pending(struct knitk_pool *pool,
+					   unsigned int workers)
+{
+	struct knitk_endpoint *ep;
+	unsigned int w, n = 0;
+	uint64_t pending;
+
+	if (knitk_pool_endpoint(pool, &ep))
+		return 0;
+	for (w = 0; w < workers; w++) {
+		int m = knitk_endpoint_return_mailbox(ep, w);
+
+		if (m >= 0 && knitk_mailbox_pending(ep, (unsigned int)m, &pending) >= 0)
+			n += (unsigned int)__builtin_popcountll(pending);
+	}
+	return n;
+}
+
+/*
  * The start of a pool test's main(): a process worker runs @table and
  * never returns (nonzero: @table is bad); the host takes argv[1], the
  * calls of the throughput cases (tests/run.sh: one count per build), into
