@@ -16,45 +16,17 @@
 
 #include "knitk_harness.h"
 #include "knitk_test.h"
+#include "knitk_spin.h"
 
 #define HOST		KNITK_DOORBELL_HOST
 #define HOST_BIT	(1ULL << HOST)
 #define W0_BIT		(1ULL << 0)
-#define SPIN_PARAM	KNITK_SYSMOD "/parameters/spin_ns"
-#define SPIN_HOUR	"3600000000000"
 
 FIXTURE(pk) {
 	struct knot k;		/* mapped through the host endpoint */
 	int w0;			/* worker 0's endpoint */
 	char spin_ns[32];	/* the parameter's value before the test */
 };
-
-static int param_read(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	return 0;
-}
-
-static int param_write(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
 
 FIXTURE_SETUP(pk)
 {
@@ -105,48 +77,6 @@ static void stats_of(struct __test_metadata *_metadata, int fd, __u32 d,
 {
 	memset(st, 0xa5, sizeof(*st));
 	ASSERT_EQ(0, knitk_stats(fd, d, st));
-}
-
-/* Sleeping flag up, as a waiter does first; returns the seq read before. */
-static __u32 flag_asleep(struct knitk_doorbell *db)
-{
-	__u32 seq = knitk_doorbell_seq(db);
-
-	knitk_doorbell_sleeping(db, 1);
-	return seq;
-}
-
-/* Consume every pending lane of @s (the test is its one consumer). */
-static void drain(struct knitk_sector *s)
-{
-	__atomic_store_n(&s->ack, knitk_load64(&s->pub), __ATOMIC_RELEASE);
-}
-
-/* System time of thread @tid of process @pid, in clock ticks. */
-static unsigned long long thread_stime(pid_t pid, pid_t tid)
-{
-	char path[64], buf[512], *p;
-	unsigned long long v = 0;
-	ssize_t n;
-	int fd, i;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	/* After the comm: state is field 3, stime field 15. */
-	for (i = 3; p && i <= 15; i++) {
-		p = strchr(p + 1, ' ');
-		if (p && i == 15)
-			v = strtoull(p + 1, NULL, 10);
-	}
-	return v;
 }
 
 TEST_F(pk, api_reports_features)
@@ -425,16 +355,6 @@ static int become_ringer(FIXTURE_DATA(pk) *self)
 	ret = knitk_notify(self->k.fd, W0_BIT, &woken);
 	drain(request_mb(self));
 	return ret ? ret : woken == W0_BIT ? 0 : -EPROTO;
-}
-
-/* Run the calling thread on CPU @cpu only, so two spinners never share one. */
-static int pin_to(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
 }
 
 static void *ringer_run(void *arg)

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers of the kselftests of the parked path (KNITK_WAIT_SPIN and
+ * KNITK_IOC_NOTIFY_WAIT, docs/protocol.md S8 and S9): the module's spin_ns
+ * parameter, a waiter's sleeping flag, a test-side consumer, and the
+ * scheduler facts a spin test waits for (a thread's CPU and system time).
+ */
+#ifndef KNITK_SPIN_H
+#define KNITK_SPIN_H
+
+#include <sched.h>
+
+#include "knitk_test.h"
+
+#define SPIN_PARAM	KNITK_SYSMOD "/parameters/spin_ns"
+#define SPIN_HOUR	"3600000000000"
+
+static inline int param_read(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	return 0;
+}
+
+static inline int param_write(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+/* Sleeping flag up, as a waiter does first; returns the seq read before. */
+static inline __u32 flag_asleep(struct knitk_doorbell *db)
+{
+	__u32 seq = knitk_doorbell_seq(db);
+
+	knitk_doorbell_sleeping(db, 1);
+	return seq;
+}
+
+/* Consume every pending lane of @s (the test is its one consumer). */
+static inline void drain(struct knitk_sector *s)
+{
+	__atomic_store_n(&s->ack, knitk_load64(&s->pub), __ATOMIC_RELEASE);
+}
+
+/* System time of thread @tid of process @pid, in clock ticks. */
+static inline unsigned long long thread_stime(pid_t pid, pid_t tid)
+{
+	char path[64], buf[512], *p;
+	unsigned long long v = 0;
+	ssize_t n;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	/* After the comm: state is field 3, stime field 15. */
+	for (i = 3; p && i <= 15; i++) {
+		p = strchr(p + 1, ' ');
+		if (p && i == 15)
+			v = strtoull(p + 1, NULL, 10);
+	}
+	return v;
+}
+
+/* Run the calling thread on CPU @cpu only, so two spinners never share one. */
+static inline int pin_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
+}
+
+#endif /* KNITK_SPIN_H */
