@@ -1,0 +1,799 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Adversarial tests of the newest public contract on the futex backend,
+ * written from the headers and man pages alone: the staged send and its
+ * release (knitk_producer_stage), reservations of a stealing mailbox
+ * (knitk_producer_send_to, knitk_steal_hand_off) for live, dead and
+ * never-joined claimants, knitk_pool_submit_batch (runs past 64, a bad
+ * entry in a later run, calls pinned among free ones, a stealing pool's
+ * refusal of KNITK_CALL_WORKER, event mode running out of room part-way,
+ * a shutdown while the batch waits for room), knitk_call_worker of a
+ * stealing pool's call whose result arrives after it completed, and the
+ * pool's sized output structs at odd sizes.
+ * argv[1] (the runner's call count) is ignored: the counts are small.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "knitk.h"
+#include "knitk_pool.h"
+#include "pool_tasks.h"
+#include "tap.h"
+
+/* ------------------------------------------------------- core: stealing */
+
+/* A stealing knot: the host, @workers claimants of request mailbox 0. */
+struct rig3 {
+	struct knitk_endpoint *host, *w[3];
+	struct knitk_producer *p;
+	struct knitk_consumer *c[3];
+	unsigned int nr;
+};
+
+static int rig3_init(struct rig3 *r, unsigned int workers, unsigned int joined)
+{
+	struct knitk_geometry g = {
+		.flags = KNITK_GEOM_STEAL, .nr_workers = workers,
+		.nr_submitters = 1, .lanes = KNITK_LANES, .inline_bytes = 64,
+		.arena_bytes = 4096,
+	};
+	unsigned int i;
+
+	memset(r, 0, sizeof(*r));
+	r->nr = joined;
+	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &r->host) ||
+	    knitk_endpoint_join(r->host, KNITK_ROLE_HOST, 0) < 1 ||
+	    knitk_producer_create(r->host, 0, &r->p))
+		return -1;
+	for (i = 0; i < joined; i++)
+		if (knitk_endpoint_attach(knitk_endpoint_fd(r->host), 0, &r->w[i]) ||
+		    knitk_endpoint_join(r->w[i], KNITK_ROLE_WORKER, i) < 1 ||
+		    knitk_steal_consumer_create(r->w[i], 0, 16, &r->c[i]))
+			return -1;
+	return 0;
+}
+
+static void rig3_fini(struct rig3 *r)
+{
+	unsigned int i;
+
+	for (i = 0; i < r->nr; i++) {
+		knitk_consumer_destroy(r->c[i]);
+		knitk_endpoint_destroy(r->w[i]);
+	}
+	knitk_producer_destroy(r->p);
+	knitk_endpoint_destroy(r->host);
+}
+
+/* Claim on @c: the values of the lanes it took, acked; returns how many. */
+static int take_values(struct knitk_consumer *c, uint64_t *vals, int cap)
+{
+	struct knitk_msg msg = { .size = sizeof(msg) };
+	uint64_t pending, all;
+	int lane, n = 0;
+
+	if (knitk_lane_scan(c, &pending) < 0)
+		return -1;
+	all = pending;
+	while ((lane = knitk_lane_next(c, &pending)) >= 0) {
+		if (knitk_lane_decode(c, (unsigned int)lane, &msg))
+			return -1;
+		if (n < cap)
+			vals[n] = msg.header.value;
+		n++;
+	}
+	if (all && knitk_lane_ack(c, all))
+		return -1;
+	return n;
+}
+
+static int send_value_to(struct rig3 *r, int claimant, uint64_t v)
+{
+	struct knitk_lane_header h = { .value = v };
+
+	return claimant < 0 ? knitk_producer_send(r->p, &h, NULL, 0) :
+	       knitk_producer_send_to(r->p, (unsigned int)claimant, &h, NULL, 0);
+}
+
+/*
+ * knitk_producer_send_to's refusals (a mailbox that does not steal, a
+ * claimant beyond the knot's workers) leave nothing claimed or sent.
+ */
+static void send_to_refusals(void)
+{
+	struct knitk_geometry g = {
+		.nr_workers = 2, .nr_submitters = 1, .lanes = KNITK_LANES,
+	};
+	struct knitk_lane_header h = { .value = 5 };
+	struct knitk_endpoint *k;
+	struct knitk_producer *p;
+	uint64_t v[4], pending;
+	struct rig3 r;
+	int i;
+
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+	REQUIRE(knitk_endpoint_join(k, KNITK_ROLE_HOST, 0) >= 1);
+	REQUIRE(knitk_producer_create(k, 0, &p) == 0);
+	CHECK_EQ(knitk_producer_send_to(p, 0, &h, NULL, 0), -EINVAL);
+	CHECK_EQ(knitk_mailbox_pending(k, 0, &pending), 0);
+	CHECK_EQ(pending, 0);
+	knitk_producer_destroy(p);
+	knitk_endpoint_destroy(k);
+
+	REQUIRE(rig3_init(&r, 2, 2) == 0);
+	CHECK_EQ(knitk_producer_send_to(r.p, 2, &h, NULL, 0), -EINVAL);
+	CHECK_EQ(knitk_producer_send_to(r.p, UINT32_MAX, &h, NULL, 0), -EINVAL);
+	CHECK_EQ(knitk_producer_send_to(r.p, 63, &h, NULL, 0), -EINVAL);
+	CHECK(knitk_producer_send_to(NULL, 0, &h, NULL, 0) < 0);
+	CHECK(knitk_producer_send_to(r.p, 0, NULL, NULL, 0) < 0);
+	CHECK_EQ(knitk_mailbox_pending(r.host, 0, &pending), 0);
+	CHECK_EQ(pending, 0);
+	/* All 64 lanes still free: nothing was left claimed. */
+	for (i = 0; i < KNITK_LANES; i++)
+		CHECK(send_value_to(&r, i % 2, (uint64_t)i) >= 0);
+	CHECK_EQ(send_value_to(&r, 0, 99), -EAGAIN);
+	CHECK_EQ(take_values(r.c[0], v, 4) + take_values(r.c[1], v, 4) > 0, 1);
+	rig3_fini(&r);
+}
+
+/*
+ * T13: a lane reserved for live claimant 1 is not taken by claimant 0,
+ * nor counted as its work by the futex backend's ring filter; claimant 1
+ * takes it.  Reservations of a claimant that is not live (never joined,
+ * or dead) "stop counting at once": claimant 0 takes those.
+ */
+static void send_to_live_dead_unjoined(void)
+{
+	struct knitk_wake_stats st = { .size = sizeof(st) };
+	uint64_t v[8];
+	uint32_t seq;
+	struct rig3 r;
+
+	/* Live claimant 1. */
+	REQUIRE(rig3_init(&r, 2, 2) == 0);
+	REQUIRE(knitk_doorbell_prepare(r.w[0], &seq) == 0);
+	CHECK(send_value_to(&r, 1, 11) >= 0);
+	CHECK_EQ(knitk_doorbell_ring(r.host, 1ULL << 0), 0);
+	CHECK_EQ(knitk_doorbell_cancel(r.w[0]), 0);
+	CHECK_EQ(knitk_endpoint_wake_stats(r.host, &st), 0);
+	CHECK_EQ(st.sent, 0);
+	CHECK_EQ(st.suppressed_idle, 1);
+	CHECK_EQ(take_values(r.c[0], v, 8), 0);
+	CHECK_EQ(take_values(r.c[1], v, 8), 1);
+	CHECK_EQ(v[0], 11);
+	rig3_fini(&r);
+
+	/* Claimant 1 never joined: worker 0 takes the lane. */
+	REQUIRE(rig3_init(&r, 2, 1) == 0);
+	CHECK(send_value_to(&r, 1, 12) >= 0);
+	CHECK_EQ(take_values(r.c[0], v, 8), 1);
+	CHECK_EQ(v[0], 12);
+	rig3_fini(&r);
+
+	/* Claimant 1 dead (its endpoint destroyed): the same. */
+	REQUIRE(rig3_init(&r, 2, 2) == 0);
+	knitk_consumer_destroy(r.c[1]);
+	knitk_endpoint_destroy(r.w[1]);
+	r.nr = 1;
+	CHECK_EQ(knitk_endpoint_role(r.host, 1, NULL), 0);
+	CHECK(send_value_to(&r, 1, 13) >= 0);
+	CHECK_EQ(take_values(r.c[0], v, 8), 1);
+	CHECK_EQ(v[0], 13);
+	rig3_fini(&r);
+}
+
+/*
+ * knitk_steal_hand_off: refusals; with two regions of unreserved work,
+ * one is reserved for the peer (returned count = its lanes), which takes
+ * exactly those while the hander keeps the other; with nothing left to
+ * hand, 0.
+ */
+static void hand_off_reserves_for_peer(void)
+{
+	struct knitk_geometry g = {
+		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
+	};
+	struct knitk_endpoint *k, *w;
+	struct knitk_consumer *pc;
+	uint64_t v0[32], v1[32];
+	int i, n, n0, n1, seen[32] = { 0 };
+	struct rig3 r;
+
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+	REQUIRE(knitk_endpoint_join(k, KNITK_ROLE_HOST, 0) >= 1);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(k), 0, &w) == 0);
+	REQUIRE(knitk_endpoint_join(w, KNITK_ROLE_WORKER, 0) >= 1);
+	REQUIRE(knitk_consumer_create(w, 0, &pc) == 0);
+	CHECK_EQ(knitk_steal_hand_off(pc, 1), -EINVAL);
+	knitk_consumer_destroy(pc);
+	knitk_endpoint_destroy(w);
+	knitk_endpoint_destroy(k);
+
+	REQUIRE(rig3_init(&r, 3, 3) == 0);
+	CHECK_EQ(knitk_steal_hand_off(r.c[0], 0), -EINVAL);
+	CHECK_EQ(knitk_steal_hand_off(r.c[0], 3), -EINVAL);
+	CHECK_EQ(knitk_steal_hand_off(r.c[0], 63), -EINVAL);
+	CHECK(knitk_steal_hand_off(NULL, 1) < 0);
+	CHECK_EQ(knitk_steal_hand_off(r.c[0], 1), 0);
+	for (i = 0; i < 32; i++)
+		REQUIRE(send_value_to(&r, -1, (uint64_t)i) >= 0);
+	n = knitk_steal_hand_off(r.c[0], 1);
+	CHECK(n > 0 && n <= 16);
+	/* Worker 2 takes none of worker 1's lanes. */
+	n0 = take_values(r.c[0], v0, 32);
+	n1 = take_values(r.c[1], v1, 32);
+	CHECK_EQ(n1, n);
+	CHECK(n0 > 0);
+	for (i = 0; i < n0 && i < 32; i++)
+		seen[v0[i] % 32]++;
+	for (i = 0; i < n1 && i < 32; i++)
+		seen[v1[i] % 32]++;
+	/* What is left goes to whoever claims it; nothing twice. */
+	while ((n = take_values(r.c[2], v0, 32)) > 0)
+		for (i = 0; i < n; i++)
+			seen[v0[i] % 32]++;
+	while ((n = take_values(r.c[0], v0, 32)) > 0)
+		for (i = 0; i < n; i++)
+			seen[v0[i] % 32]++;
+	for (i = 0; i < 32; i++)
+		CHECK_EQ(seen[i], 1);
+	CHECK_EQ(knitk_steal_hand_off(r.c[0], 2), 0);
+	rig3_fini(&r);
+}
+
+/* -------------------------------------------------- core: staged sends */
+
+/*
+ * knitk_producer_stage: refusals claim nothing; a staged lane is not
+ * pending until published; knitk_lane_release gives it and its arena
+ * bytes back; backpressure leaves nothing claimed; reset_consumer refuses
+ * while one is staged.
+ */
+static void stage_release_and_refusals(void)
+{
+	struct knitk_geometry g = {
+		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
+		.inline_bytes = 64, .arena_bytes = 4096,
+	};
+	struct knitk_lane_header h = { .function_id = 7, .value = 3 };
+	static unsigned char big[4096];
+	struct knitk_msg msg = { .size = sizeof(msg) };
+	struct knitk_endpoint *k, *w;
+	struct knitk_producer *p;
+	struct knitk_consumer *c;
+	uint64_t pending, all = 0;
+	int lane, a, b, i;
+
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+	REQUIRE(knitk_endpoint_join(k, KNITK_ROLE_HOST, 0) >= 1);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(k), 0, &w) == 0);
+	REQUIRE(knitk_endpoint_join(w, KNITK_ROLE_WORKER, 0) >= 1);
+	REQUIRE(knitk_producer_create(k, 0, &p) == 0);
+	REQUIRE(knitk_consumer_create(w, 0, &c) == 0);
+
+	CHECK(knitk_producer_stage(NULL, &h, NULL, 0) < 0);
+	CHECK(knitk_producer_stage(p, NULL, NULL, 0) < 0);
+	CHECK(knitk_producer_stage(p, &h, NULL, 8) < 0);
+	CHECK_EQ(knitk_producer_stage(p, &h, big, sizeof(big) + 1), -EMSGSIZE);
+
+	/* The whole arena, staged, released, staged again. */
+	a = knitk_producer_stage(p, &h, big, sizeof(big));
+	REQUIRE(a >= 0);
+	CHECK_EQ(knitk_lane_scan(c, &pending), 0);
+	CHECK_EQ(knitk_producer_stage(p, &h, big, sizeof(big)), -ENOSPC);
+	CHECK_EQ(knitk_producer_reset_consumer(p), -EBUSY);
+	CHECK_EQ(knitk_lane_release(p, (unsigned int)a), 0);
+	CHECK_EQ(knitk_lane_release(p, (unsigned int)a), -EPERM);
+	b = knitk_producer_stage(p, &h, big, sizeof(big));
+	CHECK(b >= 0);
+	if (b >= 0)
+		CHECK_EQ(knitk_lane_publish(p, (unsigned int)b), 0);
+	CHECK_EQ(knitk_lane_scan(c, &pending), 1);
+	lane = knitk_lane_next(c, &pending);
+	CHECK(lane == b);
+	CHECK_EQ(knitk_lane_decode(c, (unsigned int)lane, &msg), 0);
+	CHECK_EQ(msg.len, sizeof(big));
+	CHECK_EQ(msg.header.function_id, 7);
+	CHECK_EQ(knitk_lane_ack(c, 1ULL << lane), 0);
+
+	/* Every lane staged: the next is -EAGAIN and claims nothing. */
+	for (i = 0; i < KNITK_LANES; i++) {
+		lane = knitk_producer_stage(p, &h, NULL, 0);
+		REQUIRE(lane >= 0);
+		all |= 1ULL << lane;
+	}
+	CHECK_EQ(knitk_producer_stage(p, &h, NULL, 0), -EAGAIN);
+	CHECK_EQ(knitk_lane_release(p, 5), 0);
+	all &= ~(1ULL << 5);
+	CHECK_EQ(knitk_producer_stage(p, &h, NULL, 0), 5);
+	all |= 1ULL << 5;
+	CHECK_EQ(knitk_lane_publish_batch(p, all), 0);
+	CHECK_EQ(knitk_lane_scan(c, &pending), KNITK_LANES);
+	CHECK_EQ(knitk_lane_ack(c, pending), 0);
+	CHECK_EQ(knitk_producer_reset_consumer(p), 0);
+
+	knitk_consumer_destroy(c);
+	knitk_producer_destroy(p);
+	knitk_endpoint_destroy(w);
+	knitk_endpoint_destroy(k);
+}
+
+/* ------------------------------------------------------------ the pool */
+
+static int new_pool3(unsigned int dispatch, unsigned int workers,
+		     struct knitk_pool **pool)
+{
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = workers,
+				     .knot_flags = KNITK_KNOT_FUTEX,
+				     .dispatch = dispatch };
+
+	return knitk_pool_create(&o, &test_tasks, pool);
+}
+
+static void stats3(struct knitk_pool *pool, struct knitk_pool_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->size = sizeof(*st);
+	if (knitk_pool_stats(pool, st))
+		memset(st, 0xff, sizeof(*st));
+}
+
+/* A T_GATE call's argument and its pipes: the task starts, then waits. */
+struct gate {
+	int ready[2], gate[2];
+	struct { int32_t ready, gate; uint32_t n; } arg;
+};
+
+static int gate_open(struct gate *g)
+{
+	if (pipe(g->ready) || pipe(g->gate))
+		return -1;
+	g->arg.ready = g->ready[1];
+	g->arg.gate = g->gate[0];
+	g->arg.n = 0;
+	return 0;
+}
+
+/* Until the gated task has started (1) or ended (0). */
+static int gate_wait(struct gate *g, char want)
+{
+	char c;
+
+	return read(g->ready[0], &c, 1) == 1 && c == want ? 0 : -1;
+}
+
+static int gate_release(struct gate *g)
+{
+	return write(g->gate[1], "g", 1) == 1 ? 0 : -1;
+}
+
+static void gate_close(struct gate *g)
+{
+	close(g->ready[0]);
+	close(g->ready[1]);
+	close(g->gate[0]);
+	close(g->gate[1]);
+}
+
+/*
+ * Runs of 64: 200 calls in one batch, a bad entry in the second run (the
+ * calls before it submitted, the slots after it untouched), and a bad
+ * first entry (its error, nothing submitted).
+ */
+static void batch_runs_and_bad_entry(void)
+{
+	struct knitk_submission subs[200];
+	struct knitk_call *calls[200];
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	uint64_t xs[200];
+	int i, n, good = 0;
+
+	REQUIRE(new_pool3(KNITK_POOL_DISPATCH_PRIVATE, 2, &pool) == 0);
+	for (i = 0; i < 200; i++) {
+		xs[i] = (uint64_t)i * 77 + 1;
+		subs[i] = (struct knitk_submission){ .fn = T_MIX, .in = &xs[i], .len = 8 };
+	}
+	CHECK_EQ(knitk_pool_submit_batch(pool, subs, 200, calls), 200);
+	CHECK_EQ(knitk_pool_wait_all(pool, calls, 200, KNITK_WAIT_FOREVER), 0);
+	for (i = 0; i < 200; i++) {
+		good += knitk_call_status(calls[i]) == 0 && mix_result_ok(calls[i], xs[i]);
+		knitk_call_release(calls[i]);
+	}
+	CHECK_EQ(good, 200);
+
+	subs[70].fn = T_NR;
+	memset(calls, 0, sizeof(calls));
+	n = knitk_pool_submit_batch(pool, subs, 100, calls);
+	CHECK_EQ(n, 70);
+	for (i = 70; i < 100; i++)
+		CHECK(calls[i] == NULL);
+	if (n > 0) {
+		CHECK_EQ(knitk_pool_wait_all(pool, calls, (unsigned int)n,
+					     KNITK_WAIT_FOREVER), 0);
+		for (i = 0; i < n; i++) {
+			CHECK(mix_result_ok(calls[i], xs[i]));
+			knitk_call_release(calls[i]);
+		}
+	}
+	subs[70].fn = T_MIX;
+	subs[0].reserved = 1;
+	CHECK_EQ(knitk_pool_submit_batch(pool, subs, 10, calls), -EINVAL);
+	subs[0].reserved = 0;
+	CHECK_EQ(knitk_pool_submit_batch(pool, subs, 0, calls), -EINVAL);
+	stats3(pool, &st);
+	CHECK_EQ(st.submitted, 270);
+	CHECK_EQ(st.completed, 270);
+	knitk_pool_destroy(pool);
+}
+
+/*
+ * Calls pinned to worker 1 among unpinned ones: the pinned ones run on
+ * worker 1, in array order (T_SEQ counts the runs of the process, so the
+ * runs of one worker increase); a stealing pool refuses the pin at its
+ * index, after submitting the calls before it.
+ */
+static void batch_pinned_among_free(void)
+{
+	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER,
+				       .worker = 1 };
+	struct knitk_submission subs[100];
+	struct knitk_call *calls[100];
+	struct knitk_pool *pool;
+	uint64_t last = 0, seq;
+	const void *d;
+	size_t len;
+	int i, n, first = 1;
+
+	REQUIRE(new_pool3(KNITK_POOL_DISPATCH_PRIVATE, 2, &pool) == 0);
+	for (i = 0; i < 100; i++)
+		subs[i] = (struct knitk_submission){ .fn = T_SEQ,
+						     .opts = i % 3 ? NULL : &pin };
+	CHECK_EQ(knitk_pool_submit_batch(pool, subs, 100, calls), 100);
+	CHECK_EQ(knitk_pool_wait_all(pool, calls, 100, KNITK_WAIT_FOREVER), 0);
+	for (i = 0; i < 100; i++) {
+		if (!(i % 3)) {
+			CHECK_EQ(knitk_call_worker(calls[i]), 1);
+			CHECK(!knitk_call_result(calls[i], &d, &len) && len == 8);
+			if (len == 8) {
+				memcpy(&seq, d, 8);
+				CHECK(first || seq > last);
+				last = seq;
+				first = 0;
+			}
+		}
+		knitk_call_release(calls[i]);
+	}
+	knitk_pool_destroy(pool);
+
+	REQUIRE(new_pool3(KNITK_POOL_DISPATCH_STEAL, 2, &pool) == 0);
+	pin.worker = 0;
+	for (i = 0; i < 10; i++)
+		subs[i] = (struct knitk_submission){ .fn = T_SEQ,
+						     .opts = i == 5 ? &pin : NULL };
+	n = knitk_pool_submit_batch(pool, subs, 10, calls);
+	CHECK_EQ(n, 5);
+	for (i = 0; i < n; i++) {
+		CHECK_EQ(knitk_call_wait(calls[i], KNITK_WAIT_FOREVER), 0);
+		knitk_call_release(calls[i]);
+	}
+	CHECK_EQ(knitk_pool_submit_batch(pool, subs + 5, 5, calls), -EINVAL);
+	knitk_pool_destroy(pool);
+}
+
+/* Reap until @want calls are in @out (each checked once); returns them. */
+static unsigned int reap_until(struct knitk_pool *pool, struct knitk_call **out,
+			       unsigned int want)
+{
+	unsigned int got = 0;
+	int n;
+
+	while (got < want) {
+		n = knitk_pool_reap(pool, out + got, want - got);
+		if (n < 0)
+			break;
+		got += (unsigned int)n;
+		if (!n)
+			sched_yield();
+	}
+	return got;
+}
+
+/*
+ * Event mode: a batch larger than the room of the (gated) worker stops
+ * part-way; the count it returns is exactly the calls that complete and
+ * are reaped, once each, with their results; a batch with no room at all
+ * is -EAGAIN and adds nothing.
+ */
+static void batch_event_mode_part_way(unsigned int dispatch)
+{
+	struct knitk_submission subs[200];
+	struct knitk_call *calls[200], *out[201], *held;
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	uint64_t xs[200];
+	unsigned int got, i, j, found;
+	struct gate g;
+	int n;
+
+	REQUIRE(gate_open(&g) == 0);
+	REQUIRE(new_pool3(dispatch, 1, &pool) == 0);
+	REQUIRE(knitk_pool_event_fd(pool) >= 0);
+	REQUIRE(knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg), NULL, &held) == 0);
+	REQUIRE(gate_wait(&g, 'r') == 0);
+	for (i = 0; i < 200; i++) {
+		xs[i] = i + 5;
+		subs[i] = (struct knitk_submission){ .fn = T_MIX, .in = &xs[i], .len = 8 };
+	}
+	n = knitk_pool_submit_batch(pool, subs, 200, calls);
+	CHECK(n >= 1 && n < 200);
+	CHECK_EQ(knitk_pool_submit_batch(pool, subs, 200, calls + (n > 0 ? n : 0)), -EAGAIN);
+	stats3(pool, &st);
+	CHECK_EQ(st.submitted, (uint64_t)n + 1);
+	REQUIRE(gate_release(&g) == 0);
+	REQUIRE(n > 0);
+	got = reap_until(pool, out, (unsigned int)n + 1);
+	CHECK_EQ(got, (unsigned int)n + 1);
+	for (j = 0; j < (unsigned int)n; j++) {
+		for (found = 0, i = 0; i < got; i++)
+			found += out[i] == calls[j];
+		CHECK_EQ(found, 1);
+		CHECK(mix_result_ok(calls[j], xs[j]));
+	}
+	for (i = 0; i < got; i++)
+		knitk_call_release(out[i]);
+	CHECK_EQ(knitk_pool_reap(pool, out, 1), 0);
+	stats3(pool, &st);
+	CHECK_EQ(st.completed, (uint64_t)n + 1);
+	knitk_pool_destroy(pool);
+	gate_close(&g);
+}
+
+static void batch_event_mode_part_way_private(void)
+{
+	batch_event_mode_part_way(KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+static void batch_event_mode_part_way_steal(void)
+{
+	batch_event_mode_part_way(KNITK_POOL_DISPATCH_STEAL);
+}
+
+struct batcher {
+	struct knitk_pool *pool;
+	struct knitk_submission *subs;
+	struct knitk_call **calls;
+	unsigned int nr;
+	int ret;
+};
+
+static void *batcher_main(void *arg)
+{
+	struct batcher *b = arg;
+
+	b->ret = knitk_pool_submit_batch(b->pool, b->subs, b->nr, b->calls);
+	return NULL;
+}
+
+/*
+ * A shutdown while a batch waits for room (its one worker gated): the
+ * batch returns how many it submitted (or -ESHUTDOWN if none); every one
+ * of those completes exactly once, with its result or -ECANCELED, and the
+ * pool counts exactly them (and the gated call).
+ */
+struct shutter {
+	struct knitk_pool *pool;
+	int ret;
+};
+
+static void *shutter_main(void *arg)
+{
+	struct shutter *s = arg;
+
+	s->ret = knitk_pool_shutdown(s->pool, KNITK_SHUTDOWN_CANCEL);
+	return NULL;
+}
+
+static void batch_shutdown_while_waiting(void)
+{
+	struct knitk_submission subs[200];
+	struct knitk_call *calls[200], *held;
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	struct shutter sh;
+	struct batcher b;
+	pthread_t th, ts;
+	uint64_t xs[200];
+	int i, ok = 0, canceled = 0, s;
+	struct gate g;
+
+	REQUIRE(gate_open(&g) == 0);
+	REQUIRE(new_pool3(KNITK_POOL_DISPATCH_PRIVATE, 1, &pool) == 0);
+	REQUIRE(knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg), NULL, &held) == 0);
+	REQUIRE(gate_wait(&g, 'r') == 0);
+	for (i = 0; i < 200; i++) {
+		xs[i] = i + 9;
+		subs[i] = (struct knitk_submission){ .fn = T_MIX, .in = &xs[i], .len = 8 };
+	}
+	b = (struct batcher){ .pool = pool, .subs = subs, .calls = calls, .nr = 200 };
+	REQUIRE(pthread_create(&th, NULL, batcher_main, &b) == 0);
+	/* The worker's room is taken: the batch now waits for it. */
+	do {
+		sched_yield();
+		stats3(pool, &st);
+	} while (st.submitted < 2);
+	/* Cancel while the worker is still held: it frees no room first. */
+	sh = (struct shutter){ .pool = pool };
+	REQUIRE(pthread_create(&ts, NULL, shutter_main, &sh) == 0);
+	CHECK_EQ(knitk_call_wait(held, KNITK_WAIT_FOREVER), -ECANCELED);
+	pthread_join(th, NULL);
+	REQUIRE(gate_release(&g) == 0);
+	pthread_join(ts, NULL);
+	CHECK_EQ(sh.ret, 0);
+	CHECK(b.ret > 0 && b.ret < 200);
+	for (i = 0; i < b.ret; i++) {
+		s = knitk_call_wait(calls[i], KNITK_WAIT_FOREVER);
+		ok += s == 0 && mix_result_ok(calls[i], xs[i]);
+		canceled += s == -ECANCELED;
+		knitk_call_release(calls[i]);
+	}
+	CHECK_EQ(ok + canceled, b.ret);
+	knitk_call_release(held);
+	stats3(pool, &st);
+	CHECK_EQ(st.submitted, (uint64_t)(b.ret > 0 ? b.ret : 0) + 1);
+	CHECK_EQ(st.completed, st.submitted);
+	knitk_pool_destroy(pool);
+	gate_close(&g);
+}
+
+/*
+ * knitk_call_worker on a stealing pool: -EINPROGRESS while running;
+ * -ENOENT once the call completed without a worker's result (aborted, or
+ * expired while running), and still -ENOENT after the worker's late
+ * result has arrived and been dropped (stale).
+ */
+static void call_worker_late_result(void)
+{
+	struct knitk_call_opts soon = { .size = sizeof(soon) };
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	struct knitk_call *c, *d;
+	uint64_t x = 3;
+	struct gate g;
+	int round;
+
+	REQUIRE(gate_open(&g) == 0);
+	REQUIRE(new_pool3(KNITK_POOL_DISPATCH_STEAL, 2, &pool) == 0);
+	for (round = 0; round < 2; round++) {
+		soon.deadline_ns = round ? after_ms(20) : 0;
+		REQUIRE(knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg),
+					  &soon, &c) == 0);
+		REQUIRE(gate_wait(&g, 'r') == 0);
+		CHECK_EQ(knitk_call_worker(c), -EINPROGRESS);
+		if (round)
+			CHECK_EQ(knitk_call_wait(c, KNITK_WAIT_FOREVER), -ETIMEDOUT);
+		else
+			CHECK_EQ(knitk_call_abort(c), 0);
+		CHECK_EQ(knitk_call_worker(c), -ENOENT);
+		REQUIRE(gate_release(&g) == 0);
+		REQUIRE(gate_wait(&g, 'd') == 0);
+		/* Until the late result has been taken and dropped. */
+		do {
+			REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &d) == 0);
+			CHECK_EQ(knitk_call_wait(d, KNITK_WAIT_FOREVER), 0);
+			CHECK(knitk_call_worker(d) == 0 || knitk_call_worker(d) == 1);
+			knitk_call_release(d);
+			stats3(pool, &st);
+		} while (st.stale < (uint64_t)round + 1);
+		CHECK_EQ(knitk_call_worker(c), -ENOENT);
+		CHECK_EQ(knitk_call_status(c), round ? -ETIMEDOUT : -ECANCELED);
+		knitk_call_release(c);
+	}
+	knitk_pool_destroy(pool);
+	gate_close(&g);
+}
+
+/*
+ * The bytes a sized output struct of @size got: all of them up to the
+ * newest version this header knows (@ver), and past it at least that
+ * version and at most @size (a later library knows more).
+ */
+static bool filled_ok(uint32_t size, uint32_t got, uint32_t ver)
+{
+	return size <= ver ? got == size : got >= ver && got <= size;
+}
+
+/*
+ * Sized output structs at sizes between versions and past the library's:
+ * filled up to the caller's size (never a byte past it), that count in
+ * @size; the library's own size when the caller's is larger; -E2BIG past
+ * KNITK_SIZED_MAX, -EINVAL below the first version.
+ */
+static void sized_outputs_odd_sizes(void)
+{
+	static const uint32_t stat_sizes[] = {
+		KNITK_POOL_STATS_SIZE_VER0, KNITK_POOL_STATS_SIZE_VER0 + 1,
+		KNITK_POOL_STATS_SIZE_VER1 + 3, KNITK_POOL_STATS_SIZE_VER2 - 1,
+		KNITK_POOL_STATS_SIZE_VER2, KNITK_POOL_STATS_SIZE_VER2 + 5,
+		KNITK_SIZED_MAX,
+	};
+	static const uint32_t info_sizes[] = {
+		KNITK_WORKER_INFO_SIZE_VER0, KNITK_WORKER_INFO_SIZE_VER0 + 7,
+		KNITK_WORKER_INFO_SIZE_VER1, KNITK_WORKER_INFO_SIZE_VER1 + 9,
+		KNITK_WORKER_INFO_SIZE_VER2, KNITK_SIZED_MAX,
+	};
+	static unsigned char buf[KNITK_SIZED_MAX + 64];
+	struct knitk_pool *pool;
+	uint64_t x = 1, submitted;
+	uint32_t size, got;
+	unsigned int i, j;
+
+	REQUIRE(new_pool3(KNITK_POOL_DISPATCH_PRIVATE, 1, &pool) == 0);
+	CHECK_EQ(mix_calls_good(pool, 3, NULL, x, 1), 3);
+	for (i = 0; i < sizeof(stat_sizes) / sizeof(stat_sizes[0]); i++) {
+		size = stat_sizes[i];
+		memset(buf, 0x5a, sizeof(buf));
+		memcpy(buf, &size, 4);
+		CHECK_EQ(knitk_pool_stats(pool, (struct knitk_pool_stats *)buf), 0);
+		memcpy(&got, buf, 4);
+		CHECK(filled_ok(size, got, KNITK_POOL_STATS_SIZE_VER2));
+		memcpy(&submitted, buf + offsetof(struct knitk_pool_stats, submitted), 8);
+		CHECK_EQ(submitted, 3);
+		for (j = got; j < sizeof(buf); j++)
+			if (buf[j] != 0x5a)
+				break;
+		CHECK_EQ(j, sizeof(buf));
+	}
+	for (i = 0; i < sizeof(info_sizes) / sizeof(info_sizes[0]); i++) {
+		size = info_sizes[i];
+		memset(buf, 0x5a, sizeof(buf));
+		memcpy(buf, &size, 4);
+		CHECK_EQ(knitk_pool_worker_info(pool, 0, (struct knitk_worker_info *)buf), 0);
+		memcpy(&got, buf, 4);
+		CHECK(filled_ok(size, got, KNITK_WORKER_INFO_SIZE_VER2));
+		for (j = got; j < sizeof(buf); j++)
+			if (buf[j] != 0x5a)
+				break;
+		CHECK_EQ(j, sizeof(buf));
+	}
+	size = KNITK_SIZED_MAX + 1;
+	memcpy(buf, &size, 4);
+	CHECK_EQ(knitk_pool_stats(pool, (struct knitk_pool_stats *)buf), -E2BIG);
+	CHECK_EQ(knitk_pool_worker_info(pool, 0, (struct knitk_worker_info *)buf), -E2BIG);
+	size = UINT32_MAX;
+	memcpy(buf, &size, 4);
+	CHECK_EQ(knitk_pool_stats(pool, (struct knitk_pool_stats *)buf), -E2BIG);
+	size = KNITK_POOL_STATS_SIZE_VER0 - 1;
+	memcpy(buf, &size, 4);
+	CHECK_EQ(knitk_pool_stats(pool, (struct knitk_pool_stats *)buf), -EINVAL);
+	size = KNITK_WORKER_INFO_SIZE_VER0 - 1;
+	memcpy(buf, &size, 4);
+	CHECK_EQ(knitk_pool_worker_info(pool, 0, (struct knitk_worker_info *)buf), -EINVAL);
+	size = 0;
+	memcpy(buf, &size, 4);
+	CHECK_EQ(knitk_pool_stats(pool, (struct knitk_pool_stats *)buf), -EINVAL);
+	knitk_pool_destroy(pool);
+}
+
+int main(int argc, char **argv)
+{
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+		return 1;
+	if (argc > 2)
+		setenv("TAP_ONLY", argv[2], 1);
+	TEST(send_to_refusals);
+	TEST(send_to_live_dead_unjoined);
+	TEST(hand_off_reserves_for_peer);
+	TEST(stage_release_and_refusals);
+	TEST(batch_runs_and_bad_entry);
+	TEST(batch_pinned_among_free);
+	TEST(batch_event_mode_part_way_private);
+	TEST(batch_event_mode_part_way_steal);
+	TEST(batch_shutdown_while_waiting);
+	TEST(call_worker_late_result);
+	TEST(sized_outputs_odd_sizes);
+	return tap_exit();
+}
