@@ -279,6 +279,18 @@ static int knitk_ioctl_wait(struct knitk_endpoint *ep, struct knitk_knot *knot,
 				   w.deadline_ns, false);
 }
 
+/*
+ * A ring cannot be taken back, so a notify's argument is written back
+ * unchanged before it rings: one that can be read but not written (a
+ * read-only page) gives -EFAULT with nothing rung, as the uAPI says,
+ * instead of ringing and then failing its copy out.
+ */
+static bool knitk_notify_writable(void __user *argp, const void *arg,
+				  size_t len)
+{
+	return !copy_to_user(argp, arg, len);
+}
+
 /* Ring, then wait (docs/protocol.md S9); never restarted once rung. */
 static int knitk_ioctl_notify_wait(struct knitk_endpoint *ep,
 				   struct knitk_knot *knot, void __user *argp)
@@ -293,6 +305,9 @@ static int knitk_ioctl_notify_wait(struct knitk_endpoint *ep,
 	slot = knitk_endpoint_wait_slot(ep);
 	if (slot < 0)
 		return slot;
+	/* -EFAULT before the ring, not after it (see knitk_notify_writable). */
+	if (!knitk_notify_writable(argp, &nw, sizeof(nw)))
+		return -EFAULT;
 	ret = knitk_doorbell_notify_wait(knot, slot, &ep->role, nw.doorbells,
 					 nw.expected, nw.flags, nw.deadline_ns,
 					 &nw.woken);
@@ -312,6 +327,8 @@ static int knitk_ioctl_notify(struct knitk_knot *knot, void __user *argp)
 		return -EFAULT;
 	if ((n.flags & ~KNITK_NOTIFY_FLAGS) || n.reserved)
 		return -EINVAL;
+	if (!knitk_notify_writable(argp, &n, sizeof(n)))
+		return -EFAULT;
 	ret = knitk_doorbell_notify(knot, n.doorbells, n.flags, false,
 				    &n.woken);
 	if (ret)

@@ -463,6 +463,9 @@ struct knitk_wait {
  * thread handing its park over to another or an abort; a wait it ends
  * returns 0 and is not counted as spurious.  Every named doorbell is in
  * @woken.
+ *
+ * -EFAULT (the argument cannot be read, or cannot be written back) and
+ * -EINVAL are given before anything is rung or kicked.
  */
 struct knitk_notify {
 	__u64 doorbells;
@@ -490,8 +493,9 @@ struct knitk_notify {
  * then waits on the caller's own doorbell exactly as KNITK_IOC_WAIT with
  * @expected, @flags and @deadline_ns.
  *
- * -EFAULT, -EINVAL (bad flags, reserved fields or doorbells) and -ENOTCONN
- * (no role, or an ended one) are given before anything is rung.  After
+ * -EFAULT (the argument cannot be read, or cannot be written back),
+ * -EINVAL (bad flags, reserved fields or doorbells) and -ENOTCONN (no
+ * role, or an ended one) are given before anything is rung.  After
  * the ring, the returns are those of KNITK_IOC_WAIT, except that a signal
  * always gives -EINTR: the call is never restarted, since its ring is
  * done (a caller continues with KNITK_IOC_WAIT).
