@@ -205,7 +205,10 @@ static void doorbell_count_sent(struct knitk_endpoint *ep, uint64_t woken)
 /*
  * Sleep on the backend and count how the sleep ended.  With @ring, ring
  * those doorbells first in the same call (S9): the module's
- * KNITK_IOC_NOTIFY_WAIT, else a notify then the wait.
+ * KNITK_IOC_NOTIFY_WAIT, else a notify then the wait.  On the module a
+ * ring-then-wait is NOTIFY_WAIT even when none of @ring is flagged asleep,
+ * so that its wait spins (S8) as knitk.h says: an awake peer is the one
+ * most likely to answer while it spins.
  */
 static int doorbell_sleep(struct knitk_endpoint *ep, unsigned int d,
 			  uint32_t seq, uint64_t deadline_ns, uint64_t ring)
@@ -216,12 +219,12 @@ static int doorbell_sleep(struct knitk_endpoint *ep, unsigned int d,
 	if (ring)
 		flagged = doorbell_flagged(ep, ring);
 
-	if (!flagged) {
-		ret = ep->ops->wait(ep, seq, deadline_ns);
-	} else if (ep->can_ring_wait && ep->ops->ring_wait) {
+	if (ring && ep->can_ring_wait && ep->ops->ring_wait) {
 		ret = ep->ops->ring_wait(ep, flagged, seq, deadline_ns,
 					 &woken);
 		doorbell_count_sent(ep, woken);
+	} else if (!flagged) {
+		ret = ep->ops->wait(ep, seq, deadline_ns);
 	} else {
 		ret = ep->ops->notify(ep, flagged, &woken);
 		if (ret < 0)
