@@ -7,13 +7,14 @@
  * never-joined claimants, knitk_pool_submit_batch (runs past 64, a bad
  * entry in a later run, calls pinned among free ones, a stealing pool's
  * refusal of KNITK_CALL_WORKER, event mode running out of room part-way,
- * a shutdown while the batch waits for room), knitk_call_worker of a
- * stealing pool's call whose result arrives after it completed, and the
- * pool's sized output structs at odd sizes.
+ * a shutdown or the death of its worker while the batch waits for room),
+ * knitk_call_worker of a stealing pool's call whose result arrives after
+ * it completed, and the pool's sized output structs at odd sizes.
  * argv[1] (the runner's call count) is ignored: the counts are small.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -650,6 +651,70 @@ static void batch_shutdown_while_waiting(void)
 }
 
 /*
+ * The worker a batch is pinned to dies (SIGKILL) while the batch waits for
+ * its room: the batch returns how many it submitted, each of them
+ * completes once, with its result or -EOWNERDEAD, and the pool's counts
+ * agree with what the handles say.
+ */
+static void batch_worker_killed_while_waiting(void)
+{
+	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER };
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 2,
+				     .kind = KNITK_WORKER_PROCESSES,
+				     .knot_flags = KNITK_KNOT_FUTEX };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_submission subs[200];
+	struct knitk_call *calls[200], *held;
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	struct batcher b;
+	pthread_t th;
+	uint64_t xs[200], dead = 0;
+	int i, ok = 0, s;
+	struct gate g;
+
+	REQUIRE(gate_open(&g) == 0);
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	REQUIRE(knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg), &pin, &held) == 0);
+	REQUIRE(gate_wait(&g, 'r') == 0);
+	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
+	for (i = 0; i < 200; i++) {
+		xs[i] = i + 21;
+		subs[i] = (struct knitk_submission){ .fn = T_MIX, .in = &xs[i],
+						     .len = 8, .opts = &pin };
+	}
+	b = (struct batcher){ .pool = pool, .subs = subs, .calls = calls, .nr = 200 };
+	REQUIRE(pthread_create(&th, NULL, batcher_main, &b) == 0);
+	do {
+		sched_yield();
+		stats3(pool, &st);
+	} while (st.submitted < 2);
+	CHECK_EQ(kill(wi.pid, SIGKILL), 0);
+	pthread_join(th, NULL);
+	CHECK(b.ret > 0 && b.ret < 200);
+	CHECK_EQ(knitk_call_wait(held, KNITK_WAIT_FOREVER), -EOWNERDEAD);
+	CHECK_EQ(knitk_call_worker(held), 0);
+	knitk_call_release(held);
+	for (i = 0; i < b.ret; i++) {
+		s = knitk_call_wait(calls[i], KNITK_WAIT_FOREVER);
+		ok += s == 0 && mix_result_ok(calls[i], xs[i]);
+		dead += s == -EOWNERDEAD;
+		CHECK_EQ(knitk_call_worker(calls[i]), 0);
+		knitk_call_release(calls[i]);
+	}
+	CHECK_EQ(ok + (int)dead, b.ret);
+	stats3(pool, &st);
+	CHECK_EQ(st.submitted, (uint64_t)b.ret + 1);
+	CHECK_EQ(st.completed, st.submitted);
+	CHECK_EQ(st.ownerdead, dead + 1);
+	/* Worker 1 still serves; worker 0 is gone (-EPIPE when pinned). */
+	CHECK_EQ(mix_calls_good(pool, 3, NULL, 5, 1), 3);
+	CHECK_EQ(knitk_pool_submit(pool, T_MIX, xs, 8, &pin, &held), -EPIPE);
+	knitk_pool_destroy(pool);
+	gate_close(&g);
+}
+
+/*
  * knitk_call_worker on a stealing pool: -EINPROGRESS while running;
  * -ENOENT once the call completed without a worker's result (aborted, or
  * expired while running), and still -ENOENT after the worker's late
@@ -793,6 +858,7 @@ int main(int argc, char **argv)
 	TEST(batch_event_mode_part_way_private);
 	TEST(batch_event_mode_part_way_steal);
 	TEST(batch_shutdown_while_waiting);
+	TEST(batch_worker_killed_while_waiting);
 	TEST(call_worker_late_result);
 	TEST(sized_outputs_odd_sizes);
 	return tap_exit();
