@@ -2,10 +2,15 @@
 /*
  * knitk-stat (tools/knitk-stat.c, built next to this program) against the
  * module's debugfs: a knot's geometry and endpoints (role, pid, alive or
- * dead) and its doorbell counters are listed; a caller that is not root
- * is told so and gets exit status 1.
+ * dead) and its doorbell counters are listed, every knot however many;
+ * a caller that is not root, or without debugfs mounted, is told so and
+ * gets exit status 1.
  */
+#define _GNU_SOURCE
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "knitk_harness.h"
@@ -145,6 +150,61 @@ TEST(bad_interval_is_an_error)
 {
 	KNITK_REQUIRE_DEV();
 	EXPECT_EQ(2, run_stat("-wx", 0, out, sizeof(out))) TH_LOG("%s", out);
+}
+
+/* "lists the module's live knots": all of them, past a thousand too. */
+TEST(lists_every_knot)
+{
+	enum { NR = 1100 };
+	struct rlimit rl = { NR + 64, NR + 64 };
+	size_t cap = 64 << 20;
+	struct knitk_geometry g;
+	int fds[NR], i, n = 0;
+	char *big, *at;
+
+	KNITK_REQUIRE_DEV();
+	if (geteuid() != 0)
+		SKIP(return, "knitk-stat needs root");
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &rl));
+	knitk_geom(&g, 0, 1, 1, 0, 0, 0);
+	for (i = 0; i < NR; i++) {
+		fds[i] = knitk_open();
+		ASSERT_LE(0, fds[i]);
+		ASSERT_EQ(0, knitk_create(fds[i], &g, NULL));
+	}
+	big = malloc(cap);
+	ASSERT_NE(NULL, big);
+	EXPECT_EQ(0, run_stat("--json", 0, big, cap));
+	for (at = big; (at = strstr(at, "{\"id\": ")); at++)
+		n++;
+	EXPECT_LE(NR, n);
+	free(big);
+	for (i = 0; i < NR; i++)
+		close(fds[i]);
+}
+
+/* Without debugfs mounted (a mount namespace of its own): told, exit 1. */
+TEST(no_debugfs_is_told_and_fails)
+{
+	int status;
+	pid_t pid;
+
+	KNITK_REQUIRE_DEV();
+	if (geteuid() != 0)
+		SKIP(return, "needs root for a mount namespace");
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNS) ||
+		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+		    umount2("/sys/kernel/debug", MNT_DETACH))
+			_exit(100);
+		_exit(run_stat("--json", 0, out, sizeof(out)) == 1 &&
+		      strstr(out, "debugfs is not mounted") ? 0 : 101);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
 }
 
 TEST_HARNESS_MAIN
