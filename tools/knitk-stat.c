@@ -200,13 +200,47 @@ static int cmp_name(const void *a, const void *b)
 	return lx != ly ? (lx < ly ? -1 : 1) : strcmp(x, y);
 }
 
+/*
+ * The knot-<id> names of @dir, as many as there are, in *@names; returns
+ * how many, or -1 when memory runs out.
+ */
+static int knot_names(DIR *dir, char ***names)
+{
+	char **v = NULL, **grown;
+	struct dirent *de;
+	size_t n = 0, cap = 0;
+
+	while ((de = readdir(dir))) {
+		if (strncmp(de->d_name, "knot-", 5))
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			grown = realloc(v, cap * sizeof(*v));
+			if (!grown)
+				break;
+			v = grown;
+		}
+		v[n] = strdup(de->d_name);
+		if (!v[n])
+			break;
+		n++;
+	}
+	*names = v;
+	if (de) {
+		while (n)
+			free(v[--n]);
+		free(v);
+		return -1;
+	}
+	return (int)n;
+}
+
 /* One listing; 0, or 1 when the directory cannot be read. */
 static int list(int json)
 {
-	char *names[1024];
-	struct dirent *de;
+	char **names;
 	struct knot *k;
-	int n = 0, i, shown = 0;
+	int n, i, shown = 0;
 	DIR *dir;
 
 	dir = opendir(KNITK_DIR);
@@ -214,16 +248,19 @@ static int list(int json)
 		fprintf(stderr, "knitk-stat: %s: %s\n", KNITK_DIR, strerror(errno));
 		return 1;
 	}
-	while ((de = readdir(dir)) && n < 1024)
-		if (!strncmp(de->d_name, "knot-", 5))
-			names[n++] = strdup(de->d_name);
+	n = knot_names(dir, &names);
 	closedir(dir);
-	qsort(names, (size_t)n, sizeof(names[0]), cmp_name);
-	k = malloc(sizeof(*k));
+	k = n < 0 ? NULL : malloc(sizeof(*k));
 	if (!k) {
 		perror("knitk-stat: malloc");
+		while (n > 0)
+			free(names[--n]);
+		if (!n)
+			free(names);
 		return 1;
 	}
+	if (n > 1)
+		qsort(names, (size_t)n, sizeof(names[0]), cmp_name);
 	if (json)
 		printf("{\"time\": %lld, \"knots\": [", (long long)time(NULL));
 	for (i = 0; i < n; i++) {
@@ -237,6 +274,7 @@ static int list(int json)
 		}
 		free(names[i]);
 	}
+	free(names);
 	if (json)
 		printf("%s]}\n", shown ? "\n  " : "");
 	else if (!shown)
