@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Adversarial tests of the parked path, written from the uAPI header and
- * the man pages alone: KNITK_IOC_NOTIFY_WAIT with an argument it cannot
- * write back, from a process that is not the role's owner after the role
+ * the man pages alone: KNITK_IOC_NOTIFY_WAIT (and JOIN) with an argument
+ * it cannot write back, from a process that is not the role's owner after the role
  * ended, and ringing doorbells that are dead or were never joined;
  * KNITK_WAIT_SPIN while the ringer is stopped (SIGSTOP) and while the
  * waiter's own role ends under it; the library's ring-then-wait on the
@@ -124,6 +124,34 @@ TEST_F(a3, notify_wait_unwritable_arg_rings_nothing)
 						NULL));
 	EXPECT_EQ(wseq + 1, knitk_doorbell_seq(wdb));
 	munmap(page, 4096);
+}
+
+/*
+ * The same for JOIN, the one other call whose work cannot be undone by
+ * its caller: an argument it can read but not write back takes no role
+ * (-EFAULT), so the endpoint may still join from a writable copy.
+ */
+TEST_F(a3, join_unwritable_arg_takes_nothing)
+{
+	struct knitk_join *j;
+	int e;
+
+	e = knitk_open();
+	ASSERT_LE(0, e);
+	ASSERT_EQ(0, knitk_attach(e, self->k.fd, NULL));
+	j = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
+	ASSERT_NE(MAP_FAILED, j);
+	j->role = KNITK_ROLE_WORKER;
+	j->worker = 1;
+	ASSERT_EQ(0, mprotect(j, 4096, PROT_READ));
+	EXPECT_EQ(-EFAULT, knitk_ioctl(e, KNITK_IOC_JOIN, j));
+	EXPECT_EQ(0ULL, self->k.ctl->live & 2);
+	EXPECT_EQ(0U, self->k.ctl->generation[1]);
+	EXPECT_EQ(0, knitk_join(e, KNITK_ROLE_WORKER, 1, NULL));
+	EXPECT_EQ(2ULL, self->k.ctl->live & 2);
+	munmap(j, 4096);
+	close(e);
 }
 
 /*
