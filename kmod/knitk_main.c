@@ -226,6 +226,17 @@ out:
 	return ret;
 }
 
+/*
+ * A join or a ring cannot be taken back, so the argument of one is
+ * written back unchanged first: an argument that can be read but not
+ * written (a read-only page) gives -EFAULT with nothing done, instead of
+ * the work being done and then its copy out failing.
+ */
+static bool knitk_arg_writable(void __user *argp, const void *arg, size_t len)
+{
+	return !copy_to_user(argp, arg, len);
+}
+
 static int knitk_ioctl_join(struct file *file, struct knitk_knot *knot,
 			    void __user *argp)
 {
@@ -240,13 +251,15 @@ static int knitk_ioctl_join(struct file *file, struct knitk_knot *knot,
 	slot = knitk_peer_slot(&knot->geometry, j.role, j.worker);
 	if (slot < 0)
 		return slot;
+	if (!knitk_arg_writable(argp, &j, sizeof(j)))
+		return -EFAULT;
 
 	ret = knitk_role_join(&ep->role, knot, file, slot, &j.generation);
 	if (ret)
 		return ret;
 	knitk_poller_watch(&ep->poller, knot, slot);
 	knitk_poller_wake(&ep->poller);
-	/* The join stands even if the result cannot be copied out. */
+	/* Written above: only a page made read-only meanwhile fails here. */
 	if (copy_to_user(argp, &j, sizeof(j)))
 		return -EFAULT;
 	return 0;
@@ -279,18 +292,6 @@ static int knitk_ioctl_wait(struct knitk_endpoint *ep, struct knitk_knot *knot,
 				   w.deadline_ns, false);
 }
 
-/*
- * A ring cannot be taken back, so a notify's argument is written back
- * unchanged before it rings: one that can be read but not written (a
- * read-only page) gives -EFAULT with nothing rung, as the uAPI says,
- * instead of ringing and then failing its copy out.
- */
-static bool knitk_notify_writable(void __user *argp, const void *arg,
-				  size_t len)
-{
-	return !copy_to_user(argp, arg, len);
-}
-
 /* Ring, then wait (docs/protocol.md S9); never restarted once rung. */
 static int knitk_ioctl_notify_wait(struct knitk_endpoint *ep,
 				   struct knitk_knot *knot, void __user *argp)
@@ -305,8 +306,8 @@ static int knitk_ioctl_notify_wait(struct knitk_endpoint *ep,
 	slot = knitk_endpoint_wait_slot(ep);
 	if (slot < 0)
 		return slot;
-	/* -EFAULT before the ring, not after it (see knitk_notify_writable). */
-	if (!knitk_notify_writable(argp, &nw, sizeof(nw)))
+	/* -EFAULT before the ring, not after it. */
+	if (!knitk_arg_writable(argp, &nw, sizeof(nw)))
 		return -EFAULT;
 	ret = knitk_doorbell_notify_wait(knot, slot, &ep->role, nw.doorbells,
 					 nw.expected, nw.flags, nw.deadline_ns,
@@ -327,7 +328,7 @@ static int knitk_ioctl_notify(struct knitk_knot *knot, void __user *argp)
 		return -EFAULT;
 	if ((n.flags & ~KNITK_NOTIFY_FLAGS) || n.reserved)
 		return -EINVAL;
-	if (!knitk_notify_writable(argp, &n, sizeof(n)))
+	if (!knitk_arg_writable(argp, &n, sizeof(n)))
 		return -EFAULT;
 	ret = knitk_doorbell_notify(knot, n.doorbells, n.flags, false,
 				    &n.woken);

@@ -401,7 +401,7 @@ static int op_join(struct fz *z)
 		j.flags = rnd(&z->seed) | 1;
 	p = arg_ptr(z, &j, sizeof(j), &bad);
 	ret = knitk_ioctl(z->fd[i], KNITK_IOC_JOIN, p);
-	/* A bad pointer for the result still joins (documented): -EFAULT. */
+	/* A bad pointer takes no role (documented): -EFAULT. */
 	EXPECT_IN(z, "JOIN", ret, EBADF, EINVAL, ENOTCONN, EBUSY, EFAULT);
 	if (!ret && (bad || j.flags))
 		FAIL(z, "JOIN succeeded with a bad pointer or flags");

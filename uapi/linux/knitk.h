@@ -373,6 +373,8 @@ struct knitk_attach {
  * @generation: out: the role's join generation after this join.
  *
  * A role held by a live endpoint gives -EBUSY; an endpoint joins once.
+ * -EFAULT (the argument cannot be read, or cannot be written back) is
+ * given before the role is taken.
  *
  * The calling process (its thread group) owns the role.  The role ends
  * when the process has exited, or when one of its threads closes an fd of
