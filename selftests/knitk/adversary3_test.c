@@ -4,8 +4,8 @@
  * the man pages alone: KNITK_IOC_NOTIFY_WAIT (and JOIN) with an argument
  * it cannot write back, from a process that is not the role's owner after the role
  * ended, and ringing doorbells that are dead or were never joined;
- * KNITK_WAIT_SPIN while the ringer is stopped (SIGSTOP) and while the
- * waiter's own role ends under it; the library's ring-then-wait on the
+ * KNITK_WAIT_SPIN while the ringer is stopped (SIGSTOP), while the
+ * waiter's own role ends under it, and after a kick by a running task; the library's ring-then-wait on the
  * module (knitk_doorbell_ring_wait, knitk_doorbell_ring_park).
  *
  * The spin tests raise spin_ns to an hour, as park_test does: a spin that
@@ -442,6 +442,100 @@ TEST_F(a3, spin_role_ends_under_it)
 	}
 	g.stop = 1;
 	pthread_join(g.thread, NULL);
+}
+
+/* Rings doorbell 0 (a delivered notify), then blocks until told. */
+struct blocked_ringer {
+	FIXTURE_DATA(a3) *self;
+	pthread_t thread;
+	pid_t tid;
+	int pipe[2];
+	volatile int rang;
+	int ret;
+};
+
+static void *blocked_ringer_run(void *arg)
+{
+	struct blocked_ringer *b = arg;
+	__u64 woken = 0;
+	char c;
+
+	b->tid = knitk_gettid();
+	asleep_with_work(b->self, 0);
+	b->ret = knitk_notify(b->self->k.fd, W0_BIT, &woken);
+	drain(request_of(b->self, 0));
+	if (!b->ret && woken != W0_BIT)
+		b->ret = -EPROTO;
+	__atomic_store_n(&b->rang, 1, __ATOMIC_SEQ_CST);
+	if (!b->ret && read(b->pipe[0], &c, 1) < 0)
+		b->ret = -errno;
+	return NULL;
+}
+
+/* Kicks doorbell 0 from CPU 1, then keeps running there until told. */
+static void *kicker_run(void *arg)
+{
+	struct runner *g = arg;
+
+	g->ret = pin_to(1);
+	if (!g->ret)
+		g->ret = knitk_kick(g->self->k.fd, W0_BIT, NULL);
+	__atomic_store_n(&g->rang, 1, __ATOMIC_SEQ_CST);
+	while (!g->ret && !g->stop)
+		;
+	return NULL;
+}
+
+/*
+ * The ringer a spin watches is the task whose notify last delivered a
+ * wake through the idle filter, "normally the peer that will ring it
+ * next": a kick (an event of the doorbell's own side) does not make its
+ * caller the ringer.  The ringer is blocked and the kicker runs: the
+ * spinning wait sleeps at once, and a notify wakes it.  Were the running
+ * kicker the ringer, the wait would spin for spin_ns, an hour.
+ */
+TEST_F(a3, spin_kicker_is_not_the_ringer)
+{
+	struct knitk_doorbell *wdb = knot_doorbell(&self->k, 0);
+	struct blocked_ringer b = { .self = self };
+	struct runner g = { .self = self };
+	struct waker k = { .self = self, .d = 0, .waits = 1 };
+	struct knitk_doorbell_stats st;
+	__u32 seq;
+
+	spin_hour(_metadata, self);
+	ASSERT_EQ(0, pin_to(0));
+	ASSERT_EQ(0, pipe(b.pipe));
+	ASSERT_EQ(0, pthread_create(&b.thread, NULL, blocked_ringer_run, &b));
+	while (!__atomic_load_n(&b.rang, __ATOMIC_SEQ_CST))
+		usleep(1000);
+	ASSERT_EQ(0, b.ret);
+	while (knitk_thread_state(getpid(), b.tid) != 'S')
+		usleep(1000);
+	ASSERT_EQ(0, pthread_create(&g.thread, NULL, kicker_run, &g));
+	while (!__atomic_load_n(&g.rang, __ATOMIC_SEQ_CST))
+		usleep(1000);
+	ASSERT_EQ(0, g.ret);
+
+	seq = flag_asleep(wdb);
+	ASSERT_EQ(0, pthread_create(&k.thread, NULL, waker_run, &k));
+	EXPECT_EQ(0, knitk_wait_flags(self->w0, seq, KNITK_WAIT_SPIN,
+				      KNITK_WAIT_FOREVER));
+	knitk_doorbell_sleeping(wdb, 0);
+	pthread_join(k.thread, NULL);
+	EXPECT_EQ(0, k.ret);
+	g.stop = 1;
+	pthread_join(g.thread, NULL);
+	EXPECT_EQ(1, write(b.pipe[1], "x", 1));
+	pthread_join(b.thread, NULL);
+	close(b.pipe[0]);
+	close(b.pipe[1]);
+	stats_of(_metadata, self->k.fd, 0, &st);
+	EXPECT_EQ(1ULL, st.kicks);
+	EXPECT_EQ(1ULL, st.waits);
+	EXPECT_EQ(1ULL, st.spin_sleeps);
+	EXPECT_EQ(0ULL, st.spin_wakes);
+	EXPECT_EQ(0ULL, st.spurious);
 }
 
 /*

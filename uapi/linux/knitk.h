@@ -424,8 +424,9 @@ struct knitk_join {
  *
  * With KNITK_WAIT_SPIN the wait, once its seq check passed, first spins
  * in the kernel while the doorbell's *ringer* - the task whose notify last
- * advanced this doorbell's seq (normally the peer that will ring it next)
- * - is running on a CPU that is not preempted, for at most the module's
+ * delivered a wake to this doorbell through the idle filter (normally the
+ * peer that will ring it next; a kick or a death does not change it) -
+ * is running on a CPU that is not preempted, for at most the module's
  * spin_ns parameter.  It sleeps at once when there is no ringer yet, when
  * the ringer is the caller, is not on a CPU, runs on a preempted vCPU or
  * is exiting, and stops spinning when the caller must reschedule or has
