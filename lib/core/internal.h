@@ -125,6 +125,9 @@ static inline int knot_lane_count(uint64_t mask)
 #ifdef __POPCNT__
 	return __builtin_popcountll(mask);
 #else
+	/* A scan mostly finds no lane or one: skip the count for those. */
+	if (!(mask & (mask - 1)))
+		return mask != 0;
 	mask -= (mask >> 1) & 0x5555555555555555ULL;
 	mask = (mask & 0x3333333333333333ULL) + ((mask >> 2) & 0x3333333333333333ULL);
 	mask = (mask + (mask >> 4)) & 0x0f0f0f0f0f0f0f0fULL;

@@ -186,15 +186,12 @@ static uint64_t producer_load_ack(struct knitk_producer *p)
 }
 
 
-KNITK_EXPORT int knitk_lane_claim(struct knitk_producer *producer)
+/* Take a free lane, its header left as it was; -EAGAIN when none is. */
+static int producer_claim(struct knitk_producer *p)
 {
-	struct knitk_producer *p = producer;
-	struct knitk_lane_header *h;
 	uint64_t busy;
 	unsigned int lane;
 
-	if (!p)
-		return -EINVAL;
 	busy = (p->pub ^ p->ack_cache) | p->claimed | p->unreported;
 	if (busy == ~0ULL) {
 		/* L3: refresh the cached ack only on apparent exhaustion. */
@@ -206,11 +203,32 @@ KNITK_EXPORT int knitk_lane_claim(struct knitk_producer *producer)
 	lane = ring_next(~busy, p->cursor);
 	p->cursor = (lane + 1) % KNITK_LANES;
 	p->claimed |= bit(lane);
-	h = lane_hdr(p, lane);
-	/* Not the stamp: claimants may read it as an age hint (T9). */
-	memset(h, 0, offsetof(struct knitk_lane_header, stamp));
-	h->arena_slot = KNITK_ARENA_NO_SLOT;
 	return (int)lane;
+}
+
+/*
+ * Every field of a claimed lane's header but the stamp, in one go: the
+ * stamp is not ours to clear (claimants may read it as an age hint, T9).
+ */
+static void lane_header_set(struct knitk_lane_header *h,
+			    const struct knitk_lane_header *from)
+{
+	memcpy(h, from, offsetof(struct knitk_lane_header, stamp));
+}
+
+KNITK_EXPORT int knitk_lane_claim(struct knitk_producer *producer)
+{
+	static const struct knitk_lane_header fresh = {
+		.arena_slot = KNITK_ARENA_NO_SLOT,
+	};
+	int lane;
+
+	if (!producer)
+		return -EINVAL;
+	lane = producer_claim(producer);
+	if (lane >= 0)
+		lane_header_set(lane_hdr(producer, (unsigned int)lane), &fresh);
+	return lane;
 }
 
 static int producer_check_claimed(const struct knitk_producer *p,
@@ -355,7 +373,7 @@ KNITK_EXPORT int knitk_producer_stage(struct knitk_producer *producer,
 				      const struct knitk_lane_header *header,
 				      const void *data, size_t len)
 {
-	struct knitk_lane_header *h;
+	struct knitk_lane_header *h, hd;
 	void *buf;
 	int lane, ret;
 
@@ -363,10 +381,16 @@ KNITK_EXPORT int knitk_producer_stage(struct knitk_producer *producer,
 		return -EINVAL;
 	if (len > producer->g.inline_bytes && len > producer->g.arena_size)
 		return -EMSGSIZE;
-	lane = knitk_lane_claim(producer);
+	lane = producer_claim(producer);
 	if (lane < 0)
 		return lane;
 	h = lane_hdr(producer, (unsigned int)lane);
+	/* The caller's fields, and the library's as a lane without payload. */
+	hd = *header;
+	hd.kind = KNITK_PAYLOAD_VALUE;
+	hd.arena_slot = KNITK_ARENA_NO_SLOT;
+	hd.length = 0;
+	lane_header_set(h, &hd);
 	if (data) {
 		ret = knitk_lane_reserve(producer, (unsigned int)lane, len, &buf);
 		if (ret) {
@@ -374,17 +398,7 @@ KNITK_EXPORT int knitk_producer_stage(struct knitk_producer *producer,
 			return ret;
 		}
 		memcpy(buf, data, len);
-	} else {
-		h->kind = KNITK_PAYLOAD_VALUE;
-		h->value = header->value;
 	}
-	h->function_id = header->function_id;
-	h->flags = header->flags;
-	h->task_id = header->task_id;
-	h->tag = header->tag;
-	h->deadline_ns = header->deadline_ns;
-	h->abort_id = header->abort_id;
-	h->user = header->user;
 	return lane;
 }
 
