@@ -206,28 +206,20 @@ static int producer_claim(struct knitk_producer *p)
 	return (int)lane;
 }
 
-/*
- * Every field of a claimed lane's header but the stamp, in one go: the
- * stamp is not ours to clear (claimants may read it as an age hint, T9).
- */
-static void lane_header_set(struct knitk_lane_header *h,
-			    const struct knitk_lane_header *from)
-{
-	memcpy(h, from, offsetof(struct knitk_lane_header, stamp));
-}
-
 KNITK_EXPORT int knitk_lane_claim(struct knitk_producer *producer)
 {
-	static const struct knitk_lane_header fresh = {
-		.arena_slot = KNITK_ARENA_NO_SLOT,
-	};
+	struct knitk_lane_header *h;
 	int lane;
 
 	if (!producer)
 		return -EINVAL;
 	lane = producer_claim(producer);
-	if (lane >= 0)
-		lane_header_set(lane_hdr(producer, (unsigned int)lane), &fresh);
+	if (lane < 0)
+		return lane;
+	h = lane_hdr(producer, (unsigned int)lane);
+	/* Not the stamp: claimants may read it as an age hint (T9). */
+	memset(h, 0, offsetof(struct knitk_lane_header, stamp));
+	h->arena_slot = KNITK_ARENA_NO_SLOT;
 	return lane;
 }
 
@@ -385,12 +377,15 @@ KNITK_EXPORT int knitk_producer_stage(struct knitk_producer *producer,
 	if (lane < 0)
 		return lane;
 	h = lane_hdr(producer, (unsigned int)lane);
-	/* The caller's fields, and the library's as a lane without payload. */
+	/*
+	 * The caller's fields and the library's (a lane without payload) in
+	 * one copy; never the stamp, which claimants read as a hint (T9).
+	 */
 	hd = *header;
 	hd.kind = KNITK_PAYLOAD_VALUE;
 	hd.arena_slot = KNITK_ARENA_NO_SLOT;
 	hd.length = 0;
-	lane_header_set(h, &hd);
+	memcpy(h, &hd, offsetof(struct knitk_lane_header, stamp));
 	if (data) {
 		ret = knitk_lane_reserve(producer, (unsigned int)lane, len, &buf);
 		if (ret) {
