@@ -456,6 +456,7 @@ uint64_t knitk__steal_producer_hand_off(struct knitk_endpoint *k,
 	/* The announce, then the fence of T4 before the want loads. */
 	atomic_fetch_or_explicit(resv, t, memory_order_seq_cst);
 	steal_storeload_fence();
+	KNOT_HOOK(k, KNOT_HOOK_HAND_OFF, to);
 	live = steal_live(&st);
 	for (p = 0; p < st.nr_workers; p++) {
 		if ((live & (1ULL << p)) &&
