@@ -27,6 +27,7 @@
 
 #include "knitk.h"
 #include "knitk_pool.h"
+#include "pool_parked.h"
 #include "pool_tasks.h"
 #include "tap.h"
 
@@ -1302,26 +1303,6 @@ static void sized_steal_opts_and_stats(void)
 	CHECK_EQ(knitk_pool_create(o, &test_tasks, &pool), -E2BIG);
 }
 
-/* The state letter of /proc/@pid/task/@tid/stat ('T' stopped, 't' traced). */
-static char task_state(pid_t pid, pid_t tid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return '?';
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return '?';
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' ? p[2] : '?';
-}
-
 /*
  * A debugger's stop of one thread (a SIGSTOP stops the whole process):
  * a child seizes and interrupts @tid on 'f' and lets it go on 'g'.
@@ -1400,19 +1381,6 @@ static int call_i32(struct knitk_call *c, pid_t *v)
 	return 0;
 }
 
-/* Worker @w's doorbell has its sleeping flag up: it is parked. */
-static bool worker_parked(struct knitk_endpoint *ep, unsigned int w)
-{
-	struct knitk_layout l;
-	const struct knitk_doorbell *db;
-	void *base;
-
-	knitk_endpoint_layout(ep, &l, NULL);
-	knitk_endpoint_base(ep, &base);
-	db = (const void *)((char *)base + l.doorbell_off + (uint64_t)w * l.doorbell_stride);
-	return __atomic_load_n(&db->sleeping, __ATOMIC_ACQUIRE) != 0;
-}
-
 /*
  * A stopped searcher (docs/protocol.md T12, T14): in a stealing pool of
  * two, both parked, one call wakes worker 0 (the lowest idle), which runs
@@ -1442,8 +1410,7 @@ static void steal_stopped_claimant(unsigned int kind)
 	REQUIRE(knitk_pool_endpoint(pool, &ep) == 0);
 	if (kind == KNITK_WORKER_THREADS) {
 		/* Worker 0's thread: the one a call to the parked pool wakes. */
-		while (!worker_parked(ep, 0) || !worker_parked(ep, 1))
-			sched_yield();
+		wait_workers_parked(ep, 2);
 		REQUIRE(knitk_pool_submit(pool, T_TID, NULL, 0, NULL, &first) == 0);
 		REQUIRE(knitk_call_wait(first, KNITK_WAIT_FOREVER) == 0);
 		REQUIRE(call_i32(first, &tid) == 0);
@@ -1460,8 +1427,7 @@ static void steal_stopped_claimant(unsigned int kind)
 
 		if (kind == KNITK_WORKER_THREADS)
 			REQUIRE(freezer_start(&fz, tid) == 0);
-		while (!worker_parked(ep, 0) || !worker_parked(ep, 1))
-			sched_yield();
+		wait_workers_parked(ep, 2);
 		/* A call to a parked pool goes to worker 0 (T12). */
 		REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &first) == 0);
 		REQUIRE(knitk_call_wait(first, KNITK_WAIT_FOREVER) == 0);
@@ -1473,7 +1439,7 @@ static void steal_stopped_claimant(unsigned int kind)
 			REQUIRE(freezer_freeze(&fz) == 0);
 		else
 			REQUIRE(kill(pid, SIGSTOP) == 0);
-		while (task_state(pid, tid) != 'T' && task_state(pid, tid) != 't')
+		while (!task_stopped(pid, tid))
 			sched_yield();
 		CHECK(worker_parked(ep, 1));
 		for (i = 0; i < 8; i++) {
