@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
  * The stealing dispatch of the pool (KNITK_POOL_DISPATCH_STEAL,
- * docs/protocol.md T10-T13): one request mailbox per submitter,
+ * docs/protocol.md T10-T14): one request mailbox per submitter,
  * claimed from by every worker (the claim itself is the core's,
  * knitk_lane_scan on a claimant), results on each worker's own return
  * mailbox, matched by task id.
@@ -17,7 +17,8 @@
  * The wake policy (T12, T13): pool words in the (kernel-ignored) ack line
  * of request mailbox 0, the idle, searching and ringing masks (bit w per
  * worker) and the publish window; a worker is woken only for lanes
- * reserved for it.  See knitk__steal_pick.
+ * reserved for it.  See knitk__steal_pick, and knitk__steal_rescue for a
+ * searcher that does not run (T14).
  */
 #define _GNU_SOURCE
 #include <errno.h>
