@@ -192,6 +192,9 @@ void knitk__steal_destroy(struct knitk_steal *st);
 uint64_t knitk__steal_claim(struct knitk_steal *st);
 /* Claim a region for peer @to: its lanes are reserved for @to (T13). */
 uint64_t knitk__steal_hand_off(struct knitk_steal *st, unsigned int to);
+uint64_t knitk__steal_producer_hand_off(struct knitk_endpoint *k,
+					unsigned int mailbox, unsigned int g,
+					unsigned int to);
 /* The next claimed lane of *@pending in publish order, or -ENOENT. */
 int knitk__steal_next(struct knitk_steal *st, uint64_t *pending);
 bool knitk__steal_holds(const struct knitk_steal *st, unsigned int lane);

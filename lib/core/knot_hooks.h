@@ -33,6 +33,11 @@ enum knot_hook {
 	 * cleared yet; @arg: the worker.
 	 */
 	KNOT_HOOK_STEAL_CLAIM,
+	/*
+	 * steal.c: a producer's hand-off reserved its lanes and fenced,
+	 * before it looks at the claimants (T14); @arg: the worker.
+	 */
+	KNOT_HOOK_HAND_OFF,
 };
 
 typedef void (*knot_hook_fn)(struct knitk_endpoint *k, enum knot_hook point,

@@ -433,6 +433,21 @@ KNITK_EXPORT int knitk_producer_send_to(struct knitk_producer *producer,
 	return lane;
 }
 
+KNITK_EXPORT int knitk_producer_hand_off(struct knitk_producer *producer,
+					 unsigned int claimant,
+					 unsigned int region_lanes)
+{
+	struct knitk_producer *p = producer;
+
+	if (!p || !knot_mailbox_steals(p->g.ep, p->g.mailbox) ||
+	    claimant >= p->g.ep->geom.nr_workers ||
+	    knitk_steal_region_lanes(p->g.ep->geom.nr_workers,
+				     region_lanes) != (int)region_lanes)
+		return -EINVAL;
+	/* T14: reserved under the handshake of the claimants (T4). */
+	return knot_lane_count(knitk__steal_producer_hand_off(p->g.ep,
+			p->g.mailbox, region_lanes, claimant));
+}
 
 /*
  * Stand in for the dead consumer: both words are stored with the values

@@ -404,6 +404,74 @@ uint64_t knitk__steal_hand_off(struct knitk_steal *st, unsigned int to)
 	return t;
 }
 
+/*
+ * T14: the producer's hand-off of lanes nobody claimed to worker @to.
+ * The producer has no steal line and never waits: its reservation is its
+ * announce, and it withdraws from any live claimant in the region.
+ *
+ *   P := pending lanes not reserved for a live worker (T13)
+ *   r := the oldest region of P that no live worker wants; T := P of r
+ *   resv[to] |= T; StoreLoad fence
+ *   a live worker wants r: resv[to] &= ~T, nothing handed over
+ *   T &= pending, loaded again; resv[to] &= ~(what left T)
+ *
+ * Either a claimant's announce comes after our fence, and its T6 load of
+ * resv sees T reserved, or our load of its want sees that announce (we
+ * withdraw) or a later store, which is after its ack (T7) and so shows us
+ * the lanes it took: what we return is @to's alone.
+ */
+uint64_t knitk__steal_producer_hand_off(struct knitk_endpoint *k,
+					unsigned int mailbox, unsigned int g,
+					unsigned int to)
+{
+	/* A view with no line of its own: every worker is a peer. */
+	struct knitk_steal st = {
+		.ep = k, .mailbox = mailbox, .me = k->geom.nr_workers,
+		.nr_workers = k->geom.nr_workers, .g = g,
+		.nr_regions = KNITK_LANES / g,
+		.sector = knot_sector(k, mailbox),
+		.line = knot_steal_line(k, mailbox, to),
+		.lane_stride = k->layout.lane_stride,
+	};
+	_Atomic uint64_t *resv = A64(&st.line->resv);
+	uint64_t live, pending, mine, want_all = 0, rbit, t;
+	unsigned int p, r;
+
+	st.lanes = (const char *)st.sector + k->layout.lane_off;
+	live = steal_live(&st);
+	pending = steal_pending(&st);
+	pending &= ~reserved_others(&st, live, &mine);
+	pending &= ~mine;		/* already @to's */
+	if (!pending)
+		return 0;
+	for (p = 0; p < st.nr_workers; p++)
+		if (live & (1ULL << p))
+			want_all |= peer_want(&st, p, memory_order_acquire);
+	if (!(regions_of(&st, pending) & ~want_all))
+		return 0;
+	r = oldest_region(&st, regions_of(&st, pending) & ~want_all, pending);
+	rbit = 1ULL << r;
+	t = pending & region_mask(&st, r);
+
+	/* The announce, then the fence of T4 before the want loads. */
+	atomic_fetch_or_explicit(resv, t, memory_order_seq_cst);
+	steal_storeload_fence();
+	KNOT_HOOK(k, KNOT_HOOK_HAND_OFF, to);
+	live = steal_live(&st);
+	for (p = 0; p < st.nr_workers; p++) {
+		if ((live & (1ULL << p)) &&
+		    (peer_want(&st, p, memory_order_seq_cst) & rbit)) {
+			atomic_fetch_and_explicit(resv, ~t, memory_order_relaxed);
+			return 0;
+		}
+	}
+	/* Taken before our announce: the acquire of the acks shows it. */
+	pending = steal_pending(&st);
+	if (t & ~pending)
+		atomic_fetch_and_explicit(resv, ~(t & ~pending), memory_order_relaxed);
+	return t & pending;
+}
+
 int knitk__steal_next(struct knitk_steal *st, uint64_t *pending)
 {
 	while (st->pos < st->nr_order) {

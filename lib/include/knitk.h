@@ -342,6 +342,20 @@ int knitk_producer_send_to(struct knitk_producer *producer,
 			   const void *data, size_t len);
 
 /*
+ * knitk_producer_hand_off - on a stealing mailbox, reserve for claimant
+ * @claimant the lanes of the oldest region (of @region_lanes lanes) that
+ * are published, not claimed, not reserved for a live worker and not in
+ * a region a live claimant is claiming (docs/protocol.md T14): a worker
+ * woken for them always finds them.  Decided against the claimants by
+ * their handshake, so a lane is reserved only if no claimant takes it.
+ * Returns how many lanes, 0 if none; -EINVAL on a mailbox that does not
+ * steal, for a claimant beyond the knot's workers or an illegal
+ * @region_lanes (knitk_steal_region_lanes).
+ */
+int knitk_producer_hand_off(struct knitk_producer *producer,
+			    unsigned int claimant, unsigned int region_lanes);
+
+/*
  * knitk_producer_stage - knitk_producer_send without the publish: the
  * lane is claimed and filled, and returned; publish it (alone, or with
  * others in one store by knitk_lane_publish_batch) or give it back with

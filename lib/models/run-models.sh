@@ -55,6 +55,12 @@ table=(
 "steal-clear-first;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=2 -DBROKEN_CLEAR_FIRST;safety;assertion violated.*taken\[m\];steal: broken variant rejected (WANT cleared before ACK stored: lane retired twice)"
 "steal-ignore-live;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=2 -DDEAD=1 -DBROKEN_IGNORE_LIVE;safety;invalid end state;steal: broken variant rejected (LIVE mask ignored: a senior waits for ever on a dead junior)"
 "steal-resv-late;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=2 -DBROKEN_RESV_LATE;safety;assertion violated.*resv;steal: broken variant rejected (a lane reserved after it was published: another worker takes it)"
+"steal-handoff;steal.pml;-DCLAIMANTS=2 -DLANES=3 -DG=1 -DMSGS=1 -DHANDOFFS=1;safety;;steal: the producer's hand-off (T14) to the junior: every lane it hands over is the worker's, exactly-once, no deadlock (2 workers, 3 regions of 1 lane)"
+"steal-handoff-senior-g2;steal.pml;-DCLAIMANTS=2 -DLANES=4 -DG=2 -DMSGS=1 -DHANDOFFS=1 -DHANDOFF_TO=0;safety;;steal: the producer's hand-off (T14) to the senior, regions of 2 lanes: every lane it hands over is the worker's, exactly-once, no deadlock"
+"steal-handoff-dead-to;steal.pml;-DCLAIMANTS=2 -DLANES=3 -DG=1 -DMSGS=1 -DHANDOFFS=1 -DDEAD=1;safety;;steal: the worker handed to dies at any step: its lanes lapse to the survivor, exactly-once, no deadlock (T13, T14)"
+"steal-handoff-dead-peer;steal.pml;-DCLAIMANTS=2 -DLANES=3 -DG=1 -DMSGS=1 -DHANDOFFS=1 -DDEAD=0;safety;;steal: the other worker dies at any step during a hand-off: exactly-once, no deadlock (T14)"
+"steal-handoff-no-recheck;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=1 -DHANDOFFS=1 -DBROKEN_HANDOFF_NO_RECHECK;safety;assertion violated.*(hoff_took|resv);steal: broken variant rejected (hand-off without the WANT re-check: a claimant takes a lane handed to another, the ring is spurious)"
+"steal-handoff-no-reload;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=1 -DHANDOFFS=1 -DBROKEN_HANDOFF_NO_RELOAD;safety;assertion violated.*hoff_took;steal: broken variant rejected (hand-off without reloading the acks: a lane already taken is handed over, the ring is spurious)"
 )
 
 # run_one INDEX: runs one entry, leaves its verdict in $build/<id>/result.

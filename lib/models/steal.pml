@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * steal.pml - region claims on a shared submit mailbox
- * (docs/protocol.md T2-T7, T13), with stalled and dead claimants and
- * reserved lanes.
+ * (docs/protocol.md T2-T7, T13, T14), with stalled and dead claimants,
+ * reserved lanes and the producer's hand-off.
  *
  * One producer (the host) publishes MSGS messages into the LANES lanes of
  * the submit mailbox.  CLAIMANTS workers take them by regions of G lanes.
@@ -36,6 +36,18 @@
  * the ack words); a claimant clears its own reserved lanes of T before
  * its ack store.
  *
+ * The producer's hand-off (T14, HANDOFFS > 0): between two publishes or
+ * after the last one, the producer (the pool's waiting thread, under the
+ * submitter's lock) may hand a region to worker `to` (HANDOFF_TO) while
+ * it is live:
+ *   H = lanes pending, not reserved for a live worker, in a region r no
+ *       live worker wants (one look: steers only)
+ *   resv[to] |= H (its announce; StoreLoad)
+ *   a live worker wants r -> resv[to] &= ~H, nothing handed over
+ *   H &= pending, loaded again; resv[to] &= ~(what left H)
+ * and then rings `to` for H.  hoff (ghost) is H while the hand-off is under
+ * way: a reservation it may still withdraw.
+ *
  * The senior's wait (64 pauses, then 50 us sleeps, the live mask reloaded
  * each round) is modelled as a wait for its condition: a poll that finds
  * nothing changed leads back to the same state.  So a senior that would
@@ -59,7 +71,10 @@
  *  - at most one live worker holds a region between its handshake and its
  *    WANT clear (mutual exclusion per region);
  *  - a lane reserved for a live worker is retired by that worker only
- *    (so a worker woken for it finds it);
+ *    (so a worker woken for it finds it), once a producer's hand-off has
+ *    settled;
+ *  - every lane a hand-off gives a live `to` is still pending then, or
+ *    `to` took it: the ring for it is never spurious;
  *  - every message is retired exactly once (by one ack store, dead or
  *    alive); the producer writes a lane only while it is free; after the
  *    drain every message was retired, and a lost one or a senior waiting
@@ -77,6 +92,11 @@
  *    senior waits for ever on a dead junior.
  *  - BROKEN_RESV_LATE: the producer reserves a lane after publishing it:
  *    a claimant that loaded resv first takes a lane reserved for another.
+ *  - BROKEN_HANDOFF_NO_RECHECK: the hand-off does not look at the WANT
+ *    words after its reservation: a claimant that chose its lanes before
+ *    retires one handed to `to`.
+ *  - BROKEN_HANDOFF_NO_RELOAD: the hand-off keeps H without loading the
+ *    ack words again: it rings `to` for a lane a claimant already took.
  */
 
 #ifndef CLAIMANTS
@@ -93,6 +113,12 @@
 #endif
 #ifndef DEAD
 #define DEAD		CLAIMANTS	/* the worker that may die; none */
+#endif
+#ifndef HANDOFFS
+#define HANDOFFS	0	/* the producer's hand-offs (T14) */
+#endif
+#ifndef HANDOFF_TO
+#define HANDOFF_TO	(CLAIMANTS - 1)	/* the worker they go to */
 #endif
 
 #define REGIONS		(LANES / G)
@@ -115,6 +141,8 @@ byte live = (1 << CLAIMANTS) - 1;	/* the LIVE mask */
 bool kill;			/* the killer fired */
 
 /* Ghost state for the checks. */
+byte hoff;			/* a hand-off's reservation, not settled yet */
+byte hoff_took;			/* lanes of hoff its worker retired meanwhile */
 byte taken[MSGS];		/* retired by an ack store */
 byte ntaken;
 byte holders[REGIONS];
@@ -185,10 +213,99 @@ inline recheck()
 active proctype producer()
 {
 	byte my_pub = 0, shadow = 0, sent = 0, lane, x, p, i;
+#if HANDOFFS > 0
+	byte ho = 0, t, r, m;
+#endif
 
 	do
 	:: sent == MSGS -> break
-	:: else ->
+#if HANDOFFS > 0
+	:: ho < HANDOFFS ->
+		/* T14: the choice, one look (it only steers). */
+		atomic {
+			ho++;
+			x = (pub ^ ACKS) & LMASK;
+			m = 0;
+			p = 0;
+			do
+			:: p == CLAIMANTS -> break
+			:: p < CLAIMANTS && BIT(live, p) ->
+				x = x & ~resv[p]; m = m | want[p]; p++
+			:: p < CLAIMANTS && !BIT(live, p) -> p++
+			od;
+			t = 0;
+			r = 0;
+			do
+			:: r == REGIONS -> break
+			:: r < REGIONS -> r++
+			:: r < REGIONS && (x & RMASK(r)) != 0 && !BIT(m, r) ->
+				t = x & RMASK(r); break
+			od;
+			if
+			:: !BIT(live, HANDOFF_TO) -> t = 0	/* picks take live ones */
+			:: else -> skip
+			fi;
+			x = 0; m = 0; p = 0;
+			if
+			:: t == 0 -> r = 0
+			:: else -> skip
+			fi
+		}
+		if
+		:: t != 0 ->
+			/* The announce: reserved, then StoreLoad. */
+			atomic { resv[HANDOFF_TO] = resv[HANDOFF_TO] | t; hoff = t };
+#ifndef BROKEN_HANDOFF_NO_RECHECK
+			/* Every live worker's WANT, one load each. */
+			do
+			:: p == CLAIMANTS -> p = 0; break
+			:: p < CLAIMANTS && BIT(live, p) && BIT(want[p], r) ->
+				atomic {
+					resv[HANDOFF_TO] = resv[HANDOFF_TO] & ~t;
+					hoff = 0; hoff_took = 0; t = 0; p = 0
+				};
+				break
+			:: p < CLAIMANTS && !(BIT(live, p) && BIT(want[p], r)) -> p++
+			od;
+#endif
+			if
+			:: t == 0 -> skip		/* withdrawn */
+			:: else ->
+#ifdef BROKEN_HANDOFF_NO_RELOAD
+				x = t;
+#else
+				/* Pending again, one load per word. */
+				x = pub;
+				do
+				:: p == CLAIMANTS -> p = 0; break
+				:: p < CLAIMANTS -> x = x ^ ack[p]; p++
+				od;
+#endif
+				atomic {
+					resv[HANDOFF_TO] = resv[HANDOFF_TO] & ~(t & ~x);
+					t = t & x;
+					/*
+					 * Each lane handed over is there for
+					 * its worker, unless it died (T13).
+					 */
+					i = 0;
+					do
+					:: i == LANES -> break
+					:: i < LANES && BIT(t, i) == 0 -> i++
+					:: i < LANES && BIT(t, i) == 1 ->
+						assert(!BIT(live, HANDOFF_TO) ||
+						       BIT(pub ^ ACKS, i) == 1 ||
+						       BIT(hoff_took, i) == 1);
+						i++
+					od;
+					i = 0; hoff = 0; hoff_took = 0; t = 0; x = 0
+				}
+			fi;
+			r = 0
+		:: else -> skip
+		fi
+#endif
+	:: sent < MSGS ->
 		/* Refresh the cached XOR of the acks only when it looks full. */
 		do
 		:: ((my_pub ^ shadow) & LMASK) != LMASK -> break
@@ -406,11 +523,16 @@ end_idle:
 				:: p == CLAIMANTS -> break
 				:: p < CLAIMANTS ->
 					assert(p == c || !BIT(live, p) ||
-					       !BIT(resv[p], k));
+					       !BIT(resv[p] & ~hoff, k));
 					p++
 				od;
 				p = 0;
 				taken[m] = 1;
+				if
+				:: c == HANDOFF_TO && BIT(hoff, k) ->
+					hoff_took = hoff_took | (1 << k)
+				:: else -> skip
+				fi;
 				ntaken++;
 				k++
 			od;

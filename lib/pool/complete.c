@@ -389,6 +389,9 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 			return 0;
 		pool_spin_relax(i);
 	}
+	/* Our calls may wait for a stopped searcher: see to them (T14). */
+	if (pool->steal)
+		knitk__steal_rescue(pool);
 	if (knitk_doorbell_prepare(pool->ep, &seq))
 		return -EPIPE;
 	/*

@@ -309,6 +309,7 @@ void knitk__steal_awake(_Atomic uint64_t *words, unsigned int w);
 void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 			  unsigned int w, struct knitk_consumer **c,
 			  unsigned int nr_mailboxes);
+void knitk__steal_rescue(struct knitk_pool *pool);
 void knitk__steal_gone(_Atomic uint64_t *words, unsigned int w);
 int knitk__steal_setup(struct knitk_pool *pool);
 uint64_t knitk__steal_claims(struct knitk_pool *pool);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
  * The stealing dispatch of the pool (KNITK_POOL_DISPATCH_STEAL,
- * docs/protocol.md T10-T13): one request mailbox per submitter,
+ * docs/protocol.md T10-T14): one request mailbox per submitter,
  * claimed from by every worker (the claim itself is the core's,
  * knitk_lane_scan on a claimant), results on each worker's own return
  * mailbox, matched by task id.
@@ -17,7 +17,8 @@
  * The wake policy (T12, T13): pool words in the (kernel-ignored) ack line
  * of request mailbox 0, the idle, searching and ringing masks (bit w per
  * worker) and the publish window; a worker is woken only for lanes
- * reserved for it.  See knitk__steal_pick.
+ * reserved for it.  See knitk__steal_pick, and knitk__steal_rescue for a
+ * searcher that does not run (T14).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -62,18 +63,16 @@ static _Atomic uint64_t *steal_ring_word(struct knitk_endpoint *ep, unsigned int
 }
 
 /*
- * Pick an idle worker to wake, or -1 (T12): none if a worker searches.
- * The pick owns the worker's ringing bit (0 -> 1) and takes its idle bit
- * (1 -> 0); only the owner of a ringing bit rings that worker, and the
- * worker starts no sleep while the bit is set (knitk__steal_idle), so a
- * ring can only land in a sleep begun before the hand-off it carries.
+ * Pick an idle worker to wake, or -1 (T12).  The pick owns the worker's
+ * ringing bit (0 -> 1) and takes its idle bit (1 -> 0); only the owner of
+ * a ringing bit rings that worker, and the worker starts no sleep while
+ * the bit is set (knitk__steal_idle), so a ring can only land in a sleep
+ * begun before the hand-off it carries.
  */
-int knitk__steal_pick(_Atomic uint64_t *words)
+static int steal_pick_idle(_Atomic uint64_t *words)
 {
 	uint64_t idle, b;
 
-	if (atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
-		return -1;
 	idle = atomic_load_explicit(&words[STEAL_IDLE], memory_order_seq_cst) &
 	       ~atomic_load_explicit(&words[STEAL_RINGING], memory_order_seq_cst);
 	for (; idle; idle &= ~b) {
@@ -88,6 +87,14 @@ int knitk__steal_pick(_Atomic uint64_t *words)
 					  memory_order_seq_cst);
 	}
 	return -1;
+}
+
+/* A publish's pick (T12): none if a worker searches. */
+int knitk__steal_pick(_Atomic uint64_t *words)
+{
+	if (atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
+		return -1;
+	return steal_pick_idle(words);
 }
 
 /* Nothing was handed to picked worker @w: it is idle again, not rung. */
@@ -200,6 +207,40 @@ void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 	else
 		knitk__steal_unpick(words, to);
 	atomic_store_explicit(ring, 0, memory_order_relaxed);
+}
+
+/*
+ * T14: a thread waiting for calls is about to park, and a worker searches:
+ * so no publish since has woken an idle worker (T12), and the searcher may
+ * be stopped (SIGSTOP, a debugger) and never take what they published.
+ * Hand one region of the lanes nobody claimed or reserved to an idle
+ * worker and ring it.  The hand-off decides against a searcher that is
+ * only slow: a lane is reserved only if no claimant takes it, so the ring
+ * is never spurious, and a lane the searcher takes is not handed over.
+ */
+void knitk__steal_rescue(struct knitk_pool *pool)
+{
+	_Atomic uint64_t *words = pool->steal_words;
+	unsigned int s;
+	int to, n = 0;
+
+	if (!atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
+		return;
+	to = steal_pick_idle(words);
+	if (to < 0)
+		return;
+	for (s = 0; s < pool->nr_submitters && n <= 0; s++) {
+		struct pool_submitter *sl = &pool->submitters[s];
+
+		pthread_mutex_lock(&sl->lock);
+		n = knitk_producer_hand_off(sl->producers[0], (unsigned int)to,
+					    pool->steal_g);
+		pthread_mutex_unlock(&sl->lock);
+	}
+	if (n > 0)
+		knitk__steal_ring(pool->ep, words, to);
+	else
+		knitk__steal_unpick(words, to);
 }
 
 /* Worker @w leaves (stopped, or its host is gone): neither idle nor searching. */

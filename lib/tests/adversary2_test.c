@@ -21,11 +21,13 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "knitk.h"
 #include "knitk_pool.h"
+#include "pool_parked.h"
 #include "pool_tasks.h"
 #include "tap.h"
 
@@ -1302,60 +1304,185 @@ static void sized_steal_opts_and_stats(void)
 }
 
 /*
- * Known defect (not in the counted list; KNITK_ADV_KNOWN=1 runs it): a
- * stopped searcher keeps every publish from waking an idle worker
- * (knitk__steal_wake), so this hangs.
- *
- * A stalled claimant: a stealing process worker is stopped (SIGSTOP) at
- * random points of a load, wherever it is in its claim.  Calls submitted
- * after the stop still complete through the other worker while it stays
- * stopped (a conflicting claimant is waited for only boundedly); after
- * SIGCONT every call has its result.
+ * A debugger's stop of one thread (a SIGSTOP stops the whole process):
+ * a child seizes and interrupts @tid on 'f' and lets it go on 'g'.
  */
-static void steal_stopped_claimant(void)
+struct freezer {
+	pid_t child;
+	int cmd, ack;
+};
+
+static int freezer_start(struct freezer *f, pid_t tid)
 {
-	struct knitk_call *early[64], *late[20];
+	int cmd[2], ack[2];
+	char c;
+
+	if (pipe(cmd))
+		return -1;
+	if (pipe(ack)) {
+		close(cmd[0]);
+		close(cmd[1]);
+		return -1;
+	}
+	f->child = fork();
+	if (f->child < 0)
+		return -1;
+	if (!f->child) {
+		int st;
+
+		close(cmd[1]);
+		close(ack[0]);
+		if (read(cmd[0], &c, 1) != 1)
+			_exit(1);
+		c = ptrace(PTRACE_SEIZE, tid, 0, 0) || ptrace(PTRACE_INTERRUPT, tid, 0, 0) ||
+		    waitpid(tid, &st, __WALL) != tid ? 'x' : 'f';
+		if (write(ack[1], &c, 1) != 1 || read(cmd[0], &c, 1) != 1)
+			_exit(1);
+		_exit(ptrace(PTRACE_DETACH, tid, 0, 0) ? 1 : 0);
+	}
+	close(cmd[0]);
+	close(ack[1]);
+	f->cmd = cmd[1];
+	f->ack = ack[0];
+	return 0;
+}
+
+static int freezer_freeze(struct freezer *f)
+{
+	char c = 'f';
+
+	return write(f->cmd, &c, 1) == 1 && read(f->ack, &c, 1) == 1 && c == 'f' ? 0 : -1;
+}
+
+static int freezer_thaw(struct freezer *f)
+{
+	char c = 'g';
+	int st = 0, ret;
+
+	ret = write(f->cmd, &c, 1) == 1 ? 0 : -1;
+	close(f->cmd);
+	close(f->ack);
+	if (waitpid(f->child, &st, 0) != f->child || !WIFEXITED(st) || WEXITSTATUS(st))
+		ret = -1;
+	return ret;
+}
+
+/* The i32 result of @c. */
+static int call_i32(struct knitk_call *c, pid_t *v)
+{
+	const void *d;
+	size_t len;
+	int32_t x;
+
+	if (knitk_call_result(c, &d, &len) || len != sizeof(x))
+		return -1;
+	memcpy(&x, d, sizeof(x));
+	*v = x;
+	return 0;
+}
+
+/*
+ * A stopped searcher (docs/protocol.md T12, T14): in a stealing pool of
+ * two, both parked, one call wakes worker 0 (the lowest idle), which runs
+ * it and then searches (polls, a long spin) while worker 1 stays parked.
+ * Worker 0 is stopped there - SIGSTOP for a process, a debugger's stop of
+ * its thread - keeping its searching bit, so no publish wakes worker 1:
+ * the calls submitted now completed only after worker 0 continued.  Now
+ * the thread waiting for them hands them to worker 1 before it parks, and
+ * that wake is never spurious.
+ */
+static void steal_stopped_claimant(unsigned int kind)
+{
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind,
+				     .nr_workers = 2, .knot_flags = KNITK_KNOT_FUTEX,
+				     .arena_bytes = ARENA, .spin = 1U << 20,
+				     .dispatch = KNITK_POOL_DISPATCH_STEAL };
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_call *first, *late[8];
 	struct knitk_pool_stats st;
+	struct knitk_endpoint *ep;
 	struct knitk_pool *pool;
-	uint64_t seed = 12345;
-	unsigned int round, i, bad = 0;
+	unsigned int round, i, bad = 0, on1 = 0;
+	pid_t pid = 0, tid = 0;
+	uint64_t spurious = 0;
 
-	REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_STEAL, 2, 0,
-			 &pool) == 0);
-	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
-	for (round = 0; round < 20; round++) {
-		unsigned int stop_after = (unsigned int)(tap_rand(&seed) % 64);
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	REQUIRE(knitk_pool_endpoint(pool, &ep) == 0);
+	if (kind == KNITK_WORKER_THREADS) {
+		/* Worker 0's thread: the one a call to the parked pool wakes. */
+		wait_workers_parked(ep, 2);
+		REQUIRE(knitk_pool_submit(pool, T_TID, NULL, 0, NULL, &first) == 0);
+		REQUIRE(knitk_call_wait(first, KNITK_WAIT_FOREVER) == 0);
+		REQUIRE(call_i32(first, &tid) == 0);
+		REQUIRE(knitk_call_worker(first) == 0);
+		knitk_call_release(first);
+		pid = getpid();
+	} else {
+		REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
+		pid = tid = wi.pid;
+	}
+	for (round = 0; round < 4; round++) {
+		struct freezer fz = { -1, -1, -1 };
+		uint64_t x = 7000 + round;
 
-		for (i = 0; i < 64; i++) {
-			uint64_t x = round * 1000 + i;
-
-			REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &early[i]) == 0);
-			if (i == stop_after)
-				REQUIRE(kill(wi.pid, SIGSTOP) == 0);
-		}
-		for (i = 0; i < 20; i++) {
-			uint64_t x = round * 1000 + 500 + i;
-
+		if (kind == KNITK_WORKER_THREADS)
+			REQUIRE(freezer_start(&fz, tid) == 0);
+		wait_workers_parked(ep, 2);
+		/* A call to a parked pool goes to worker 0 (T12). */
+		REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &first) == 0);
+		REQUIRE(knitk_call_wait(first, KNITK_WAIT_FOREVER) == 0);
+		CHECK(mix_result_ok(first, x));
+		CHECK_EQ(knitk_call_worker(first), 0);
+		knitk_call_release(first);
+		/* Worker 0 searches now: stop it there. */
+		if (kind == KNITK_WORKER_THREADS)
+			REQUIRE(freezer_freeze(&fz) == 0);
+		else
+			REQUIRE(kill(pid, SIGSTOP) == 0);
+		while (!task_stopped(pid, tid))
+			sched_yield();
+		CHECK(worker_parked(ep, 1));
+		for (i = 0; i < 8; i++) {
+			x = round * 1000 + i;
 			REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &late[i]) == 0);
 		}
-		for (i = 0; i < 20; i++) {
-			bad += knitk_call_wait(late[i], KNITK_WAIT_FOREVER) != 0 ||
-			       !mix_result_ok(late[i], round * 1000 + 500 + i);
+		/* Hung here before T14: worker 1 was never woken. */
+		REQUIRE(knitk_pool_wait_all(pool, late, 8, KNITK_WAIT_FOREVER) == 0);
+		for (i = 0; i < 8; i++) {
+			bad += !mix_result_ok(late[i], round * 1000 + i);
+			on1 += knitk_call_worker(late[i]) == 1;
 			knitk_call_release(late[i]);
 		}
-		REQUIRE(kill(wi.pid, SIGCONT) == 0);
-		for (i = 0; i < 64; i++) {
-			bad += knitk_call_wait(early[i], KNITK_WAIT_FOREVER) != 0 ||
-			       !mix_result_ok(early[i], round * 1000 + i);
-			knitk_call_release(early[i]);
-		}
+		if (kind == KNITK_WORKER_THREADS)
+			CHECK_EQ(freezer_thaw(&fz), 0);
+		else
+			CHECK_EQ(kill(pid, SIGCONT), 0);
 	}
 	CHECK_EQ(bad, 0);
+	CHECK_EQ(on1, 4 * 8);
+	for (i = 0; i < 2; i++) {
+		memset(&wi, 0, sizeof(wi));
+		wi.size = sizeof(wi);
+		REQUIRE(knitk_pool_worker_info(pool, i, &wi) == 0);
+		if (wi.db_valid)
+			spurious += wi.db.spurious;
+	}
+	/* Worker 1 was woken only with the calls handed to it. */
+	CHECK_EQ(spurious, 0);
 	pool_stats(pool, &st);
 	CHECK_EQ(st.deaths, 0);
 	CHECK_EQ(st.completed, st.submitted);
 	knitk_pool_destroy(pool);
+}
+
+static void steal_stopped_claimant_processes(void)
+{
+	steal_stopped_claimant(KNITK_WORKER_PROCESSES);
+}
+
+static void steal_stopped_claimant_threads(void)
+{
+	steal_stopped_claimant(KNITK_WORKER_THREADS);
 }
 
 /* Legal stealing geometries, from the header's words alone. */
@@ -1779,12 +1906,8 @@ int main(int argc, char **argv)
 	TEST(pool_call_beside_reaper);
 	TEST(steal_kill_during_drain);
 	TEST(steal_kill_during_cancel);
-	/*
-	 * Known defect, not counted: a stopped searcher stalls the stealing
-	 * pool's wakes (see the test).  KNITK_ADV_KNOWN=1 runs it.
-	 */
-	if (getenv("KNITK_ADV_KNOWN"))
-		TEST(steal_stopped_claimant);
+	TEST(steal_stopped_claimant_processes);
+	TEST(steal_stopped_claimant_threads);
 	TEST(steal_geometry_matrix);
 	TEST(sized_steal_opts_and_stats);
 	TEST(steal_arena_sized_threads);

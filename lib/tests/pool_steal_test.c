@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
- * The stealing pool (KNITK_POOL_DISPATCH_STEAL, docs/protocol.md T1-T13):
+ * The stealing pool (KNITK_POOL_DISPATCH_STEAL, docs/protocol.md T1-T14):
  * options, exactly-once under contention for 2..63 thread and process
  * workers and every legal g with several submitting threads, age order,
  * a worker dying holding a claim (respawned on its steal line), deadlines,

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +36,7 @@ enum {
 	/* Host death (pool_orphan_test). */
 	T_GATE,		/* i32 ready, gate fds, u32 n: see task_gate */
 	T_SEQ,		/* -> u64: T_SEQ calls this process ran before */
+	T_TID,		/* -> i32: the thread that ran it (gettid) */
 	T_NR,
 };
 
@@ -198,6 +200,17 @@ static int task_seq(const void *in, size_t len, struct knitk_reply *out,
 	return knitk_reply_set(out, &n, sizeof(n));
 }
 
+static int task_tid(const void *in, size_t len, struct knitk_reply *out,
+		    void *ctx)
+{
+	int32_t tid = (int32_t)syscall(SYS_gettid);
+
+	(void)in;
+	(void)len;
+	(void)ctx;
+	return knitk_reply_set(out, &tid, sizeof(tid));
+}
+
 static const knitk_task_fn test_task_fns[T_NR] = {
 	[T_ECHO] = task_echo,
 	[T_MIX] = task_mix,
@@ -209,6 +222,7 @@ static const knitk_task_fn test_task_fns[T_NR] = {
 	[T_HOLD] = task_hold,
 	[T_GATE] = task_gate,
 	[T_SEQ] = task_seq,
+	[T_TID] = task_tid,
 };
 
 static const struct knitk_task_table test_tasks = { .tasks = test_task_fns, .nr_tasks = T_NR };

@@ -2,7 +2,8 @@
 /*
  * The claimants of stealing mailboxes (lib/core/steal.c, docs/protocol.md
  * T1-T11): regions, exactly-once under contention for every legal g, age
- * order, dead claimants (LIVE mask) and the producer's claim reports.
+ * order, dead claimants (LIVE mask), the producer's claim reports and
+ * its hand-off (T14).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 
 #include "knitk.h"
 #include "tap.h"
+#include "../core/knot_hooks.h"
 
 /* Messages per submit mailbox and configuration (sanitizers: fewer). */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -487,6 +489,98 @@ static void claims_reported_and_reset(void)
 	rig_fini(&r);
 }
 
+/* The hand-off's hook (T14): what a claimant does after its fence. */
+static struct rig *hook_rig;
+static int hook_mode;		/* 1: worker 0 announces, 2: it took lanes 28..31 */
+
+static void hand_off_hook(struct knitk_endpoint *k, enum knot_hook point,
+			  unsigned int arg)
+{
+	struct knitk_steal_line *l0 = line_of(hook_rig, 0, 0);
+
+	(void)k;
+	if (point != KNOT_HOOK_HAND_OFF || arg != 1)
+		return;
+	if (hook_mode == 1)
+		atomic_store((_Atomic uint64_t *)&l0->want, 1ULL << 1);
+	else if (hook_mode == 2)
+		/* Claimed before the reservation: retired, want already clear. */
+		atomic_fetch_xor((_Atomic uint64_t *)&l0->ack, 0xfULL << 28);
+}
+
+/*
+ * T14: a producer hands the oldest region nobody claimed or reserved to
+ * a worker, withdraws from a region a live claimant announced after its
+ * reservation, and keeps nothing reserved that a claimant took first.
+ */
+static void producer_hand_off(void)
+{
+	_Atomic uint64_t *resv1, *want0;
+	struct knitk_producer *ret = NULL;
+	struct knitk_consumer *c0, *c1;
+	struct rig r;
+	uint64_t pend;
+
+	REQUIRE(rig_init(&r, 2, 1, 16) == 0);
+	resv1 = (_Atomic uint64_t *)&line_of(&r, 0, 1)->resv;
+	want0 = (_Atomic uint64_t *)&line_of(&r, 0, 0)->want;
+	CHECK_EQ(knitk_producer_hand_off(NULL, 1, 16), -EINVAL);
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 2, 16), -EINVAL);
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 1, 3), -EINVAL);
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 1, 32), -EINVAL);
+	REQUIRE(knitk_producer_create(r.w[0], (unsigned int)
+			knitk_endpoint_return_mailbox(r.w[0], 0), &ret) == 0);
+	CHECK_EQ(knitk_producer_hand_off(ret, 1, 16), -EINVAL);
+	knitk_producer_destroy(ret);
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 1, 16), 0);	/* nothing pending */
+	c0 = claimant(&r, 0);
+	c1 = claimant(&r, 1);
+	REQUIRE(c0 && c1);
+
+	/* The oldest region goes to worker 1; worker 0 takes the rest. */
+	send_values(&r, 20);
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 1, 16), 16);
+	CHECK_EQ(atomic_load(resv1), 0xffffULL);
+	CHECK_EQ(knitk_lane_scan(c0, &pend), 4);
+	CHECK_EQ(pend, 0xfULL << 16);
+	CHECK_EQ(knitk_lane_ack(c0, pend), 0);
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 0, 16), 0);
+	CHECK_EQ(knitk_lane_scan(c1, &pend), 16);
+	CHECK_EQ(pend, 0xffffULL);
+	CHECK_EQ(atomic_load(resv1), 0);
+	CHECK_EQ(knitk_lane_ack(c1, pend), 0);
+
+	atomic_store(&knitk__endpoint_hook, hand_off_hook);
+	hook_rig = &r;
+	/* Lanes 20..27: worker 0 announces region 1 meanwhile: withdraw. */
+	send_values(&r, 8);
+	hook_mode = 1;
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 1, 16), 0);
+	CHECK_EQ(atomic_load(resv1), 0);
+	atomic_store(want0, 0);
+	hook_mode = 0;
+	CHECK_EQ(knitk_lane_scan(c0, &pend), 8);
+	CHECK_EQ(knitk_lane_ack(c0, pend), 0);
+	knitk_consumer_destroy(c0);
+	/*
+	 * Lanes 28..35: worker 0 retired 28..31 (region 1) before the
+	 * reservation was seen; they are not handed over nor left reserved.
+	 */
+	send_values(&r, 8);
+	hook_mode = 2;
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 1, 16), 0);
+	CHECK_EQ(atomic_load(resv1), 0);
+	atomic_store(&knitk__endpoint_hook, NULL);
+	hook_mode = 0;
+	/* Region 2 (32..35) is still there for a hand-off. */
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 1, 16), 4);
+	CHECK_EQ(atomic_load(resv1), 0xfULL << 32);
+	CHECK_EQ(knitk_lane_scan(c1, &pend), 4);
+	CHECK_EQ(knitk_lane_ack(c1, pend), 0);
+	knitk_consumer_destroy(c1);
+	rig_fini(&r);
+}
+
 static void bad_arguments(void)
 {
 	struct knitk_geometry geom = {
@@ -522,6 +616,7 @@ int main(int argc, char **argv)
 	TEST(dead_senior_stops_counting);
 	TEST(dead_junior_and_respawn);
 	TEST(claims_reported_and_reset);
+	TEST(producer_hand_off);
 	TEST(exactly_once_every_g);
 	return tap_exit();
 }

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The stealing pool on the module (KNITK_POOL_DISPATCH_STEAL,
- * docs/protocol.md T1-T13): process workers claim regions of the shared
+ * docs/protocol.md T1-T14): process workers claim regions of the shared
  * request mailboxes, every result is checked, and the module's steal
  * filter, read from its per-doorbell STATS, delivers a notify to a
  * stealing worker only while a stealing mailbox holds pending work and
  * suppresses the rest as idle.  A worker dying holding a claim fails only
- * the calls it had claimed, and its respawned successor serves.  Small
- * counts: the guest runs under TCG.
+ * the calls it had claimed, and its respawned successor serves.  A worker
+ * stopped while it searches holds up no call (T14).  Small counts: the
+ * guest runs under TCG.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -171,6 +172,63 @@ TEST(steal_death_and_respawn)
 	EXPECT_EQ(1, st.respawns);
 	EXPECT_EQ(dead, st.ownerdead);
 	EXPECT_EQ(0, st.stale);
+	knitk_pool_destroy(pool);
+}
+
+/*
+ * T14 on the module: a worker stopped (SIGSTOP) while it searches keeps
+ * every publish from waking the parked one (T12); the thread waiting for
+ * the calls hands them to it before it parks, and that wake is not
+ * spurious.  Hung here before T14.
+ */
+TEST(steal_stopped_searcher)
+{
+	struct knitk_pool_opts o = {
+		.size = sizeof(o), .kind = KNITK_WORKER_PROCESSES,
+		.nr_workers = 2, .spin = 1U << 18, .knot_flags = KNITK_KNOT_KMOD,
+		.dispatch = KNITK_POOL_DISPATCH_STEAL,
+	};
+	struct knitk_worker_info wi[2];
+	struct knitk_call *first, *late[4];
+	struct knitk_endpoint *knot;
+	struct knitk_pool *pool = NULL;
+	unsigned int round, i, good = 0, on1 = 0;
+	uint64_t x;
+
+	REQUIRE_KNITK();
+	ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &pool));
+	ASSERT_EQ(0, knitk_pool_endpoint(pool, &knot));
+	stats_all(pool, 2, wi);
+	ASSERT_LT(0, wi[0].pid);
+	for (round = 0; round < 2; round++) {
+		/* A call to the parked pool goes to worker 0, which then searches. */
+		wait_workers_parked(knot, 2);
+		x = 9000 + round;
+		ASSERT_EQ(0, knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &first));
+		ASSERT_EQ(0, knitk_call_wait(first, KNITK_WAIT_FOREVER));
+		EXPECT_EQ(0, knitk_call_worker(first));
+		knitk_call_release(first);
+		ASSERT_EQ(0, kill(wi[0].pid, SIGSTOP));
+		while (!task_stopped(wi[0].pid, wi[0].pid))
+			sched_yield();
+		EXPECT_TRUE(worker_parked(knot, 1));
+		for (i = 0; i < 4; i++) {
+			x = round * 100 + i;
+			ASSERT_EQ(0, knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &late[i]));
+		}
+		ASSERT_EQ(0, knitk_pool_wait_all(pool, late, 4, KNITK_WAIT_FOREVER));
+		for (i = 0; i < 4; i++) {
+			good += mix_result_ok(late[i], round * 100 + i);
+			on1 += knitk_call_worker(late[i]) == 1;
+			knitk_call_release(late[i]);
+		}
+		ASSERT_EQ(0, kill(wi[0].pid, SIGCONT));
+	}
+	EXPECT_EQ(8, good);
+	EXPECT_EQ(8, on1);
+	stats_all(pool, 2, wi);
+	ASSERT_EQ(1, wi[1].db_valid);
+	EXPECT_EQ(0, wi[0].db.spurious + wi[1].db.spurious);
 	knitk_pool_destroy(pool);
 }
 
