@@ -831,6 +831,7 @@ static void signals_during_event_loop(void)
 	int fd, ep, n, i;
 
 	memset(seen, 0, sizeof(seen));
+	atomic_store(&sigs_seen, 0);
 	REQUIRE(sigaction(SIGUSR1, &sa, &old) == 0);
 	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_STEAL, 2, 0,
 			 &pool) == 0);
@@ -840,6 +841,9 @@ static void signals_during_event_loop(void)
 	REQUIRE(ep >= 0);
 	REQUIRE(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
 	REQUIRE(pthread_create(&th, NULL, signaller_main, &s) == 0);
+	/* The rain has begun before the loop does (and goes on through it). */
+	while (!atomic_load(&sigs_seen))
+		sched_yield();
 	while (got < total && !bad) {
 		struct knitk_call *out[16];
 
