@@ -58,7 +58,7 @@ static void spin_hour(struct __test_metadata *_metadata, FIXTURE_DATA(a3) *self)
 {
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP(_exit(255), "%s: a spin needs a second CPU", _metadata->name);
-	if (param_read(SPIN_PARAM, self->spin_ns, sizeof(self->spin_ns)) ||
+	if (knitk_read_file(SPIN_PARAM, self->spin_ns, sizeof(self->spin_ns)) ||
 	    param_write(SPIN_PARAM, SPIN_HOUR))
 		SKIP(_exit(255), "%s: cannot set %s", _metadata->name, SPIN_PARAM);
 }

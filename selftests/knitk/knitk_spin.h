@@ -15,21 +15,6 @@
 #define SPIN_PARAM	KNITK_SYSMOD "/parameters/spin_ns"
 #define SPIN_HOUR	"3600000000000"
 
-static inline int param_read(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	return 0;
-}
-
 static inline int param_write(const char *path, const char *val)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -62,18 +47,11 @@ static inline unsigned long long thread_stime(pid_t pid, pid_t tid)
 {
 	char path[64], buf[512], *p;
 	unsigned long long v = 0;
-	ssize_t n;
-	int fd, i;
+	int i;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (knitk_read_file(path, buf, sizeof(buf)))
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	p = strrchr(buf, ')');
 	/* After the comm: state is field 3, stime field 15. */
 	for (i = 3; p && i <= 15; i++) {

@@ -386,20 +386,12 @@ TEST_F(knot_poll, worker_death_wakes_other_worker_pollpri)
 static int asleep_in_syscall(pid_t tid, long nr)
 {
 	char path[64], buf[64];
-	ssize_t n;
-	int fd;
 
 	if (knitk_thread_state(getpid(), tid) != 'S')
 		return 0;
 	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (knitk_read_file(path, buf, sizeof(buf)))
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	return strtol(buf, NULL, 10) == nr;
 }
 
