@@ -19,6 +19,7 @@
 #include "knitk_harness.h"
 #include "knitk_test.h"
 #include "knitk_spin.h"
+#include "knitk_stats.h"
 #include "knitk.h"
 
 #define HOST		KNITK_DOORBELL_HOST
@@ -67,13 +68,6 @@ static void spin_hour(struct __test_metadata *_metadata, FIXTURE_DATA(a3) *self)
 static struct knitk_sector *request_of(FIXTURE_DATA(a3) *self, unsigned int w)
 {
 	return knot_mailbox(&self->k, w);
-}
-
-static void stats_of(struct __test_metadata *_metadata, int fd, __u32 d,
-		     struct knitk_doorbell_stats *st)
-{
-	memset(st, 0xa5, sizeof(*st));
-	ASSERT_EQ(0, knitk_stats(fd, d, st));
 }
 
 /* Worker @w asleep with a lane pending: any ring that gets through wakes it. */

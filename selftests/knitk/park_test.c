@@ -15,8 +15,10 @@
 #include <sched.h>
 
 #include "knitk_harness.h"
-#include "knitk_test.h"
+#include "knitk_signal.h"
 #include "knitk_spin.h"
+#include "knitk_stats.h"
+#include "knitk_test.h"
 
 #define HOST		KNITK_DOORBELL_HOST
 #define HOST_BIT	(1ULL << HOST)
@@ -70,13 +72,6 @@ static struct knitk_sector *request_mb(FIXTURE_DATA(pk) *self)
 static struct knitk_sector *return_mb(FIXTURE_DATA(pk) *self)
 {
 	return knot_mailbox(&self->k, self->k.layout.nr_request);
-}
-
-static void stats_of(struct __test_metadata *_metadata, int fd, __u32 d,
-		     struct knitk_doorbell_stats *st)
-{
-	memset(st, 0xa5, sizeof(*st));
-	ASSERT_EQ(0, knitk_stats(fd, d, st));
 }
 
 TEST_F(pk, api_reports_features)
@@ -607,23 +602,6 @@ TEST_F(pk, spin_sleeps_when_ringer_dies)
 	EXPECT_EQ(1ULL, st.spin_sleeps);
 	EXPECT_EQ(0ULL, st.spurious);
 	close(ready[0]);
-}
-
-static volatile int handled;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	__atomic_fetch_add(&handled, 1, __ATOMIC_SEQ_CST);
-}
-
-static void catch_signal(int sa_flags)
-{
-	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = sa_flags };
-
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGUSR1, &sa, NULL);
-	handled = 0;
 }
 
 /* Signals the waiter every millisecond until it is done. */
