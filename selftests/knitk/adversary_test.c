@@ -793,19 +793,22 @@ TEST_F(adv, signal_storm_eintr_retry_reaches_deadline)
 #define MAX_KNOTS	256
 
 /*
- * The knot size of the small geometry, from libknitk's layout formula
- * (all ones if the library refused it: then no expected count matches).
+ * How many knots of the small geometry LIMIT_BYTES holds, from libknitk's
+ * layout formula (-1 if the library refused it: then no count matches).
  */
-static __u64 small_knot_bytes(void)
+static int limit_knots(void)
 {
 	struct knitk_geometry g;
 	struct knitk_layout l;
 
 	knitk_geom_small(&g);
 	if (knitk_layout_compute(&g, &l))
-		return ~0ULL;
-	return l.size;
+		return -1;
+	return LIMIT_BYTES / l.size;
 }
+
+/* The knots a memlock test body holds (each body runs in its own child). */
+static int held[MAX_KNOTS];
 
 /* Become @uid (real and effective; saved stays 0 to switch again). */
 static int become(uid_t uid)
@@ -852,6 +855,22 @@ static void drain(int *fds, int n)
 }
 
 /*
+ * Fill to the limit and give the knots back: it must take exactly @expect
+ * knots and end on -ENOMEM, else it says so, as seen by @who.
+ */
+static int fill_expect(int *fds, int expect, const char *who)
+{
+	int n, err;
+
+	n = fill(fds, &err);
+	drain(fds, n);
+	if (n == expect && err == -ENOMEM)
+		return 0;
+	printf("# %s: %d knots, expected %d (err %d)\n", who, n, expect, err);
+	return -1;
+}
+
+/*
  * In a child: RLIMIT_MEMLOCK of LIMIT_BYTES for everyone, then the test
  * body as uid A (saved uid 0, no effective capabilities).
  */
@@ -874,39 +893,36 @@ static int memlock_child(int (*body)(void))
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 200 + WTERMSIG(st);
 }
 
+/* A test of @body, run by memlock_child(). */
+#define MEMLOCK_TEST(name, body)					\
+	TEST(name)							\
+	{								\
+		KNITK_REQUIRE_DEV();					\
+		EXPECT_EQ(0, memlock_child(body));			\
+	}
+
 /* Each round takes as many knots as the limit allows, and gives them back. */
 static int rounds_body(void)
 {
-	static int fds[MAX_KNOTS];
-	int expect = LIMIT_BYTES / small_knot_bytes();
-	int round, n, err;
+	int expect = limit_knots();
+	char who[16];
+	int round;
 
 	for (round = 0; round < 8; round++) {
-		n = fill(fds, &err);
-		if (err != -ENOMEM)
+		snprintf(who, sizeof(who), "round %d", round);
+		if (fill_expect(held, expect, who))
 			return 1;
-		if (n != expect) {
-			printf("# round %d: %d knots, expected %d\n", round, n,
-			       expect);
-			return 2;
-		}
-		drain(fds, n);
 	}
 	return 0;
 }
 
-TEST(memlock_charge_returns_every_round)
-{
-	KNITK_REQUIRE_DEV();
-	EXPECT_EQ(0, memlock_child(rounds_body));
-}
+MEMLOCK_TEST(memlock_charge_returns_every_round, rounds_body)
 
 /* A mapping keeps the knot, and its charge, until it is unmapped. */
 static int mapped_body(void)
 {
-	static int fds[MAX_KNOTS];
 	static void *maps[MAX_KNOTS];
-	int expect = LIMIT_BYTES / small_knot_bytes();
+	int expect = limit_knots();
 	struct knitk_layout l;
 	struct knitk_geometry g;
 	int n, err, i;
@@ -914,34 +930,28 @@ static int mapped_body(void)
 	knitk_geom_small(&g);
 	if (knitk_layout_compute(&g, &l))
 		return 1;
-	n = fill(fds, &err);
+	n = fill(held, &err);
 	if (n != expect || err != -ENOMEM)
 		return 1;
 	for (i = 0; i < n; i++) {
 		maps[i] = mmap(NULL, l.size - l.control_size,
-			       PROT_READ | PROT_WRITE, MAP_SHARED, fds[i],
+			       PROT_READ | PROT_WRITE, MAP_SHARED, held[i],
 			       l.control_size);
 		if (maps[i] == MAP_FAILED)
 			return 2;
 	}
-	drain(fds, n);
+	drain(held, n);
 	/* Every knot is still alive in its mapping: nothing more fits. */
-	if (fill(fds, &err) != 0 || err != -ENOMEM)
+	if (fill_expect(held, 0, "mapped"))
 		return 3;
 	for (i = 0; i < n; i++)
 		munmap(maps[i], l.size - l.control_size);
-	n = fill(fds, &err);
-	if (n != expect)
+	if (fill_expect(held, expect, "unmapped"))
 		return 4;
-	drain(fds, n);
 	return 0;
 }
 
-TEST(memlock_charge_held_by_mapping)
-{
-	KNITK_REQUIRE_DEV();
-	EXPECT_EQ(0, memlock_child(mapped_body));
-}
+MEMLOCK_TEST(memlock_charge_held_by_mapping, mapped_body)
 
 /*
  * Knots created as uid A are closed as uid B: the charge goes back to A
@@ -950,72 +960,50 @@ TEST(memlock_charge_held_by_mapping)
  */
 static int setuid_body(void)
 {
-	static int fds[MAX_KNOTS];
-	int expect = LIMIT_BYTES / small_knot_bytes();
+	int expect = limit_knots();
 	int n, err;
 
-	n = fill(fds, &err);
+	n = fill(held, &err);
 	if (n != expect || err != -ENOMEM)
 		return 1;
 	if (become(UID_B))
 		return 2;
-	drain(fds, n);
-	n = fill(fds, &err);
-	if (n != expect) {
-		printf("# uid B: %d knots, expected %d (err %d)\n", n, expect,
-		       err);
+	drain(held, n);
+	if (fill_expect(held, expect, "uid B"))
 		return 3;
-	}
-	drain(fds, n);
 	if (become(UID_A))
 		return 4;
-	n = fill(fds, &err);
-	if (n != expect) {
-		printf("# uid A again: %d knots, expected %d (err %d)\n", n,
-		       expect, err);
+	if (fill_expect(held, expect, "uid A again"))
 		return 5;
-	}
-	drain(fds, n);
 	return 0;
 }
 
-TEST(memlock_setuid_between_create_and_close)
-{
-	KNITK_REQUIRE_DEV();
-	EXPECT_EQ(0, memlock_child(setuid_body));
-}
+MEMLOCK_TEST(memlock_setuid_between_create_and_close, setuid_body)
 
 /* Attaching endpoints costs nothing, even at the limit. */
 static int attach_body(void)
 {
-	static int fds[MAX_KNOTS];
 	int n, err, i, a[32];
 
-	n = fill(fds, &err);
+	n = fill(held, &err);
 	if (n < 1 || err != -ENOMEM)
 		return 1;
 	for (i = 0; i < 32; i++) {
 		a[i] = knitk_open();
-		if (a[i] < 0 || knitk_attach(a[i], fds[0], NULL))
+		if (a[i] < 0 || knitk_attach(a[i], held[0], NULL))
 			return 2;
 	}
-	drain(fds, n);
+	drain(held, n);
 	/* The attached endpoints keep knot 0 alive, charged: one fewer. */
-	if (fill(fds, &err) != n - 1)
+	if (fill_expect(held, n - 1, "attached"))
 		return 3;
-	drain(fds, n - 1);
 	drain(a, 32);
-	if (fill(fds, &err) != n)
+	if (fill_expect(held, n, "detached"))
 		return 4;
-	drain(fds, n);
 	return 0;
 }
 
-TEST(memlock_attach_not_charged)
-{
-	KNITK_REQUIRE_DEV();
-	EXPECT_EQ(0, memlock_child(attach_body));
-}
+MEMLOCK_TEST(memlock_attach_not_charged, attach_body)
 
 /*
  * A thread left asleep on a worker endpoint whose role ended must not be
