@@ -196,43 +196,51 @@ static void poker_stop(struct poker *p)
 }
 
 /*
- * Sleep on @db through endpoint @fd while @p pokes: the sleeping flag up,
- * the poker started, one KNITK_IOC_WAIT on @seq until @deadline, the flag
- * down, the poker joined.  Returns what the wait returned.
+ * Sleep on doorbell @d through endpoint @fd while @p pokes it: the
+ * sleeping flag up, the poker started, one KNITK_IOC_WAIT on the seq read
+ * first (in *@seq) until @deadline, the flag down, the poker joined.
+ * Returns what the wait returned.
  */
-static int poked_wait(struct __test_metadata *_metadata, struct poker *p,
-		      struct knitk_doorbell *db, int fd, __u32 seq,
-		      __u64 deadline)
+static int poked_wait(struct __test_metadata *_metadata,
+		      FIXTURE_DATA(wk) *self, struct poker *p, unsigned int d,
+		      int fd, __u64 deadline, __u32 *seq)
 {
+	struct knitk_doorbell *db = knot_doorbell(&self->k, d);
 	int ret;
 
+	p->doorbell = d;
+	*seq = knitk_doorbell_seq(db);
 	knitk_doorbell_sleeping(db, 1);
 	ASSERT_EQ(0, poker_start(p));
-	ret = knitk_wait(fd, seq, deadline);
+	ret = knitk_wait(fd, *seq, deadline);
 	knitk_doorbell_sleeping(db, 0);
 	poker_stop(p);
 	return ret;
 }
 
+/* The poker of a wait on doorbell @d from @seq woke that doorbell, once. */
+static void expect_poker_woke(struct __test_metadata *_metadata,
+			      FIXTURE_DATA(wk) *self, const struct poker *p,
+			      unsigned int d, __u32 seq)
+{
+	EXPECT_EQ(0, p->ret);
+	EXPECT_EQ(1ULL << d, p->woken);
+	EXPECT_EQ(seq + 1, knitk_doorbell_seq(knot_doorbell(&self->k, d)));
+}
+
 TEST_F(wk, wait_woken_by_notify_from_thread)
 {
 	struct poker p = { .wake = 1 };
-	struct knitk_doorbell *db;
 	__u32 seq;
 
 	wk_open_small(_metadata, self);
-	db = knot_doorbell(&self->k, 0);
 	p.fd = self->k.fd;
-	p.doorbell = 0;
 	p.mailbox = request_mb(self, 0);
 
-	seq = knitk_doorbell_seq(db);
-	EXPECT_EQ(0, poked_wait(_metadata, &p, db, self->w[0], seq,
-				knitk_now_ns() + KNITK_LONG_NS));
+	EXPECT_EQ(0, poked_wait(_metadata, self, &p, 0, self->w[0],
+				knitk_now_ns() + KNITK_LONG_NS, &seq));
 
-	EXPECT_EQ(0, p.ret);
-	EXPECT_EQ(1ULL, p.woken);
-	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
+	expect_poker_woke(_metadata, self, &p, 0, seq);
 	EXPECT_STATS(self->k.fd, 0, .waits = 1, .wakes = 1);
 }
 
@@ -240,22 +248,16 @@ TEST_F(wk, wait_woken_by_notify_from_thread)
 TEST_F(wk, wait_forever_woken_by_notify)
 {
 	struct poker p = { .wake = 1 };
-	struct knitk_doorbell *db;
 	__u32 seq;
 
 	wk_open_small(_metadata, self);
-	db = knot_doorbell(&self->k, HOST);
 	p.fd = self->w[1];
-	p.doorbell = HOST;
 	p.mailbox = return_mb(self, 1);
 
-	seq = knitk_doorbell_seq(db);
-	EXPECT_EQ(0, poked_wait(_metadata, &p, db, self->k.fd, seq,
-				KNITK_WAIT_FOREVER));
+	EXPECT_EQ(0, poked_wait(_metadata, self, &p, HOST, self->k.fd,
+				KNITK_WAIT_FOREVER, &seq));
 
-	EXPECT_EQ(0, p.ret);
-	EXPECT_EQ(HOST_BIT, p.woken);
-	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
+	expect_poker_woke(_metadata, self, &p, HOST, seq);
 	EXPECT_STATS(self->k.fd, HOST, .waits = 1, .wakes = 1);
 }
 
@@ -263,22 +265,16 @@ TEST_F(wk, wait_forever_woken_by_notify)
 TEST_F(wk, kick_wakes_waiter_with_nothing_pending)
 {
 	struct poker p = { .kick = 1 };
-	struct knitk_doorbell *db;
 	__u32 seq;
 
 	wk_open_small(_metadata, self);
-	db = knot_doorbell(&self->k, HOST);
 	/* The host kicks its own doorbell, as one host thread for another. */
 	p.fd = self->k.fd;
-	p.doorbell = HOST;
 
-	seq = knitk_doorbell_seq(db);
-	EXPECT_EQ(0, poked_wait(_metadata, &p, db, self->k.fd, seq,
-				KNITK_WAIT_FOREVER));
+	EXPECT_EQ(0, poked_wait(_metadata, self, &p, HOST, self->k.fd,
+				KNITK_WAIT_FOREVER, &seq));
 
-	EXPECT_EQ(0, p.ret);
-	EXPECT_EQ(HOST_BIT, p.woken);
-	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
+	expect_poker_woke(_metadata, self, &p, HOST, seq);
 	EXPECT_STATS(self->k.fd, HOST, .waits = 1, .kicks = 1);
 }
 
@@ -303,25 +299,37 @@ TEST_F(wk, kick_idle_awake_advances_seq)
 }
 
 /*
+ * Worker @w asleep with lane @lane pending in its request mailbox, rung by
+ * the host: the notify is delivered.  Returns the seq read before it.
+ */
+static __u32 ring_sleeping_worker(struct __test_metadata *_metadata,
+				  FIXTURE_DATA(wk) *self, unsigned int w,
+				  unsigned int lane)
+{
+	struct knitk_doorbell *db = knot_doorbell(&self->k, w);
+	__u32 seq = knitk_doorbell_seq(db);
+	__u64 woken = 0;
+
+	knitk_doorbell_sleeping(db, 1);
+	knot_lane_publish(request_mb(self, w), lane);
+	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << w, &woken));
+	EXPECT_EQ(1ULL << w, woken);
+	return seq;
+}
+
+/*
  * The lost-wakeup window: the notify lands after the waiter set its flag
  * and read seq but before it entered WAIT.  The wake is not lost: WAIT
  * with the old seq returns -EAGAIN at once, even with no deadline.
  */
 TEST_F(wk, notify_before_wait_is_not_lost)
 {
-	struct knitk_doorbell *db;
-	__u64 woken = 0;
 	__u32 seq;
 
 	wk_open_small(_metadata, self);
-	db = knot_doorbell(&self->k, 0);
-	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
-	knot_lane_publish(request_mb(self, 0), 11);
-	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 0, &woken));
-	EXPECT_EQ(1ULL << 0, woken);
+	seq = ring_sleeping_worker(_metadata, self, 0, 11);
 	EXPECT_EQ(-EAGAIN, knitk_wait(self->w[0], seq, KNITK_WAIT_FOREVER));
-	knitk_doorbell_sleeping(db, 0);
+	knitk_doorbell_sleeping(knot_doorbell(&self->k, 0), 0);
 	EXPECT_STATS(self->k.fd, 0, .wakes = 1, .mismatches = 1);
 }
 
@@ -329,22 +337,18 @@ TEST_F(wk, notify_before_wait_is_not_lost)
 TEST_F(wk, wait_signal_eintr)
 {
 	struct poker p = { .signals = 1000000 };
-	struct knitk_doorbell *db;
 	__u32 seq;
 
 	wk_open_small(_metadata, self);
-	db = knot_doorbell(&self->k, 0);
 	p.fd = self->k.fd;
-	p.doorbell = 0;
 	catch_signal(0);
 
-	seq = knitk_doorbell_seq(db);
-	EXPECT_EQ(-EINTR, poked_wait(_metadata, &p, db, self->w[0], seq,
-				     knitk_now_ns() + KNITK_LONG_NS));
+	EXPECT_EQ(-EINTR, poked_wait(_metadata, self, &p, 0, self->w[0],
+				     knitk_now_ns() + KNITK_LONG_NS, &seq));
 
 	EXPECT_EQ(0, p.ret);
 	EXPECT_LE(1, handled);
-	EXPECT_EQ(seq, knitk_doorbell_seq(db));
+	EXPECT_EQ(seq, knitk_doorbell_seq(knot_doorbell(&self->k, 0)));
 	EXPECT_STATS(self->k.fd, 0, .waits = 1, .interrupts = 1);
 }
 
@@ -352,24 +356,18 @@ TEST_F(wk, wait_signal_eintr)
 TEST_F(wk, wait_signal_restart_until_woken)
 {
 	struct poker p = { .signals = 3, .wake = 1 };
-	struct knitk_doorbell *db;
 	__u32 seq;
 
 	wk_open_small(_metadata, self);
-	db = knot_doorbell(&self->k, 0);
 	p.fd = self->k.fd;
-	p.doorbell = 0;
 	p.mailbox = request_mb(self, 0);
 	catch_signal(SA_RESTART);
 
-	seq = knitk_doorbell_seq(db);
-	EXPECT_EQ(0, poked_wait(_metadata, &p, db, self->w[0], seq,
-				knitk_now_ns() + KNITK_LONG_NS));
+	EXPECT_EQ(0, poked_wait(_metadata, self, &p, 0, self->w[0],
+				knitk_now_ns() + KNITK_LONG_NS, &seq));
 
 	EXPECT_EQ(3, handled);
-	EXPECT_EQ(0, p.ret);
-	EXPECT_EQ(1ULL, p.woken);
-	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
+	expect_poker_woke(_metadata, self, &p, 0, seq);
 	/* Each restart is a wait of its own, ended by the next signal. */
 	EXPECT_STATS(self->k.fd, 0, .waits = STAT_ANY, .interrupts = STAT_ANY,
 		     .wakes = 1);
@@ -379,21 +377,17 @@ TEST_F(wk, wait_signal_restart_until_woken)
 TEST_F(wk, wait_signal_restart_until_deadline)
 {
 	struct poker p = { .signals = 1000000 };
-	struct knitk_doorbell *db;
 	__u64 deadline;
 	__u32 seq;
 
 	wk_open_small(_metadata, self);
-	db = knot_doorbell(&self->k, 0);
 	p.fd = self->k.fd;
-	p.doorbell = 0;
 	catch_signal(SA_RESTART);
 
-	seq = knitk_doorbell_seq(db);
 	/* Generous: the poker needs only to land one signal before it. */
 	deadline = knitk_now_ns() + 5000 * KNITK_MS;
-	EXPECT_EQ(-ETIMEDOUT, poked_wait(_metadata, &p, db, self->w[0], seq,
-					 deadline));
+	EXPECT_EQ(-ETIMEDOUT, poked_wait(_metadata, self, &p, 0, self->w[0],
+					 deadline, &seq));
 	EXPECT_LE(deadline, knitk_now_ns());
 
 	EXPECT_EQ(0, p.ret);
@@ -453,11 +447,7 @@ TEST_F(wk, notify_wakes_sleeping_with_pending)
 	wk_open_small(_metadata, self);
 	db = knot_doorbell(&self->k, 1);
 	mb = request_mb(self, 1);
-	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
-	knot_lane_publish(mb, 63);
-	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 1, &woken));
-	EXPECT_EQ(1ULL << 1, woken);
+	seq = ring_sleeping_worker(_metadata, self, 1, 63);
 	EXPECT_EQ(seq + 1, knitk_doorbell_seq(db));
 
 	knot_lane_ack(&mb->ack, 63);
@@ -483,11 +473,7 @@ TEST_F(wk, notify_once_per_sleep)
 
 	wk_open_small(_metadata, self);
 	db = knot_doorbell(&self->k, 1);
-	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
-	knot_lane_publish(request_mb(self, 1), 7);
-	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 1, &woken));
-	EXPECT_EQ(1ULL << 1, woken);
+	seq = ring_sleeping_worker(_metadata, self, 1, 7);
 	EXPECT_EQ(0U, knitk_load32(&db->sleeping));
 	EXPECT_EQ(0, knitk_notify(self->k.fd, 1ULL << 1, &woken));
 	EXPECT_EQ(0ULL, woken);
