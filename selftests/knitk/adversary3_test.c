@@ -280,28 +280,13 @@ TEST_F(a3, spin_ringer_stopped_sleeps)
 	struct knitk_doorbell_stats st;
 	pid_t ringer, stopper, waiter = knitk_gettid();
 	unsigned long long t0;
-	int ready[2], status;
+	int status;
 	__u32 seq;
-	char c;
 
 	spin_hour(_metadata, self);
-	ASSERT_EQ(0, pipe(ready));
 	asleep_with_work(self, 0);
-	ringer = fork();
-	ASSERT_LE(0, ringer);
-	if (ringer == 0) {
-		__u64 woken = 0;
-
-		c = knitk_notify(self->k.fd, W0_BIT, &woken) ||
-		    woken != W0_BIT ? 'n' : 'y';
-		if (write(ready[1], &c, 1) != 1)
-			_exit(1);
-		for (;;)
-			;
-	}
-	close(ready[1]);
-	ASSERT_EQ(1, read(ready[0], &c, 1));
-	ASSERT_EQ('y', c);
+	ringer = running_ringer(self->k.fd, W0_BIT);
+	ASSERT_LT(0, ringer);
 	drain(request_of(self, 0));
 	seq = flag_asleep(wdb);
 	t0 = thread_stime(getpid(), waiter);
@@ -309,9 +294,7 @@ TEST_F(a3, spin_ringer_stopped_sleeps)
 	ASSERT_LE(0, stopper);
 	if (stopper == 0) {
 		/* Once the waiter spins (system time) or sleeps. */
-		while (thread_stime(getppid(), waiter) < t0 + 2 &&
-		       knitk_thread_state(getppid(), waiter) != 'S')
-			usleep(1000);
+		until_spinning(getppid(), waiter, t0);
 		_exit(kill(ringer, SIGSTOP) ? 1 : 0);
 	}
 	ASSERT_EQ(0, pthread_create(&k.thread, NULL, waker_run, &k));
@@ -329,7 +312,6 @@ TEST_F(a3, spin_ringer_stopped_sleeps)
 	EXPECT_EQ(1ULL, st.spin_sleeps);
 	EXPECT_EQ(0ULL, st.spin_wakes);
 	EXPECT_EQ(0ULL, st.spurious);
-	close(ready[0]);
 }
 
 /* A ringer of doorbell 0 that keeps running (a thread on CPU 1). */
@@ -424,9 +406,7 @@ TEST_F(a3, spin_role_ends_under_it)
 			usleep(1000);
 		t0 = thread_stime(getpid(), s.tid);
 		/* Spinning (system time grows) or, if it slept, asleep. */
-		while (thread_stime(getpid(), s.tid) < t0 + 2 &&
-		       knitk_thread_state(getpid(), s.tid) != 'S')
-			usleep(1000);
+		until_spinning(getpid(), s.tid, t0);
 		close(self->w0);
 		self->w0 = -1;
 		pthread_join(s.thread, NULL);

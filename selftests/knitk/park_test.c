@@ -552,38 +552,21 @@ TEST_F(pk, spin_sleeps_when_ringer_dies)
 	struct knitk_doorbell_stats st;
 	pid_t child, waiter = knitk_gettid();
 	unsigned long long t0;
-	int ready[2], status;
+	int status;
 	__u32 seq;
-	char c;
 
 	spin_long(_metadata, self);
-	ASSERT_EQ(0, pipe(ready));
 	/* The child has no mapping (not inherited): the test sets it up. */
 	flag_asleep(wdb);
 	knot_lane_publish(request_mb(self), 0);
-	child = fork();
-	ASSERT_LE(0, child);
-	if (child == 0) {
-		__u64 woken = 0;
-
-		c = knitk_notify(self->k.fd, W0_BIT, &woken) ||
-		    woken != W0_BIT ? 'n' : 'y';
-		if (write(ready[1], &c, 1) != 1)
-			_exit(1);
-		for (;;)
-			;
-	}
-	close(ready[1]);
-	ASSERT_EQ(1, read(ready[0], &c, 1));
-	ASSERT_EQ('y', c);
+	child = running_ringer(self->k.fd, W0_BIT);
+	ASSERT_LT(0, child);
 	drain(request_mb(self));
 	seq = flag_asleep(wdb);
 	t0 = thread_stime(getpid(), waiter);
 	if (fork() == 0) {
 		/* Kill the ringer once the waiter spins or sleeps. */
-		while (thread_stime(getppid(), waiter) < t0 + 2 &&
-		       knitk_thread_state(getppid(), waiter) != 'S')
-			usleep(1000);
+		until_spinning(getppid(), waiter, t0);
 		kill(child, SIGKILL);
 		_exit(0);
 	}
@@ -601,7 +584,6 @@ TEST_F(pk, spin_sleeps_when_ringer_dies)
 	EXPECT_EQ(1ULL, st.waits);
 	EXPECT_EQ(1ULL, st.spin_sleeps);
 	EXPECT_EQ(0ULL, st.spurious);
-	close(ready[0]);
 }
 
 /* Signals the waiter every millisecond until it is done. */
