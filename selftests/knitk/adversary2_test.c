@@ -11,7 +11,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <liburing.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -26,57 +25,14 @@
 #include "knitk.h"
 #include "knitk_pool.h"
 #include "knitk_uring.h"
+#include "knitk_ring.h"
 #include "knitk_test.h"
 
 #define POOL_TASKS_SLEEP_STEP_US	500
 #include "../../lib/tests/pool_tasks.h"
 
 #define HOST		KNITK_DOORBELL_HOST
-#define HANG_GUARD_S	120
 #define SENTINEL	0xa5
-
-/* The next CQE's res and user_data (the hang guard gives -ETIME). */
-static int next_cqe(struct io_uring *ring, __u64 *user_data)
-{
-	struct __kernel_timespec ts = { .tv_sec = HANG_GUARD_S };
-	struct io_uring_cqe *cqe;
-	int ret = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
-
-	if (ret)
-		return ret;
-	ret = cqe->res;
-	if (user_data)
-		*user_data = cqe->user_data;
-	io_uring_cqe_seen(ring, cqe);
-	return ret;
-}
-
-static void prep_raw_wait(struct io_uring_sqe *sqe, int fd, unsigned int d,
-			  __u32 expected, __u64 deadline_ns, __u64 user_data)
-{
-	struct knitk_uring_wait w = { .expected = expected, .doorbell = (__u8)d,
-				      .deadline_ns = deadline_ns };
-
-	memset(sqe, 0, sizeof(*sqe));
-	sqe->opcode = IORING_OP_URING_CMD;
-	sqe->fd = fd;
-	sqe->cmd_op = KNITK_URING_CMD_WAIT;
-	memcpy(sqe->cmd, &w, sizeof(w));
-	sqe->user_data = user_data;
-}
-
-static __u64 uring_waits(int fd, unsigned int d)
-{
-	struct knitk_doorbell_stats st;
-
-	return knitk_stats(fd, d, &st) ? ~0ULL : st.uring_waits;
-}
-
-static void until_uring_asleep(int fd, unsigned int d, __u64 n)
-{
-	while (uring_waits(fd, d) < n)
-		usleep(1000);
-}
 
 /* A wait that an explicit or linked cancel ends: never a restart code. */
 static bool cancel_res_ok(int res)
@@ -244,20 +200,43 @@ FIXTURE(wait) {
 FIXTURE_SETUP(wait)
 {
 	KNITK_REQUIRE_DEV();
-	self->worker = -1;
-	self->ring_up = false;
-	ASSERT_EQ(0, knot_make_host_worker(&self->k, &self->worker));
-	ASSERT_EQ(0, io_uring_queue_init(8, &self->ring, 0));
-	self->ring_up = true;
+	ring_knot_open(_metadata, &self->k, &self->worker, &self->ring,
+		       &self->ring_up);
 }
 
 FIXTURE_TEARDOWN(wait)
 {
-	if (self->ring_up)
-		io_uring_queue_exit(&self->ring);
-	if (self->worker >= 0)
-		close(self->worker);
-	knot_close(&self->k);
+	ring_knot_close(&self->k, self->worker, &self->ring, self->ring_up);
+}
+
+/* The next SQE of @ring; the test fails if the ring is full. */
+static struct io_uring_sqe *sqe_of(struct __test_metadata *_metadata,
+				   struct io_uring *ring)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+
+	ASSERT_NE(NULL, sqe);
+	return sqe;
+}
+
+/*
+ * The CQEs of a wait (user_data 7) and of what ends it (user_data 8), in
+ * @res in that order.  Neither may be the hang guard's -ETIME; with
+ * @ender_etime the ender's may be its own.
+ */
+static void reap_wait_and_ender(struct __test_metadata *_metadata,
+				struct io_uring *ring, int res[2],
+				bool ender_etime)
+{
+	__u64 ud;
+	int i, r;
+
+	for (i = 0; i < 2; i++) {
+		ud = 0;
+		r = next_res(ring, &ud);
+		ASSERT_NE(-ETIME, r == -ETIME && !(ender_etime && ud == 8) ? r : 0);
+		res[ud == 7 ? 0 : 1] = r;
+	}
 }
 
 /*
@@ -270,27 +249,16 @@ TEST_F(wait, async_cancel_of_sleeping_wait)
 	__u32 seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
 	struct io_uring_sqe *sqe;
 	int res[2] = { 1, 1 };
-	__u64 ud;
-	int i, r;
 
-	sqe = io_uring_get_sqe(&self->ring);
-	ASSERT_NE(NULL, sqe);
-	prep_raw_wait(sqe, self->worker, 0, seq, KNITK_WAIT_FOREVER, 7);
+	prep_raw_wait(sqe_of(_metadata, &self->ring), self->worker, 0, seq,
+		      KNITK_WAIT_FOREVER, 7);
 	ASSERT_EQ(1, io_uring_submit(&self->ring));
 	until_uring_asleep(self->worker, 0, 1);
-	sqe = io_uring_get_sqe(&self->ring);
-	ASSERT_NE(NULL, sqe);
+	sqe = sqe_of(_metadata, &self->ring);
 	io_uring_prep_cancel64(sqe, 7, 0);
 	sqe->user_data = 8;
 	ASSERT_EQ(1, io_uring_submit(&self->ring));
-	for (i = 0; i < 2; i++) {
-		r = next_cqe(&self->ring, &ud);
-		ASSERT_NE(-ETIME, r);
-		if (ud == 7)
-			res[0] = r;
-		else
-			res[1] = r;
-	}
+	reap_wait_and_ender(_metadata, &self->ring, res, false);
 	TH_LOG("wait %d, cancel %d", res[0], res[1]);
 	EXPECT_TRUE(cancel_res_ok(res[0]));
 	EXPECT_TRUE(res[1] == 0 || res[1] == -EALREADY);
@@ -307,31 +275,32 @@ TEST_F(wait, link_timeout_cancels_wait)
 	struct __kernel_timespec ts = { .tv_nsec = 20 * 1000 * 1000 };
 	struct io_uring_sqe *sqe;
 	int res[2] = { 1, 1 };
-	__u64 ud;
-	int i, r;
 
-	sqe = io_uring_get_sqe(&self->ring);
-	ASSERT_NE(NULL, sqe);
+	sqe = sqe_of(_metadata, &self->ring);
 	prep_raw_wait(sqe, self->worker, 0, seq, KNITK_WAIT_FOREVER, 7);
 	sqe->flags |= IOSQE_IO_LINK;
-	sqe = io_uring_get_sqe(&self->ring);
-	ASSERT_NE(NULL, sqe);
+	sqe = sqe_of(_metadata, &self->ring);
 	io_uring_prep_link_timeout(sqe, &ts, 0);
 	sqe->user_data = 8;
 	ASSERT_EQ(2, io_uring_submit(&self->ring));
-	for (i = 0; i < 2; i++) {
-		r = next_cqe(&self->ring, &ud);
-		ASSERT_NE(-ETIME, r == -ETIME && ud != 8 ? r : 0);
-		if (ud == 7)
-			res[0] = r;
-		else
-			res[1] = r;
-	}
+	reap_wait_and_ender(_metadata, &self->ring, res, true);
 	TH_LOG("wait %d, link timeout %d", res[0], res[1]);
 	EXPECT_TRUE(cancel_res_ok(res[0]));
 	/* The timeout's own CQE is io_uring's: fired, or found it going. */
 	EXPECT_TRUE(res[1] == -ETIME || res[1] == -EALREADY || res[1] == -ENOENT);
 	EXPECT_EQ(-ETIMEDOUT, knitk_wait(self->worker, seq, knitk_now_ns()));
+}
+
+/* A wait on registered file 0, submitted. */
+static void submit_fixed_wait(struct __test_metadata *_metadata,
+			      struct io_uring *ring, __u32 seq,
+			      __u64 deadline_ns, __u64 user_data)
+{
+	struct io_uring_sqe *sqe = sqe_of(_metadata, ring);
+
+	prep_raw_wait(sqe, 0, 0, seq, deadline_ns, user_data);
+	sqe->flags |= IOSQE_FIXED_FILE;
+	ASSERT_EQ(1, io_uring_submit(ring));
 }
 
 /*
@@ -341,28 +310,18 @@ TEST_F(wait, link_timeout_cancels_wait)
 TEST_F(wait, fixed_file_wait)
 {
 	__u32 seq = knitk_doorbell_seq(knot_doorbell(&self->k, 0));
-	struct io_uring_sqe *sqe;
 	__u64 woken, asleep;
 
 	ASSERT_EQ(0, io_uring_register_files(&self->ring, &self->worker, 1));
-	sqe = io_uring_get_sqe(&self->ring);
-	prep_raw_wait(sqe, 0, 0, seq + 1, KNITK_WAIT_FOREVER, 1);
-	sqe->flags |= IOSQE_FIXED_FILE;
-	ASSERT_EQ(1, io_uring_submit(&self->ring));
-	EXPECT_EQ(-EAGAIN, next_cqe(&self->ring, NULL));
-	sqe = io_uring_get_sqe(&self->ring);
-	prep_raw_wait(sqe, 0, 0, seq, 1, 2);
-	sqe->flags |= IOSQE_FIXED_FILE;
-	ASSERT_EQ(1, io_uring_submit(&self->ring));
-	EXPECT_EQ(-ETIMEDOUT, next_cqe(&self->ring, NULL));
+	submit_fixed_wait(_metadata, &self->ring, seq + 1, KNITK_WAIT_FOREVER, 1);
+	EXPECT_EQ(-EAGAIN, next_res(&self->ring, NULL));
+	submit_fixed_wait(_metadata, &self->ring, seq, 1, 2);
+	EXPECT_EQ(-ETIMEDOUT, next_res(&self->ring, NULL));
 	asleep = uring_waits(self->worker, 0);
-	sqe = io_uring_get_sqe(&self->ring);
-	prep_raw_wait(sqe, 0, 0, seq, KNITK_WAIT_FOREVER, 3);
-	sqe->flags |= IOSQE_FIXED_FILE;
-	ASSERT_EQ(1, io_uring_submit(&self->ring));
+	submit_fixed_wait(_metadata, &self->ring, seq, KNITK_WAIT_FOREVER, 3);
 	until_uring_asleep(self->worker, 0, asleep + 1);
 	ASSERT_EQ(0, knitk_kick(self->k.fd, 1ULL << 0, &woken));
-	EXPECT_EQ(0, next_cqe(&self->ring, NULL));
+	EXPECT_EQ(0, next_res(&self->ring, NULL));
 }
 
 /*
@@ -392,7 +351,7 @@ TEST_F(wait, wait_of_ended_role)
 	sqe = io_uring_get_sqe(&self->ring);
 	prep_raw_wait(sqe, fd, 1, seq, KNITK_WAIT_FOREVER, 1);
 	ASSERT_EQ(1, io_uring_submit(&self->ring));
-	EXPECT_EQ(-ENOTCONN, next_cqe(&self->ring, NULL));
+	EXPECT_EQ(-ENOTCONN, next_res(&self->ring, NULL));
 	/* Its file cannot join again; a new endpoint can. */
 	EXPECT_NE(0, knitk_join(fd, KNITK_ROLE_WORKER, 1, NULL));
 	again = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 1);
@@ -438,7 +397,7 @@ TEST(prep_doorbell_wait_sqe)
 		ASSERT_EQ(0, knitk_prep_doorbell_wait(sqe, wk, seq + 1, KNITK_WAIT_FOREVER));
 		sqe->user_data = 1;
 		ASSERT_EQ(1, io_uring_submit(&ring));
-		EXPECT_EQ(-EAGAIN, next_cqe(&ring, NULL));
+		EXPECT_EQ(-EAGAIN, next_res(&ring, NULL));
 		sqe = io_uring_get_sqe(&ring);
 		memset(sqe, 0, i ? 128 : 64);
 		ASSERT_EQ(0, knitk_prep_doorbell_wait(sqe, wk, seq, KNITK_WAIT_FOREVER));
@@ -453,7 +412,7 @@ TEST(prep_doorbell_wait_sqe)
 			usleep(1000);
 		}
 		ASSERT_EQ(0, knitk_kick(knitk_endpoint_fd(host), 1ULL << 1, &woken));
-		EXPECT_EQ(0, next_cqe(&ring, NULL));
+		EXPECT_EQ(0, next_res(&ring, NULL));
 		knitk_doorbell_cancel(wk);
 		io_uring_queue_exit(&ring);
 	}
@@ -485,7 +444,7 @@ TEST_F(wait, one_kick_ends_every_wait)
 	until_uring_asleep(self->worker, 0, base + 8);
 	ASSERT_EQ(0, knitk_kick(self->k.fd, 1ULL << 0, &woken));
 	for (i = 0; i < 8; i++)
-		zero += next_cqe(&ring, NULL) == 0;
+		zero += next_res(&ring, NULL) == 0;
 	EXPECT_EQ(8U, zero);
 	io_uring_queue_exit(&ring);
 }
@@ -508,14 +467,14 @@ TEST_F(wait, sqpoll_and_iopoll_rings)
 	ASSERT_NE(NULL, sqe);
 	prep_raw_wait(sqe, self->worker, 0, seq + 1, KNITK_WAIT_FOREVER, 1);
 	ASSERT_EQ(1, io_uring_submit(&ring));
-	EXPECT_EQ(-EAGAIN, next_cqe(&ring, NULL));
+	EXPECT_EQ(-EAGAIN, next_res(&ring, NULL));
 	base = uring_waits(self->worker, 0);
 	sqe = io_uring_get_sqe(&ring);
 	prep_raw_wait(sqe, self->worker, 0, seq, KNITK_WAIT_FOREVER, 2);
 	ASSERT_EQ(1, io_uring_submit(&ring));
 	until_uring_asleep(self->worker, 0, base + 1);
 	ASSERT_EQ(0, knitk_kick(self->k.fd, 1ULL << 0, &woken));
-	EXPECT_EQ(0, next_cqe(&ring, NULL));
+	EXPECT_EQ(0, next_res(&ring, NULL));
 	io_uring_queue_exit(&ring);
 
 	ASSERT_EQ(0, io_uring_queue_init(4, &ring, IORING_SETUP_IOPOLL));
@@ -523,7 +482,7 @@ TEST_F(wait, sqpoll_and_iopoll_rings)
 	prep_raw_wait(sqe, self->worker, 0, seq, KNITK_WAIT_FOREVER, 3);
 	r = io_uring_submit(&ring);
 	if (r == 1)
-		r = next_cqe(&ring, NULL);
+		r = next_res(&ring, NULL);
 	TH_LOG("iopoll: %d", r);
 	EXPECT_GT(0, r);
 	EXPECT_NE(-ETIME, r);
@@ -597,7 +556,7 @@ TEST_F(wait, owner_exit_ends_others_waits)
 	ASSERT_EQ(1, write(go[1], "x", 1));
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	r = next_cqe(&self->ring, NULL);
+	r = next_res(&self->ring, NULL);
 	TH_LOG("ring wait %d", r);
 	EXPECT_NE(-ETIME, r);
 	EXPECT_TRUE(r == -ECANCELED || r == -ENOTCONN);

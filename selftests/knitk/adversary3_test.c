@@ -19,6 +19,7 @@
 #include "knitk_harness.h"
 #include "knitk_test.h"
 #include "knitk_spin.h"
+#include "knitk_stats.h"
 #include "knitk.h"
 
 #define HOST		KNITK_DOORBELL_HOST
@@ -58,7 +59,7 @@ static void spin_hour(struct __test_metadata *_metadata, FIXTURE_DATA(a3) *self)
 {
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP(_exit(255), "%s: a spin needs a second CPU", _metadata->name);
-	if (param_read(SPIN_PARAM, self->spin_ns, sizeof(self->spin_ns)) ||
+	if (knitk_read_file(SPIN_PARAM, self->spin_ns, sizeof(self->spin_ns)) ||
 	    param_write(SPIN_PARAM, SPIN_HOUR))
 		SKIP(_exit(255), "%s: cannot set %s", _metadata->name, SPIN_PARAM);
 }
@@ -67,13 +68,6 @@ static void spin_hour(struct __test_metadata *_metadata, FIXTURE_DATA(a3) *self)
 static struct knitk_sector *request_of(FIXTURE_DATA(a3) *self, unsigned int w)
 {
 	return knot_mailbox(&self->k, w);
-}
-
-static void stats_of(struct __test_metadata *_metadata, int fd, __u32 d,
-		     struct knitk_doorbell_stats *st)
-{
-	memset(st, 0xa5, sizeof(*st));
-	ASSERT_EQ(0, knitk_stats(fd, d, st));
 }
 
 /* Worker @w asleep with a lane pending: any ring that gets through wakes it. */
@@ -286,28 +280,13 @@ TEST_F(a3, spin_ringer_stopped_sleeps)
 	struct knitk_doorbell_stats st;
 	pid_t ringer, stopper, waiter = knitk_gettid();
 	unsigned long long t0;
-	int ready[2], status;
+	int status;
 	__u32 seq;
-	char c;
 
 	spin_hour(_metadata, self);
-	ASSERT_EQ(0, pipe(ready));
 	asleep_with_work(self, 0);
-	ringer = fork();
-	ASSERT_LE(0, ringer);
-	if (ringer == 0) {
-		__u64 woken = 0;
-
-		c = knitk_notify(self->k.fd, W0_BIT, &woken) ||
-		    woken != W0_BIT ? 'n' : 'y';
-		if (write(ready[1], &c, 1) != 1)
-			_exit(1);
-		for (;;)
-			;
-	}
-	close(ready[1]);
-	ASSERT_EQ(1, read(ready[0], &c, 1));
-	ASSERT_EQ('y', c);
+	ringer = running_ringer(self->k.fd, W0_BIT);
+	ASSERT_LT(0, ringer);
 	drain(request_of(self, 0));
 	seq = flag_asleep(wdb);
 	t0 = thread_stime(getpid(), waiter);
@@ -315,9 +294,7 @@ TEST_F(a3, spin_ringer_stopped_sleeps)
 	ASSERT_LE(0, stopper);
 	if (stopper == 0) {
 		/* Once the waiter spins (system time) or sleeps. */
-		while (thread_stime(getppid(), waiter) < t0 + 2 &&
-		       knitk_thread_state(getppid(), waiter) != 'S')
-			usleep(1000);
+		until_spinning(getppid(), waiter, t0);
 		_exit(kill(ringer, SIGSTOP) ? 1 : 0);
 	}
 	ASSERT_EQ(0, pthread_create(&k.thread, NULL, waker_run, &k));
@@ -335,7 +312,6 @@ TEST_F(a3, spin_ringer_stopped_sleeps)
 	EXPECT_EQ(1ULL, st.spin_sleeps);
 	EXPECT_EQ(0ULL, st.spin_wakes);
 	EXPECT_EQ(0ULL, st.spurious);
-	close(ready[0]);
 }
 
 /* A ringer of doorbell 0 that keeps running (a thread on CPU 1). */
@@ -430,9 +406,7 @@ TEST_F(a3, spin_role_ends_under_it)
 			usleep(1000);
 		t0 = thread_stime(getpid(), s.tid);
 		/* Spinning (system time grows) or, if it slept, asleep. */
-		while (thread_stime(getpid(), s.tid) < t0 + 2 &&
-		       knitk_thread_state(getpid(), s.tid) != 'S')
-			usleep(1000);
+		until_spinning(getpid(), s.tid, t0);
 		close(self->w0);
 		self->w0 = -1;
 		pthread_join(s.thread, NULL);

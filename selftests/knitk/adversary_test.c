@@ -121,6 +121,15 @@ static char read_byte(int fd)
 	return read(fd, &c, 1) == 1 ? c : 0;
 }
 
+/* The roles held (@live, a doorbell bit each) and the deaths counted. */
+static void expect_live(struct __test_metadata *_metadata,
+			const struct knitk_control *ctl, __u64 live,
+			__u32 deaths)
+{
+	EXPECT_EQ(live, knitk_load64(&ctl->live));
+	EXPECT_EQ(deaths, knitk_load32(&ctl->death_seq));
+}
+
 /*
  * A worker that maps the knot, asks for its mappings to be inherited
  * (MADV_DOFORK) and forks a helper holding its fd and mappings, is
@@ -168,8 +177,7 @@ TEST_F(adv, sigkill_with_dofork_helper)
 
 	kill(w, SIGKILL);
 	wait_dead(&self->k, 1);
-	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
-	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
+	expect_live(_metadata, ctl, HOST_BIT, 1U);
 	/* Reaped, the worker has handed the helper to us (subreaper). */
 	ASSERT_EQ(w, waitpid(w, NULL, 0));
 	self->pids[0] = 0;
@@ -281,13 +289,14 @@ static void exec_self(const char *mode, int ready, int go, int fd)
 }
 
 /*
- * JOIN on an O_CLOEXEC fd, then execve(): the exec closes the fd, which
- * ends the role although the process lives on.
+ * A child joined as worker 0 (the fd kept across execve() if @keep) runs
+ * this program again in @mode, with pipes @rp (it says "r" once it runs)
+ * and @gp (told to go on); returns once it runs.
  */
-TEST_F(adv, execve_closing_cloexec_fd_ends_role)
+static pid_t fork_exec_worker(struct __test_metadata *_metadata,
+			      FIXTURE_DATA(adv) *self, const char *mode,
+			      bool keep, int rp[2], int gp[2])
 {
-	const struct knitk_control *ctl = self->k.ctl;
-	int rp[2], gp[2];
 	pid_t w;
 
 	ASSERT_EQ(0, pipe(rp));
@@ -297,21 +306,46 @@ TEST_F(adv, execve_closing_cloexec_fd_ends_role)
 	if (w == 0) {
 		int fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
 
-		if (fd < 0)
+		if (fd < 0 || (keep && keep_on_exec(fd)))
 			_exit(1);
-		exec_self("sleep", rp[1], gp[0], fd);
+		exec_self(mode, rp[1], gp[0], fd);
 	}
 	track(self, w);
 	ASSERT_EQ('r', read_byte(rp[0]));
-	/* The exec'd program runs: the role ended in execve() itself. */
+	return w;
+}
+
+/* Worker 0's role ended, once, while its process @w lives on. */
+static void expect_ended_alive(struct __test_metadata *_metadata,
+			       FIXTURE_DATA(adv) *self, pid_t w)
+{
+	const struct knitk_control *ctl = self->k.ctl;
+
 	EXPECT_EQ(1ULL, knitk_load64(&ctl->dead) & 1ULL);
-	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
-	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
+	expect_live(_metadata, ctl, HOST_BIT, 1U);
 	EXPECT_TRUE(alive(w));
-	close(rp[0]);
-	close(rp[1]);
-	close(gp[0]);
-	close(gp[1]);
+}
+
+static void close_pair(int p[2])
+{
+	close(p[0]);
+	close(p[1]);
+}
+
+/*
+ * JOIN on an O_CLOEXEC fd, then execve(): the exec closes the fd, which
+ * ends the role although the process lives on.
+ */
+TEST_F(adv, execve_closing_cloexec_fd_ends_role)
+{
+	int rp[2], gp[2];
+	pid_t w;
+
+	w = fork_exec_worker(_metadata, self, "sleep", false, rp, gp);
+	/* The exec'd program runs: the role ended in execve() itself. */
+	expect_ended_alive(_metadata, self, w);
+	close_pair(rp);
+	close_pair(gp);
 }
 
 /*
@@ -324,31 +358,13 @@ TEST_F(adv, execve_keeping_fd_keeps_role)
 	int rp[2], gp[2];
 	pid_t w;
 
-	ASSERT_EQ(0, pipe(rp));
-	ASSERT_EQ(0, pipe(gp));
-	w = fork();
-	ASSERT_LE(0, w);
-	if (w == 0) {
-		int fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
-
-		if (fd < 0 || keep_on_exec(fd))
-			_exit(1);
-		exec_self("keep", rp[1], gp[0], fd);
-	}
-	track(self, w);
-	ASSERT_EQ('r', read_byte(rp[0]));
-	EXPECT_EQ(HOST_BIT | 1ULL, knitk_load64(&ctl->live));
-	EXPECT_EQ(0U, knitk_load32(&ctl->death_seq));
+	w = fork_exec_worker(_metadata, self, "keep", true, rp, gp);
+	expect_live(_metadata, ctl, HOST_BIT | 1ULL, 0U);
 	ASSERT_EQ(1, write(gp[1], "g", 1));
 	ASSERT_EQ('g', read_byte(rp[0]));
-	EXPECT_EQ(1ULL, knitk_load64(&ctl->dead) & 1ULL);
-	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
-	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
-	EXPECT_TRUE(alive(w));
-	close(rp[0]);
-	close(rp[1]);
-	close(gp[0]);
-	close(gp[1]);
+	expect_ended_alive(_metadata, self, w);
+	close_pair(rp);
+	close_pair(gp);
 }
 
 /* Whether thread @tid of this process is gone from /proc. */
@@ -390,11 +406,9 @@ TEST_F(adv, joining_thread_exit_keeps_role)
 	ASSERT_LE(0, j.fd);
 	while (!thread_gone(j.tid))
 		usleep(1000);
-	EXPECT_EQ(HOST_BIT | 1ULL, knitk_load64(&ctl->live));
-	EXPECT_EQ(0U, knitk_load32(&ctl->death_seq));
+	expect_live(_metadata, ctl, HOST_BIT | 1ULL, 0U);
 	close(j.fd);
-	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
-	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
+	expect_live(_metadata, ctl, HOST_BIT, 1U);
 }
 
 struct leader_exit {
@@ -454,16 +468,12 @@ TEST_F(adv, leader_thread_exit_keeps_role)
 	}
 	track(self, w);
 	ASSERT_EQ('z', read_byte(rp[0]));
-	EXPECT_EQ(HOST_BIT | 1ULL, knitk_load64(&ctl->live));
-	EXPECT_EQ(0U, knitk_load32(&ctl->death_seq));
+	expect_live(_metadata, ctl, HOST_BIT | 1ULL, 0U);
 	ASSERT_EQ(1, write(gp[1], "g", 1));
 	ASSERT_EQ('c', read_byte(rp[0]));
-	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
-	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
-	close(rp[0]);
-	close(rp[1]);
-	close(gp[0]);
-	close(gp[1]);
+	expect_live(_metadata, ctl, HOST_BIT, 1U);
+	close_pair(rp);
+	close_pair(gp);
 }
 
 #define RACE_ROUNDS	300
@@ -600,6 +610,29 @@ TEST(epoll_before_attach_outlives_knot)
 }
 
 /*
+ * A child joins as worker @worker, sends its endpoint over a new socket
+ * pair @sv and exits with the fd in flight; returns once it is reaped.
+ */
+static void worker_dies_sending(struct __test_metadata *_metadata,
+				FIXTURE_DATA(adv) *self, __u32 worker,
+				int sv[2])
+{
+	pid_t w;
+	int st;
+
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+	w = fork();
+	ASSERT_LE(0, w);
+	if (w == 0) {
+		int fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, worker);
+
+		_exit(fd < 0 || knitk_send_fd(sv[1], fd) ? 1 : 0);
+	}
+	ASSERT_EQ(w, waitpid(w, &st, 0));
+	ASSERT_EQ(0, st);
+}
+
+/*
  * A worker hands its endpoint over SCM_RIGHTS and dies with the fd in
  * flight: the role ends (an fd in a socket is in no table).  The receiver
  * cannot join the ended endpoint, and its WAIT says -ENOTCONN; it attaches
@@ -609,20 +642,10 @@ TEST(epoll_before_attach_outlives_knot)
 TEST_F(adv, scm_rights_after_owner_died)
 {
 	const struct knitk_control *ctl = self->k.ctl;
-	int sv[2], got, fresh, st;
+	int sv[2], got, fresh;
 	__u32 gen = 0;
-	pid_t w;
 
-	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
-	w = fork();
-	ASSERT_LE(0, w);
-	if (w == 0) {
-		int fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 1);
-
-		_exit(fd < 0 || knitk_send_fd(sv[1], fd) ? 1 : 0);
-	}
-	ASSERT_EQ(w, waitpid(w, &st, 0));
-	ASSERT_EQ(0, st);
+	worker_dies_sending(_metadata, self, 1, sv);
 	EXPECT_EQ(2ULL, knitk_load64(&ctl->dead) & 2ULL);
 	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
 
@@ -645,8 +668,7 @@ TEST_F(adv, scm_rights_after_owner_died)
 	EXPECT_EQ(0ULL, knitk_load64(&ctl->dead));
 	/* Closing the received, ended endpoint is no death of the new one. */
 	close(got);
-	EXPECT_EQ(HOST_BIT | 2ULL, knitk_load64(&ctl->live));
-	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
+	expect_live(_metadata, ctl, HOST_BIT | 2ULL, 1U);
 	close(fresh);
 	EXPECT_EQ(2ULL, knitk_load64(&ctl->dead));
 	EXPECT_EQ(2U, knitk_load32(&ctl->death_seq));
@@ -661,20 +683,10 @@ TEST_F(adv, scm_rights_after_owner_died)
  */
 TEST_F(adv, poll_on_ended_endpoint)
 {
-	int sv[2], got, st;
+	int sv[2], got;
 	struct pollfd p;
-	pid_t w;
 
-	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
-	w = fork();
-	ASSERT_LE(0, w);
-	if (w == 0) {
-		int fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
-
-		_exit(fd < 0 || knitk_send_fd(sv[1], fd) ? 1 : 0);
-	}
-	ASSERT_EQ(w, waitpid(w, &st, 0));
-	ASSERT_EQ(0, st);
+	worker_dies_sending(_metadata, self, 0, sv);
 	got = knitk_recv_fd(sv[0]);
 	ASSERT_LE(0, got);
 	p = (struct pollfd){ .fd = got, .events = POLLIN | POLLPRI };
@@ -793,19 +805,22 @@ TEST_F(adv, signal_storm_eintr_retry_reaches_deadline)
 #define MAX_KNOTS	256
 
 /*
- * The knot size of the small geometry, from libknitk's layout formula
- * (all ones if the library refused it: then no expected count matches).
+ * How many knots of the small geometry LIMIT_BYTES holds, from libknitk's
+ * layout formula (-1 if the library refused it: then no count matches).
  */
-static __u64 small_knot_bytes(void)
+static int limit_knots(void)
 {
 	struct knitk_geometry g;
 	struct knitk_layout l;
 
 	knitk_geom_small(&g);
 	if (knitk_layout_compute(&g, &l))
-		return ~0ULL;
-	return l.size;
+		return -1;
+	return LIMIT_BYTES / l.size;
 }
+
+/* The knots a memlock test body holds (each body runs in its own child). */
+static int held[MAX_KNOTS];
 
 /* Become @uid (real and effective; saved stays 0 to switch again). */
 static int become(uid_t uid)
@@ -852,6 +867,22 @@ static void drain(int *fds, int n)
 }
 
 /*
+ * Fill to the limit and give the knots back: it must take exactly @expect
+ * knots and end on -ENOMEM, else it says so, as seen by @who.
+ */
+static int fill_expect(int *fds, int expect, const char *who)
+{
+	int n, err;
+
+	n = fill(fds, &err);
+	drain(fds, n);
+	if (n == expect && err == -ENOMEM)
+		return 0;
+	printf("# %s: %d knots, expected %d (err %d)\n", who, n, expect, err);
+	return -1;
+}
+
+/*
  * In a child: RLIMIT_MEMLOCK of LIMIT_BYTES for everyone, then the test
  * body as uid A (saved uid 0, no effective capabilities).
  */
@@ -874,39 +905,36 @@ static int memlock_child(int (*body)(void))
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 200 + WTERMSIG(st);
 }
 
+/* A test of @body, run by memlock_child(). */
+#define MEMLOCK_TEST(name, body)					\
+	TEST(name)							\
+	{								\
+		KNITK_REQUIRE_DEV();					\
+		EXPECT_EQ(0, memlock_child(body));			\
+	}
+
 /* Each round takes as many knots as the limit allows, and gives them back. */
 static int rounds_body(void)
 {
-	static int fds[MAX_KNOTS];
-	int expect = LIMIT_BYTES / small_knot_bytes();
-	int round, n, err;
+	int expect = limit_knots();
+	char who[16];
+	int round;
 
 	for (round = 0; round < 8; round++) {
-		n = fill(fds, &err);
-		if (err != -ENOMEM)
+		snprintf(who, sizeof(who), "round %d", round);
+		if (fill_expect(held, expect, who))
 			return 1;
-		if (n != expect) {
-			printf("# round %d: %d knots, expected %d\n", round, n,
-			       expect);
-			return 2;
-		}
-		drain(fds, n);
 	}
 	return 0;
 }
 
-TEST(memlock_charge_returns_every_round)
-{
-	KNITK_REQUIRE_DEV();
-	EXPECT_EQ(0, memlock_child(rounds_body));
-}
+MEMLOCK_TEST(memlock_charge_returns_every_round, rounds_body)
 
 /* A mapping keeps the knot, and its charge, until it is unmapped. */
 static int mapped_body(void)
 {
-	static int fds[MAX_KNOTS];
 	static void *maps[MAX_KNOTS];
-	int expect = LIMIT_BYTES / small_knot_bytes();
+	int expect = limit_knots();
 	struct knitk_layout l;
 	struct knitk_geometry g;
 	int n, err, i;
@@ -914,34 +942,28 @@ static int mapped_body(void)
 	knitk_geom_small(&g);
 	if (knitk_layout_compute(&g, &l))
 		return 1;
-	n = fill(fds, &err);
+	n = fill(held, &err);
 	if (n != expect || err != -ENOMEM)
 		return 1;
 	for (i = 0; i < n; i++) {
 		maps[i] = mmap(NULL, l.size - l.control_size,
-			       PROT_READ | PROT_WRITE, MAP_SHARED, fds[i],
+			       PROT_READ | PROT_WRITE, MAP_SHARED, held[i],
 			       l.control_size);
 		if (maps[i] == MAP_FAILED)
 			return 2;
 	}
-	drain(fds, n);
+	drain(held, n);
 	/* Every knot is still alive in its mapping: nothing more fits. */
-	if (fill(fds, &err) != 0 || err != -ENOMEM)
+	if (fill_expect(held, 0, "mapped"))
 		return 3;
 	for (i = 0; i < n; i++)
 		munmap(maps[i], l.size - l.control_size);
-	n = fill(fds, &err);
-	if (n != expect)
+	if (fill_expect(held, expect, "unmapped"))
 		return 4;
-	drain(fds, n);
 	return 0;
 }
 
-TEST(memlock_charge_held_by_mapping)
-{
-	KNITK_REQUIRE_DEV();
-	EXPECT_EQ(0, memlock_child(mapped_body));
-}
+MEMLOCK_TEST(memlock_charge_held_by_mapping, mapped_body)
 
 /*
  * Knots created as uid A are closed as uid B: the charge goes back to A
@@ -950,72 +972,50 @@ TEST(memlock_charge_held_by_mapping)
  */
 static int setuid_body(void)
 {
-	static int fds[MAX_KNOTS];
-	int expect = LIMIT_BYTES / small_knot_bytes();
+	int expect = limit_knots();
 	int n, err;
 
-	n = fill(fds, &err);
+	n = fill(held, &err);
 	if (n != expect || err != -ENOMEM)
 		return 1;
 	if (become(UID_B))
 		return 2;
-	drain(fds, n);
-	n = fill(fds, &err);
-	if (n != expect) {
-		printf("# uid B: %d knots, expected %d (err %d)\n", n, expect,
-		       err);
+	drain(held, n);
+	if (fill_expect(held, expect, "uid B"))
 		return 3;
-	}
-	drain(fds, n);
 	if (become(UID_A))
 		return 4;
-	n = fill(fds, &err);
-	if (n != expect) {
-		printf("# uid A again: %d knots, expected %d (err %d)\n", n,
-		       expect, err);
+	if (fill_expect(held, expect, "uid A again"))
 		return 5;
-	}
-	drain(fds, n);
 	return 0;
 }
 
-TEST(memlock_setuid_between_create_and_close)
-{
-	KNITK_REQUIRE_DEV();
-	EXPECT_EQ(0, memlock_child(setuid_body));
-}
+MEMLOCK_TEST(memlock_setuid_between_create_and_close, setuid_body)
 
 /* Attaching endpoints costs nothing, even at the limit. */
 static int attach_body(void)
 {
-	static int fds[MAX_KNOTS];
 	int n, err, i, a[32];
 
-	n = fill(fds, &err);
+	n = fill(held, &err);
 	if (n < 1 || err != -ENOMEM)
 		return 1;
 	for (i = 0; i < 32; i++) {
 		a[i] = knitk_open();
-		if (a[i] < 0 || knitk_attach(a[i], fds[0], NULL))
+		if (a[i] < 0 || knitk_attach(a[i], held[0], NULL))
 			return 2;
 	}
-	drain(fds, n);
+	drain(held, n);
 	/* The attached endpoints keep knot 0 alive, charged: one fewer. */
-	if (fill(fds, &err) != n - 1)
+	if (fill_expect(held, n - 1, "attached"))
 		return 3;
-	drain(fds, n - 1);
 	drain(a, 32);
-	if (fill(fds, &err) != n)
+	if (fill_expect(held, n, "detached"))
 		return 4;
-	drain(fds, n);
 	return 0;
 }
 
-TEST(memlock_attach_not_charged)
-{
-	KNITK_REQUIRE_DEV();
-	EXPECT_EQ(0, memlock_child(attach_body));
-}
+MEMLOCK_TEST(memlock_attach_not_charged, attach_body)
 
 /*
  * A thread left asleep on a worker endpoint whose role ended must not be
@@ -1087,11 +1087,9 @@ TEST_F(adv, unshared_thread_close_keeps_role)
 	ASSERT_EQ(0, pthread_create(&t, NULL, unsharer_run, &u));
 	ASSERT_EQ('u', read_byte(u.done[0]));
 	ASSERT_EQ(0, u.ret);
-	EXPECT_EQ(HOST_BIT | 1ULL, knitk_load64(&ctl->live));
-	EXPECT_EQ(0U, knitk_load32(&ctl->death_seq));
+	expect_live(_metadata, ctl, HOST_BIT | 1ULL, 0U);
 	close(fd);
-	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
-	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
+	expect_live(_metadata, ctl, HOST_BIT, 1U);
 	pthread_detach(t);
 }
 
@@ -1118,8 +1116,7 @@ TEST_F(adv, unshared_thread_exit_keeps_roles)
 	/* Its table is gone once the thread is gone from /proc. */
 	while (!thread_gone(u.tid))
 		usleep(1000);
-	EXPECT_EQ(HOST_BIT | 1ULL, knitk_load64(&ctl->live));
-	EXPECT_EQ(0U, knitk_load32(&ctl->death_seq));
+	expect_live(_metadata, ctl, HOST_BIT | 1ULL, 0U);
 	close(fd);
 	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
 }
@@ -1158,14 +1155,12 @@ TEST_F(adv, receiver_that_joins_owns_the_role)
 	ASSERT_EQ('j', read_byte(sv[0]));
 	EXPECT_EQ(HOST_BIT | 1ULL, knitk_load64(&ctl->live));
 	close(e);
-	EXPECT_EQ(HOST_BIT | 1ULL, knitk_load64(&ctl->live));
-	EXPECT_EQ(0U, knitk_load32(&ctl->death_seq));
+	expect_live(_metadata, ctl, HOST_BIT | 1ULL, 0U);
 	ASSERT_EQ(1, write(sv[0], "x", 1));
 	ASSERT_EQ(c, waitpid(c, &st, 0));
 	EXPECT_EQ(0, st);
 	wait_dead(&self->k, 1);
-	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
-	EXPECT_EQ(1U, knitk_load32(&ctl->death_seq));
+	expect_live(_metadata, ctl, HOST_BIT, 1U);
 	close(sv[0]);
 	close(sv[1]);
 }

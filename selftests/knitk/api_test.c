@@ -20,6 +20,35 @@ static __u64 ioctl_bit(unsigned long cmd)
 	return 1ULL << _IOC_NR(cmd);
 }
 
+/* A new bare endpoint (the test skips without the device). */
+static int open_raw(struct __test_metadata *_metadata)
+{
+	int fd;
+
+	KNITK_REQUIRE_DEV();
+	fd = knitk_open_raw();
+	ASSERT_LE(0, fd);
+	return fd;
+}
+
+/* Each handshake of @bad refused, one after another on one endpoint. */
+static void expect_api_einval(struct __test_metadata *_metadata,
+			      const struct knitk_api *bad, unsigned int n)
+{
+	int fd = open_raw(_metadata);
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		struct knitk_api api = bad[i];
+
+		EXPECT_EQ(-EINVAL, knitk_ioctl(fd, KNITK_IOC_API, &api))
+			TH_LOG("api %#llx, features %#llx accepted",
+			       (unsigned long long)bad[i].api,
+			       (unsigned long long)bad[i].features);
+	}
+	close(fd);
+}
+
 /* A new endpoint that created a knot of the small geometry, not joined. */
 static int open_created(struct __test_metadata *_metadata)
 {
@@ -40,11 +69,8 @@ TEST(api_handshake_reports_features_and_ioctls)
 		       ioctl_bit(KNITK_IOC_WAIT) | ioctl_bit(KNITK_IOC_NOTIFY) |
 		       ioctl_bit(KNITK_IOC_STATS) |
 		       ioctl_bit(KNITK_IOC_NOTIFY_WAIT);
-	int fd;
+	int fd = open_raw(_metadata);
 
-	KNITK_REQUIRE_DEV();
-	fd = knitk_open_raw();
-	ASSERT_LE(0, fd);
 	ASSERT_EQ(0, knitk_ioctl(fd, KNITK_IOC_API, &api));
 	EXPECT_EQ(KNITK_API, api.api);
 	EXPECT_EQ(KNOWN_FEATURES, api.features);
@@ -55,11 +81,8 @@ TEST(api_handshake_reports_features_and_ioctls)
 TEST(api_known_features_requestable)
 {
 	struct knitk_api api = { .api = KNITK_API, .features = KNOWN_FEATURES };
-	int fd;
+	int fd = open_raw(_metadata);
 
-	KNITK_REQUIRE_DEV();
-	fd = knitk_open_raw();
-	ASSERT_LE(0, fd);
 	ASSERT_EQ(0, knitk_ioctl(fd, KNITK_IOC_API, &api));
 	EXPECT_EQ(KNOWN_FEATURES, api.features);
 	close(fd);
@@ -67,40 +90,24 @@ TEST(api_known_features_requestable)
 
 TEST(api_version_mismatch_einval)
 {
-	static const __u64 bad[] = { 0, KNITK_API + 1, 1ULL << 32, ~0ULL };
-	unsigned int i;
-	int fd;
+	static const struct knitk_api bad[] = {
+		{ .api = 0 }, { .api = KNITK_API + 1 }, { .api = 1ULL << 32 },
+		{ .api = ~0ULL },
+	};
 
-	KNITK_REQUIRE_DEV();
-	fd = knitk_open_raw();
-	ASSERT_LE(0, fd);
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct knitk_api api = { .api = bad[i] };
-
-		EXPECT_EQ(-EINVAL, knitk_ioctl(fd, KNITK_IOC_API, &api))
-			TH_LOG("api %#llx accepted", (unsigned long long)bad[i]);
-	}
-	close(fd);
+	expect_api_einval(_metadata, bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 TEST(api_unknown_feature_bits_einval)
 {
-	static const __u64 bad[] = { 1ULL << 12, 1ULL << 31, 1ULL << 63,
-				     KNOWN_FEATURES | (1ULL << 13) };
-	unsigned int i;
-	int fd;
+	static const struct knitk_api bad[] = {
+		{ .api = KNITK_API, .features = 1ULL << 12 },
+		{ .api = KNITK_API, .features = 1ULL << 31 },
+		{ .api = KNITK_API, .features = 1ULL << 63 },
+		{ .api = KNITK_API, .features = KNOWN_FEATURES | (1ULL << 13) },
+	};
 
-	KNITK_REQUIRE_DEV();
-	fd = knitk_open_raw();
-	ASSERT_LE(0, fd);
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct knitk_api api = { .api = KNITK_API, .features = bad[i] };
-
-		EXPECT_EQ(-EINVAL, knitk_ioctl(fd, KNITK_IOC_API, &api))
-			TH_LOG("features %#llx accepted",
-			       (unsigned long long)bad[i]);
-	}
-	close(fd);
+	expect_api_einval(_metadata, bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 /* A command is its number, direction, size and type: change any, unknown. */

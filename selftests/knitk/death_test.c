@@ -12,6 +12,7 @@
 
 #include "knitk_harness.h"
 #include "knitk_test.h"
+#include "knitk_trigger.h"
 
 #define HOST		KNITK_DOORBELL_HOST
 #define HOST_BIT	(1ULL << KNITK_DOORBELL_HOST)
@@ -56,29 +57,6 @@ FIXTURE_TEARDOWN(death)
 	knot_close(&self->k);
 }
 
-/* Once the host sleeps: close @close_fd, or else SIGKILL @kill_pid. */
-struct trigger {
-	pthread_t thread;
-	int host_fd;
-	int close_fd;
-	pid_t kill_pid;
-	int ret;
-};
-
-static void *trigger_run(void *arg)
-{
-	struct trigger *t = arg;
-
-	t->ret = knitk_wait_asleep(t->host_fd, HOST, 1);
-	if (t->ret)
-		return NULL;
-	if (t->close_fd >= 0)
-		t->ret = close(t->close_fd) ? -errno : 0;
-	else if (kill(t->kill_pid, SIGKILL))
-		t->ret = -errno;
-	return NULL;
-}
-
 /*
  * The host sleeps on its doorbell while @t ends a worker's role: the death
  * must wake it, and count as a peer event, not a spurious wake.
@@ -86,17 +64,12 @@ static void *trigger_run(void *arg)
 static void host_sleep_through(struct __test_metadata *_metadata,
 			       FIXTURE_DATA(death) *self, struct trigger *t)
 {
-	struct knitk_doorbell *db = knot_doorbell(&self->k, HOST);
 	struct knitk_doorbell_stats st;
-	__u32 seq;
 
-	t->host_fd = self->k.fd;
-	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
-	ASSERT_EQ(0, pthread_create(&t->thread, NULL, trigger_run, t));
-	EXPECT_EQ(0, knitk_wait(self->k.fd, seq, knitk_now_ns() + KNITK_LONG_NS));
-	knitk_doorbell_sleeping(db, 0);
-	pthread_join(t->thread, NULL);
+	t->fd = self->k.fd;
+	t->doorbell = HOST;
+	EXPECT_EQ(0, trigger_sleep(_metadata, t, knot_doorbell(&self->k, HOST),
+				   self->k.fd));
 	EXPECT_EQ(0, t->ret);
 	ASSERT_EQ(0, knitk_stats(self->k.fd, HOST, &st));
 	EXPECT_EQ(1ULL, st.waits);

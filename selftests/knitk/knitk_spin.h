@@ -2,8 +2,9 @@
 /*
  * Helpers of the kselftests of the parked path (KNITK_WAIT_SPIN and
  * KNITK_IOC_NOTIFY_WAIT, docs/protocol.md S8 and S9): the module's spin_ns
- * parameter, a waiter's sleeping flag, a test-side consumer, and the
- * scheduler facts a spin test waits for (a thread's CPU and system time).
+ * parameter, a waiter's sleeping flag, a test-side consumer, a ringer
+ * that keeps running, and the scheduler facts a spin test waits for (a
+ * thread's CPU and system time).
  */
 #ifndef KNITK_SPIN_H
 #define KNITK_SPIN_H
@@ -14,21 +15,6 @@
 
 #define SPIN_PARAM	KNITK_SYSMOD "/parameters/spin_ns"
 #define SPIN_HOUR	"3600000000000"
-
-static inline int param_read(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	return 0;
-}
 
 static inline int param_write(const char *path, const char *val)
 {
@@ -62,18 +48,11 @@ static inline unsigned long long thread_stime(pid_t pid, pid_t tid)
 {
 	char path[64], buf[512], *p;
 	unsigned long long v = 0;
-	ssize_t n;
-	int fd, i;
+	int i;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (knitk_read_file(path, buf, sizeof(buf)))
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	p = strrchr(buf, ')');
 	/* After the comm: state is field 3, stime field 15. */
 	for (i = 3; p && i <= 15; i++) {
@@ -82,6 +61,57 @@ static inline unsigned long long thread_stime(pid_t pid, pid_t tid)
 			v = strtoull(p + 1, NULL, 10);
 	}
 	return v;
+}
+
+/*
+ * Until thread @tid of process @pid spins (its system time past @t0 by
+ * two ticks) or sleeps.
+ */
+static inline void until_spinning(pid_t pid, pid_t tid, unsigned long long t0)
+{
+	while (thread_stime(pid, tid) < t0 + 2 &&
+	       knitk_thread_state(pid, tid) != 'S')
+		usleep(1000);
+}
+
+/*
+ * A running ringer: a child that rings @bit through endpoint @fd (its
+ * owner asleep with work, so the ring is delivered) and then runs on, never
+ * leaving the CPU by itself.  Returns its pid once the ring was delivered,
+ * else a negative errno (the child killed and reaped).
+ */
+static inline pid_t running_ringer(int fd, __u64 bit)
+{
+	int ready[2];
+	char c = 'n';
+	pid_t pid;
+
+	if (pipe(ready))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		pid = -errno;
+		close(ready[0]);
+		close(ready[1]);
+		return pid;
+	}
+	if (pid == 0) {
+		__u64 woken = 0;
+
+		c = knitk_notify(fd, bit, &woken) || woken != bit ? 'n' : 'y';
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		for (;;)
+			;
+	}
+	close(ready[1]);
+	if (read(ready[0], &c, 1) != 1 || c != 'y') {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		pid = -EIO;
+	}
+	close(ready[0]);
+	return pid;
 }
 
 /* Run the calling thread on CPU @cpu only, so two spinners never share one. */

@@ -375,22 +375,30 @@ static inline int knitk_wait_asleep(int fd, __u32 d, __u64 n)
 	}
 }
 
+/* The start of file @path in @buf, NUL-terminated; 0 or a negative errno. */
+static inline int knitk_read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	return 0;
+}
+
 /* Scheduler state letter of thread tid of this process ('S' = asleep). */
 static inline char knitk_thread_state(pid_t pid, pid_t tid)
 {
 	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (knitk_read_file(path, buf, sizeof(buf)))
 		return '?';
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return '?';
-	buf[n] = '\0';
 	/* The comm field may hold spaces; the state follows its ')'. */
 	p = strrchr(buf, ')');
 	return p && p[1] == ' ' ? p[2] : '?';

@@ -15,8 +15,10 @@
 #include <sched.h>
 
 #include "knitk_harness.h"
-#include "knitk_test.h"
+#include "knitk_signal.h"
 #include "knitk_spin.h"
+#include "knitk_stats.h"
+#include "knitk_test.h"
 
 #define HOST		KNITK_DOORBELL_HOST
 #define HOST_BIT	(1ULL << HOST)
@@ -56,7 +58,7 @@ static void spin_long(struct __test_metadata *_metadata, FIXTURE_DATA(pk) *self)
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP(_exit(255), "%s: a spin needs a second CPU",
 		     _metadata->name);
-	if (param_read(SPIN_PARAM, self->spin_ns, sizeof(self->spin_ns)) ||
+	if (knitk_read_file(SPIN_PARAM, self->spin_ns, sizeof(self->spin_ns)) ||
 	    param_write(SPIN_PARAM, SPIN_HOUR))
 		SKIP(_exit(255), "%s: cannot set %s", _metadata->name,
 		     SPIN_PARAM);
@@ -70,13 +72,6 @@ static struct knitk_sector *request_mb(FIXTURE_DATA(pk) *self)
 static struct knitk_sector *return_mb(FIXTURE_DATA(pk) *self)
 {
 	return knot_mailbox(&self->k, self->k.layout.nr_request);
-}
-
-static void stats_of(struct __test_metadata *_metadata, int fd, __u32 d,
-		     struct knitk_doorbell_stats *st)
-{
-	memset(st, 0xa5, sizeof(*st));
-	ASSERT_EQ(0, knitk_stats(fd, d, st));
 }
 
 TEST_F(pk, api_reports_features)
@@ -557,38 +552,21 @@ TEST_F(pk, spin_sleeps_when_ringer_dies)
 	struct knitk_doorbell_stats st;
 	pid_t child, waiter = knitk_gettid();
 	unsigned long long t0;
-	int ready[2], status;
+	int status;
 	__u32 seq;
-	char c;
 
 	spin_long(_metadata, self);
-	ASSERT_EQ(0, pipe(ready));
 	/* The child has no mapping (not inherited): the test sets it up. */
 	flag_asleep(wdb);
 	knot_lane_publish(request_mb(self), 0);
-	child = fork();
-	ASSERT_LE(0, child);
-	if (child == 0) {
-		__u64 woken = 0;
-
-		c = knitk_notify(self->k.fd, W0_BIT, &woken) ||
-		    woken != W0_BIT ? 'n' : 'y';
-		if (write(ready[1], &c, 1) != 1)
-			_exit(1);
-		for (;;)
-			;
-	}
-	close(ready[1]);
-	ASSERT_EQ(1, read(ready[0], &c, 1));
-	ASSERT_EQ('y', c);
+	child = running_ringer(self->k.fd, W0_BIT);
+	ASSERT_LT(0, child);
 	drain(request_mb(self));
 	seq = flag_asleep(wdb);
 	t0 = thread_stime(getpid(), waiter);
 	if (fork() == 0) {
 		/* Kill the ringer once the waiter spins or sleeps. */
-		while (thread_stime(getppid(), waiter) < t0 + 2 &&
-		       knitk_thread_state(getppid(), waiter) != 'S')
-			usleep(1000);
+		until_spinning(getppid(), waiter, t0);
 		kill(child, SIGKILL);
 		_exit(0);
 	}
@@ -606,24 +584,6 @@ TEST_F(pk, spin_sleeps_when_ringer_dies)
 	EXPECT_EQ(1ULL, st.waits);
 	EXPECT_EQ(1ULL, st.spin_sleeps);
 	EXPECT_EQ(0ULL, st.spurious);
-	close(ready[0]);
-}
-
-static volatile int handled;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	__atomic_fetch_add(&handled, 1, __ATOMIC_SEQ_CST);
-}
-
-static void catch_signal(int sa_flags)
-{
-	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = sa_flags };
-
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGUSR1, &sa, NULL);
-	handled = 0;
 }
 
 /* Signals the waiter every millisecond until it is done. */

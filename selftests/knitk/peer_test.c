@@ -12,6 +12,7 @@
 
 #include "knitk_harness.h"
 #include "knitk_test.h"
+#include "knitk_trigger.h"
 
 #define HOST		KNITK_DOORBELL_HOST
 #define HOST_BIT	(1ULL << KNITK_DOORBELL_HOST)
@@ -82,25 +83,6 @@ static void tell_ready(int fd)
 		_exit(20);
 }
 
-/* Kills a pid once doorbell d of the knot has a sleeping waiter. */
-struct killer {
-	pthread_t thread;
-	int fd;
-	__u32 doorbell;
-	pid_t pid;
-	int ret;
-};
-
-static void *killer_run(void *arg)
-{
-	struct killer *k = arg;
-
-	k->ret = knitk_wait_asleep(k->fd, k->doorbell, 1);
-	if (!k->ret && kill(k->pid, SIGKILL))
-		k->ret = -errno;
-	return NULL;
-}
-
 /*
  * Fork a child that takes @role (worker @worker) on the knot, says so and
  * pauses until it is killed; return once it has joined.
@@ -125,24 +107,18 @@ static void fork_joined_child(struct __test_metadata *_metadata,
 }
 
 /*
- * Sleep on @db through endpoint @fd while a killer thread SIGKILLs the
- * child: the wait must return @expect, and the child must be reaped dead
- * of SIGKILL.
+ * Sleep on @db through endpoint @fd while @kl SIGKILLs the child: the
+ * wait must return @expect, and the child must be reaped dead of SIGKILL.
  */
 static void wait_child_killed(struct __test_metadata *_metadata,
-			      FIXTURE_DATA(peer) *self, struct killer *kl,
+			      FIXTURE_DATA(peer) *self, struct trigger *kl,
 			      struct knitk_doorbell *db, int fd, int expect)
 {
 	int status;
-	__u32 seq;
 
-	kl->pid = self->child;
-	seq = knitk_doorbell_seq(db);
-	knitk_doorbell_sleeping(db, 1);
-	ASSERT_EQ(0, pthread_create(&kl->thread, NULL, killer_run, kl));
-	EXPECT_EQ(expect, knitk_wait(fd, seq, knitk_now_ns() + KNITK_LONG_NS));
-	knitk_doorbell_sleeping(db, 0);
-	pthread_join(kl->thread, NULL);
+	kl->close_fd = -1;
+	kl->kill_pid = self->child;
+	EXPECT_EQ(expect, trigger_sleep(_metadata, kl, db, fd));
 	EXPECT_EQ(0, kl->ret);
 
 	ASSERT_EQ(self->child, waitpid(self->child, &status, 0));
@@ -211,7 +187,7 @@ TEST_F(peer, worker_sigkill_seen_dead_and_host_woken)
 {
 	const struct knitk_control *ctl = self->k.ctl;
 	struct knitk_doorbell *db = knot_doorbell(&self->k, HOST);
-	struct killer kl = { .fd = self->k.fd, .doorbell = HOST };
+	struct trigger kl = { .fd = self->k.fd, .doorbell = HOST };
 	struct knitk_doorbell_stats st;
 
 	ASSERT_EQ(0, knitk_join(self->k.fd, KNITK_ROLE_HOST, 0, NULL));
@@ -236,7 +212,7 @@ TEST_F(peer, host_death_wakes_worker_epipe)
 {
 	const struct knitk_control *ctl = self->k.ctl;
 	struct knitk_doorbell *db = knot_doorbell(&self->k, 0);
-	struct killer kl = { .doorbell = 0 };
+	struct trigger kl = { .doorbell = 0 };
 	struct knitk_doorbell_stats st;
 	int w;
 

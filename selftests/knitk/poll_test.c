@@ -217,29 +217,45 @@ static int wake_host(struct knot *k, int notifier, __u64 *woken)
 	return knitk_notify(notifier, HOST_BIT, woken);
 }
 
+/* The fixture's worker 0 endpoint closed; a new, bare one in its place. */
+static int reopen_worker0(FIXTURE_DATA(knot_poll) *self)
+{
+	close(self->worker);
+	self->worker = -1;
+	return knitk_open();
+}
+
+/*
+ * Nothing ready in @ep, which watches worker 0 for EPOLLIN, until a notify
+ * is delivered to worker 0's doorbell; then EPOLLIN.
+ */
+static void expect_epoll_woken_worker0(struct __test_metadata *_metadata,
+				       FIXTURE_DATA(knot_poll) *self, int ep)
+{
+	__u64 woken = 0;
+
+	EXPECT_EQ(0, epoll_events(ep, 0));
+	ASSERT_EQ(0, wake_worker0(&self->k, self->k.fd, &woken));
+	EXPECT_EQ(1ULL, woken);
+	EXPECT_EQ(EPOLLIN, epoll_events(ep, HANG_GUARD_MS));
+}
+
 /*
  * Registered while attached but not joined (watching the host's doorbell),
  * then joined as worker 0: a notify delivered to worker 0 wakes it.
  */
 TEST_F(knot_poll, epoll_before_join_woken_by_own_doorbell)
 {
-	__u64 woken = 0;
 	int fd, ep;
 
-	close(self->worker);
-	self->worker = -1;
-	fd = knitk_open();
+	fd = reopen_worker0(self);
 	ASSERT_LE(0, fd);
 	ASSERT_EQ(0, knitk_attach(fd, self->k.fd, NULL));
 	ep = epoll_on(fd, EPOLLIN);
 	ASSERT_LE(0, ep);
 	ASSERT_EQ(0, knitk_join(fd, KNITK_ROLE_WORKER, 0, NULL));
 	/* The dead worker 0 of the fixture left POLLPRI; it is rejoined. */
-	EXPECT_EQ(0, epoll_events(ep, 0));
-
-	ASSERT_EQ(0, wake_worker0(&self->k, self->k.fd, &woken));
-	EXPECT_EQ(1ULL, woken);
-	EXPECT_EQ(EPOLLIN, epoll_events(ep, HANG_GUARD_MS));
+	expect_epoll_woken_worker0(_metadata, self, ep);
 	close(ep);
 	close(fd);
 }
@@ -281,22 +297,15 @@ TEST_F(knot_poll, epoll_before_attach_woken_by_own_doorbell)
 /* The same on an endpoint attached with ATTACH rather than CREATE. */
 TEST_F(knot_poll, epoll_before_attach_then_join_woken)
 {
-	__u64 woken = 0;
 	int fd, ep;
 
-	close(self->worker);
-	self->worker = -1;
-	fd = knitk_open();
+	fd = reopen_worker0(self);
 	ASSERT_LE(0, fd);
 	ep = epoll_on(fd, EPOLLIN);
 	ASSERT_LE(0, ep);
 	ASSERT_EQ(0, knitk_attach(fd, self->k.fd, NULL));
 	ASSERT_EQ(0, knitk_join(fd, KNITK_ROLE_WORKER, 0, NULL));
-	EXPECT_EQ(0, epoll_events(ep, 0));
-
-	ASSERT_EQ(0, wake_worker0(&self->k, self->k.fd, &woken));
-	EXPECT_EQ(1ULL, woken);
-	EXPECT_EQ(EPOLLIN, epoll_events(ep, HANG_GUARD_MS));
+	expect_epoll_woken_worker0(_metadata, self, ep);
 	close(ep);
 	close(fd);
 }
@@ -304,15 +313,11 @@ TEST_F(knot_poll, epoll_before_attach_then_join_woken)
 /* Registered after JOIN, as before: still woken by the own doorbell. */
 TEST_F(knot_poll, epoll_after_join_woken_by_own_doorbell)
 {
-	__u64 woken = 0;
 	int ep;
 
 	ep = epoll_on(self->worker, EPOLLIN);
 	ASSERT_LE(0, ep);
-	EXPECT_EQ(0, epoll_events(ep, 0));
-	ASSERT_EQ(0, wake_worker0(&self->k, self->k.fd, &woken));
-	EXPECT_EQ(1ULL, woken);
-	EXPECT_EQ(EPOLLIN, epoll_events(ep, HANG_GUARD_MS));
+	expect_epoll_woken_worker0(_metadata, self, ep);
 	close(ep);
 }
 
@@ -343,9 +348,7 @@ TEST_F(knot_poll, join_wakes_edge_triggered_poller)
 {
 	int fd, ep;
 
-	close(self->worker);
-	self->worker = -1;
-	fd = knitk_open();
+	fd = reopen_worker0(self);
 	ASSERT_LE(0, fd);
 	ASSERT_EQ(0, knitk_attach(fd, self->k.fd, NULL));
 	ep = epoll_on(fd, EPOLLIN | EPOLLET);
@@ -386,20 +389,12 @@ TEST_F(knot_poll, worker_death_wakes_other_worker_pollpri)
 static int asleep_in_syscall(pid_t tid, long nr)
 {
 	char path[64], buf[64];
-	ssize_t n;
-	int fd;
 
 	if (knitk_thread_state(getpid(), tid) != 'S')
 		return 0;
 	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (knitk_read_file(path, buf, sizeof(buf)))
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	return strtol(buf, NULL, 10) == nr;
 }
 

@@ -13,16 +13,9 @@
 #include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_pool.h"
-
-#define POOL_TASKS_SLEEP_STEP_US	500
-#include "../../lib/tests/pool_tasks.h"
+#include "knitk_pool_guest.h"
 #include "../../lib/tests/orphan.h"
 #include "knitk_live.h"
-
-#define REQUIRE_KNITK() do {						\
-	if (access("/dev/knitk", F_OK))					\
-		SKIP(return, "/dev/knitk absent: modprobe knitk first");	\
-} while (0)
 
 TEST(kill_idle)
 {

@@ -22,18 +22,11 @@
 #include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_pool.h"
-
-#define POOL_TASKS_SLEEP_STEP_US	500
-#include "../../lib/tests/pool_tasks.h"
+#include "knitk_pool_guest.h"
 #include "../../lib/tests/pool_parked.h"
 
 #define WORKERS	3
 #define CALLS	300
-
-#define REQUIRE_KNITK() do {						\
-	if (access("/dev/knitk", F_OK))					\
-		SKIP(return, "/dev/knitk absent: modprobe knitk first");	\
-} while (0)
 
 static struct knitk_pool *steal_pool(unsigned int workers, unsigned int flags)
 {

@@ -23,20 +23,12 @@
 #include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_pool.h"
-
-/* Longer sleep steps than on the host: the guest runs under TCG. */
-#define POOL_TASKS_SLEEP_STEP_US	500
-#include "../../lib/tests/pool_tasks.h"
+#include "knitk_pool_guest.h"
 #include "../../lib/tests/pool_kill.h"
 #include "knitk_live.h"
 
 #define THREADS	4
 #define WINDOW	16
-
-#define REQUIRE_KNITK() do {						\
-	if (access("/dev/knitk", F_OK))					\
-		SKIP(return, "/dev/knitk absent: modprobe knitk first");	\
-} while (0)
 
 struct load {
 	struct knitk_pool *pool;

@@ -11,56 +11,26 @@
  * that must sleep are seen asleep through the uring_waits counter before
  * the test wakes them; CQE timeouts are only hang guards.
  */
-#include <liburing.h>
 #include <pthread.h>
 
 #include "knitk_harness.h"
+#include "knitk_ring.h"
 #include "knitk_test.h"
 
 #define HOST		KNITK_DOORBELL_HOST
 #define HOST_BIT	(1ULL << KNITK_DOORBELL_HOST)
-#define HANG_GUARD_S	60
 #define LOOP_RESULTS	10000
-
-static void prep_wait(struct io_uring_sqe *sqe, int fd, __u32 cmd_op,
-		      const struct knitk_uring_wait *w, __u64 user_data)
-{
-	memset(sqe, 0, sizeof(*sqe));
-	sqe->opcode = IORING_OP_URING_CMD;
-	sqe->fd = fd;
-	sqe->cmd_op = cmd_op;
-	memcpy(sqe->cmd, w, sizeof(*w));
-	sqe->user_data = user_data;
-}
 
 /* Submit one wait of @fd on doorbell @d for seq @expected. */
 static int submit_wait(struct io_uring *ring, int fd, unsigned int d,
 		       __u32 expected, __u64 deadline_ns, __u64 user_data)
 {
-	struct knitk_uring_wait w = { .expected = expected, .doorbell = d,
-				      .deadline_ns = deadline_ns };
 	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
 
 	if (!sqe)
 		return -EBUSY;
-	prep_wait(sqe, fd, KNITK_URING_CMD_WAIT, &w, user_data);
+	prep_raw_wait(sqe, fd, d, expected, deadline_ns, user_data);
 	return io_uring_submit(ring) == 1 ? 0 : -EIO;
-}
-
-/* The result of the next completion (the hang guard gives -ETIME). */
-static int next_res(struct io_uring *ring, __u64 *user_data)
-{
-	struct __kernel_timespec ts = { .tv_sec = HANG_GUARD_S };
-	struct io_uring_cqe *cqe;
-	int ret = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
-
-	if (ret)
-		return ret == -ETIME ? -ETIME : ret;
-	ret = cqe->res;
-	if (user_data)
-		*user_data = cqe->user_data;
-	io_uring_cqe_seen(ring, cqe);
-	return ret;
 }
 
 /* One raw command with a given payload; its CQE's res. */
@@ -77,25 +47,11 @@ static int raw_cmd(struct io_uring *ring, int fd, __u32 cmd_op,
 	return next_res(ring, NULL);
 }
 
-static __u64 uring_waits(int fd, unsigned int d)
-{
-	struct knitk_doorbell_stats st;
-
-	return knitk_stats(fd, d, &st) ? ~0ULL : st.uring_waits;
-}
-
 static __u64 interrupts(int fd, unsigned int d)
 {
 	struct knitk_doorbell_stats st;
 
 	return knitk_stats(fd, d, &st) ? ~0ULL : st.interrupts;
-}
-
-/* Until doorbell @d counted @n uring waits asleep. */
-static void until_uring_asleep(int fd, unsigned int d, __u64 n)
-{
-	while (uring_waits(fd, d) < n)
-		usleep(1000);
 }
 
 TEST(uring_feature_reported)
@@ -121,20 +77,13 @@ FIXTURE(uring) {
 FIXTURE_SETUP(uring)
 {
 	KNITK_REQUIRE_DEV();
-	self->worker = -1;
-	self->ring_up = false;
-	ASSERT_EQ(0, knot_make_host_worker(&self->k, &self->worker));
-	ASSERT_EQ(0, io_uring_queue_init(8, &self->ring, 0));
-	self->ring_up = true;
+	ring_knot_open(_metadata, &self->k, &self->worker, &self->ring,
+		       &self->ring_up);
 }
 
 FIXTURE_TEARDOWN(uring)
 {
-	if (self->ring_up)
-		io_uring_queue_exit(&self->ring);
-	if (self->worker >= 0)
-		close(self->worker);
-	knot_close(&self->k);
+	ring_knot_close(&self->k, self->worker, &self->ring, self->ring_up);
 }
 
 /* A lane for worker 0 and a notify: the worker's ring wait completes 0. */
