@@ -83,7 +83,12 @@ struct knitk_call {
 	 */
 	_Atomic int state;
 	int status;
-	int refs;			/* the user's, the in-flight entry's, the submit's */
+	/*
+	 * The user's, the in-flight entry's, the submit's.  Dropped under
+	 * pool->lock, but for the submit's, which is dropped without it
+	 * while another remains (knitk__call_unref_unless_last).
+	 */
+	_Atomic unsigned int refs;
 	unsigned int worker;		/* stealing: the entry's bucket only */
 	/* Stealing: the worker whose result or death completed it, or -1. */
 	int ran;
@@ -265,6 +270,7 @@ void knitk__call_complete_locked(struct knitk_pool *pool,
 void knitk__call_withdraw_locked(struct knitk_pool *pool,
 				 struct knitk_call *call, int status);
 void knitk__call_unref_locked(struct knitk_call *call);
+bool knitk__call_unref_unless_last(struct knitk_call *call);
 void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx);
 
 void knitk__pool_cancel_all_locked(struct knitk_pool *pool);
