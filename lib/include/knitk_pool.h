@@ -75,7 +75,11 @@ struct knitk_task_table {
  * @nr_submitters: submitters, 1..KNITK_MAX_SUBMITTERS (default 4);
  *	more concurrent submitting threads share slots.
  * @inline_bytes: inline bytes per lane (default 192; multiple of 64).
- * @spin: polls of an empty mailbox before a worker parks (default 256).
+ * @spin: polls of an empty mailbox before a worker parks (default 256;
+ *	the host's wait for results polls as long).  A poll pauses; it yields
+ *	the CPU every 64 polls while the knot's awake workers and host fit the
+ *	CPUs the process may run on (sched_getaffinity(), read at start),
+ *	every 4 polls when they do not.
  * @knot_flags: KNITK_KNOT_* flags forcing a backend (default: automatic).
  * @arena_bytes: arena per mailbox (default 64 KiB; multiple of 4096).
  * @worker_path: process workers: the binary to run (default: this

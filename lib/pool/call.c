@@ -131,7 +131,11 @@ void knitk__call_unref_locked(struct knitk_call *call)
 {
 	struct knitk_pool *pool = call->pool;
 
-	if (--call->refs)
+	/*
+	 * Acquire pairs with the release of knitk__call_unref_unless_last:
+	 * what its thread did with the handle comes before the free.
+	 */
+	if (atomic_fetch_sub_explicit(&call->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	knitk__events_forget_locked(call);
 	if (call->data != call->small)
@@ -149,6 +153,25 @@ void knitk__call_unref_locked(struct knitk_call *call)
 	} else {
 		free(call);
 	}
+}
+
+/*
+ * Drop a reference without pool->lock unless it is the last one (false:
+ * nothing done, drop it with knitk__call_unref_locked).  Only the last
+ * one frees, and only under the lock, so a count that stays above zero
+ * needs nothing else.
+ */
+bool knitk__call_unref_unless_last(struct knitk_call *call)
+{
+	unsigned int r = atomic_load_explicit(&call->refs, memory_order_relaxed);
+
+	while (r > 1)
+		/* Release pairs with the last drop in knitk__call_unref_locked. */
+		if (atomic_compare_exchange_weak_explicit(&call->refs, &r, r - 1,
+							  memory_order_release,
+							  memory_order_relaxed))
+			return true;
+	return false;
 }
 
 void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx)

@@ -387,7 +387,7 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 	for (i = 0; i <= pool->opts.spin; i++) {
 		if (drain_all(pool))
 			return 0;
-		pool_spin_relax(i);
+		pool_spin_relax(&pool->spin, i);
 	}
 	/* Our calls may wait for a stopped searcher: see to them (T14). */
 	if (pool->steal)
@@ -470,7 +470,7 @@ static void completer_drain(struct knitk_pool *pool, bool ev)
 			continue;
 		}
 		if (spins < pool->opts.spin) {
-			pool_spin_relax(spins++);
+			pool_spin_relax(&pool->spin, spins++);
 			continue;
 		}
 		spins = 0;

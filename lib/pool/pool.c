@@ -184,6 +184,7 @@ static int pool_setup(struct knitk_pool *pool)
 	knitk_endpoint_base(pool->ep, &base);
 	knitk_endpoint_layout(pool->ep, &layout, NULL);
 	pool->abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
+	knitk__spin_init(&pool->spin, pool->ep, knitk__spin_cpus());
 	pool->max_len = layout.arena_size > geom.inline_bytes ?
 			layout.arena_size : geom.inline_bytes;
 	for (w = 0; w < pool->nr_workers; w++) {
@@ -402,7 +403,7 @@ static struct knitk_call *pool_enter_locked(struct knitk_pool *pool,
 	 * call can complete (a death, a cancel) and, in event mode, be reaped
 	 * and released by another thread before its submit returns.
 	 */
-	call->refs = 3;
+	atomic_store_explicit(&call->refs, 3, memory_order_relaxed);
 	call->no_reap = !reap;
 	call->deadline_ns = co ? co->deadline_ns : 0;
 	k = (unsigned int)__builtin_ctzll(~pw->busy);
@@ -634,18 +635,27 @@ static int submission_check(struct knitk_pool *pool, uint32_t fn,
 	return 0;
 }
 
-/* Published @calls: the submit lets go of its own references. */
+/*
+ * Published @calls: the submit lets go of its own references, without
+ * pool->lock while the caller's or the entry's remains (the lock is taken
+ * only for a call already completed and released meanwhile, event mode).
+ */
 static void pool_published(struct knitk_pool *pool,
 			   struct knitk_call *const *calls, unsigned int nr)
 {
 	unsigned int i;
+	bool locked = false;
 
-	if (!nr)
-		return;
-	pthread_mutex_lock(&pool->lock);
-	for (i = 0; i < nr; i++)
+	for (i = 0; i < nr; i++) {
+		if (knitk__call_unref_unless_last(calls[i]))
+			continue;
+		if (!locked)
+			pthread_mutex_lock(&pool->lock);
+		locked = true;
 		knitk__call_unref_locked(calls[i]);
-	pthread_mutex_unlock(&pool->lock);
+	}
+	if (locked)
+		pthread_mutex_unlock(&pool->lock);
 }
 
 /*

@@ -51,6 +51,25 @@
 /* Results up to this size live in the handle (knitk_call.small). */
 #define POOL_SMALL_RESULT	64
 
+/* spin.c: the spin policy of bounded polls. */
+#define POOL_SPIN_RECOUNT	16	/* rounds between counts, a power of 2 */
+/*
+ * Yield every 4 rounds when crowded: with a batch keeping the host and as
+ * many workers as CPUs busy, yielding every 16 rounds instead cost
+ * knitk-bench's pool-batch a quarter of its rate and 20% more CPU per call
+ * in interleaved runs on 2 CPUs.
+ */
+#define POOL_SPIN_CROWDED_YIELD	4
+#define POOL_SPIN_FREE_YIELD	64
+struct pool_spin {
+	const char *doorbells;		/* the knot's doorbell array */
+	uint32_t stride;
+	uint64_t roles;			/* the doorbells counted */
+	unsigned int cpus;		/* that this process may run on */
+	/* More roles awake than cpus at the last count; relaxed, a hint. */
+	_Atomic bool crowded;
+};
+
 enum call_state {
 	CALL_INFLIGHT = 1,
 	CALL_DONE,
@@ -64,7 +83,12 @@ struct knitk_call {
 	 */
 	_Atomic int state;
 	int status;
-	int refs;			/* the user's, the in-flight entry's, the submit's */
+	/*
+	 * The user's, the in-flight entry's, the submit's.  Dropped under
+	 * pool->lock, but for the submit's, which is dropped without it
+	 * while another remains (knitk__call_unref_unless_last).
+	 */
+	_Atomic unsigned int refs;
 	unsigned int worker;		/* stealing: the entry's bucket only */
 	/* Stealing: the worker whose result or death completed it, or -1. */
 	int ran;
@@ -168,6 +192,7 @@ struct knitk_pool {
 	struct knitk_call *call_cache;
 	unsigned int call_cached;
 	struct knitk_pool_stats stats;
+	struct pool_spin spin;		/* the drainer's polls */
 
 	pthread_t completer;
 	bool completer_started;
@@ -245,6 +270,7 @@ void knitk__call_complete_locked(struct knitk_pool *pool,
 void knitk__call_withdraw_locked(struct knitk_pool *pool,
 				 struct knitk_call *call, int status);
 void knitk__call_unref_locked(struct knitk_call *call);
+bool knitk__call_unref_unless_last(struct knitk_call *call);
 void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx);
 
 void knitk__pool_cancel_all_locked(struct knitk_pool *pool);
@@ -353,20 +379,26 @@ static inline void pool_progress_locked(struct knitk_pool *pool)
 			      memory_order_release);
 }
 
-/*
- * One round of a bounded spin: a pause hint, and every 4 rounds a yield,
- * so a spinner sharing a CPU with the thread it waits for lets it run.  A
- * batch of calls keeps the host and every worker busy at once (more
- * threads than CPUs with as many workers as CPUs): yielding every 16
- * rounds instead cost knitk-bench's pool-batch a quarter of its rate and
- * 20% more CPU per call in interleaved runs on 2 CPUs.
- */
-static inline void pool_spin_relax(unsigned int round)
+unsigned int knitk__spin_cpus(void);
+void knitk__spin_init(struct pool_spin *s, struct knitk_endpoint *ep,
+		      unsigned int cpus);
+/* The roles awake: bit d for doorbell d whose sleeping flag is clear. */
+uint64_t knitk__spin_awake(const struct pool_spin *s);
+void knitk__spin_recount(struct pool_spin *s);
+
+/* One round of a bounded poll (see spin.c). */
+static inline void pool_spin_relax(struct pool_spin *s, unsigned int round)
 {
+	unsigned int every;
+
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();
 #endif
-	if ((round & 3) == 3)
+	if ((round & (POOL_SPIN_RECOUNT - 1)) == POOL_SPIN_RECOUNT - 1)
+		knitk__spin_recount(s);
+	every = atomic_load_explicit(&s->crowded, memory_order_relaxed) ?
+		POOL_SPIN_CROWDED_YIELD : POOL_SPIN_FREE_YIELD;
+	if ((round & (every - 1)) == every - 1)
 		sched_yield();
 }
 

@@ -197,6 +197,7 @@ int knitk__worker_run(const struct worker_args *a)
 	struct knitk_layout layout;
 	struct knitk_geometry geom;
 	struct worker_loop l = { .a = a, .ep = a->ep };
+	struct pool_spin spin;
 	/* Stealing: the idle and searching masks (docs/protocol.md T12). */
 	_Atomic uint64_t *words = a->steal_g ? knitk__steal_words(a->ep) : NULL;
 	unsigned int s, spins = 0;
@@ -205,6 +206,7 @@ int knitk__worker_run(const struct worker_args *a)
 
 	knitk_endpoint_layout(a->ep, &layout, &geom);
 	knitk_endpoint_base(a->ep, &base);
+	knitk__spin_init(&spin, a->ep, knitk__spin_cpus());
 	l.nr_submitters = geom.nr_submitters;
 	l.abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
 	l.abort_bits = geom.abort_bits;
@@ -251,7 +253,7 @@ int knitk__worker_run(const struct worker_args *a)
 		if (words)
 			knitk__steal_search(words, a->worker);
 		if (spins < a->spin) {
-			pool_spin_relax(spins++);
+			pool_spin_relax(&spin, spins++);
 			continue;
 		}
 		spins = 0;
