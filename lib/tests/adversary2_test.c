@@ -21,7 +21,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
-#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1305,70 +1304,6 @@ static void sized_steal_opts_and_stats(void)
 	CHECK_EQ(knitk_pool_create(o, &test_tasks, &pool), -EINVAL);
 	o->size = KNITK_SIZED_MAX + 1;
 	CHECK_EQ(knitk_pool_create(o, &test_tasks, &pool), -E2BIG);
-}
-
-/*
- * A debugger's stop of one thread (a SIGSTOP stops the whole process):
- * a child seizes and interrupts @tid on 'f' and lets it go on 'g'.
- */
-struct freezer {
-	pid_t child;
-	int cmd, ack;
-};
-
-static int freezer_start(struct freezer *f, pid_t tid)
-{
-	int cmd[2], ack[2];
-	char c;
-
-	if (pipe(cmd))
-		return -1;
-	if (pipe(ack)) {
-		close(cmd[0]);
-		close(cmd[1]);
-		return -1;
-	}
-	f->child = fork();
-	if (f->child < 0)
-		return -1;
-	if (!f->child) {
-		int st;
-
-		close(cmd[1]);
-		close(ack[0]);
-		if (read(cmd[0], &c, 1) != 1)
-			_exit(1);
-		c = ptrace(PTRACE_SEIZE, tid, 0, 0) || ptrace(PTRACE_INTERRUPT, tid, 0, 0) ||
-		    waitpid(tid, &st, __WALL) != tid ? 'x' : 'f';
-		if (write(ack[1], &c, 1) != 1 || read(cmd[0], &c, 1) != 1)
-			_exit(1);
-		_exit(ptrace(PTRACE_DETACH, tid, 0, 0) ? 1 : 0);
-	}
-	close(cmd[0]);
-	close(ack[1]);
-	f->cmd = cmd[1];
-	f->ack = ack[0];
-	return 0;
-}
-
-static int freezer_freeze(struct freezer *f)
-{
-	char c = 'f';
-
-	return write(f->cmd, &c, 1) == 1 && read(f->ack, &c, 1) == 1 && c == 'f' ? 0 : -1;
-}
-
-static int freezer_thaw(struct freezer *f)
-{
-	char c = 'g';
-	int st = 0, ret;
-
-	ret = write(f->cmd, &c, 1) == 1 ? 0 : -1;
-	close(f->cmd);
-	close(f->ack);
-	if (waitpid(f->child, &st, 0) != f->child || !WIFEXITED(st) || WEXITSTATUS(st))
-		ret = -1;
-	return ret;
 }
 
 /* The i32 result of @c. */

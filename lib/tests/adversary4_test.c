@@ -93,28 +93,21 @@ static void hand_off_einval(void)
 
 /* ---------------------------------------- the hand-off of a waiting host */
 
-static pid_t hook_pid0, hook_pid1;
+/* Worker 0 (process @hook_pid0, thread @hook_tid0), worker 1's process. */
+static pid_t hook_pid0, hook_tid0, hook_pid1;
+/* Worker 0 of thread workers is stopped by this. */
+static struct freezer hook_fz = { -1, -1, -1 };
 static atomic_int hook_mode, hook_fired;
 enum { HOOK_NONE, HOOK_CONT0, HOOK_KILL_TO };
 
-/* The state letter of process @pid, 0 once it is gone. */
-static char proc_state(pid_t pid)
+/* Let the stopped worker 0 go on (once; later calls do nothing). */
+static void searcher_continue(void)
 {
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return p && p[1] && p[2] ? p[2] : 0;
+	if (hook_pid0 != getpid())
+		kill(hook_pid0, SIGCONT);
+	else if (hook_fz.child > 0)
+		freezer_thaw(&hook_fz);
+	hook_fz.child = -1;
 }
 
 static void hand_off_hook(struct knitk_endpoint *k, enum knot_hook point,
@@ -130,8 +123,8 @@ static void hand_off_hook(struct knitk_endpoint *k, enum knot_hook point,
 		/* The stopped searcher goes on inside the hand-off. */
 		if (atomic_exchange(&hook_fired, 1))
 			return;
-		kill(hook_pid0, SIGCONT);
-		while (task_stopped(hook_pid0, hook_pid0))
+		searcher_continue();
+		while (task_stopped(hook_pid0, hook_tid0))
 			sched_yield();
 		break;
 	case HOOK_KILL_TO:
@@ -141,21 +134,22 @@ static void hand_off_hook(struct knitk_endpoint *k, enum knot_hook point,
 		kill(hook_pid1, SIGKILL);
 		do {
 			sched_yield();
-			s = proc_state(hook_pid1);
+			s = task_state(hook_pid1, hook_pid1);
 		} while (s && s != 'Z' && s != 'X');
 		break;
 	}
 }
 
 /*
- * Two process workers, both parked; one call wakes worker 0, which then
- * searches (a long spin): stop it there, as adversary2_test does.
+ * @workers workers of @kind, all parked; one call wakes worker 0, which
+ * then searches (a long spin): stop it there, as adversary2_test does (a
+ * SIGSTOP for a process, a debugger's stop of its thread).
  */
-static struct knitk_pool *stopped_searcher(unsigned int flags, unsigned int workers,
+static struct knitk_pool *stopped_searcher(unsigned int kind, unsigned int flags,
+					   unsigned int workers,
 					   struct knitk_endpoint **ep)
 {
-	struct knitk_pool_opts o = { .size = sizeof(o),
-				     .kind = KNITK_WORKER_PROCESSES,
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind,
 				     .nr_workers = workers, .flags = flags,
 				     .knot_flags = KNITK_KNOT_FUTEX,
 				     .arena_bytes = ARENA, .spin = 1U << 20,
@@ -163,19 +157,44 @@ static struct knitk_pool *stopped_searcher(unsigned int flags, unsigned int work
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool *pool;
 	struct knitk_call *first;
+	const void *d;
+	size_t len;
+	int32_t tid;
 	uint64_t x = 4242;
 
+	hook_fz.child = -1;
 	if (knitk_pool_create(&o, &test_tasks, &pool))
 		return NULL;
-	if (knitk_pool_endpoint(pool, ep) ||
-	    knitk_pool_worker_info(pool, 0, &wi) || wi.pid <= 0)
+	if (knitk_pool_endpoint(pool, ep))
 		goto fail;
-	hook_pid0 = wi.pid;
-	memset(&wi, 0, sizeof(wi));
-	wi.size = sizeof(wi);
-	if (knitk_pool_worker_info(pool, 1, &wi) || wi.pid <= 0)
-		goto fail;
-	hook_pid1 = wi.pid;
+	if (kind == KNITK_WORKER_PROCESSES) {
+		if (knitk_pool_worker_info(pool, 0, &wi) || wi.pid <= 0)
+			goto fail;
+		hook_pid0 = hook_tid0 = wi.pid;
+		memset(&wi, 0, sizeof(wi));
+		wi.size = sizeof(wi);
+		if (knitk_pool_worker_info(pool, 1, &wi) || wi.pid <= 0)
+			goto fail;
+		hook_pid1 = wi.pid;
+	} else {
+		/* Worker 0's thread: the one a call to the parked pool wakes. */
+		wait_workers_parked(*ep, workers);
+		if (knitk_pool_submit(pool, T_TID, NULL, 0, NULL, &first))
+			goto fail;
+		if (knitk_call_wait(first, KNITK_WAIT_FOREVER) ||
+		    knitk_call_result(first, &d, &len) || len != sizeof(tid) ||
+		    knitk_call_worker(first) != 0) {
+			knitk_call_release(first);
+			goto fail;
+		}
+		memcpy(&tid, d, sizeof(tid));
+		knitk_call_release(first);
+		hook_pid0 = getpid();
+		hook_tid0 = tid;
+		hook_pid1 = 0;
+		if (freezer_start(&hook_fz, tid))
+			goto fail;
+	}
 	wait_workers_parked(*ep, workers);
 	if (knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &first))
 		goto fail;
@@ -185,16 +204,17 @@ static struct knitk_pool *stopped_searcher(unsigned int flags, unsigned int work
 		goto fail;
 	}
 	knitk_call_release(first);
-	if (kill(hook_pid0, SIGSTOP))
+	if (kind == KNITK_WORKER_PROCESSES ? kill(hook_pid0, SIGSTOP) :
+	    freezer_freeze(&hook_fz))
 		goto fail;
-	while (!task_stopped(hook_pid0, hook_pid0))
+	while (!task_stopped(hook_pid0, hook_tid0))
 		sched_yield();
 	for (x = 1; x < workers; x++)
 		if (!worker_parked(*ep, (unsigned int)x))
 			goto fail;
 	return pool;
 fail:
-	kill(hook_pid0, SIGCONT);
+	searcher_continue();
 	knitk_pool_destroy(pool);
 	return NULL;
 }
@@ -220,7 +240,7 @@ static uint64_t pool_spurious(struct knitk_pool *pool, unsigned int n)
  * takes the lanes, each call completes once with its result, and no
  * worker is woken for nothing.
  */
-static void steal_continued_in_hand_off(void)
+static void steal_continued_in_hand_off(unsigned int kind)
 {
 	struct knitk_endpoint *ep;
 	struct knitk_pool_stats st;
@@ -231,7 +251,7 @@ static void steal_continued_in_hand_off(void)
 	atomic_store(&hook_fired, 0);
 	atomic_store(&hook_mode, HOOK_CONT0);
 	atomic_store(&knitk__endpoint_hook, hand_off_hook);
-	pool = stopped_searcher(0, 2, &ep);
+	pool = stopped_searcher(kind, 0, 2, &ep);
 	REQUIRE(pool);
 	for (i = 0; i < 8; i++) {
 		uint64_t x = 100 + i;
@@ -250,8 +270,18 @@ static void steal_continued_in_hand_off(void)
 	pool_stats(pool, &st);
 	CHECK_EQ(st.deaths, 0);
 	CHECK_EQ(st.completed, st.submitted);
-	kill(hook_pid0, SIGCONT);
+	searcher_continue();
 	knitk_pool_destroy(pool);
+}
+
+static void steal_continued_in_hand_off_processes(void)
+{
+	steal_continued_in_hand_off(KNITK_WORKER_PROCESSES);
+}
+
+static void steal_continued_in_hand_off_threads(void)
+{
+	steal_continued_in_hand_off(KNITK_WORKER_THREADS);
 }
 
 struct waiter {
@@ -297,7 +327,7 @@ static void steal_stopped_many_waiters(void)
 	unsigned int i, round;
 
 	atomic_store(&hook_mode, HOOK_NONE);
-	pool = stopped_searcher(0, 3, &ep);
+	pool = stopped_searcher(KNITK_WORKER_PROCESSES, 0, 3, &ep);
 	REQUIRE(pool);
 	for (round = 0; round < 4; round++) {
 		for (i = 0; i < 3; i++) {
@@ -309,12 +339,12 @@ static void steal_stopped_many_waiters(void)
 			CHECK_EQ(w[i].good, 8);
 		}
 	}
-	CHECK(task_stopped(hook_pid0, hook_pid0));
+	CHECK(task_stopped(hook_pid0, hook_tid0));
 	CHECK_EQ(pool_spurious(pool, 3), 0);
 	pool_stats(pool, &st);
 	CHECK_EQ(st.deaths, 0);
 	CHECK_EQ(st.completed, st.submitted);
-	kill(hook_pid0, SIGCONT);
+	searcher_continue();
 	knitk_pool_destroy(pool);
 }
 
@@ -338,7 +368,7 @@ static void steal_kill_handed_to(unsigned int flags, unsigned int workers)
 	atomic_store(&hook_fired, 0);
 	atomic_store(&hook_mode, HOOK_KILL_TO);
 	atomic_store(&knitk__endpoint_hook, hand_off_hook);
-	pool = stopped_searcher(flags, workers, &ep);
+	pool = stopped_searcher(KNITK_WORKER_PROCESSES, flags, workers, &ep);
 	REQUIRE(pool);
 	for (i = 0; i < 8; i++) {
 		uint64_t x = 200 + i;
@@ -351,7 +381,7 @@ static void steal_kill_handed_to(unsigned int flags, unsigned int workers)
 			knitk_pool_wait_any(pool, late, 8, after_ms(1));
 			pool_stats(pool, &st);
 		} while (!atomic_load(&hook_fired) || st.deaths < 1);
-		CHECK_EQ(kill(hook_pid0, SIGCONT), 0);
+		searcher_continue();
 	}
 	REQUIRE(knitk_pool_wait_all(pool, late, 8, KNITK_WAIT_FOREVER) == 0);
 	for (i = 0; i < 8; i++) {
@@ -377,7 +407,7 @@ static void steal_kill_handed_to(unsigned int flags, unsigned int workers)
 		CHECK_EQ(mix_calls_good(pool, 4, NULL, x, 1), 4);
 	}
 	printf("# %u of 8 completed -EOWNERDEAD\n", dead);
-	kill(hook_pid0, SIGCONT);
+	searcher_continue();
 	knitk_pool_destroy(pool);
 }
 
@@ -634,7 +664,8 @@ int main(int argc, char **argv)
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
 		return 1;
 	TEST(hand_off_einval);
-	TEST(steal_continued_in_hand_off);
+	TEST(steal_continued_in_hand_off_processes);
+	TEST(steal_continued_in_hand_off_threads);
 	TEST(steal_stopped_many_waiters);
 	TEST(steal_kill_handed_to_plain);
 	TEST(steal_kill_handed_to_third_idle);
