@@ -350,7 +350,9 @@ int knitk_producer_send_to(struct knitk_producer *producer,
  * their handshake, so a lane is reserved only if no claimant takes it.
  * Returns how many lanes, 0 if none; -EINVAL on a mailbox that does not
  * steal, for a claimant beyond the knot's workers or an illegal
- * @region_lanes (knitk_steal_region_lanes).
+ * @region_lanes (a power of two with 64 / g >= workers + 1; 0 is not
+ * taken here).  @region_lanes must be the claimants' own (see
+ * knitk_steal_consumer_create).
  */
 int knitk_producer_hand_off(struct knitk_producer *producer,
 			    unsigned int claimant, unsigned int region_lanes);
@@ -481,6 +483,11 @@ int knitk_steal_region_lanes(unsigned int nr_workers, unsigned int region_lanes)
  * the role's steal line: continues from its ack and free words and clears
  * a want word a dead predecessor left.  -EINVAL for bad arguments or an
  * endpoint not joined as a worker, -EOPNOTSUPP for a non-stealing mailbox.
+ * Every claimant of one mailbox, and every knitk_producer_hand_off() on
+ * it, must use the same @region_lanes: a want word names regions, so
+ * claimants of different sizes do not see each other's claims and may
+ * take a lane twice.  The knot does not record the size, so a mismatch is
+ * not detected; the pool uses one size per knot.
  */
 int knitk_steal_consumer_create(struct knitk_endpoint *ep, unsigned int mailbox,
 				unsigned int region_lanes,
