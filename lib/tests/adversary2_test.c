@@ -59,14 +59,6 @@ static int new_pool(unsigned int kind, unsigned int dispatch,
 	return knitk_pool_create(&o, &test_tasks, pool);
 }
 
-static void pool_stats(struct knitk_pool *pool, struct knitk_pool_stats *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->size = sizeof(*st);
-	if (knitk_pool_stats(pool, st))
-		memset(st, 0xff, sizeof(*st));
-}
-
 /* Reap until 0 (one pass), releasing or keeping into @keep. */
 static int reap_all(struct knitk_pool *pool, struct knitk_call **keep,
 		    unsigned int cap, unsigned int *kept)

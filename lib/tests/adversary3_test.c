@@ -334,14 +334,6 @@ static int new_pool3(unsigned int dispatch, unsigned int workers,
 	return knitk_pool_create(&o, &test_tasks, pool);
 }
 
-static void stats3(struct knitk_pool *pool, struct knitk_pool_stats *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->size = sizeof(*st);
-	if (knitk_pool_stats(pool, st))
-		memset(st, 0xff, sizeof(*st));
-}
-
 /* A T_GATE call's argument and its pipes: the task starts, then waits. */
 struct gate {
 	int ready[2], gate[2];
@@ -425,7 +417,7 @@ static void batch_runs_and_bad_entry(void)
 	CHECK_EQ(knitk_pool_submit_batch(pool, subs, 10, calls), -EINVAL);
 	subs[0].reserved = 0;
 	CHECK_EQ(knitk_pool_submit_batch(pool, subs, 0, calls), -EINVAL);
-	stats3(pool, &st);
+	pool_stats(pool, &st);
 	CHECK_EQ(st.submitted, 270);
 	CHECK_EQ(st.completed, 270);
 	knitk_pool_destroy(pool);
@@ -532,7 +524,7 @@ static void batch_event_mode_part_way(unsigned int dispatch)
 	n = knitk_pool_submit_batch(pool, subs, 200, calls);
 	CHECK(n >= 1 && n < 200);
 	CHECK_EQ(knitk_pool_submit_batch(pool, subs, 200, calls + (n > 0 ? n : 0)), -EAGAIN);
-	stats3(pool, &st);
+	pool_stats(pool, &st);
 	CHECK_EQ(st.submitted, (uint64_t)n + 1);
 	REQUIRE(gate_release(&g) == 0);
 	REQUIRE(n > 0);
@@ -547,7 +539,7 @@ static void batch_event_mode_part_way(unsigned int dispatch)
 	for (i = 0; i < got; i++)
 		knitk_call_release(out[i]);
 	CHECK_EQ(knitk_pool_reap(pool, out, 1), 0);
-	stats3(pool, &st);
+	pool_stats(pool, &st);
 	CHECK_EQ(st.completed, (uint64_t)n + 1);
 	knitk_pool_destroy(pool);
 	gate_close(&g);
@@ -624,7 +616,7 @@ static void batch_shutdown_while_waiting(void)
 	/* The worker's room is taken: the batch now waits for it. */
 	do {
 		sched_yield();
-		stats3(pool, &st);
+		pool_stats(pool, &st);
 	} while (st.submitted < 2);
 	/* Cancel while the worker is still held: it frees no room first. */
 	sh = (struct shutter){ .pool = pool };
@@ -643,7 +635,7 @@ static void batch_shutdown_while_waiting(void)
 	}
 	CHECK_EQ(ok + canceled, b.ret);
 	knitk_call_release(held);
-	stats3(pool, &st);
+	pool_stats(pool, &st);
 	CHECK_EQ(st.submitted, (uint64_t)(b.ret > 0 ? b.ret : 0) + 1);
 	CHECK_EQ(st.completed, st.submitted);
 	knitk_pool_destroy(pool);
@@ -687,7 +679,7 @@ static void batch_worker_killed_while_waiting(void)
 	REQUIRE(pthread_create(&th, NULL, batcher_main, &b) == 0);
 	do {
 		sched_yield();
-		stats3(pool, &st);
+		pool_stats(pool, &st);
 	} while (st.submitted < 2);
 	CHECK_EQ(kill(wi.pid, SIGKILL), 0);
 	pthread_join(th, NULL);
@@ -703,7 +695,7 @@ static void batch_worker_killed_while_waiting(void)
 		knitk_call_release(calls[i]);
 	}
 	CHECK_EQ(ok + (int)dead, b.ret);
-	stats3(pool, &st);
+	pool_stats(pool, &st);
 	CHECK_EQ(st.submitted, (uint64_t)b.ret + 1);
 	CHECK_EQ(st.completed, st.submitted);
 	CHECK_EQ(st.ownerdead, dead + 1);
@@ -751,7 +743,7 @@ static void call_worker_late_result(void)
 			CHECK_EQ(knitk_call_wait(d, KNITK_WAIT_FOREVER), 0);
 			CHECK(knitk_call_worker(d) == 0 || knitk_call_worker(d) == 1);
 			knitk_call_release(d);
-			stats3(pool, &st);
+			pool_stats(pool, &st);
 		} while (st.stale < (uint64_t)round + 1);
 		CHECK_EQ(knitk_call_worker(c), -ENOENT);
 		CHECK_EQ(knitk_call_status(c), round ? -ETIMEDOUT : -ECANCELED);

@@ -33,14 +33,6 @@
 
 #define ARENA	(64 * 1024)
 
-static void pool_stats(struct knitk_pool *pool, struct knitk_pool_stats *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->size = sizeof(*st);
-	if (knitk_pool_stats(pool, st))
-		memset(st, 0xff, sizeof(*st));
-}
-
 /* ------------------------------------------- knitk_producer_hand_off */
 
 static void hand_off_einval(void)

@@ -228,6 +228,16 @@ static const knitk_task_fn test_task_fns[T_NR] = {
 static const struct knitk_task_table test_tasks = { .tasks = test_task_fns, .nr_tasks = T_NR };
 
 /* Absolute CLOCK_MONOTONIC time @ms from now. */
+/* The pool's statistics, all ones when the call fails (no check passes). */
+static inline void pool_stats(struct knitk_pool *pool,
+			      struct knitk_pool_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->size = sizeof(*st);
+	if (knitk_pool_stats(pool, st))
+		memset(st, 0xff, sizeof(*st));
+}
+
 static inline uint64_t after_ms(uint64_t ms)
 {
 	struct timespec ts;
