@@ -345,8 +345,9 @@ static void steal_stopped_many_waiters(void)
  * nor run twice: every call completes with its result or -EOWNERDEAD.
  * Of two workers, without a respawn, they wait for the searcher (continued
  * once the death is handled); with KNITK_POOL_RESPAWN the successor takes
- * them, and of three the third idle worker, while the searcher is still
- * stopped.
+ * them while the searcher is still stopped.  (Not with a third worker:
+ * it may be searching when the calls are published and claim them, so
+ * no hand-off is sure to happen.)
  */
 static void steal_kill_handed_to(unsigned int flags, unsigned int workers)
 {
@@ -405,11 +406,6 @@ static void steal_kill_handed_to(unsigned int flags, unsigned int workers)
 static void steal_kill_handed_to_plain(void)
 {
 	steal_kill_handed_to(0, 2);
-}
-
-static void steal_kill_handed_to_third_idle(void)
-{
-	steal_kill_handed_to(0, 3);
 }
 
 static void steal_kill_handed_to_respawn(void)
@@ -776,7 +772,6 @@ int main(int argc, char **argv)
 	TEST(steal_continued_in_hand_off_threads);
 	TEST(steal_stopped_many_waiters);
 	TEST(steal_kill_handed_to_plain);
-	TEST(steal_kill_handed_to_third_idle);
 	TEST(steal_kill_handed_to_respawn);
 	TEST(one_cpu_threads_private);
 	TEST(one_cpu_threads_steal);
