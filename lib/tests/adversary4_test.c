@@ -30,6 +30,7 @@
 #include "tap.h"
 #include "../core/knot_hooks.h"
 #include "../pool/pool_hooks.h"
+#include "../pool/pool_internal.h"
 
 #define ARENA	(64 * 1024)
 
@@ -200,6 +201,20 @@ static struct knitk_pool *stopped_searcher(unsigned int kind, unsigned int flags
 		goto fail;
 	while (!task_stopped(hook_pid0, hook_tid0))
 		sched_yield();
+	/*
+	 * A process stopped between a claim and its next empty scan is not
+	 * searching, and the next publish then wakes an idle worker itself:
+	 * stop it again until it is stopped searching.
+	 */
+	while (kind == KNITK_WORKER_PROCESSES &&
+	       !(atomic_load(&knitk__steal_words(*ep)[STEAL_SEARCHING]) & 1)) {
+		kill(hook_pid0, SIGCONT);
+		while (task_stopped(hook_pid0, hook_tid0))
+			sched_yield();
+		kill(hook_pid0, SIGSTOP);
+		while (!task_stopped(hook_pid0, hook_tid0))
+			sched_yield();
+	}
 	for (x = 1; x < workers; x++)
 		if (!worker_parked(*ep, (unsigned int)x))
 			goto fail;
