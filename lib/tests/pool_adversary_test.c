@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "knitk_pool.h"
+#include "pool_parked.h"
 #include "tap.h"
 
 enum { T_ECHO, T_BIG, T_ERRNO, T_FORK_CRASH, T_EXIT, T_SEGV, T_ABORT,
@@ -849,6 +850,22 @@ static void signal_storm_during_kill_storm(void)
 	       atomic_load(&s.dead), atomic_load(&s.kills),
 	       atomic_load(&s.sigs));
 	CHECK_EQ(atomic_load(&s.bad), 0);
+	/*
+	 * The killer's last SIGKILL may not be handled yet: wait until both
+	 * workers the pool names are running (neither gone nor a zombie).
+	 */
+	for (i = 0; i < 2;) {
+		struct knitk_worker_info wi = { .size = sizeof(wi) };
+		char state = 0;
+
+		if (knitk_pool_worker_info(s.pool, i, &wi) == 0 && wi.alive &&
+		    wi.pid > 0)
+			state = task_state(wi.pid, wi.pid);
+		if (state && state != 'Z' && state != 'X')
+			i++;
+		else
+			usleep(1000);
+	}
 	/* Service is whole after the storm. */
 	for (i = 0; i < 50; i++) {
 		uint64_t x = i, y = ~0ULL;
