@@ -572,6 +572,33 @@ static void *batcher_main(void *arg)
 }
 
 /*
+ * Start a thread submitting 200 T_MIX calls of x0, x0 + 1, ... (with
+ * @opts) in one batch, and return once the pool has taken two of them:
+ * the rest then wait for room.
+ */
+static void batcher_start(struct batcher *b, pthread_t *th,
+			  struct knitk_pool *pool, uint64_t *xs,
+			  struct knitk_submission *subs,
+			  struct knitk_call **calls, uint64_t x0,
+			  const struct knitk_call_opts *opts)
+{
+	struct knitk_pool_stats st;
+	unsigned int i;
+
+	for (i = 0; i < 200; i++) {
+		xs[i] = x0 + i;
+		subs[i] = (struct knitk_submission){ .fn = T_MIX, .in = &xs[i],
+						     .len = 8, .opts = opts };
+	}
+	*b = (struct batcher){ .pool = pool, .subs = subs, .calls = calls, .nr = 200 };
+	REQUIRE(pthread_create(th, NULL, batcher_main, b) == 0);
+	do {
+		sched_yield();
+		pool_stats(pool, &st);
+	} while (st.submitted < 2);
+}
+
+/*
  * A shutdown while a batch waits for room (its one worker gated): the
  * batch returns how many it submitted (or -ESHUTDOWN if none); every one
  * of those completes exactly once, with its result or -ECANCELED, and the
@@ -607,17 +634,8 @@ static void batch_shutdown_while_waiting(void)
 	REQUIRE(new_pool3(KNITK_POOL_DISPATCH_PRIVATE, 1, &pool) == 0);
 	REQUIRE(knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg), NULL, &held) == 0);
 	REQUIRE(gate_wait(&g, 'r') == 0);
-	for (i = 0; i < 200; i++) {
-		xs[i] = i + 9;
-		subs[i] = (struct knitk_submission){ .fn = T_MIX, .in = &xs[i], .len = 8 };
-	}
-	b = (struct batcher){ .pool = pool, .subs = subs, .calls = calls, .nr = 200 };
-	REQUIRE(pthread_create(&th, NULL, batcher_main, &b) == 0);
-	/* The worker's room is taken: the batch now waits for it. */
-	do {
-		sched_yield();
-		pool_stats(pool, &st);
-	} while (st.submitted < 2);
+	/* The worker's room is taken: the batch waits for it. */
+	batcher_start(&b, &th, pool, xs, subs, calls, 9, NULL);
 	/* Cancel while the worker is still held: it frees no room first. */
 	sh = (struct shutter){ .pool = pool };
 	REQUIRE(pthread_create(&ts, NULL, shutter_main, &sh) == 0);
@@ -670,17 +688,7 @@ static void batch_worker_killed_while_waiting(void)
 	REQUIRE(knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg), &pin, &held) == 0);
 	REQUIRE(gate_wait(&g, 'r') == 0);
 	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
-	for (i = 0; i < 200; i++) {
-		xs[i] = i + 21;
-		subs[i] = (struct knitk_submission){ .fn = T_MIX, .in = &xs[i],
-						     .len = 8, .opts = &pin };
-	}
-	b = (struct batcher){ .pool = pool, .subs = subs, .calls = calls, .nr = 200 };
-	REQUIRE(pthread_create(&th, NULL, batcher_main, &b) == 0);
-	do {
-		sched_yield();
-		pool_stats(pool, &st);
-	} while (st.submitted < 2);
+	batcher_start(&b, &th, pool, xs, subs, calls, 21, &pin);
 	CHECK_EQ(kill(wi.pid, SIGKILL), 0);
 	pthread_join(th, NULL);
 	CHECK(b.ret > 0 && b.ret < 200);
