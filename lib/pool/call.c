@@ -299,6 +299,7 @@ static int calls_wait_locked(struct knitk_pool *pool,
 			pthread_mutex_unlock(&pool->lock);
 			knitk__pool_drain_once(pool, k0, until);
 			pthread_mutex_lock(&pool->lock);
+			knitk__pool_held_apply_locked(pool);
 			pool->draining = false;
 			/* Hand-off: another waiter may take the role now. */
 			pthread_cond_broadcast(&pool->cond);
@@ -387,6 +388,7 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 		pthread_mutex_unlock(&pool->lock);
 		knitk__pool_drain_once(pool, 0, 0);
 		pthread_mutex_lock(&pool->lock);
+		knitk__pool_held_apply_locked(pool);
 		pool->draining = false;
 		pthread_cond_broadcast(&pool->cond);
 		if (pool->passive)

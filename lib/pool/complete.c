@@ -20,6 +20,11 @@
  * than KNITK_FEATURE_KICK) a parked host wakes only for work or a death:
  * there the completer keeps the role and waiters sleep on pool->cond.
  *
+ * A thread waiting for its calls that holds the role takes results
+ * without pool->lock and completes them at its next hold of it, the one
+ * in which it looks at its calls anyway (struct pool_held): one hold per
+ * round.  A death is handled only after those held results completed.
+ *
  * A death of worker w (docs/protocol.md C3, C4): stop dispatching to w;
  * cycle every submitter lock so no submitter is between its liveness check and
  * its publish; take the results w published before it died; complete every
@@ -49,15 +54,25 @@ struct result {
 	unsigned char small[POOL_SMALL_RESULT];
 };
 
-/* Complete the decoded results of worker @w. */
-static void results_apply(struct knitk_pool *pool, unsigned int w,
-			  struct result *res, unsigned int n)
+/*
+ * Results a waiting drainer took from worker @w's return mailbox (lanes
+ * acknowledged) and completes at its next hold of pool->lock, the one it
+ * takes anyway to look at its calls (knitk__pool_held_apply_locked): one
+ * hold per round instead of two.  Owned by the drainer role.
+ */
+struct pool_held {
+	unsigned int w, n;
+	struct result res[KNITK_LANES];
+};
+
+/* Complete the decoded results of worker @w (pool->lock held). */
+static void results_apply_locked(struct knitk_pool *pool, unsigned int w,
+				 struct result *res, unsigned int n)
 {
 	struct pool_worker *pw = &pool->workers[w];
 	uint64_t now = 0;
 	unsigned int i;
 
-	pthread_mutex_lock(&pool->lock);
 	for (i = 0; i < n; i++) {
 		struct result *r = &res[i];
 		uint32_t idx = (uint32_t)r->task_id, gen = (uint32_t)(r->task_id >> 32);
@@ -100,21 +115,62 @@ static void results_apply(struct knitk_pool *pool, unsigned int w,
 		knitk__entry_free_locked(pool, idx);
 	}
 	pool_progress_locked(pool);
+}
+
+static void results_apply(struct knitk_pool *pool, unsigned int w,
+			  struct result *res, unsigned int n)
+{
+	pthread_mutex_lock(&pool->lock);
+	results_apply_locked(pool, w, res, n);
 	pthread_cond_broadcast(&pool->cond);
 	pthread_mutex_unlock(&pool->lock);
 }
 
-/* Consume worker @w's return mailbox; returns the results taken. */
-static unsigned int drain_worker(struct knitk_pool *pool, unsigned int w)
+int knitk__pool_held_init(struct knitk_pool *pool)
+{
+	pool->held = calloc(1, sizeof(*pool->held));
+	return pool->held ? 0 : -ENOMEM;
+}
+
+void knitk__pool_held_apply_locked(struct knitk_pool *pool)
+{
+	struct pool_held *h = pool->held;
+
+	if (!h->n)
+		return;
+	results_apply_locked(pool, h->w, h->res, h->n);
+	h->n = 0;
+}
+
+/* Before a death is handled: w's results taken before it died come first. */
+static void held_flush(struct knitk_pool *pool)
+{
+	if (!pool->held->n)
+		return;
+	pthread_mutex_lock(&pool->lock);
+	knitk__pool_held_apply_locked(pool);
+	pthread_cond_broadcast(&pool->cond);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+/*
+ * Take the @pending lanes of worker @w's return mailbox: into the held
+ * results with @defer (when they are free), else completed at once.
+ * Out of line: an empty poll of the mailboxes never sets up its frame.
+ */
+static __attribute__((noinline)) unsigned int
+take_results(struct knitk_pool *pool, unsigned int w, uint64_t pending,
+	     bool defer)
 {
 	struct pool_worker *pw = &pool->workers[w];
-	struct result res[KNITK_LANES];
-	uint64_t pending, lanes = 0;
+	struct result stack_res[KNITK_LANES], *res = stack_res;
+	uint64_t lanes = 0;
 	unsigned int n = 0;
 	int lane;
 
-	if (!pw->ret || knitk_lane_scan(pw->ret, &pending) <= 0)
-		return 0;
+	defer = defer && !pool->held->n;
+	if (defer)
+		res = pool->held->res;
 	while ((lane = knitk_lane_next(pw->ret, &pending)) >= 0) {
 		struct result *r = &res[n++];
 		struct knitk_msg msg = { .size = sizeof(msg) };
@@ -147,17 +203,35 @@ static unsigned int drain_worker(struct knitk_pool *pool, unsigned int w)
 	}
 	/*
 	 * Retire the lanes (and their arena bytes) before the entries are
-	 * freed in results_apply: a worker never holds more result lanes
+	 * freed in results_apply_locked: a worker never holds more result lanes
 	 * than it has entries in flight (POOL_CAP).
 	 */
 	knitk_lane_ack(pw->ret, lanes);
-	results_apply(pool, w, res, n);
+	if (defer) {
+		pool->held->w = w;
+		pool->held->n = n;
+		POOL_HOOK(pool, POOL_HOOK_HELD, w);
+	} else {
+		results_apply(pool, w, res, n);
+	}
 	return n;
+}
+
+/* Consume worker @w's return mailbox; returns the results taken. */
+static inline unsigned int drain_worker(struct knitk_pool *pool, unsigned int w,
+					bool defer)
+{
+	struct pool_worker *pw = &pool->workers[w];
+	uint64_t pending;
+
+	if (!pw->ret || knitk_lane_scan(pw->ret, &pending) <= 0)
+		return 0;
+	return take_results(pool, w, pending, defer);
 }
 
 void knitk__completer_drain_worker(struct knitk_pool *pool, unsigned int w)
 {
-	while (drain_worker(pool, w))
+	while (drain_worker(pool, w, false))
 		;
 }
 
@@ -299,6 +373,7 @@ static bool check_deaths(struct knitk_pool *pool)
 	knitk_endpoint_deaths(pool->ep, &seq, &dead);
 	if (seq == pool->death_seq)
 		return false;
+	held_flush(pool);
 	pool->death_seq = seq;
 	for (w = 0; w < pool->nr_workers; w++)
 		if (dead & (1ULL << w))
@@ -327,13 +402,17 @@ static bool completer_should_exit(struct knitk_pool *pool)
 	return exit;
 }
 
-/* Drain every return mailbox and handle deaths; returns the work done. */
-static unsigned int drain_all(struct knitk_pool *pool)
+/*
+ * Drain every return mailbox and handle deaths; returns the work done.
+ * @defer: a waiting drainer's round, which may leave one worker's results
+ * held for its next hold of pool->lock.
+ */
+static unsigned int drain_all(struct knitk_pool *pool, bool defer)
 {
 	unsigned int w, n = 0;
 
 	for (w = 0; w < pool->nr_workers; w++)
-		n += drain_worker(pool, w);
+		n += drain_worker(pool, w, defer);
 	if (check_deaths(pool))
 		n++;
 	return n;
@@ -372,7 +451,9 @@ void knitk__pool_wait_passive_locked(struct knitk_pool *pool)
  * is there, else spin boundedly, else park on the host doorbell until a
  * result, a death, a kick or @deadline_ns.  @k0: pool->kicks read under
  * pool->lock when the caller last looked at its calls.  @deadline_ns 0:
- * one look, no spin, no park.
+ * one look, no spin, no park.  Results taken may be held: the caller
+ * completes them with knitk__pool_held_apply_locked as soon as it holds
+ * pool->lock again, before it leaves the role.
  */
 int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 			   uint64_t deadline_ns)
@@ -381,11 +462,11 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 	uint32_t seq;
 
 	if (!deadline_ns) {
-		drain_all(pool);
+		drain_all(pool, true);
 		return 0;
 	}
 	for (i = 0; i <= pool->opts.spin; i++) {
-		if (drain_all(pool))
+		if (drain_all(pool, true))
 			return 0;
 		pool_spin_relax(&pool->spin, i);
 	}
@@ -419,7 +500,7 @@ unsigned int knitk__pool_drain_or_arm(struct knitk_pool *pool)
 
 	/* Awake while we drain: rings meanwhile are suppressed, not sent. */
 	knitk_doorbell_cancel(pool->ep);
-	n = drain_all(pool);
+	n = drain_all(pool, false);
 	if (n || knitk_doorbell_prepare(pool->ep, &seq))
 		return n;
 	/*
@@ -429,7 +510,7 @@ unsigned int knitk__pool_drain_or_arm(struct knitk_pool *pool)
 	 * after the flag store.
 	 */
 	atomic_thread_fence(memory_order_seq_cst);
-	n = drain_all(pool);
+	n = drain_all(pool, false);
 	if (n)
 		knitk_doorbell_cancel(pool->ep);
 	return n;
@@ -465,7 +546,7 @@ static void completer_drain(struct knitk_pool *pool, bool ev)
 		 */
 		if (!ev && atomic_load_explicit(&pool->evmode, memory_order_relaxed))
 			return;
-		if (drain_all(pool)) {
+		if (drain_all(pool, false)) {
 			spins = 0;
 			continue;
 		}

@@ -48,6 +48,7 @@ _Atomic uint32_t knitk__test_gen_base;
 void knitk__pool_free(struct knitk_pool *pool)
 {
 	knitk__call_cache_free(pool);
+	free(pool->held);
 	pthread_mutex_destroy(&pool->lock);
 	pthread_cond_destroy(&pool->cond);
 	pthread_cond_destroy(&pool->ccond);
@@ -265,7 +266,8 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	pool->entries = calloc((size_t)pool->nr_workers * KNITK_LANES,
 			       sizeof(*pool->entries));
 	pool->submitters = calloc(pool->nr_submitters, sizeof(*pool->submitters));
-	if (!pool->workers || !pool->entries || !pool->submitters) {
+	if (!pool->workers || !pool->entries || !pool->submitters ||
+	    knitk__pool_held_init(pool)) {
 		ret = -ENOMEM;
 		goto fail;
 	}

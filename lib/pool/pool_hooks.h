@@ -32,6 +32,11 @@ enum pool_hook {
 	 * and park; no lock held.
 	 */
 	POOL_HOOK_COMPLETER_PARK,
+	/*
+	 * take_results: a waiting drainer holds worker @arg's results, taken
+	 * from its return mailbox and not completed yet; no lock held.
+	 */
+	POOL_HOOK_HELD,
 };
 
 typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,

@@ -61,6 +61,8 @@
  */
 #define POOL_SPIN_CROWDED_YIELD	4
 #define POOL_SPIN_FREE_YIELD	64
+/* worker.c: a private-lane worker looks at every submitter each Nth round. */
+#define POOL_SCAN_ALL		8
 struct pool_spin {
 	const char *doorbells;		/* the knot's doorbell array */
 	uint32_t stride;

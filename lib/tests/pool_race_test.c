@@ -11,6 +11,9 @@
  *  - event_fd_at_completer_park: knitk_pool_event_fd switches to event
  *    mode and kicks the parking completer after its last look at the mode
  *    and before it reads the kick count: it still leaves the role.
+ *  - held_result_before_death: a waiting drainer has taken a worker's
+ *    result and not completed it yet when it sees that worker's death:
+ *    the call completes with its result, not -EOWNERDEAD (C3).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -256,6 +259,68 @@ static void event_fd_at_completer_park(void)
 	knitk_pool_destroy(pool);
 }
 
+/* --------------------------------------------- held_result_before_death */
+
+static _Atomic int held_armed, held_fired;
+
+/*
+ * In the waiting drainer, with worker @arg's result taken and not
+ * completed: kill the worker and wait until its death is counted, so the
+ * same round of the drainer finds it.
+ */
+static void hook_kill_holder(struct knitk_pool *pool, enum pool_hook point,
+			     unsigned int arg)
+{
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_endpoint *ep;
+	uint32_t seq0, seq;
+
+	if (point != POOL_HOOK_HELD || !atomic_exchange(&held_armed, 0))
+		return;
+	knitk_pool_endpoint(pool, &ep);
+	knitk_endpoint_deaths(ep, &seq0, NULL);
+	knitk_pool_worker_info(pool, arg, &wi);
+	kill(wi.pid, SIGKILL);
+	do {
+		sched_yield();
+		knitk_endpoint_deaths(ep, &seq, NULL);
+	} while (seq == seq0);
+	atomic_store(&held_fired, 1);
+}
+
+static void held_result_before_death(void)
+{
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1 };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_pool *pool;
+	uint64_t x = 5, y = 0;
+	size_t len = 0;
+	int ret = 0;
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	knitk__test_hook = hook_kill_holder;
+	/*
+	 * The completer may drain a call's result before its caller does
+	 * (it holds no results back): call again until the caller held one.
+	 */
+	while (!atomic_load(&held_fired) && !ret) {
+		x++;
+		atomic_store(&held_armed, 1);
+		ret = knitk_pool_call(pool, T_MIX, &x, 8, NULL, &y, 8, &len);
+	}
+	knitk__test_hook = NULL;
+	CHECK_EQ(atomic_load(&held_fired), 1);
+	/* -EOWNERDEAD before the fix: the death was handled first. */
+	CHECK_EQ(ret, 0);
+	CHECK_EQ(len, 8);
+	CHECK_EQ(y, mix64(x));
+	knitk_pool_stats(pool, &st);
+	CHECK_EQ(st.ownerdead, 0);
+	wait_deaths(pool, 1, 0);
+	knitk_pool_destroy(pool);
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
@@ -264,5 +329,6 @@ int main(int argc, char **argv)
 	TEST(respawn_gap);
 	TEST(reap_eintr);
 	TEST(event_fd_at_completer_park);
+	TEST(held_result_before_death);
 	return tap_exit();
 }
