@@ -457,15 +457,14 @@ static int pool_register(struct knitk_pool *pool,
 /* Take a submitter: the thread's own by hash, else any free one. */
 unsigned int knitk__submitter_acquire(struct knitk_pool *pool)
 {
-	unsigned int S = pool->nr_submitters, i;
-	unsigned int home = (unsigned int)(((uintptr_t)pthread_self() >> 6) * 2654435761U) % S;
+	unsigned int S = pool->nr_submitters, i, s;
+	uint32_t hash = (uint32_t)((uintptr_t)pthread_self() >> 6) * 2654435761U;
+	/* The hash scaled to [0, S): a multiply, no division on every call. */
+	unsigned int home = (unsigned int)(((uint64_t)hash * S) >> 32);
 
-	for (i = 0; i < S; i++) {
-		unsigned int s = (home + i) % S;
-
+	for (i = 0, s = home; i < S; i++, s = s + 1 == S ? 0 : s + 1)
 		if (!pthread_mutex_trylock(&pool->submitters[s].lock))
 			return s;
-	}
 	pthread_mutex_lock(&pool->submitters[home].lock);
 	return home;
 }
