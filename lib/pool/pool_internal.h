@@ -211,6 +211,7 @@ struct knitk_pool {
 	bool completer_draining;	/* ... by the completer, pool->lock */
 	_Atomic unsigned int waiters;	/* threads in calls_wait, changed under pool->lock */
 	_Atomic unsigned int kicks;	/* bumped before each kick of the drainer */
+	struct pool_held *held;		/* the role's results not yet completed */
 	unsigned int passive;		/* threads waiting for progress, not draining */
 	bool orphans;			/* calls in flight and nobody waits, pool->lock */
 	uint64_t activity;		/* bumped by every wait, pool->lock */
@@ -293,6 +294,9 @@ int knitk__completer_start(struct knitk_pool *pool);
 void knitk__completer_drain_worker(struct knitk_pool *pool, unsigned int w);
 int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 			   uint64_t deadline_ns);
+int knitk__pool_held_init(struct knitk_pool *pool);
+/* Complete the results knitk__pool_drain_once held (the drainer, pool->lock). */
+void knitk__pool_held_apply_locked(struct knitk_pool *pool);
 void knitk__pool_kick_drainer_locked(struct knitk_pool *pool);
 void knitk__pool_wait_passive_locked(struct knitk_pool *pool);
 

@@ -200,7 +200,8 @@ int knitk__worker_run(const struct worker_args *a)
 	struct pool_spin spin;
 	/* Stealing: the idle and searching masks (docs/protocol.md T12). */
 	_Atomic uint64_t *words = a->steal_g ? knitk__steal_words(a->ep) : NULL;
-	unsigned int s, spins = 0;
+	unsigned int s, spins = 0, round = 0;
+	uint64_t all, hot, seen = 0, scan;
 	void *base;
 	int ret, done = 0;
 
@@ -221,17 +222,35 @@ int knitk__worker_run(const struct worker_args *a)
 		ret = worker_consumer(a, s, &l.req[s]);
 	if (words)
 		knitk__steal_search(words, a->worker);
+	all = hot = l.nr_submitters == 64 ? ~0ULL : (1ULL << l.nr_submitters) - 1;
 	while (!ret && !done) {
 		bool any = false;
 
-		for (s = 0; s < l.nr_submitters && !done; s++) {
+		/*
+		 * Private lanes: most rounds look only at the submitters that
+		 * had work in the last window of POOL_SCAN_ALL rounds (a
+		 * caller keeps one); every POOL_SCAN_ALL-th round, and the
+		 * first after a park, looks at all.  Nothing waits for long:
+		 * a park re-checks every mailbox first.  Stealing scans all
+		 * (a wake may come with lanes reserved in any of them, T13).
+		 */
+		scan = all;
+		if (!words && round++ % POOL_SCAN_ALL) {
+			scan = hot;
+		} else if (!words) {
+			hot = seen ? seen : hot;
+			seen = 0;
+		}
+		for (; scan && !done; scan &= scan - 1) {
 			uint64_t pending;
 			int lane;
 
+			s = (unsigned int)__builtin_ctzll(scan);
 			/* Stealing: a scan claims a region of s's mailbox. */
 			if (knitk_lane_scan(l.req[s], &pending) <= 0)
 				continue;
 			any = true;
+			seen |= 1ULL << s;
 			if (words)
 				knitk__steal_claimed(a->ep, words, a->worker,
 						     l.req, l.nr_submitters);
@@ -264,6 +283,7 @@ int knitk__worker_run(const struct worker_args *a)
 		}
 		/* Lost-wakeup free; -EPIPE: the host is gone, stop. */
 		ret = knitk_doorbell_park(a->ep, KNITK_WAIT_FOREVER);
+		round = 0;
 		if (words)
 			knitk__steal_awake(words, a->worker);
 		if (ret == -EPIPE) {
