@@ -1,0 +1,921 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Adversarial tests of the core and pool contracts on the futex backend,
+ * written from the public headers and man pages alone: every argument
+ * boundary of the lane, endpoint and steal functions, with the check that
+ * a refused call changed nothing (a full-capacity run afterwards); a
+ * failed reservation that must leave the lane as it was; attach of fds
+ * that are not knots; waits with deadlines of 0 and far in the future;
+ * the fds a pool makes and whether a helper the program forks and execs
+ * inherits any; pool create failures and create/destroy loops that must
+ * leak no fd, mapping or child; a stopped process worker; signals landing
+ * in blocking pool calls.
+ * argv[1] (the runner's call count) is ignored: the counts are small.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "knitk.h"
+#include "knitk_pool.h"
+#include "pool_tasks.h"
+#include "tap.h"
+
+#define ARENA	(64 * 1024)
+
+/* ------------------------------------------------------------- helpers */
+
+static int count_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1;	/* the DIR's own fd, or the reader's thread */
+}
+
+static int open_fds(void)
+{
+	return count_dir("/proc/self/fd");
+}
+
+static void *noop_main(void *arg)
+{
+	return arg;
+}
+
+/*
+ * Threads of the process, after one thread was made and joined (a
+ * sanitizer's runtime starts a thread of its own at the first).
+ */
+static int threads(void)
+{
+	pthread_t t;
+
+	if (!pthread_create(&t, NULL, noop_main, NULL))
+		pthread_join(t, NULL);
+	return count_dir("/proc/self/task") + 1;
+}
+
+/*
+ * Mappings of knots (the futex backend's memfd "knitk"): thread stacks
+ * and malloc arenas that glibc keeps for reuse are not the library's.
+ */
+static int mappings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, "/memfd:knitk ") != NULL;
+	fclose(f);
+	return n;
+}
+
+/* Children of this process, zombies included (it is a subreaper). */
+static int children(void)
+{
+	char path[64], buf[4096];
+	ssize_t r;
+	int fd, n = 0;
+	char *p;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)gettid());
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (r < 0)
+		return -1;
+	buf[r] = '\0';
+	for (p = strtok(buf, " \n"); p; p = strtok(NULL, " \n"))
+		n++;
+	return n;
+}
+
+/* A knot of one submitter and @workers private workers, the host joined. */
+static struct knitk_geometry small_geom(unsigned int workers)
+{
+	struct knitk_geometry g = {
+		.nr_workers = workers, .nr_submitters = 1, .lanes = KNITK_LANES,
+		.inline_bytes = 64, .arena_bytes = 8192,
+	};
+
+	return g;
+}
+
+struct pair {
+	struct knitk_endpoint *host, *w0;
+	struct knitk_producer *p;	/* the host's, request mailbox (0, 0) */
+	struct knitk_consumer *c;	/* worker 0's */
+};
+
+static int pair_init(struct pair *r)
+{
+	struct knitk_geometry g = small_geom(2);
+	int mb;
+
+	memset(r, 0, sizeof(*r));
+	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &r->host) ||
+	    knitk_endpoint_join(r->host, KNITK_ROLE_HOST, 0) < 1 ||
+	    knitk_endpoint_attach(knitk_endpoint_fd(r->host), 0, &r->w0) ||
+	    knitk_endpoint_join(r->w0, KNITK_ROLE_WORKER, 0) < 1)
+		return -1;
+	mb = knitk_endpoint_request_mailbox(r->host, 0, 0);
+	if (mb < 0 || knitk_producer_create(r->host, (unsigned int)mb, &r->p) ||
+	    knitk_consumer_create(r->w0, (unsigned int)mb, &r->c))
+		return -1;
+	return 0;
+}
+
+static void pair_fini(struct pair *r)
+{
+	knitk_consumer_destroy(r->c);
+	knitk_producer_destroy(r->p);
+	knitk_endpoint_destroy(r->w0);
+	knitk_endpoint_destroy(r->host);
+}
+
+/*
+ * Every lane and every arena byte in use at once: 63 lanes of 64 arena
+ * bytes each (inline is 64, so 65 bytes go to the arena and take two
+ * granules) and one lane of the last 128 bytes, all published and consumed by content.  A lane or a slot a
+ * refused call had leaked makes a claim or a reserve fail.
+ */
+static int full_capacity_run(struct pair *r, unsigned int round)
+{
+	struct knitk_msg m = { .size = sizeof(m) };
+	unsigned char buf[128];
+	uint64_t pending, all = 0;
+	unsigned int i, lanes = 0;
+	int lane, ret;
+
+	for (i = 0; i < KNITK_LANES; i++) {
+		struct knitk_lane_header h = { .function_id = i, .task_id = round };
+		size_t len = i < KNITK_LANES - 1 ? 65 : (size_t)128;
+
+		memset(buf, (int)(i + round), len);
+		lane = knitk_producer_stage(r->p, &h, buf, len);
+		if (lane < 0)
+			return lane;
+		all |= 1ULL << lane;
+	}
+	if (knitk_lane_claim(r->p) != -EAGAIN)
+		return -EBUSY;
+	ret = knitk_lane_publish_batch(r->p, all);
+	if (ret)
+		return ret;
+	if (knitk_lane_scan(r->c, &pending) != KNITK_LANES || pending != all)
+		return -EBADMSG;
+	while ((lane = knitk_lane_next(r->c, &pending)) >= 0) {
+		ret = knitk_lane_decode(r->c, (unsigned int)lane, &m);
+		if (ret)
+			return ret;
+		i = m.header.function_id;
+		if (m.header.task_id != round || m.header.kind != KNITK_PAYLOAD_ARENA ||
+		    m.len != (i < KNITK_LANES - 1 ? 65 : (size_t)128) ||
+		    ((const unsigned char *)m.data)[m.len - 1] != (unsigned char)(i + round))
+			return -EBADMSG;
+		lanes++;
+	}
+	if (lanes != KNITK_LANES)
+		return -EBADMSG;
+	return knitk_lane_ack(r->c, all);
+}
+
+/* -------------------------------------------- core: refused calls */
+
+/*
+ * Every lane function at lane 64, UINT_MAX and an unclaimed or unpublished
+ * lane; masks of 0 and with bits not claimed; NULL where a pointer is
+ * needed.  Each is refused with a negative errno and changes nothing: two
+ * full-capacity runs go through afterwards.
+ */
+static void lane_boundaries_change_nothing(void)
+{
+	static const unsigned int bad[] = { KNITK_LANES, KNITK_LANES + 1, UINT_MAX };
+	struct knitk_msg m = { .size = sizeof(m) };
+	struct knitk_lane_header *hp, h = { 0 };
+	uint64_t pending = 0, x = 5;
+	struct pair r;
+	unsigned int i;
+	void *buf;
+	int lane;
+
+	REQUIRE(pair_init(&r) == 0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK_EQ(knitk_lane_header(r.p, bad[i], &hp), -EINVAL);
+		CHECK_EQ(knitk_lane_reserve(r.p, bad[i], 8, &buf), -EINVAL);
+		CHECK_EQ(knitk_lane_set_value(r.p, bad[i], 1), -EINVAL);
+		CHECK_EQ(knitk_lane_release(r.p, bad[i]), -EINVAL);
+		CHECK_EQ(knitk_lane_publish(r.p, bad[i]), -EINVAL);
+		CHECK_EQ(knitk_lane_decode(r.c, bad[i], &m), -EINVAL);
+	}
+	/* Lane 0 not claimed: refused, nothing published. */
+	CHECK(knitk_lane_header(r.p, 0, &hp) < 0);
+	CHECK(knitk_lane_reserve(r.p, 0, 8, &buf) < 0);
+	CHECK(knitk_lane_set_value(r.p, 0, 1) < 0);
+	CHECK(knitk_lane_release(r.p, 0) < 0);
+	CHECK(knitk_lane_publish(r.p, 0) < 0);
+	CHECK(knitk_lane_publish_batch(r.p, 0) < 0);
+	CHECK(knitk_lane_publish_batch(r.p, ~0ULL) < 0);
+	CHECK(knitk_lane_decode(r.c, 0, &m) < 0);
+	CHECK(knitk_lane_ack(r.c, 0) < 0);
+	CHECK(knitk_lane_ack(r.c, 1) < 0);
+	CHECK(knitk_lane_ack(r.c, ~0ULL) < 0);
+	CHECK_EQ(knitk_lane_next(r.c, &pending), -ENOENT);
+	CHECK_EQ(knitk_lane_scan(r.c, &pending), 0);
+
+	/* One claimed lane: a mask naming it and an unclaimed one is refused whole. */
+	lane = knitk_lane_claim(r.p);
+	REQUIRE(lane >= 0);
+	CHECK(knitk_lane_publish_batch(r.p, (1ULL << lane) | (1ULL << ((lane + 1) % 64))) < 0);
+	CHECK_EQ(knitk_lane_scan(r.c, &pending), 0);
+	CHECK(knitk_lane_header(r.p, (unsigned int)lane, NULL) < 0);
+	CHECK(knitk_lane_reserve(r.p, (unsigned int)lane, 8, NULL) < 0);
+	CHECK_EQ(knitk_lane_release(r.p, (unsigned int)lane), 0);
+	CHECK(knitk_lane_release(r.p, (unsigned int)lane) < 0);
+
+	/* Sends the library refuses before claiming. */
+	CHECK(knitk_producer_send(r.p, NULL, &x, 8) < 0);
+	CHECK(knitk_producer_send(r.p, &h, NULL, 8) < 0);
+	CHECK_EQ(knitk_producer_send(r.p, &h, &x, 8193), -EMSGSIZE);
+	CHECK_EQ(knitk_producer_send(r.p, &h, &x, SIZE_MAX), -EMSGSIZE);
+	CHECK_EQ(knitk_producer_stage(r.p, &h, &x, SIZE_MAX), -EMSGSIZE);
+	CHECK_EQ(knitk_producer_send_to(r.p, 0, &h, &x, 8), -EINVAL);
+	CHECK_EQ(knitk_producer_hand_off(r.p, 0, 16), -EINVAL);
+	CHECK_EQ(knitk_producer_track_claims(r.p), -EOPNOTSUPP);
+	CHECK_EQ(knitk_producer_claims(r.p, &x, 1), -EINVAL);
+	CHECK_EQ(knitk_producer_reset_claimant(r.p, 0), -EINVAL);
+	CHECK_EQ(knitk_steal_hand_off(r.c, 1), -EINVAL);
+	CHECK_EQ(knitk_lane_scan(r.c, &pending), 0);
+
+	/* A published lane: acked once, a second ack of it is refused. */
+	lane = knitk_producer_send(r.p, &h, &x, 8);
+	REQUIRE(lane >= 0);
+	REQUIRE(knitk_lane_scan(r.c, &pending) == 1);
+	CHECK(knitk_lane_ack(r.c, pending | (1ULL << ((lane + 1) % 64))) < 0);
+	CHECK_EQ(knitk_lane_ack(r.c, pending), 0);
+	CHECK(knitk_lane_ack(r.c, 1ULL << lane) < 0);
+	CHECK(knitk_lane_decode(r.c, (unsigned int)lane, &m) < 0);
+	CHECK_EQ(knitk_lane_scan(r.c, &pending), 0);
+
+	CHECK_EQ(full_capacity_run(&r, 1), 0);
+	CHECK_EQ(full_capacity_run(&r, 2), 0);
+	pair_fini(&r);
+}
+
+/*
+ * A reservation that fails (-EMSGSIZE: it can never fit; -ENOSPC: not
+ * now) writes nothing (knitk.h): the lane keeps the payload it had, an
+ * arena reservation (and its bytes), an inline payload or a value, and is
+ * published with it.
+ */
+static void failed_reserve_keeps_lane(void)
+{
+	struct knitk_msg m = { .size = sizeof(m) };
+	uint64_t pending, big = 0;
+	struct pair r;
+	unsigned int k;
+	void *buf;
+	int lane, lanes[3];
+
+	REQUIRE(pair_init(&r) == 0);
+	/* Lane 0: an arena payload; lane 1: a value; lane 2: inline bytes. */
+	for (k = 0; k < 3; k++) {
+		lanes[k] = knitk_lane_claim(r.p);
+		REQUIRE(lanes[k] >= 0);
+	}
+	REQUIRE(knitk_lane_reserve(r.p, (unsigned int)lanes[0], 1000, &buf) == 0);
+	memset(buf, 'a', 1000);
+	REQUIRE(knitk_lane_set_value(r.p, (unsigned int)lanes[1], 42) == 0);
+	REQUIRE(knitk_lane_reserve(r.p, (unsigned int)lanes[2], 10, &buf) == 0);
+	memset(buf, 'i', 10);
+	/* A third lane takes the rest of the arena: then nothing fits now. */
+	lane = knitk_lane_claim(r.p);
+	REQUIRE(lane >= 0);
+	REQUIRE(knitk_lane_reserve(r.p, (unsigned int)lane, 8192 - 1024, &buf) == 0);
+
+	for (k = 0; k < 3; k++) {
+		CHECK_EQ(knitk_lane_reserve(r.p, (unsigned int)lanes[k], SIZE_MAX, &buf),
+			 -EMSGSIZE);
+		CHECK_EQ(knitk_lane_reserve(r.p, (unsigned int)lanes[k], 8193, &buf),
+			 -EMSGSIZE);
+	}
+	/* Not now: lane 1 and 2 hold no arena bytes, lane 0 holds 1024. */
+	CHECK_EQ(knitk_lane_reserve(r.p, (unsigned int)lanes[1], 100, &buf), -ENOSPC);
+	CHECK_EQ(knitk_lane_reserve(r.p, (unsigned int)lanes[2], 100, &buf), -ENOSPC);
+	CHECK_EQ(knitk_lane_reserve(r.p, (unsigned int)lanes[0], 2048, &buf), -ENOSPC);
+	REQUIRE(knitk_lane_release(r.p, (unsigned int)lane) == 0);
+
+	for (k = 0; k < 3; k++)
+		REQUIRE(knitk_lane_publish(r.p, (unsigned int)lanes[k]) == 0);
+	REQUIRE(knitk_lane_scan(r.c, &pending) == 3);
+	while ((lane = knitk_lane_next(r.c, &pending)) >= 0) {
+		REQUIRE(knitk_lane_decode(r.c, (unsigned int)lane, &m) == 0);
+		if (lane == lanes[0]) {
+			CHECK_EQ(m.header.kind, KNITK_PAYLOAD_ARENA);
+			CHECK_EQ(m.len, 1000);
+			CHECK(m.data && !memcmp(m.data, memset(&big, 'a', 8), 8) &&
+			      ((const char *)m.data)[999] == 'a');
+		} else if (lane == lanes[1]) {
+			CHECK_EQ(m.header.kind, KNITK_PAYLOAD_VALUE);
+			CHECK_EQ(m.header.value, 42);
+		} else {
+			CHECK_EQ(m.header.kind, KNITK_PAYLOAD_INLINE);
+			CHECK_EQ(m.len, 10);
+			CHECK(m.data && ((const char *)m.data)[9] == 'i');
+		}
+	}
+	REQUIRE(knitk_lane_ack(r.c, (1ULL << lanes[0]) | (1ULL << lanes[1]) |
+				    (1ULL << lanes[2])) == 0);
+	CHECK_EQ(full_capacity_run(&r, 3), 0);
+	pair_fini(&r);
+}
+
+/*
+ * A lane whose arena reservation is replaced by a larger one that only
+ * fits in the space it gives back: the replacement goes through (a
+ * reserve replaces the lane's payload, and the arena is no fuller for it).
+ */
+static void reserve_regrows_in_own_space(void)
+{
+	struct knitk_msg m = { .size = sizeof(m) };
+	uint64_t pending;
+	struct pair r;
+	void *buf;
+	int lane;
+
+	REQUIRE(pair_init(&r) == 0);
+	lane = knitk_lane_claim(r.p);
+	REQUIRE(lane >= 0);
+	REQUIRE(knitk_lane_reserve(r.p, (unsigned int)lane, 8192, &buf) == 0);
+	CHECK_EQ(knitk_lane_reserve(r.p, (unsigned int)lane, 8192, &buf), 0);
+	CHECK_EQ(knitk_lane_reserve(r.p, (unsigned int)lane, 2000, &buf), 0);
+	CHECK_EQ(knitk_lane_reserve(r.p, (unsigned int)lane, 8000, &buf), 0);
+	memset(buf, 'z', 8000);
+	REQUIRE(knitk_lane_publish(r.p, (unsigned int)lane) == 0);
+	REQUIRE(knitk_lane_scan(r.c, &pending) == 1);
+	REQUIRE(knitk_lane_decode(r.c, (unsigned int)lane, &m) == 0);
+	CHECK_EQ(m.len, 8000);
+	CHECK(m.data && ((const char *)m.data)[7999] == 'z');
+	REQUIRE(knitk_lane_ack(r.c, pending) == 0);
+	CHECK_EQ(full_capacity_run(&r, 4), 0);
+	pair_fini(&r);
+}
+
+/* ---------------------------------------- core: endpoints and fds */
+
+static void endpoint_boundaries(void)
+{
+	static const unsigned int bad_db[] = { 2, 62, 64, 65, UINT_MAX };
+	struct knitk_geometry g = small_geom(2);
+	struct knitk_wake_stats ws;
+	struct knitk_doorbell_stats ds;
+	struct knitk_endpoint *e, *host;
+	struct knitk_producer *p;
+	struct knitk_consumer *c;
+	uint64_t pending;
+	unsigned int i;
+	uint32_t gen;
+
+	CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX | KNITK_KNOT_KMOD, &e), -EINVAL);
+	CHECK_EQ(knitk_endpoint_create(&g, 1U << 2, &e), -EINVAL);
+	CHECK_EQ(knitk_endpoint_create(NULL, KNITK_KNOT_FUTEX, &e), -EINVAL);
+	CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, NULL), -EINVAL);
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &host) == 0);
+
+	/* Not joined yet. */
+	CHECK_EQ(knitk_endpoint_doorbell(host), -ENOTCONN);
+	CHECK_EQ(knitk_doorbell_park(host, 0), -ENOTCONN);
+	CHECK_EQ(knitk_doorbell_prepare(host, &gen), -ENOTCONN);
+	CHECK_EQ(knitk_doorbell_cancel(host), -ENOTCONN);
+	CHECK_EQ(knitk_doorbell_kick_self(host), -ENOTCONN);
+
+	/* Joins that are refused take no role. */
+	CHECK_EQ(knitk_endpoint_join(host, KNITK_ROLE_HOST, 1), -EINVAL);
+	CHECK_EQ(knitk_endpoint_join(host, KNITK_ROLE_WORKER, 2), -EINVAL);
+	CHECK_EQ(knitk_endpoint_join(host, KNITK_ROLE_WORKER, UINT_MAX), -EINVAL);
+	CHECK(knitk_endpoint_join(host, 0xdead, 0) < 0);
+	CHECK(knitk_endpoint_join(NULL, KNITK_ROLE_HOST, 0) < 0);
+	for (i = 0; i < 2; i++)
+		CHECK_EQ(knitk_endpoint_role(host, i, NULL), 0);
+	CHECK_EQ(knitk_endpoint_role(host, KNITK_DOORBELL_HOST, NULL), 0);
+	CHECK_EQ(knitk_endpoint_join(host, KNITK_ROLE_HOST, 0), 1);
+	CHECK_EQ(knitk_endpoint_join(host, KNITK_ROLE_HOST, 0), -EALREADY);
+	CHECK_EQ(knitk_endpoint_join(host, KNITK_ROLE_WORKER, 0), -EALREADY);
+	CHECK_EQ(knitk_endpoint_role(host, KNITK_DOORBELL_HOST, &gen), 1);
+	CHECK_EQ(gen, 1);
+
+	for (i = 0; i < sizeof(bad_db) / sizeof(bad_db[0]); i++) {
+		CHECK_EQ(knitk_endpoint_role(host, bad_db[i], &gen), -EINVAL);
+		CHECK_EQ(knitk_endpoint_mark_dead(host, bad_db[i]), -EINVAL);
+		CHECK_EQ(knitk_endpoint_return_mailbox(host, bad_db[i]), -EINVAL);
+		CHECK_EQ(knitk_endpoint_request_mailbox(host, 0, bad_db[i]), -EINVAL);
+	}
+	CHECK_EQ(knitk_endpoint_request_mailbox(host, 1, 0), -EINVAL);
+	CHECK_EQ(knitk_endpoint_request_mailbox(host, UINT_MAX, 0), -EINVAL);
+	CHECK_EQ(knitk_endpoint_mark_dead(host, 0), -ENOENT);
+	CHECK_EQ(knitk_mailbox_pending(host, 4, &pending), -EINVAL);
+	CHECK_EQ(knitk_mailbox_pending(host, UINT_MAX, &pending), -EINVAL);
+	CHECK_EQ(knitk_producer_create(host, 4, &p), -EINVAL);
+	CHECK_EQ(knitk_producer_create(host, UINT_MAX, &p), -EINVAL);
+	CHECK_EQ(knitk_consumer_create(host, 4, &c), -EINVAL);
+	CHECK_EQ(knitk_steal_consumer_create(host, 0, 16, &c), -EOPNOTSUPP);
+	/* Bits naming no doorbell of the knot (workers 2..62). */
+	CHECK_EQ(knitk_doorbell_ring(host, 1ULL << 2), -EINVAL);
+	CHECK_EQ(knitk_doorbell_ring(host, 1ULL << 62), -EINVAL);
+	CHECK_EQ(knitk_doorbell_ring_park(host, 1ULL << 2, 0), -EINVAL);
+	CHECK_EQ(knitk_doorbell_ring(host, 0), 0);
+	CHECK_EQ(knitk_doorbell_ring(host, 3 | (1ULL << KNITK_DOORBELL_HOST)), 0);
+
+	/* Sized output: refused sizes, and the futex backend's -EOPNOTSUPP. */
+	ws.size = KNITK_WAKE_STATS_SIZE_VER0 - 1;
+	CHECK_EQ(knitk_endpoint_wake_stats(host, &ws), -EINVAL);
+	ws.size = 0;
+	CHECK_EQ(knitk_endpoint_wake_stats(host, &ws), -EINVAL);
+	ws.size = KNITK_SIZED_MAX + 1;
+	CHECK_EQ(knitk_endpoint_wake_stats(host, &ws), -E2BIG);
+	ws.size = UINT32_MAX;
+	CHECK_EQ(knitk_endpoint_wake_stats(host, &ws), -E2BIG);
+	CHECK_EQ(knitk_endpoint_doorbell_stats(host, 0, &ds, sizeof(ds)), -EOPNOTSUPP);
+	CHECK_EQ(knitk_endpoint_doorbell_stats(host, 0, &ds, 0), -EINVAL);
+	CHECK_EQ(knitk_endpoint_doorbell_stats(host, 64, &ds, sizeof(ds)), -EINVAL);
+	CHECK_EQ(knitk_endpoint_set_event_fd(host, -2), -EINVAL);
+	CHECK_EQ(knitk_endpoint_set_event_fd(host, INT_MIN), -EINVAL);
+
+	/* A deadline of 0 (the past) and one far ahead that a kick ends. */
+	CHECK_EQ(knitk_doorbell_park(host, 0), -ETIMEDOUT);
+	CHECK_EQ(knitk_doorbell_park(host, 1), -ETIMEDOUT);
+	REQUIRE(knitk_doorbell_prepare(host, &gen) == 0);
+	CHECK_EQ(knitk_doorbell_kick_self(host), 0);
+	CHECK_EQ(knitk_doorbell_wait(host, gen, KNITK_WAIT_FOREVER - 1), 0);
+	REQUIRE(knitk_doorbell_prepare(host, &gen) == 0);
+	CHECK_EQ(knitk_doorbell_kick_self(host), 0);
+	CHECK_EQ(knitk_doorbell_wait(host, gen, (uint64_t)INT64_MAX + 1), 0);
+
+	knitk_endpoint_destroy(host);
+}
+
+/* Steal region sizes at every edge of "64 / g >= workers + 1". */
+static void steal_region_edges(void)
+{
+	CHECK_EQ(knitk_steal_region_lanes(0, 0), -EINVAL);
+	CHECK_EQ(knitk_steal_region_lanes(64, 0), -EINVAL);
+	CHECK_EQ(knitk_steal_region_lanes(UINT_MAX, 0), -EINVAL);
+	CHECK_EQ(knitk_steal_region_lanes(1, 0), 32);
+	CHECK_EQ(knitk_steal_region_lanes(1, 32), 32);
+	CHECK_EQ(knitk_steal_region_lanes(1, 64), -EINVAL);
+	CHECK_EQ(knitk_steal_region_lanes(2, 0), 16);
+	CHECK_EQ(knitk_steal_region_lanes(3, 0), 16);
+	CHECK_EQ(knitk_steal_region_lanes(3, 16), 16);
+	CHECK_EQ(knitk_steal_region_lanes(4, 16), -EINVAL);
+	CHECK_EQ(knitk_steal_region_lanes(4, 0), 8);
+	CHECK_EQ(knitk_steal_region_lanes(31, 0), 2);
+	CHECK_EQ(knitk_steal_region_lanes(32, 0), 1);
+	CHECK_EQ(knitk_steal_region_lanes(63, 0), 1);
+	CHECK_EQ(knitk_steal_region_lanes(63, 1), 1);
+	CHECK_EQ(knitk_steal_region_lanes(63, 2), -EINVAL);
+	CHECK_EQ(knitk_steal_region_lanes(2, 3), -EINVAL);
+	CHECK_EQ(knitk_steal_region_lanes(2, UINT_MAX), -EINVAL);
+	CHECK_EQ(knitk_steal_region_lanes(2, 1U << 31), -EINVAL);
+}
+
+/*
+ * Attach refuses what is not a knot, and a refused attach with
+ * KNITK_ATTACH_TAKE_FD leaves the caller's fd open.
+ */
+static void attach_refuses_non_knots(void)
+{
+	struct knitk_geometry g = small_geom(1);
+	struct knitk_endpoint *host, *e;
+	char junk[8192];
+	int fds[2], fd, before = open_fds();
+
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &host) == 0);
+	CHECK_EQ(knitk_endpoint_attach(-1, 0, &e), -EINVAL);
+	CHECK_EQ(knitk_endpoint_attach(INT_MAX, 0, &e), -EBADF);
+	CHECK_EQ(knitk_endpoint_attach(knitk_endpoint_fd(host), 1U << 1, &e), -EINVAL);
+	CHECK_EQ(knitk_endpoint_attach(knitk_endpoint_fd(host), 0, NULL), -EINVAL);
+
+	REQUIRE(pipe(fds) == 0);
+	CHECK_EQ(knitk_endpoint_attach(fds[0], KNITK_ATTACH_TAKE_FD, &e), -EINVAL);
+	CHECK(fcntl(fds[0], F_GETFD) >= 0);
+	close(fds[0]);
+	close(fds[1]);
+
+	/* An empty, a short, a page of junk, a junk file of the knot's size. */
+	fd = memfd_create("junk", MFD_CLOEXEC);
+	REQUIRE(fd >= 0);
+	CHECK_EQ(knitk_endpoint_attach(fd, KNITK_ATTACH_TAKE_FD, &e), -EINVAL);
+	REQUIRE(write(fd, "knitk", 5) == 5);
+	CHECK_EQ(knitk_endpoint_attach(fd, KNITK_ATTACH_TAKE_FD, &e), -EINVAL);
+	memset(junk, 0xff, sizeof(junk));
+	REQUIRE(pwrite(fd, junk, sizeof(junk), 0) == (ssize_t)sizeof(junk));
+	CHECK_EQ(knitk_endpoint_attach(fd, KNITK_ATTACH_TAKE_FD, &e), -EINVAL);
+	CHECK(fcntl(fd, F_GETFD) >= 0);
+	close(fd);
+
+	/* A copy of the knot's control page on a file of another size. */
+	fd = memfd_create("copy", MFD_CLOEXEC);
+	REQUIRE(fd >= 0);
+	REQUIRE(pread(knitk_endpoint_fd(host), junk, 4096, 0) == 4096);
+	REQUIRE(pwrite(fd, junk, 4096, 0) == 4096);
+	CHECK_EQ(knitk_endpoint_attach(fd, 0, &e), -EINVAL);
+	close(fd);
+
+	/* The knot opened read-only cannot be mapped writable. */
+	{
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", knitk_endpoint_fd(host));
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		REQUIRE(fd >= 0);
+		CHECK(knitk_endpoint_attach(fd, KNITK_ATTACH_TAKE_FD, &e) < 0);
+		CHECK(fcntl(fd, F_GETFD) >= 0);
+		close(fd);
+	}
+	knitk_endpoint_destroy(host);
+	CHECK_EQ(open_fds(), before);
+}
+
+/* --------------------------------------------------- pool: leaks */
+
+static int opts_pool(struct knitk_pool_opts *o, struct knitk_pool **pool)
+{
+	o->size = sizeof(*o);
+	o->knot_flags = KNITK_KNOT_FUTEX;
+	return knitk_pool_create(o, &test_tasks, pool);
+}
+
+/*
+ * Options a pool refuses (-EINVAL, -E2BIG) and options it cannot carry
+ * out (a worker binary that does not exist): each leaves no fd, mapping,
+ * thread or child behind.
+ */
+static void pool_create_failures_leak_nothing(void)
+{
+	static char *const argv_none[] = { NULL };
+	struct knitk_task_table tbl = test_tasks;
+	struct knitk_pool_opts o;
+	struct knitk_pool *pool = NULL;
+	unsigned char big[KNITK_SIZED_MAX + 8];
+	int fds = open_fds(), maps = mappings(), thr = threads(), kids = children();
+	unsigned int round;
+
+	for (round = 0; round < 3; round++) {
+		memset(&o, 0, sizeof(o));
+		o.nr_workers = KNITK_MAX_WORKERS + 1;
+		CHECK_EQ(opts_pool(&o, &pool), -EINVAL);
+		memset(&o, 0, sizeof(o));
+		o.nr_workers = UINT_MAX;
+		CHECK_EQ(opts_pool(&o, &pool), -EINVAL);
+		memset(&o, 0, sizeof(o));
+		o.nr_submitters = KNITK_MAX_SUBMITTERS + 1;
+		CHECK_EQ(opts_pool(&o, &pool), -EINVAL);
+		memset(&o, 0, sizeof(o));
+		o.inline_bytes = 65;
+		CHECK_EQ(opts_pool(&o, &pool), -EINVAL);
+		memset(&o, 0, sizeof(o));
+		o.arena_bytes = 4097;
+		CHECK_EQ(opts_pool(&o, &pool), -EINVAL);
+		memset(&o, 0, sizeof(o));
+		o.kind = 3;
+		CHECK_EQ(opts_pool(&o, &pool), -EINVAL);
+		memset(&o, 0, sizeof(o));
+		o.flags = 1U << 5;
+		CHECK_EQ(opts_pool(&o, &pool), -EINVAL);
+		memset(&o, 0, sizeof(o));
+		o.dispatch = 2;
+		CHECK_EQ(opts_pool(&o, &pool), -EINVAL);
+		memset(&o, 0, sizeof(o));
+		o.dispatch = KNITK_POOL_DISPATCH_STEAL;
+		o.nr_workers = 4;
+		o.steal_region = 16;
+		CHECK_EQ(opts_pool(&o, &pool), -EINVAL);
+		memset(&o, 0, sizeof(o));
+		o.knot_flags = 1U << 3;
+		o.size = sizeof(o);
+		CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
+		memset(&o, 0, sizeof(o));
+		o.nr_workers = 1;
+		o.size = KNITK_POOL_OPTS_SIZE_VER0 - 1;
+		CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
+		memset(big, 0, sizeof(big));
+		memcpy(big, &o, sizeof(o));
+		((struct knitk_pool_opts *)(void *)big)->size = KNITK_SIZED_MAX + 1;
+		CHECK_EQ(knitk_pool_create((void *)big, &test_tasks, &pool), -E2BIG);
+		((struct knitk_pool_opts *)(void *)big)->size = KNITK_SIZED_MAX;
+		big[sizeof(o)] = 1;
+		CHECK_EQ(knitk_pool_create((void *)big, &test_tasks, &pool), -E2BIG);
+		memset(&o, 0, sizeof(o));
+		o.nr_workers = 1;
+		o.size = sizeof(o);
+		o.knot_flags = KNITK_KNOT_FUTEX;
+		tbl.reserved = 1;
+		CHECK_EQ(knitk_pool_create(&o, &tbl, &pool), -EINVAL);
+		tbl.reserved = 0;
+		tbl.nr_tasks = 0;
+		CHECK_EQ(knitk_pool_create(&o, &tbl, &pool), -EINVAL);
+		tbl.nr_tasks = T_NR;
+		tbl.tasks = NULL;
+		CHECK_EQ(knitk_pool_create(&o, &tbl, &pool), -EINVAL);
+		tbl.tasks = test_tasks.tasks;
+		CHECK_EQ(knitk_pool_create(&o, NULL, &pool), -EINVAL);
+		CHECK_EQ(knitk_pool_create(&o, &test_tasks, NULL), -EINVAL);
+
+		/* Process workers from a binary that is not there. */
+		memset(&o, 0, sizeof(o));
+		o.kind = KNITK_WORKER_PROCESSES;
+		o.nr_workers = 2;
+		o.worker_path = "/nonexistent/knitk-worker";
+		o.worker_argv = argv_none;
+		CHECK(opts_pool(&o, &pool) < 0);
+		/* A binary that exits without joining. */
+		o.worker_path = "/bin/true";
+		CHECK_EQ(opts_pool(&o, &pool), -ECHILD);
+	}
+	CHECK(pool == NULL);
+	CHECK_EQ(open_fds(), fds);
+	CHECK_EQ(mappings(), maps);
+	CHECK_EQ(threads(), thr);
+	CHECK_EQ(children(), kids);
+}
+
+/*
+ * Pools made, used and destroyed in a loop, of every kind and dispatch:
+ * the fds, mappings, threads and children of the process are as before.
+ */
+static void create_destroy_loop(void)
+{
+	static const unsigned int kinds[] = { KNITK_WORKER_THREADS, KNITK_WORKER_PROCESSES };
+	static const unsigned int modes[] = { KNITK_POOL_DISPATCH_PRIVATE,
+					      KNITK_POOL_DISPATCH_STEAL };
+	int fds = open_fds(), thr = threads(), kids = children(), maps;
+	unsigned int k, d, round;
+
+	maps = mappings();
+	for (k = 0; k < 2; k++)
+		for (d = 0; d < 2; d++)
+			for (round = 0; round < 8; round++) {
+				struct knitk_pool_opts o = {
+					.kind = kinds[k], .nr_workers = 2, .dispatch = modes[d],
+					.arena_bytes = ARENA,
+				};
+				struct knitk_pool *pool;
+				uint64_t x = round, y;
+				size_t len;
+
+				REQUIRE(opts_pool(&o, &pool) == 0);
+				/* The count sees the pool's knot. */
+				CHECK(mappings() > maps);
+				CHECK_EQ(knitk_pool_call(pool, T_MIX, &x, 8, NULL, &y, 8, &len), 0);
+				CHECK(len == 8 && y == mix64(x));
+				if (round & 1)
+					CHECK(knitk_pool_event_fd(pool) >= 0 ||
+					      kinds[k] == KNITK_WORKER_PROCESSES);
+				if (round & 2)
+					CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
+				knitk_pool_destroy(pool);
+			}
+	CHECK_EQ(open_fds(), fds);
+	CHECK_EQ(mappings(), maps);
+	CHECK_EQ(threads(), thr);
+	CHECK_EQ(children(), kids);
+}
+
+/*
+ * Every fd a pool opens is close-on-exec: a helper the program forks and
+ * execs while the pool runs inherits none of them (it would keep the knot
+ * alive, or, holding a pidfd or the event fd, outlive what they name).
+ */
+static void pool_fds_are_cloexec(void)
+{
+	static const unsigned int kinds[] = { KNITK_WORKER_THREADS, KNITK_WORKER_PROCESSES };
+	unsigned int k;
+
+	for (k = 0; k < 2; k++) {
+		struct knitk_pool_opts o = { .kind = kinds[k], .nr_workers = 2,
+					     .arena_bytes = ARENA };
+		struct knitk_pool *pool;
+		char seen[1024] = { 0 };
+		DIR *dir;
+		struct dirent *e;
+		unsigned int leaked = 0;
+		int fd;
+
+		dir = opendir("/proc/self/fd");
+		REQUIRE(dir);
+		while ((e = readdir(dir)))
+			if (e->d_name[0] != '.' && atoi(e->d_name) < 1024)
+				seen[atoi(e->d_name)] = 1;
+		closedir(dir);
+		REQUIRE(opts_pool(&o, &pool) == 0);
+		if (kinds[k] == KNITK_WORKER_THREADS)
+			REQUIRE(knitk_pool_event_fd(pool) >= 0);
+		for (fd = 0; fd < 1024; fd++) {
+			int fl = fcntl(fd, F_GETFD);
+
+			if (fl < 0 || seen[fd])
+				continue;
+			if (!(fl & FD_CLOEXEC)) {
+				printf("# fd %d of the pool is not close-on-exec\n", fd);
+				leaked++;
+			}
+		}
+		CHECK_EQ(leaked, 0);
+		knitk_pool_destroy(pool);
+	}
+}
+
+/* ------------------------------------------- pool: stops, signals */
+
+/*
+ * A process worker stopped (SIGSTOP) with a call pinned to it: the call
+ * stays in progress while the other worker serves calls, the stopped one
+ * is not taken for dead, and after SIGCONT its call completes with its
+ * result.
+ */
+static void stopped_worker_is_not_dead(void)
+{
+	struct knitk_pool_opts o = { .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+				     .arena_bytes = ARENA };
+	struct knitk_call_opts co = { .size = sizeof(co), .flags = KNITK_CALL_WORKER,
+				      .worker = 0 };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	struct knitk_call *c;
+	uint64_t x = 99, y;
+	siginfo_t si;
+	size_t len;
+	unsigned int i;
+	pid_t pid;
+
+	REQUIRE(opts_pool(&o, &pool) == 0);
+	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0);
+	pid = wi.pid;
+	REQUIRE(pid > 0);
+	REQUIRE(kill(pid, SIGSTOP) == 0);
+	/* Stopped for sure: the stop is reported to its parent, the pool. */
+	memset(&si, 0, sizeof(si));
+	REQUIRE(waitid(P_PID, (id_t)pid, &si, WSTOPPED | WNOWAIT) == 0);
+	CHECK_EQ(si.si_code, CLD_STOPPED);
+	REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, &co, &c) == 0);
+	co.worker = 1;
+	for (i = 0; i < 50; i++) {
+		uint64_t v = i;
+
+		CHECK_EQ(knitk_pool_call(pool, T_MIX, &v, 8, &co, &y, 8, &len), 0);
+		CHECK(y == mix64(v));
+	}
+	CHECK_EQ(knitk_call_wait(c, 0), -EINPROGRESS);
+	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0);
+	CHECK_EQ(wi.alive, 1);
+	CHECK_EQ(wi.pid, pid);
+	REQUIRE(kill(pid, SIGCONT) == 0);
+	CHECK_EQ(knitk_call_wait(c, KNITK_WAIT_FOREVER), 0);
+	CHECK(mix_result_ok(c, x));
+	knitk_call_release(c);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.deaths, 0);
+	CHECK_EQ(st.ownerdead, 0);
+	knitk_pool_destroy(pool);
+}
+
+static _Atomic unsigned long usr1_seen;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&usr1_seen, 1);
+}
+
+struct blocked {
+	struct knitk_pool *pool;
+	struct knitk_call *gated;
+	_Atomic int stage;	/* 1: about to block, 2: returned */
+	int wait_ret, submit_ret, drain_ret, batch_ret;
+	pid_t tid;
+};
+
+/* SIGUSR1 without SA_RESTART, every handler run observed. */
+static void usr1_install(struct sigaction *old)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, old);
+}
+
+/* Signal thread @tid until it leaves its call (b->stage 2). */
+static void usr1_storm(struct blocked *b)
+{
+	unsigned long before = atomic_load(&usr1_seen);
+
+	/* At least a few handlers run while it is blocked. */
+	while (atomic_load(&usr1_seen) < before + 20 && atomic_load(&b->stage) < 2)
+		if (syscall(SYS_tgkill, getpid(), b->tid, SIGUSR1))
+			break;
+}
+
+static void *wait_main(void *arg)
+{
+	struct blocked *b = arg;
+
+	b->tid = gettid();
+	atomic_store(&b->stage, 1);
+	b->wait_ret = knitk_call_wait(b->gated, KNITK_WAIT_FOREVER);
+	atomic_store(&b->stage, 2);
+	return NULL;
+}
+
+/*
+ * A thread in knitk_call_wait(KNITK_WAIT_FOREVER) on a call that is held
+ * in its task, signalled again and again (SIGUSR1, no SA_RESTART): the
+ * wait returns only once the call has completed, with its status (no
+ * -EINTR, no -EINPROGRESS: its deadline never comes).
+ */
+static void signals_in_call_wait(void)
+{
+	struct knitk_pool_opts o = { .nr_workers = 1, .arena_bytes = ARENA };
+	struct sigaction old;
+	struct blocked b = { 0 };
+	struct knitk_call *c;
+	int ready[2], gate[2];
+	struct { int32_t ready, gate; uint32_t n; } arg;
+	pthread_t t;
+	char ch;
+
+	REQUIRE(pipe(ready) == 0 && pipe(gate) == 0);
+	arg.ready = ready[1];
+	arg.gate = gate[0];
+	arg.n = 3;
+	usr1_install(&old);
+	REQUIRE(opts_pool(&o, &b.pool) == 0);
+	REQUIRE(knitk_pool_submit(b.pool, T_GATE, &arg, sizeof(arg), NULL, &c) == 0);
+	REQUIRE(read(ready[0], &ch, 1) == 1 && ch == 'r');
+	b.gated = c;
+	REQUIRE(pthread_create(&t, NULL, wait_main, &b) == 0);
+	while (atomic_load(&b.stage) < 1)
+		sched_yield();
+	usr1_storm(&b);
+	CHECK(atomic_load(&b.stage) < 2);
+	CHECK_EQ(knitk_call_status(c), -EINPROGRESS);
+	REQUIRE(write(gate[1], "g", 1) == 1);
+	pthread_join(t, NULL);
+	CHECK_EQ(b.wait_ret, 3);
+	knitk_call_release(c);
+	knitk_pool_destroy(b.pool);
+	sigaction(SIGUSR1, &old, NULL);
+	close(ready[0]);
+	close(ready[1]);
+	close(gate[0]);
+	close(gate[1]);
+}
+
+int main(int argc, char **argv)
+{
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+		return 1;
+	if (argc > 2)
+		setenv("TAP_ONLY", argv[2], 1);
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+		return 1;
+	TEST(lane_boundaries_change_nothing);
+	TEST(failed_reserve_keeps_lane);
+	TEST(reserve_regrows_in_own_space);
+	TEST(endpoint_boundaries);
+	TEST(steal_region_edges);
+	TEST(attach_refuses_non_knots);
+	TEST(pool_create_failures_leak_nothing);
+	TEST(create_destroy_loop);
+	TEST(pool_fds_are_cloexec);
+	TEST(stopped_worker_is_not_dead);
+	TEST(signals_in_call_wait);
+	return tap_exit();
+}
