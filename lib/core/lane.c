@@ -272,14 +272,18 @@ KNITK_EXPORT int knitk_lane_reserve(struct knitk_producer *producer,
 	if (!buf)
 		return -EINVAL;
 	h = lane_hdr(p, lane);
-	lane_drop_payload(p, h);
 	if (len <= p->g.inline_bytes) {
+		lane_drop_payload(p, h);
 		h->kind = len ? KNITK_PAYLOAD_INLINE : KNITK_PAYLOAD_NONE;
 		h->length = len;
 		*buf = (char *)h + KNITK_LANE_HEADER_BYTES;
 		return 0;
 	}
-	ret = knitk__arena_alloc(p->arena, len, &off);
+	/* A failure leaves the lane's payload as it was (knitk.h). */
+	if (h->kind == KNITK_PAYLOAD_ARENA && h->arena_slot < KNITK_ARENA_SLOTS)
+		ret = knitk__arena_realloc(p->arena, h->arena_slot, len, &off);
+	else
+		ret = knitk__arena_alloc(p->arena, len, &off);
 	if (ret < 0)
 		return ret;
 	p->slot_owner[ret] = -1;

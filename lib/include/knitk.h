@@ -294,9 +294,11 @@ int knitk_lane_header(struct knitk_producer *producer, unsigned int lane,
  * knitk_lane_reserve - room for @len payload bytes for a claimed lane:
  * inline when @len <= geometry.inline_bytes, else in the arena.  Sets the
  * header's kind, length, arena_slot and value; *@buf receives the bytes to
- * fill.  -ENOSPC when the arena cannot hold it now (backpressure: nothing
- * was written; retry after the consumer frees), -EMSGSIZE when it can
- * never fit.
+ * fill.  -ENOSPC when the arena cannot hold it now (backpressure; retry
+ * after the consumer frees), -EMSGSIZE when it can never fit.  A lane may
+ * be reserved again: the new room replaces the old (whose arena bytes
+ * count as free for it); a reserve that fails writes nothing, so the lane
+ * keeps the payload, value or reservation it had.
  */
 int knitk_lane_reserve(struct knitk_producer *producer, unsigned int lane,
 		       size_t len, void **buf);
