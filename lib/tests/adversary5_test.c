@@ -388,6 +388,47 @@ static void reserve_regrows_in_own_space(void)
 	pair_fini(&r);
 }
 
+/*
+ * knitk_lane_next gives a single producer's lanes in publish order
+ * (knitk.h), also when a staged lane (knitk_producer_stage) is published
+ * after lanes claimed later were sent: the consumer sees the sends first.
+ */
+static void staged_lane_published_late_comes_last(void)
+{
+	struct knitk_msg m = { .size = sizeof(m) };
+	struct knitk_lane_header h = { 0 };
+	uint64_t pending, all = 0;
+	unsigned int order[4], n = 0, i;
+	struct pair r;
+	int staged, lane;
+
+	REQUIRE(pair_init(&r) == 0);
+	/* Publish order: task 0, 1, 2 (sent), then 3 (staged first). */
+	h.task_id = 3;
+	staged = knitk_producer_stage(r.p, &h, NULL, 0);
+	REQUIRE(staged >= 0);
+	for (i = 0; i < 3; i++) {
+		h.task_id = i;
+		lane = knitk_producer_send(r.p, &h, NULL, 0);
+		REQUIRE(lane >= 0);
+		all |= 1ULL << lane;
+	}
+	REQUIRE(knitk_lane_publish(r.p, (unsigned int)staged) == 0);
+	all |= 1ULL << staged;
+	REQUIRE(knitk_lane_scan(r.c, &pending) == 4);
+	REQUIRE(pending == all);
+	while ((lane = knitk_lane_next(r.c, &pending)) >= 0 && n < 4) {
+		REQUIRE(knitk_lane_decode(r.c, (unsigned int)lane, &m) == 0);
+		order[n++] = (unsigned int)m.header.task_id;
+	}
+	REQUIRE(n == 4);
+	for (i = 0; i < 4; i++)
+		CHECK_EQ(order[i], i);
+	REQUIRE(knitk_lane_ack(r.c, all) == 0);
+	CHECK_EQ(full_capacity_run(&r, 5), 0);
+	pair_fini(&r);
+}
+
 /* ---------------------------------------- core: endpoints and fds */
 
 static void endpoint_boundaries(void)
@@ -909,6 +950,7 @@ int main(int argc, char **argv)
 	TEST(lane_boundaries_change_nothing);
 	TEST(failed_reserve_keeps_lane);
 	TEST(reserve_regrows_in_own_space);
+	TEST(staged_lane_published_late_comes_last);
 	TEST(endpoint_boundaries);
 	TEST(steal_region_edges);
 	TEST(attach_refuses_non_knots);
