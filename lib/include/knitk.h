@@ -436,7 +436,8 @@ int knitk_lane_scan(struct knitk_consumer *consumer, uint64_t *pending);
 
 /*
  * knitk_lane_next - remove from *@pending and return the next lane in
- * consume order (publish order for a single producer); -ENOENT if empty.
+ * consume order (publish order for a single producer, also when a lane
+ * staged early is published after lanes claimed later); -ENOENT if empty.
  */
 int knitk_lane_next(struct knitk_consumer *consumer, uint64_t *pending);
 
