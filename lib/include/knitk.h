@@ -677,7 +677,8 @@ int knitk_endpoint_wake_stats(const struct knitk_endpoint *ep,
  * caller's <linux/knitk.h>, so a program built against older or newer
  * headers gets the counters it knows (those the module lacks read 0).
  * -EINVAL for a @size below KNITK_STATS_SIZE_VER0 - 8 (the first
- * version's counters), -EOPNOTSUPP on the futex backend.
+ * version's counters), -E2BIG for one above KNITK_SIZED_MAX (nothing is
+ * written), -EOPNOTSUPP on the futex backend.
  */
 int knitk_endpoint_doorbell_stats(struct knitk_endpoint *ep, unsigned int doorbell,
 				  struct knitk_doorbell_stats *stats, size_t size);
