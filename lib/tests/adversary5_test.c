@@ -793,6 +793,136 @@ static void pool_fds_are_cloexec(void)
 	}
 }
 
+/* Reap until @n calls are back, each checked by content and released. */
+static unsigned int reap_n(struct knitk_pool *pool, int efd, unsigned int n,
+			   uint64_t *bad)
+{
+	struct knitk_call *out[16];
+	unsigned int got = 0;
+	int r, i;
+
+	while (got < n) {
+		struct pollfd p = { .fd = efd, .events = POLLIN };
+
+		r = knitk_pool_reap(pool, out, 16);
+		if (r < 0)
+			return got;
+		for (i = 0; i < r; i++) {
+			int st = knitk_call_status(out[i]);
+
+			if (st < 0)
+				(*bad)++;
+			knitk_call_release(out[i]);
+		}
+		got += (unsigned int)r;
+		if (!r && poll(&p, 1, -1) < 0)
+			return got;
+	}
+	return got;
+}
+
+/*
+ * With the only worker held in a task (T_GATE), calls of @len bytes are
+ * submitted in event mode until -EAGAIN: how many fit.  Then the gate is
+ * released and everything reaped.
+ */
+static int room_for(struct knitk_pool *pool, int efd, struct gate *g, size_t len,
+		    uint64_t *bad)
+{
+	static unsigned char buf[ARENA];
+	struct knitk_call *c;
+	int n = 0, ret;
+
+	memset(buf, 7, len);
+	if (knitk_pool_submit(pool, T_GATE, &g->arg, sizeof(g->arg), NULL, &c) ||
+	    gate_wait(g, 'r'))
+		return -1;
+	/* The gated call's handle comes back through reap too. */
+	while ((ret = knitk_pool_submit(pool, T_ECHO, buf, len, NULL, &c)) == 0)
+		n++;
+	if (ret != -EAGAIN || gate_release(g) || gate_wait(g, 'd'))
+		return -1;
+	if (reap_n(pool, efd, (unsigned int)n + 1, bad) != (unsigned int)n + 1)
+		return -1;
+	return n;
+}
+
+/*
+ * Submits the pool refuses (too big, unknown function, bad options,
+ * a worker it has not, a bad entry in a batch) take no lane, no arena
+ * room and no handle: with the worker held, as many calls fit after them
+ * as before, small and as large as a quarter of the arena.
+ */
+static void refused_submits_take_no_room(unsigned int dispatch)
+{
+	struct knitk_pool_opts o = { .nr_workers = 1, .arena_bytes = ARENA,
+				     .dispatch = dispatch };
+	struct knitk_call_opts bad_res = { .size = sizeof(bad_res), .reserved = 1 };
+	struct knitk_call_opts bad_w = { .size = sizeof(bad_w), .flags = KNITK_CALL_WORKER,
+					 .worker = 1 };
+	struct knitk_call_opts big_size = { .size = KNITK_SIZED_MAX + 1 };
+	static unsigned char buf[ARENA + 1];
+	struct knitk_submission subs[3];
+	struct knitk_call *c, *calls[3];
+	struct knitk_pool *pool;
+	uint64_t bad = 0, x = 1;
+	int efd, small, quarter, round;
+	struct gate g;
+	size_t len;
+
+	REQUIRE(gate_open(&g) == 0);
+	REQUIRE(opts_pool(&o, &pool) == 0);
+	efd = knitk_pool_event_fd(pool);
+	REQUIRE(efd >= 0);
+	small = room_for(pool, efd, &g, 8, &bad);
+	quarter = room_for(pool, efd, &g, ARENA / 4, &bad);
+	REQUIRE(small > 0 && quarter > 0);
+	printf("# room with the worker held: %d calls of 8 bytes, %d of %d\n",
+	       small, quarter, ARENA / 4);
+	for (round = 0; round < 100; round++) {
+		CHECK_EQ(knitk_pool_submit(pool, T_ECHO, buf, ARENA + 1, NULL, &c), -EMSGSIZE);
+		CHECK_EQ(knitk_pool_submit(pool, T_ECHO, buf, SIZE_MAX, NULL, &c), -EMSGSIZE);
+		CHECK_EQ(knitk_pool_submit(pool, T_NR, &x, 8, NULL, &c), -EINVAL);
+		CHECK_EQ(knitk_pool_submit(pool, UINT32_MAX, &x, 8, NULL, &c), -EINVAL);
+		CHECK_EQ(knitk_pool_submit(pool, T_MIX, &x, 8, &bad_res, &c), -EINVAL);
+		CHECK_EQ(knitk_pool_submit(pool, T_MIX, &x, 8, &bad_w, &c), -EINVAL);
+		CHECK_EQ(knitk_pool_submit(pool, T_MIX, &x, 8, &big_size, &c), -E2BIG);
+		CHECK_EQ(knitk_pool_call(pool, T_NR, &x, 8, NULL, &x, 8, &len), -EINVAL);
+		memset(subs, 0, sizeof(subs));
+		subs[0].fn = T_MIX;
+		subs[0].in = &x;
+		subs[0].len = 8;
+		subs[1] = subs[0];
+		subs[1].len = ARENA + 1;
+		subs[2] = subs[0];
+		CHECK_EQ(knitk_pool_submit_batch(pool, subs + 1, 2, calls), -EMSGSIZE);
+		subs[1].len = 8;
+		subs[1].reserved = 1;
+		CHECK_EQ(knitk_pool_submit_batch(pool, subs + 1, 2, calls), -EINVAL);
+		subs[1].reserved = 0;
+		subs[1].opts = &bad_w;
+		CHECK_EQ(knitk_pool_submit_batch(pool, subs + 1, 2, calls), -EINVAL);
+		/* One good call before the bad entry: submitted, then reaped. */
+		CHECK_EQ(knitk_pool_submit_batch(pool, subs, 2, calls), 1);
+		CHECK_EQ(reap_n(pool, efd, 1, &bad), 1);
+	}
+	CHECK_EQ(room_for(pool, efd, &g, 8, &bad), small);
+	CHECK_EQ(room_for(pool, efd, &g, ARENA / 4, &bad), quarter);
+	CHECK_EQ(bad, 0);
+	knitk_pool_destroy(pool);
+	gate_close(&g);
+}
+
+static void refused_submits_take_no_room_private(void)
+{
+	refused_submits_take_no_room(KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+static void refused_submits_take_no_room_steal(void)
+{
+	refused_submits_take_no_room(KNITK_POOL_DISPATCH_STEAL);
+}
+
 /* ------------------------------------------- pool: stops, signals */
 
 /*
@@ -848,6 +978,125 @@ static void stopped_worker_is_not_dead(void)
 	knitk_pool_destroy(pool);
 }
 
+/* Sets the affinity of every thread of this process and of @pids. */
+static void pin_all(const cpu_set_t *set, const pid_t *pids, unsigned int n)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	unsigned int i;
+
+	if (d) {
+		while ((e = readdir(d)))
+			if (e->d_name[0] != '.')
+				sched_setaffinity(atoi(e->d_name), sizeof(*set), set);
+		closedir(d);
+	}
+	for (i = 0; i < n; i++)
+		sched_setaffinity(pids[i], sizeof(*set), set);
+}
+
+struct caller {
+	struct knitk_pool *pool;
+	_Atomic unsigned int *flips;
+	_Atomic unsigned long done;
+	unsigned long bad, n;
+};
+
+/* Calls per affinity flip: each caller waits for the next flip after them. */
+#define CALLS_PER_FLIP	50
+
+static void *caller_main(void *arg)
+{
+	struct caller *c = arg;
+	unsigned long i;
+
+	for (i = 0; i < c->n; i++) {
+		uint64_t x = i * 7919, y = 0;
+		size_t len = 0;
+
+		while (atomic_load(c->flips) <= i / CALLS_PER_FLIP)
+			sched_yield();
+		if (knitk_pool_call(c->pool, T_MIX, &x, 8, NULL, &y, 8, &len) ||
+		    len != 8 || y != mix64(x))
+			c->bad++;
+		atomic_store(&c->done, i + 1);
+	}
+	return NULL;
+}
+
+/*
+ * The spin policy reads the CPUs the process may use at start; the whole
+ * process (and its process workers) pinned to one CPU and let go again,
+ * every 50 calls of each of two calling threads: every call completes by
+ * content (a worker that spins for a peer that cannot run would hang).
+ */
+static void affinity_flips(unsigned int kind, unsigned int dispatch)
+{
+	struct knitk_pool_opts o = { .kind = kind, .nr_workers = 2, .arena_bytes = ARENA,
+				     .dispatch = dispatch };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	_Atomic unsigned int flips = 0;
+	struct knitk_pool *pool;
+	struct caller c[2];
+	cpu_set_t orig, one;
+	pthread_t t[2];
+	pid_t pids[2];
+	unsigned int i, np = 0, f;
+
+	REQUIRE(sched_getaffinity(0, sizeof(orig), &orig) == 0);
+	if (CPU_COUNT(&orig) < 2)
+		SKIP("one CPU only: nothing to take away");
+	CPU_ZERO(&one);
+	for (i = 0; i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &orig)) {
+			CPU_SET(i, &one);
+			break;
+		}
+	REQUIRE(opts_pool(&o, &pool) == 0);
+	for (i = 0; i < 2 && kind == KNITK_WORKER_PROCESSES; i++)
+		if (!knitk_pool_worker_info(pool, i, &wi) && wi.pid > 0)
+			pids[np++] = wi.pid;
+	for (i = 0; i < 2; i++) {
+		c[i].pool = pool;
+		c[i].flips = &flips;
+		c[i].n = 1000;
+		c[i].bad = 0;
+		atomic_init(&c[i].done, 0);
+		REQUIRE(pthread_create(&t[i], NULL, caller_main, &c[i]) == 0);
+	}
+	for (f = 0; f <= 1000 / CALLS_PER_FLIP; f++) {
+		unsigned long want = (unsigned long)f * CALLS_PER_FLIP;
+
+		/* Both callers are through the calls of the last flip. */
+		for (i = 0; i < 2; i++)
+			while (atomic_load(&c[i].done) < want)
+				sched_yield();
+		pin_all(f & 1 ? &orig : &one, pids, np);
+		atomic_store(&flips, f + 1);
+	}
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	pin_all(&orig, pids, np);
+	CHECK_EQ(c[0].bad + c[1].bad, 0);
+	CHECK_EQ(atomic_load(&c[0].done) + atomic_load(&c[1].done), 2000);
+	knitk_pool_destroy(pool);
+}
+
+static void affinity_flips_threads_private(void)
+{
+	affinity_flips(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+static void affinity_flips_threads_steal(void)
+{
+	affinity_flips(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_STEAL);
+}
+
+static void affinity_flips_processes_steal(void)
+{
+	affinity_flips(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_STEAL);
+}
+
 static _Atomic unsigned long usr1_seen;
 
 static void on_usr1(int sig)
@@ -856,87 +1105,103 @@ static void on_usr1(int sig)
 	atomic_fetch_add(&usr1_seen, 1);
 }
 
+/* What a blocked thread does while it is signalled. */
+enum { OP_WAIT, OP_WAIT_ALL, OP_WAIT_ANY, OP_DRAIN };
+
 struct blocked {
 	struct knitk_pool *pool;
 	struct knitk_call *gated;
+	int op;
 	_Atomic int stage;	/* 1: about to block, 2: returned */
-	int wait_ret, submit_ret, drain_ret, batch_ret;
-	pid_t tid;
+	_Atomic pid_t tid;
+	int ret;
 };
 
-/* SIGUSR1 without SA_RESTART, every handler run observed. */
-static void usr1_install(struct sigaction *old)
-{
-	struct sigaction sa = { .sa_handler = on_usr1 };
-
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGUSR1, &sa, old);
-}
-
-/* Signal thread @tid until it leaves its call (b->stage 2). */
-static void usr1_storm(struct blocked *b)
-{
-	unsigned long before = atomic_load(&usr1_seen);
-
-	/* At least a few handlers run while it is blocked. */
-	while (atomic_load(&usr1_seen) < before + 20 && atomic_load(&b->stage) < 2)
-		if (syscall(SYS_tgkill, getpid(), b->tid, SIGUSR1))
-			break;
-}
-
-static void *wait_main(void *arg)
+static void *blocked_main(void *arg)
 {
 	struct blocked *b = arg;
 
-	b->tid = gettid();
+	atomic_store(&b->tid, gettid());
 	atomic_store(&b->stage, 1);
-	b->wait_ret = knitk_call_wait(b->gated, KNITK_WAIT_FOREVER);
+	switch (b->op) {
+	case OP_WAIT:
+		b->ret = knitk_call_wait(b->gated, KNITK_WAIT_FOREVER);
+		break;
+	case OP_WAIT_ALL:
+		b->ret = knitk_pool_wait_all(b->pool, &b->gated, 1, KNITK_WAIT_FOREVER);
+		break;
+	case OP_WAIT_ANY:
+		b->ret = knitk_pool_wait_any(b->pool, &b->gated, 1, KNITK_WAIT_FOREVER);
+		break;
+	default:
+		b->ret = knitk_pool_shutdown(b->pool, KNITK_SHUTDOWN_DRAIN);
+		break;
+	}
 	atomic_store(&b->stage, 2);
 	return NULL;
 }
 
 /*
- * A thread in knitk_call_wait(KNITK_WAIT_FOREVER) on a call that is held
- * in its task, signalled again and again (SIGUSR1, no SA_RESTART): the
- * wait returns only once the call has completed, with its status (no
- * -EINTR, no -EINPROGRESS: its deadline never comes).
+ * A thread blocked in a pool call that waits for a call held in its task
+ * (T_GATE), signalled again and again (SIGUSR1 without SA_RESTART): the
+ * call returns only once the held call has completed, with what it
+ * promises (no -EINTR, no -EINPROGRESS before a deadline that never
+ * comes); the held call completes with its result, not cancelled.
  */
-static void signals_in_call_wait(void)
+static void signals_in_blocking_call(int op, int want)
 {
 	struct knitk_pool_opts o = { .nr_workers = 1, .arena_bytes = ARENA };
-	struct sigaction old;
-	struct blocked b = { 0 };
-	struct knitk_call *c;
-	int ready[2], gate[2];
-	struct { int32_t ready, gate; uint32_t n; } arg;
+	struct sigaction sa = { .sa_handler = on_usr1 }, old;
+	struct blocked b = { .op = op };
+	unsigned long before;
+	struct gate g;
 	pthread_t t;
-	char ch;
 
-	REQUIRE(pipe(ready) == 0 && pipe(gate) == 0);
-	arg.ready = ready[1];
-	arg.gate = gate[0];
-	arg.n = 3;
-	usr1_install(&old);
+	REQUIRE(gate_open(&g) == 0);
+	g.arg.n = 3;
+	sigemptyset(&sa.sa_mask);
+	REQUIRE(sigaction(SIGUSR1, &sa, &old) == 0);
 	REQUIRE(opts_pool(&o, &b.pool) == 0);
-	REQUIRE(knitk_pool_submit(b.pool, T_GATE, &arg, sizeof(arg), NULL, &c) == 0);
-	REQUIRE(read(ready[0], &ch, 1) == 1 && ch == 'r');
-	b.gated = c;
-	REQUIRE(pthread_create(&t, NULL, wait_main, &b) == 0);
+	REQUIRE(knitk_pool_submit(b.pool, T_GATE, &g.arg, sizeof(g.arg), NULL, &b.gated) == 0);
+	REQUIRE(gate_wait(&g, 'r') == 0);
+	REQUIRE(pthread_create(&t, NULL, blocked_main, &b) == 0);
 	while (atomic_load(&b.stage) < 1)
 		sched_yield();
-	usr1_storm(&b);
+	/* At least 20 handlers run in the thread while it is blocked. */
+	before = atomic_load(&usr1_seen);
+	while (atomic_load(&usr1_seen) < before + 20 && atomic_load(&b.stage) < 2)
+		if (syscall(SYS_tgkill, getpid(), atomic_load(&b.tid), SIGUSR1))
+			break;
 	CHECK(atomic_load(&b.stage) < 2);
-	CHECK_EQ(knitk_call_status(c), -EINPROGRESS);
-	REQUIRE(write(gate[1], "g", 1) == 1);
+	CHECK_EQ(knitk_call_status(b.gated), -EINPROGRESS);
+	REQUIRE(gate_release(&g) == 0);
 	pthread_join(t, NULL);
-	CHECK_EQ(b.wait_ret, 3);
-	knitk_call_release(c);
+	CHECK_EQ(b.ret, want);
+	CHECK_EQ(knitk_call_wait(b.gated, 0), 3);
+	knitk_call_release(b.gated);
 	knitk_pool_destroy(b.pool);
 	sigaction(SIGUSR1, &old, NULL);
-	close(ready[0]);
-	close(ready[1]);
-	close(gate[0]);
-	close(gate[1]);
+	gate_close(&g);
+}
+
+static void signals_in_call_wait(void)
+{
+	signals_in_blocking_call(OP_WAIT, 3);
+}
+
+static void signals_in_wait_all(void)
+{
+	signals_in_blocking_call(OP_WAIT_ALL, 0);
+}
+
+static void signals_in_wait_any(void)
+{
+	signals_in_blocking_call(OP_WAIT_ANY, 0);
+}
+
+static void signals_in_drain(void)
+{
+	signals_in_blocking_call(OP_DRAIN, 0);
 }
 
 int main(int argc, char **argv)
@@ -957,7 +1222,15 @@ int main(int argc, char **argv)
 	TEST(pool_create_failures_leak_nothing);
 	TEST(create_destroy_loop);
 	TEST(pool_fds_are_cloexec);
+	TEST(refused_submits_take_no_room_private);
+	TEST(refused_submits_take_no_room_steal);
 	TEST(stopped_worker_is_not_dead);
+	TEST(affinity_flips_threads_private);
+	TEST(affinity_flips_threads_steal);
+	TEST(affinity_flips_processes_steal);
 	TEST(signals_in_call_wait);
+	TEST(signals_in_wait_all);
+	TEST(signals_in_wait_any);
+	TEST(signals_in_drain);
 	return tap_exit();
 }

@@ -360,26 +360,20 @@ static void *wait_main(void *arg)
 TEST(signals_in_call_wait)
 {
 	struct sigaction sa = { .sa_handler = on_usr1 }, old;
-	struct { int32_t ready, gate; uint32_t n; } arg;
 	struct waiter w = { 0 };
 	struct knitk_pool *pool;
-	int ready[2], gate[2];
 	unsigned long before;
+	struct gate g;
 	pthread_t t;
-	char ch;
 
 	REQUIRE_KNITK();
-	ASSERT_EQ(0, pipe(ready));
-	ASSERT_EQ(0, pipe(gate));
-	arg.ready = ready[1];
-	arg.gate = gate[0];
-	arg.n = 3;
+	ASSERT_EQ(0, gate_open(&g));
+	g.arg.n = 3;
 	sigemptyset(&sa.sa_mask);
 	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, &old));
 	ASSERT_EQ(0, kmod_pool(KNITK_WORKER_THREADS, 1, &pool));
-	ASSERT_EQ(0, knitk_pool_submit(pool, T_GATE, &arg, sizeof(arg), NULL, &w.call));
-	ASSERT_EQ(1, read(ready[0], &ch, 1));
-	ASSERT_EQ('r', ch);
+	ASSERT_EQ(0, knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg), NULL, &w.call));
+	ASSERT_EQ(0, gate_wait(&g, 'r'));
 	ASSERT_EQ(0, pthread_create(&t, NULL, wait_main, &w));
 	while (atomic_load(&w.stage) < 1)
 		sched_yield();
@@ -388,12 +382,13 @@ TEST(signals_in_call_wait)
 		ASSERT_EQ(0, syscall(SYS_tgkill, getpid(), atomic_load(&w.tid), SIGUSR1));
 	EXPECT_GT(2, atomic_load(&w.stage));
 	EXPECT_EQ(-EINPROGRESS, knitk_call_status(w.call));
-	ASSERT_EQ(1, write(gate[1], "g", 1));
+	ASSERT_EQ(0, gate_release(&g));
 	pthread_join(t, NULL);
 	EXPECT_EQ(3, w.ret);
 	knitk_call_release(w.call);
 	knitk_pool_destroy(pool);
 	sigaction(SIGUSR1, &old, NULL);
+	gate_close(&g);
 }
 
 int main(int argc, char **argv)
