@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -426,6 +427,173 @@ static void staged_lane_published_late_comes_last(void)
 		CHECK_EQ(order[i], i);
 	REQUIRE(knitk_lane_ack(r.c, all) == 0);
 	CHECK_EQ(full_capacity_run(&r, 5), 0);
+	pair_fini(&r);
+}
+
+/*
+ * A consumer process stopped between two library calls (it scanned and
+ * decoded a full mailbox, acknowledged half of it and raised SIGSTOP),
+ * then SIGKILLed: the producer marks it dead and stands in for it
+ * (knitk_producer_reset_consumer; -EBUSY first while a lane is claimed,
+ * changing nothing), and a new consumer of a new endpoint in the same
+ * role runs the mailbox at full capacity, by content.
+ */
+static void consumer_killed_between_calls(void)
+{
+	struct pair r;
+	uint64_t pending, half = 0;
+	unsigned int i;
+	int status, lane;
+	pid_t pid;
+
+	REQUIRE(pair_init(&r) == 0);
+	/* Worker 0's role goes to the child: this process's consumer leaves. */
+	knitk_consumer_destroy(r.c);
+	knitk_endpoint_destroy(r.w0);
+	r.c = NULL;
+	r.w0 = NULL;
+	for (i = 0; i < KNITK_LANES; i++) {
+		struct knitk_lane_header h = { .task_id = i };
+		unsigned char b[100];
+
+		memset(b, (int)i, sizeof(b));
+		REQUIRE(knitk_producer_send(r.p, &h, b, i & 1 ? sizeof(b) : 8) >= 0);
+	}
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct knitk_msg m = { .size = sizeof(m) };
+		struct knitk_endpoint *e;
+		struct knitk_consumer *c;
+		int mb = knitk_endpoint_request_mailbox(r.host, 0, 0);
+
+		if (knitk_endpoint_attach(knitk_endpoint_fd(r.host), 0, &e) ||
+		    knitk_endpoint_join(e, KNITK_ROLE_WORKER, 0) < 1 ||
+		    knitk_consumer_create(e, (unsigned int)mb, &c) ||
+		    knitk_lane_scan(c, &pending) != KNITK_LANES)
+			_exit(1);
+		while ((lane = knitk_lane_next(c, &pending)) >= 0) {
+			if (knitk_lane_decode(c, (unsigned int)lane, &m))
+				_exit(2);
+			if (m.header.task_id < KNITK_LANES / 2)
+				half |= 1ULL << lane;
+		}
+		if (knitk_lane_ack(c, half))
+			_exit(3);
+		raise(SIGSTOP);
+		_exit(4);
+	}
+	REQUIRE(waitpid(pid, &status, WUNTRACED) == pid);
+	REQUIRE(WIFSTOPPED(status));
+	REQUIRE(kill(pid, SIGKILL) == 0);
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFSIGNALED(status));
+	CHECK_EQ(knitk_endpoint_mark_dead(r.host, 0), 0);
+	CHECK_EQ(knitk_endpoint_role(r.host, 0, NULL), 0);
+
+	/* Half the lanes came back; a claimed lane makes the reset wait. */
+	REQUIRE(knitk_mailbox_pending(r.host, 0, &pending) >= 0);
+	CHECK_EQ(__builtin_popcountll(pending), KNITK_LANES / 2);
+	lane = knitk_lane_claim(r.p);
+	REQUIRE(lane >= 0);
+	CHECK_EQ(knitk_producer_reset_consumer(r.p), -EBUSY);
+	REQUIRE(knitk_mailbox_pending(r.host, 0, &pending) >= 0);
+	CHECK_EQ(__builtin_popcountll(pending), KNITK_LANES / 2);
+	REQUIRE(knitk_lane_release(r.p, (unsigned int)lane) == 0);
+	CHECK_EQ(knitk_producer_reset_consumer(r.p), 0);
+	REQUIRE(knitk_mailbox_pending(r.host, 0, &pending) >= 0);
+	CHECK_EQ(pending, 0);
+
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(r.host), 0, &r.w0) == 0);
+	REQUIRE(knitk_endpoint_join(r.w0, KNITK_ROLE_WORKER, 0) >= 1);
+	REQUIRE(knitk_consumer_create(r.w0, 0, &r.c) == 0);
+	CHECK_EQ(full_capacity_run(&r, 6), 0);
+	CHECK_EQ(full_capacity_run(&r, 7), 0);
+	pair_fini(&r);
+}
+
+/*
+ * A consumer process killed inside knitk_lane_ack: traced and single-
+ * stepped until its arena free word has changed while its ack word has
+ * not (the torn state knitk_producer_reset_consumer repairs, knitk.h),
+ * then SIGKILLed.  The reset neither undoes the frees nor leaves a slot
+ * or a lane behind: a new consumer runs the mailbox at full capacity.
+ */
+static void consumer_killed_inside_ack(void)
+{
+	const volatile struct knitk_sector *sec;
+	struct knitk_layout l;
+	struct pair r;
+	uint64_t free0, ack0, pending;
+	unsigned long steps = 0;
+	unsigned int i;
+	int status;
+	void *base;
+	pid_t pid;
+
+	REQUIRE(pair_init(&r) == 0);
+	knitk_consumer_destroy(r.c);
+	knitk_endpoint_destroy(r.w0);
+	r.c = NULL;
+	r.w0 = NULL;
+	REQUIRE(knitk_endpoint_request_mailbox(r.host, 0, 0) == 0);
+	REQUIRE(knitk_endpoint_layout(r.host, &l, NULL) == 0);
+	REQUIRE(knitk_endpoint_base(r.host, &base) == 0);
+	sec = (const volatile void *)((char *)base + l.mailbox_off);
+	for (i = 0; i < 8; i++) {
+		struct knitk_lane_header h = { .task_id = i };
+		unsigned char b[200];
+
+		memset(b, (int)i, sizeof(b));
+		REQUIRE(knitk_producer_send(r.p, &h, b, sizeof(b)) >= 0);
+	}
+	free0 = sec->arena_free;
+	ack0 = sec->ack;
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct knitk_msg m = { .size = sizeof(m) };
+		struct knitk_endpoint *e;
+		struct knitk_consumer *c;
+		uint64_t all;
+		int lane;
+
+		if (knitk_endpoint_attach(knitk_endpoint_fd(r.host), 0, &e) ||
+		    knitk_endpoint_join(e, KNITK_ROLE_WORKER, 0) < 1 ||
+		    knitk_consumer_create(e, 0, &c) || knitk_lane_scan(c, &pending) != 8)
+			_exit(1);
+		all = pending;
+		while ((lane = knitk_lane_next(c, &pending)) >= 0)
+			if (knitk_lane_decode(c, (unsigned int)lane, &m))
+				_exit(2);
+		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL))
+			_exit(3);
+		raise(SIGSTOP);
+		knitk_lane_ack(c, all);
+		_exit(0);
+	}
+	REQUIRE(waitpid(pid, &status, 0) == pid && WIFSTOPPED(status));
+	/* Step until the free word moved; the ack word must not have yet. */
+	while (sec->arena_free == free0) {
+		if (ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL) ||
+		    waitpid(pid, &status, 0) != pid || !WIFSTOPPED(status))
+			break;
+		steps++;
+	}
+	CHECK(sec->arena_free != free0);
+	CHECK_EQ(sec->ack, ack0);
+	printf("# killed %lu steps after its stop, frees stored, ack not\n", steps);
+	kill(pid, SIGKILL);
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFSIGNALED(status));
+	CHECK_EQ(knitk_endpoint_mark_dead(r.host, 0), 0);
+	CHECK_EQ(knitk_producer_reset_consumer(r.p), 0);
+	REQUIRE(knitk_mailbox_pending(r.host, 0, &pending) >= 0);
+	CHECK_EQ(pending, 0);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(r.host), 0, &r.w0) == 0);
+	REQUIRE(knitk_endpoint_join(r.w0, KNITK_ROLE_WORKER, 0) >= 1);
+	REQUIRE(knitk_consumer_create(r.w0, 0, &r.c) == 0);
+	CHECK_EQ(full_capacity_run(&r, 8), 0);
 	pair_fini(&r);
 }
 
@@ -1216,6 +1384,8 @@ int main(int argc, char **argv)
 	TEST(failed_reserve_keeps_lane);
 	TEST(reserve_regrows_in_own_space);
 	TEST(staged_lane_published_late_comes_last);
+	TEST(consumer_killed_between_calls);
+	TEST(consumer_killed_inside_ack);
 	TEST(endpoint_boundaries);
 	TEST(steal_region_edges);
 	TEST(attach_refuses_non_knots);
