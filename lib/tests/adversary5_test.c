@@ -4,12 +4,14 @@
  * written from the public headers and man pages alone: every argument
  * boundary of the lane, endpoint and steal functions, with the check that
  * a refused call changed nothing (a full-capacity run afterwards); a
- * failed reservation that must leave the lane as it was; attach of fds
- * that are not knots; waits with deadlines of 0 and far in the future;
- * the fds a pool makes and whether a helper the program forks and execs
- * inherits any; pool create failures and create/destroy loops that must
- * leak no fd, mapping or child; a stopped process worker; signals landing
- * in blocking pool calls.
+ * failed reservation that must leave the lane as it was; a staged lane
+ * published late; a consumer process killed between two calls and inside
+ * its ack (ptrace); attach of fds that are not knots; parks with deadlines
+ * of 0 and on both sides of 2^63; the fds a pool makes (close-on-exec for
+ * a helper that execs); pool create failures and create/destroy loops
+ * that must leak no fd, knot mapping, thread or child; refused submits
+ * that must take no room; a pool at every maximum; a stopped process
+ * worker; affinity changed under load; signals in blocking pool calls.
  * argv[1] (the runner's call count) is ignored: the counts are small.
  */
 #include <dirent.h>
@@ -521,7 +523,7 @@ static void consumer_killed_between_calls(void)
  */
 static void consumer_killed_inside_ack(void)
 {
-	const volatile struct knitk_sector *sec;
+	struct knitk_sector *sec;
 	struct knitk_layout l;
 	struct pair r;
 	uint64_t free0, ack0, pending;
@@ -539,7 +541,7 @@ static void consumer_killed_inside_ack(void)
 	REQUIRE(knitk_endpoint_request_mailbox(r.host, 0, 0) == 0);
 	REQUIRE(knitk_endpoint_layout(r.host, &l, NULL) == 0);
 	REQUIRE(knitk_endpoint_base(r.host, &base) == 0);
-	sec = (const volatile void *)((char *)base + l.mailbox_off);
+	sec = (void *)((char *)base + l.mailbox_off);
 	for (i = 0; i < 8; i++) {
 		struct knitk_lane_header h = { .task_id = i };
 		unsigned char b[200];
@@ -547,8 +549,8 @@ static void consumer_killed_inside_ack(void)
 		memset(b, (int)i, sizeof(b));
 		REQUIRE(knitk_producer_send(r.p, &h, b, sizeof(b)) >= 0);
 	}
-	free0 = sec->arena_free;
-	ack0 = sec->ack;
+	free0 = __atomic_load_n(&sec->arena_free, __ATOMIC_ACQUIRE);
+	ack0 = __atomic_load_n(&sec->ack, __ATOMIC_ACQUIRE);
 	pid = fork();
 	REQUIRE(pid >= 0);
 	if (pid == 0) {
@@ -574,14 +576,14 @@ static void consumer_killed_inside_ack(void)
 	}
 	REQUIRE(waitpid(pid, &status, 0) == pid && WIFSTOPPED(status));
 	/* Step until the free word moved; the ack word must not have yet. */
-	while (sec->arena_free == free0) {
+	while (__atomic_load_n(&sec->arena_free, __ATOMIC_ACQUIRE) == free0) {
 		if (ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL) ||
 		    waitpid(pid, &status, 0) != pid || !WIFSTOPPED(status))
 			break;
 		steps++;
 	}
-	CHECK(sec->arena_free != free0);
-	CHECK_EQ(sec->ack, ack0);
+	CHECK(__atomic_load_n(&sec->arena_free, __ATOMIC_ACQUIRE) != free0);
+	CHECK_EQ(__atomic_load_n(&sec->ack, __ATOMIC_ACQUIRE), ack0);
 	printf("# killed %lu steps after its stop, frees stored, ack not\n", steps);
 	kill(pid, SIGKILL);
 	REQUIRE(waitpid(pid, &status, 0) == pid);
@@ -687,6 +689,60 @@ static void endpoint_boundaries(void)
 	CHECK_EQ(knitk_doorbell_kick_self(host), 0);
 	CHECK_EQ(knitk_doorbell_wait(host, gen, (uint64_t)INT64_MAX + 1), 0);
 
+	knitk_endpoint_destroy(host);
+}
+
+struct parker {
+	struct knitk_endpoint *ep;
+	uint64_t deadline;
+	int ret;
+};
+
+static void *park_main(void *arg)
+{
+	struct parker *pk = arg;
+
+	pk->ret = knitk_doorbell_park(pk->ep, pk->deadline);
+	return NULL;
+}
+
+/*
+ * Deadlines far ahead, on both sides of 2^63 (a signed comparison would
+ * take them for the past): the park sleeps (its sleeping flag is seen
+ * set) and ends with the kick, 0, never -ETIMEDOUT.
+ */
+static void park_far_deadlines(void)
+{
+	static const uint64_t far[] = { (uint64_t)INT64_MAX, (uint64_t)INT64_MAX + 1,
+					(uint64_t)INT64_MAX + 1000000000ULL,
+					KNITK_WAIT_FOREVER - 1, KNITK_WAIT_FOREVER };
+	struct knitk_geometry g = small_geom(1);
+	struct knitk_wake_stats ws = { .size = sizeof(ws) };
+	struct knitk_doorbell *db;
+	struct knitk_layout l;
+	struct knitk_endpoint *host;
+	unsigned int i;
+	void *base;
+
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &host) == 0);
+	REQUIRE(knitk_endpoint_join(host, KNITK_ROLE_HOST, 0) == 1);
+	REQUIRE(knitk_endpoint_layout(host, &l, NULL) == 0);
+	REQUIRE(knitk_endpoint_base(host, &base) == 0);
+	db = (void *)((char *)base + l.doorbell_off +
+				     (uint64_t)KNITK_DOORBELL_HOST * l.doorbell_stride);
+	for (i = 0; i < sizeof(far) / sizeof(far[0]); i++) {
+		struct parker pk = { .ep = host, .deadline = far[i], .ret = 1 };
+		pthread_t t;
+
+		REQUIRE(pthread_create(&t, NULL, park_main, &pk) == 0);
+		while (!__atomic_load_n(&db->sleeping, __ATOMIC_ACQUIRE))
+			sched_yield();
+		CHECK_EQ(knitk_doorbell_kick_self(host), 0);
+		pthread_join(t, NULL);
+		CHECK_EQ(pk.ret, 0);
+	}
+	REQUIRE(knitk_endpoint_wake_stats(host, &ws) == 0);
+	CHECK_EQ(ws.timeouts, 0);
 	knitk_endpoint_destroy(host);
 }
 
@@ -1091,6 +1147,63 @@ static void refused_submits_take_no_room_steal(void)
 	refused_submits_take_no_room(KNITK_POOL_DISPATCH_STEAL);
 }
 
+/*
+ * A pool at every maximum: KNITK_MAX_WORKERS thread workers and
+ * KNITK_MAX_SUBMITTERS submitters (4095 mailboxes), private and stealing
+ * (regions of one lane): a call pinned to each worker runs on that
+ * worker's own thread, and a batch of calls completes by content.
+ */
+static void pool_at_the_limits(unsigned int dispatch)
+{
+	struct knitk_pool_opts o = { .nr_workers = KNITK_MAX_WORKERS,
+				     .nr_submitters = KNITK_MAX_SUBMITTERS,
+				     .inline_bytes = 64, .arena_bytes = 4096,
+				     .dispatch = dispatch };
+	static struct knitk_submission subs[200];
+	static struct knitk_call *calls[200];
+	static uint64_t xs[200];
+	struct knitk_pool *pool;
+	int32_t tids[KNITK_MAX_WORKERS];
+	unsigned int w, i, bad = 0, same = 0;
+
+	REQUIRE(opts_pool(&o, &pool) == 0);
+	for (w = 0; w < KNITK_MAX_WORKERS && dispatch == KNITK_POOL_DISPATCH_PRIVATE; w++) {
+		struct knitk_call_opts co = { .size = sizeof(co), .flags = KNITK_CALL_WORKER,
+					      .worker = w };
+		size_t len = 0;
+
+		tids[w] = 0;
+		CHECK_EQ(knitk_pool_call(pool, T_TID, NULL, 0, &co, &tids[w],
+					 sizeof(tids[w]), &len), 0);
+		CHECK_EQ(len, sizeof(tids[w]));
+		for (i = 0; i < w; i++)
+			same += tids[i] == tids[w];
+	}
+	CHECK_EQ(same, 0);
+	for (i = 0; i < 200; i++) {
+		xs[i] = i * 31 + dispatch;
+		subs[i] = (struct knitk_submission){ .fn = T_MIX, .in = &xs[i], .len = 8 };
+	}
+	REQUIRE(knitk_pool_submit_batch(pool, subs, 200, calls) == 200);
+	REQUIRE(knitk_pool_wait_all(pool, calls, 200, KNITK_WAIT_FOREVER) == 0);
+	for (i = 0; i < 200; i++) {
+		bad += !mix_result_ok(calls[i], xs[i]);
+		knitk_call_release(calls[i]);
+	}
+	CHECK_EQ(bad, 0);
+	knitk_pool_destroy(pool);
+}
+
+static void pool_at_the_limits_private(void)
+{
+	pool_at_the_limits(KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+static void pool_at_the_limits_steal(void)
+{
+	pool_at_the_limits(KNITK_POOL_DISPATCH_STEAL);
+}
+
 /* ------------------------------------------- pool: stops, signals */
 
 /*
@@ -1387,6 +1500,7 @@ int main(int argc, char **argv)
 	TEST(consumer_killed_between_calls);
 	TEST(consumer_killed_inside_ack);
 	TEST(endpoint_boundaries);
+	TEST(park_far_deadlines);
 	TEST(steal_region_edges);
 	TEST(attach_refuses_non_knots);
 	TEST(pool_create_failures_leak_nothing);
@@ -1394,6 +1508,8 @@ int main(int argc, char **argv)
 	TEST(pool_fds_are_cloexec);
 	TEST(refused_submits_take_no_room_private);
 	TEST(refused_submits_take_no_room_steal);
+	TEST(pool_at_the_limits_private);
+	TEST(pool_at_the_limits_steal);
 	TEST(stopped_worker_is_not_dead);
 	TEST(affinity_flips_threads_private);
 	TEST(affinity_flips_threads_steal);
