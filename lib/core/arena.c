@@ -173,6 +173,40 @@ int knitk__arena_free(struct knitk_arena *arena, unsigned int slot)
 	return 0;
 }
 
+int knitk__arena_realloc(struct knitk_arena *arena, unsigned int slot,
+			 uint64_t len, uint64_t *offset)
+{
+	struct knitk_arena *a = arena;
+	unsigned int pos, i;
+	int ret;
+
+	if (!a || slot >= KNITK_ARENA_SLOTS || !offset || !len)
+		return -EINVAL;
+	if (!arena_slot_live(a, slot))
+		return knitk__arena_alloc(a, len, offset);
+	if (len > a->size)
+		return -EMSGSIZE;
+	a->rollback ^= 1ULL << slot;
+	ret = knitk__arena_alloc(a, len, offset);
+	if (ret >= 0)
+		return ret;
+	/*
+	 * Live again; the failed alloc's compaction dropped its entry (the
+	 * bytes were not handed out): back into the table by its start.
+	 */
+	a->rollback ^= 1ULL << slot;
+	if (!(a->tracked & (1ULL << slot))) {
+		for (pos = 0; pos < a->nr && a->start[a->table[pos]] < a->start[slot]; pos++)
+			;
+		for (i = a->nr; i > pos; i--)
+			a->table[i] = a->table[i - 1];
+		a->table[pos] = (uint8_t)slot;
+		a->nr++;
+		a->tracked |= 1ULL << slot;
+	}
+	return ret;
+}
+
 int knitk__arena_live(struct knitk_arena *arena, uint64_t *slots)
 {
 	uint64_t live;

@@ -36,6 +36,14 @@ int knitk__arena_add_free_word(struct knitk_arena *arena,
 int knitk__arena_alloc(struct knitk_arena *arena, uint64_t len,
 		       uint64_t *offset);
 
+/*
+ * knitk__arena_realloc - knitk__arena_alloc as if live @slot were free:
+ * on success @slot is freed (the new slot may be @slot again); on failure
+ * nothing changed and @slot is still live.
+ */
+int knitk__arena_realloc(struct knitk_arena *arena, unsigned int slot,
+			 uint64_t len, uint64_t *offset);
+
 /* knitk__arena_free - the producer's own rollback free of a live slot. */
 int knitk__arena_free(struct knitk_arena *arena, unsigned int slot);
 

@@ -413,6 +413,9 @@ KNITK_EXPORT int knitk_endpoint_doorbell_stats(struct knitk_endpoint *ep,
 
 	if (!ep || !stats || doorbell >= KNITK_NR_DOORBELLS || size < ver0)
 		return -EINVAL;
+	/* As for the sized structs: no header has a struct that big. */
+	if (size > KNITK_SIZED_MAX)
+		return -E2BIG;
 	if (!ep->ops->stats)
 		return -EOPNOTSUPP;
 	ret = ep->ops->stats(ep, doorbell, &st);

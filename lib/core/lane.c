@@ -61,6 +61,7 @@ struct knitk_consumer {
 	unsigned int cursor;
 	uint64_t ack;			/* private copy of the ack word */
 	uint64_t seen;			/* pending lanes found by scans */
+	bool by_stamp;			/* the last scan's lanes are out of ring order */
 	struct knitk_arena_freer freer;
 	struct knitk_steal *steal;	/* a claimant of a stealing mailbox */
 };
@@ -272,14 +273,18 @@ KNITK_EXPORT int knitk_lane_reserve(struct knitk_producer *producer,
 	if (!buf)
 		return -EINVAL;
 	h = lane_hdr(p, lane);
-	lane_drop_payload(p, h);
 	if (len <= p->g.inline_bytes) {
+		lane_drop_payload(p, h);
 		h->kind = len ? KNITK_PAYLOAD_INLINE : KNITK_PAYLOAD_NONE;
 		h->length = len;
 		*buf = (char *)h + KNITK_LANE_HEADER_BYTES;
 		return 0;
 	}
-	ret = knitk__arena_alloc(p->arena, len, &off);
+	/* A failure leaves the lane's payload as it was (knitk.h). */
+	if (h->kind == KNITK_PAYLOAD_ARENA && h->arena_slot < KNITK_ARENA_SLOTS)
+		ret = knitk__arena_realloc(p->arena, h->arena_slot, len, &off);
+	else
+		ret = knitk__arena_alloc(p->arena, len, &off);
 	if (ret < 0)
 		return ret;
 	p->slot_owner[ret] = -1;
@@ -646,6 +651,57 @@ KNITK_EXPORT void knitk_consumer_destroy(struct knitk_consumer *consumer)
 	free(consumer);
 }
 
+static uint64_t consumer_stamp(const struct knitk_consumer *c, unsigned int lane)
+{
+	const struct knitk_lane_header *h = (const void *)(c->g.lanes +
+		(uint64_t)lane * c->g.lane_stride);
+
+	return atomic_load_explicit(A64(&h->stamp), memory_order_relaxed);
+}
+
+/*
+ * Whether @pending, taken in ring order from the cursor, is not in
+ * publish order: a staged lane published after lanes claimed later
+ * (knitk_producer_stage).  The stamps were stored before the release of
+ * pub that the scan acquired.
+ */
+static bool consumer_out_of_order(const struct knitk_consumer *c, uint64_t pending)
+{
+	uint64_t m = pending, prev = 0;
+	bool first = true;
+
+	while (m) {
+		unsigned int lane = ring_next(m, c->cursor);
+		uint64_t s = consumer_stamp(c, lane);
+
+		if (!first && (int64_t)(s - prev) <= 0)
+			return true;
+		first = false;
+		prev = s;
+		m &= ~bit(lane);
+	}
+	return false;
+}
+
+/* The lane of @pending published first. */
+static unsigned int consumer_oldest(const struct knitk_consumer *c, uint64_t pending)
+{
+	unsigned int best = (unsigned int)__builtin_ctzll(pending), lane;
+	uint64_t m, bs = consumer_stamp(c, best);
+
+	for (m = pending & (pending - 1); m; m &= m - 1) {
+		uint64_t s;
+
+		lane = (unsigned int)__builtin_ctzll(m);
+		s = consumer_stamp(c, lane);
+		if ((int64_t)(s - bs) < 0) {
+			best = lane;
+			bs = s;
+		}
+	}
+	return best;
+}
+
 KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 				 uint64_t *pending)
 {
@@ -666,6 +722,7 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 				   memory_order_acquire);
 	*pending = pub ^ consumer->ack;
 	consumer->seen |= *pending;
+	consumer->by_stamp = consumer_out_of_order(consumer, *pending);
 	return knot_lane_count(*pending);
 }
 
@@ -690,7 +747,8 @@ KNITK_EXPORT int knitk_lane_next(struct knitk_consumer *consumer,
 		return -ENOENT;
 	if (consumer->steal)
 		return knitk__steal_next(consumer->steal, pending);
-	lane = ring_next(*pending, consumer->cursor);
+	lane = consumer->by_stamp ? consumer_oldest(consumer, *pending) :
+				    ring_next(*pending, consumer->cursor);
 	consumer->cursor = (lane + 1) % KNITK_LANES;
 	*pending &= ~bit(lane);
 	return (int)lane;

@@ -294,9 +294,11 @@ int knitk_lane_header(struct knitk_producer *producer, unsigned int lane,
  * knitk_lane_reserve - room for @len payload bytes for a claimed lane:
  * inline when @len <= geometry.inline_bytes, else in the arena.  Sets the
  * header's kind, length, arena_slot and value; *@buf receives the bytes to
- * fill.  -ENOSPC when the arena cannot hold it now (backpressure: nothing
- * was written; retry after the consumer frees), -EMSGSIZE when it can
- * never fit.
+ * fill.  -ENOSPC when the arena cannot hold it now (backpressure; retry
+ * after the consumer frees), -EMSGSIZE when it can never fit.  A lane may
+ * be reserved again: the new room replaces the old (whose arena bytes
+ * count as free for it); a reserve that fails writes nothing, so the lane
+ * keeps the payload, value or reservation it had.
  */
 int knitk_lane_reserve(struct knitk_producer *producer, unsigned int lane,
 		       size_t len, void **buf);
@@ -434,7 +436,8 @@ int knitk_lane_scan(struct knitk_consumer *consumer, uint64_t *pending);
 
 /*
  * knitk_lane_next - remove from *@pending and return the next lane in
- * consume order (publish order for a single producer); -ENOENT if empty.
+ * consume order (publish order for a single producer, also when a lane
+ * staged early is published after lanes claimed later); -ENOENT if empty.
  */
 int knitk_lane_next(struct knitk_consumer *consumer, uint64_t *pending);
 
@@ -674,7 +677,8 @@ int knitk_endpoint_wake_stats(const struct knitk_endpoint *ep,
  * caller's <linux/knitk.h>, so a program built against older or newer
  * headers gets the counters it knows (those the module lacks read 0).
  * -EINVAL for a @size below KNITK_STATS_SIZE_VER0 - 8 (the first
- * version's counters), -EOPNOTSUPP on the futex backend.
+ * version's counters), -E2BIG for one above KNITK_SIZED_MAX (nothing is
+ * written), -EOPNOTSUPP on the futex backend.
  */
 int knitk_endpoint_doorbell_stats(struct knitk_endpoint *ep, unsigned int doorbell,
 				  struct knitk_doorbell_stats *stats, size_t size);

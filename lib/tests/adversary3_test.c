@@ -334,43 +334,6 @@ static int new_pool3(unsigned int dispatch, unsigned int workers,
 	return knitk_pool_create(&o, &test_tasks, pool);
 }
 
-/* A T_GATE call's argument and its pipes: the task starts, then waits. */
-struct gate {
-	int ready[2], gate[2];
-	struct { int32_t ready, gate; uint32_t n; } arg;
-};
-
-static int gate_open(struct gate *g)
-{
-	if (pipe(g->ready) || pipe(g->gate))
-		return -1;
-	g->arg.ready = g->ready[1];
-	g->arg.gate = g->gate[0];
-	g->arg.n = 0;
-	return 0;
-}
-
-/* Until the gated task has started (1) or ended (0). */
-static int gate_wait(struct gate *g, char want)
-{
-	char c;
-
-	return read(g->ready[0], &c, 1) == 1 && c == want ? 0 : -1;
-}
-
-static int gate_release(struct gate *g)
-{
-	return write(g->gate[1], "g", 1) == 1 ? 0 : -1;
-}
-
-static void gate_close(struct gate *g)
-{
-	close(g->ready[0]);
-	close(g->ready[1]);
-	close(g->gate[0]);
-	close(g->gate[1]);
-}
-
 /*
  * Runs of 64: 200 calls in one batch, a bad entry in the second run (the
  * calls before it submitted, the slots after it untouched), and a bad

@@ -187,6 +187,43 @@ static int task_gate(const void *in, size_t len, struct knitk_reply *out,
 	return (int)a.n;
 }
 
+/* A T_GATE call's argument and its pipes: the task starts, then waits. */
+struct gate {
+	int ready[2], gate[2];
+	struct { int32_t ready, gate; uint32_t n; } arg;
+};
+
+static inline int gate_open(struct gate *g)
+{
+	if (pipe(g->ready) || pipe(g->gate))
+		return -1;
+	g->arg.ready = g->ready[1];
+	g->arg.gate = g->gate[0];
+	g->arg.n = 0;
+	return 0;
+}
+
+/* Until the gated task has started ('r') or ended ('d'). */
+static inline int gate_wait(struct gate *g, char want)
+{
+	char c;
+
+	return read(g->ready[0], &c, 1) == 1 && c == want ? 0 : -1;
+}
+
+static inline int gate_release(struct gate *g)
+{
+	return write(g->gate[1], "g", 1) == 1 ? 0 : -1;
+}
+
+static inline void gate_close(struct gate *g)
+{
+	close(g->ready[0]);
+	close(g->ready[1]);
+	close(g->gate[0]);
+	close(g->gate[1]);
+}
+
 /* T_SEQ: the order in which a worker ran the calls. */
 static int task_seq(const void *in, size_t len, struct knitk_reply *out,
 		    void *ctx)

@@ -136,13 +136,17 @@ TEST(stats_ioctl_every_size)
 
 /*
  * knitk_endpoint_doorbell_stats at a program's sizes: below the first
- * version's counters -EINVAL and nothing written; from it on exactly
- * @size bytes, the unknown tail zero, even past what one ioctl can carry.
+ * version's counters -EINVAL and nothing written; from it on up to
+ * KNITK_SIZED_MAX exactly @size bytes, the unknown tail zero; past it
+ * (past what one ioctl can carry, too) -E2BIG and nothing written.
  */
 TEST(doorbell_stats_every_size)
 {
-	static const size_t sizes[] = { 72, 73, 79, 80, 81, 88, 200, 4096,
-					16375, 16376, 16377, 20000, 65536 };
+	static const size_t sizes[] = { 72, 73, 79, 80, 81, 88, 200, 4095,
+					KNITK_SIZED_MAX };
+	/* Past any header's struct (as for the sized structs): refused. */
+	static const size_t too_big[] = { KNITK_SIZED_MAX + 1, 16375, 16376,
+					  16377, 20000, 65536 };
 	static unsigned char buf[65536 + 64];
 	struct knitk_geometry g;
 	struct knitk_endpoint *ep;
@@ -164,6 +168,15 @@ TEST(doorbell_stats_every_size)
 	}
 	EXPECT_GT(0, knitk_endpoint_doorbell_stats(ep, HOST, NULL, 80));
 	EXPECT_EQ(-EINVAL, knitk_endpoint_doorbell_stats(ep, 2, (void *)buf, 80));
+	for (i = 0; i < sizeof(too_big) / sizeof(too_big[0]); i++) {
+		memset(buf, SENTINEL, sizeof(buf));
+		EXPECT_EQ(-E2BIG, knitk_endpoint_doorbell_stats(ep, HOST, (void *)buf,
+								too_big[i]));
+		for (j = 0; j < sizeof(buf); j++)
+			if (buf[j] != SENTINEL)
+				break;
+		EXPECT_EQ(sizeof(buf), j);
+	}
 	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		size_t sz = sizes[i];
 

@@ -14,42 +14,8 @@
 #include <sys/wait.h>
 
 #include "knitk_harness.h"
+#include "knitk_stat_tool.h"
 #include "knitk_test.h"
-
-/* Runs knitk-stat with @arg as uid @uid; its stdout+stderr in @out. */
-static int run_stat(const char *arg, uid_t uid, char *out, size_t cap)
-{
-	char path[4096], *slash;
-	ssize_t n, got = 0;
-	int p[2], status;
-	pid_t pid;
-
-	n = readlink("/proc/self/exe", path, sizeof(path) - 16);
-	if (n < 0 || pipe(p))
-		return -1;
-	path[n] = '\0';
-	slash = strrchr(path, '/');
-	strcpy(slash ? slash + 1 : path, "knitk-stat");
-	pid = fork();
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		if (uid && setuid(uid))
-			_exit(126);
-		execl(path, "knitk-stat", arg, (char *)NULL);
-		_exit(127);
-	}
-	close(p[1]);
-	while (got + 1 < (ssize_t)cap && (n = read(p[0], out + got, cap - 1 - got)) > 0)
-		got += n;
-	out[got] = '\0';
-	close(p[0]);
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-		return -1;
-	return WEXITSTATUS(status);
-}
 
 /* The state knitk-stat --json gives the endpoint of @pid, or "". */
 static const char *state_of(const char *json, pid_t pid, char *buf, size_t cap)
