@@ -306,6 +306,15 @@ KNITK_EXPORT int knitk_lane_set_value(struct knitk_producer *producer,
 	return 0;
 }
 
+/* Give back claimed @lane, its payload already dropped or never reserved. */
+static void producer_unclaim(struct knitk_producer *p, unsigned int lane)
+{
+	p->claimed &= ~bit(lane);
+	/* Giving back the last claim: keep lanes in publish (ring) order. */
+	if (p->cursor == (lane + 1) % KNITK_LANES)
+		p->cursor = lane;
+}
+
 KNITK_EXPORT int knitk_lane_release(struct knitk_producer *producer,
 				    unsigned int lane)
 {
@@ -314,10 +323,7 @@ KNITK_EXPORT int knitk_lane_release(struct knitk_producer *producer,
 	if (ret)
 		return ret;
 	lane_drop_payload(producer, lane_hdr(producer, lane));
-	producer->claimed &= ~bit(lane);
-	/* Giving back the last claim: keep lanes in publish (ring) order. */
-	if (producer->cursor == (lane + 1) % KNITK_LANES)
-		producer->cursor = lane;
+	producer_unclaim(producer, lane);
 	return 0;
 }
 
@@ -361,38 +367,73 @@ KNITK_EXPORT int knitk_lane_publish_batch(struct knitk_producer *producer,
 	return 0;
 }
 
+/*
+ * Fill claimed @lane as knitk_producer_stage describes: the caller's fields
+ * of @header and the library's, written in one copy (never the stamp,
+ * which claimants read as a hint, T9), then the payload.  On -ENOSPC (or
+ * -EMSGSIZE) from the arena nothing was written or reserved.
+ */
+static int lane_fill(struct knitk_producer *p, unsigned int lane,
+		     const struct knitk_lane_header *header,
+		     const void *data, size_t len)
+{
+	struct knitk_lane_header *h = lane_hdr(p, lane), hd = *header;
+	void *buf = (char *)h + KNITK_LANE_HEADER_BYTES;
+	uint64_t off;
+	int slot;
+
+	hd.arena_slot = KNITK_ARENA_NO_SLOT;
+	hd.length = len;
+	if (!data) {
+		hd.kind = KNITK_PAYLOAD_VALUE;	/* @len is 0 */
+	} else if (len <= p->g.inline_bytes) {
+		hd.kind = len ? KNITK_PAYLOAD_INLINE : KNITK_PAYLOAD_NONE;
+		hd.value = 0;
+	} else {
+		slot = knitk__arena_alloc(p->arena, len, &off);
+		if (slot < 0)
+			return slot;
+		p->slot_owner[slot] = -1;
+		hd.kind = KNITK_PAYLOAD_ARENA;
+		hd.arena_slot = (uint32_t)slot;
+		hd.value = off;
+		buf = p->g.arena_mem + off;
+	}
+	memcpy(h, &hd, offsetof(struct knitk_lane_header, stamp));
+	if (len)
+		memcpy(buf, data, len);
+	return 0;
+}
+
+/* The checks knitk_producer_stage and knitk_producer_send_batch share. */
+static int producer_check_send(const struct knitk_producer *p,
+			       const void *data, size_t len)
+{
+	if (!p || (len && !data))
+		return -EINVAL;
+	if (len > p->g.inline_bytes && len > p->g.arena_size)
+		return -EMSGSIZE;
+	return 0;
+}
+
 KNITK_EXPORT int knitk_producer_stage(struct knitk_producer *producer,
 				      const struct knitk_lane_header *header,
 				      const void *data, size_t len)
 {
-	struct knitk_lane_header *h, hd;
-	void *buf;
 	int lane, ret;
 
-	if (!producer || !header || (len && !data))
+	if (!header)
 		return -EINVAL;
-	if (len > producer->g.inline_bytes && len > producer->g.arena_size)
-		return -EMSGSIZE;
+	ret = producer_check_send(producer, data, len);
+	if (ret)
+		return ret;
 	lane = producer_claim(producer);
 	if (lane < 0)
 		return lane;
-	h = lane_hdr(producer, (unsigned int)lane);
-	/*
-	 * The caller's fields and the library's (a lane without payload) in
-	 * one copy; never the stamp, which claimants read as a hint (T9).
-	 */
-	hd = *header;
-	hd.kind = KNITK_PAYLOAD_VALUE;
-	hd.arena_slot = KNITK_ARENA_NO_SLOT;
-	hd.length = 0;
-	memcpy(h, &hd, offsetof(struct knitk_lane_header, stamp));
-	if (data) {
-		ret = knitk_lane_reserve(producer, (unsigned int)lane, len, &buf);
-		if (ret) {
-			knitk_lane_release(producer, (unsigned int)lane);
-			return ret;
-		}
-		memcpy(buf, data, len);
+	ret = lane_fill(producer, (unsigned int)lane, header, data, len);
+	if (ret) {
+		producer_unclaim(producer, (unsigned int)lane);
+		return ret;
 	}
 	return lane;
 }
@@ -406,6 +447,42 @@ KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
 	if (lane >= 0)
 		lane_publish_mask(producer, bit((unsigned int)lane));
 	return lane;
+}
+
+KNITK_EXPORT int knitk_producer_send_batch(struct knitk_producer *producer,
+					   const struct knitk_lane_header *headers,
+					   const void *data, size_t len,
+					   unsigned int n)
+{
+	static const struct knitk_lane_header none;
+	struct knitk_producer *p = producer;
+	const char *src = data;
+	uint64_t lanes = 0;
+	unsigned int i;
+	int lane, ret = producer_check_send(p, data, len);
+
+	if (ret)
+		return ret;
+	if (!n || n > KNITK_LANES)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		lane = producer_claim(p);
+		if (lane < 0) {
+			ret = lane;
+			break;
+		}
+		ret = lane_fill(p, (unsigned int)lane, headers ? &headers[i] : &none,
+				src ? src + (size_t)i * len : NULL, len);
+		if (ret) {
+			producer_unclaim(p, (unsigned int)lane);
+			break;
+		}
+		lanes |= bit((unsigned int)lane);
+	}
+	if (!lanes)
+		return ret;
+	lane_publish_mask(p, lanes);
+	return (int)i;
 }
 
 KNITK_EXPORT int knitk_producer_send_to(struct knitk_producer *producer,
@@ -679,45 +756,52 @@ KNITK_EXPORT int knitk_steal_hand_off(struct knitk_consumer *consumer,
 	return knot_lane_count(knitk__steal_hand_off(consumer->steal, worker));
 }
 
-KNITK_EXPORT int knitk_lane_next(struct knitk_consumer *consumer,
-				 uint64_t *pending)
+/* Take the next lane of non-empty *@pending in consume order. */
+static int consumer_next(struct knitk_consumer *c, uint64_t *pending)
 {
 	unsigned int lane;
 
-	if (!consumer || !pending)
-		return -EINVAL;
-	if (!*pending)
-		return -ENOENT;
-	if (consumer->steal)
-		return knitk__steal_next(consumer->steal, pending);
-	lane = ring_next(*pending, consumer->cursor);
-	consumer->cursor = (lane + 1) % KNITK_LANES;
+	if (c->steal)
+		return knitk__steal_next(c->steal, pending);
+	lane = ring_next(*pending, c->cursor);
+	c->cursor = (lane + 1) % KNITK_LANES;
 	*pending &= ~bit(lane);
 	return (int)lane;
 }
 
-KNITK_EXPORT int knitk_lane_decode(struct knitk_consumer *consumer,
-				   unsigned int lane, struct knitk_msg *msg)
+/* Undo consumer_next() of @lane, which found the cursor at @cursor. */
+static void consumer_unnext(struct knitk_consumer *c, uint64_t *pending,
+			    unsigned int lane, unsigned int cursor)
 {
-	struct knitk_consumer *c = consumer;
-	const char *l;
-	struct knitk_lane_header *h;
-	int ret;
+	if (c->steal) {
+		knitk__steal_unnext(c->steal, pending, lane);
+		return;
+	}
+	c->cursor = cursor;
+	*pending |= bit(lane);
+}
 
-	if (!c || !msg || lane >= KNITK_LANES)
+KNITK_EXPORT int knitk_lane_next(struct knitk_consumer *consumer,
+				 uint64_t *pending)
+{
+	if (!consumer || !pending)
 		return -EINVAL;
-	/* Every field is in the first version: fill in place, per lane. */
-	ret = knitk__sized_check(msg->size, KNITK_MSG_SIZE_VER0);
-	if (ret)
-		return ret;
-	if (c->steal ? !knitk__steal_holds(c->steal, lane) : !(c->seen & bit(lane)))
-		return -EPERM;
-	msg->size = sizeof(*msg);
+	if (!*pending)
+		return -ENOENT;
+	return consumer_next(consumer, pending);
+}
+
+/* Decode held @lane into @msg, every field but its size. */
+static int lane_decode(const struct knitk_consumer *c, unsigned int lane,
+		       struct knitk_msg *msg)
+{
+	const struct knitk_lane_header *h = &msg->header;
+	const char *l;
+
 	/* A claimant reads its private copy of the lane (T6). */
 	l = c->steal ? knitk__steal_lane(c->steal, lane) :
 		       c->g.lanes + (uint64_t)lane * c->g.lane_stride;
-	h = &msg->header;
-	memcpy(h, l, sizeof(*h));
+	memcpy(&msg->header, l, sizeof(msg->header));
 	msg->lane = lane;
 	msg->data = NULL;
 	msg->len = 0;
@@ -742,6 +826,65 @@ KNITK_EXPORT int knitk_lane_decode(struct knitk_consumer *consumer,
 	default:
 		return -EBADMSG;
 	}
+}
+
+KNITK_EXPORT int knitk_lane_decode(struct knitk_consumer *consumer,
+				   unsigned int lane, struct knitk_msg *msg)
+{
+	struct knitk_consumer *c = consumer;
+	int ret;
+
+	if (!c || !msg || lane >= KNITK_LANES)
+		return -EINVAL;
+	/* Every field is in the first version: fill in place, per lane. */
+	ret = knitk__sized_check(msg->size, KNITK_MSG_SIZE_VER0);
+	if (ret)
+		return ret;
+	if (c->steal ? !knitk__steal_holds(c->steal, lane) : !(c->seen & bit(lane)))
+		return -EPERM;
+	msg->size = sizeof(*msg);
+	return lane_decode(c, lane, msg);
+}
+
+KNITK_EXPORT int knitk_lane_decode_batch(struct knitk_consumer *consumer,
+					 uint64_t *pending, struct knitk_msg *msgs,
+					 unsigned int n, size_t msg_size)
+{
+	struct knitk_consumer *c = consumer;
+	struct knitk_msg *m;
+	unsigned int i, cursor;
+	int lane, ret;
+
+	if (!c || !pending || !msgs || !n || msg_size > UINT32_MAX)
+		return -EINVAL;
+	ret = knitk__sized_check((uint32_t)msg_size, KNITK_MSG_SIZE_VER0);
+	if (ret)
+		return ret;
+	if (!*pending)
+		return -ENOENT;
+	/* Checked once for the batch: consumer_next only takes these. */
+	if (!c->steal && (*pending & ~c->seen))
+		return -EPERM;
+	for (i = 0; i < n && *pending; i++) {
+		cursor = c->cursor;
+		lane = consumer_next(c, pending);
+		if (lane < 0) {
+			if (!i)
+				return lane;
+			break;
+		}
+		m = (struct knitk_msg *)((char *)msgs + (size_t)i * msg_size);
+		m->size = sizeof(*m);
+		ret = lane_decode(c, (unsigned int)lane, m);
+		if (ret) {
+			if (!i)
+				return ret;
+			/* Reported by the next call, after the good ones. */
+			consumer_unnext(c, pending, (unsigned int)lane, cursor);
+			break;
+		}
+	}
+	return (int)i;
 }
 
 KNITK_EXPORT int knitk_lane_ack(struct knitk_consumer *consumer,
