@@ -186,21 +186,26 @@ static uint64_t producer_load_ack(struct knitk_producer *p)
 }
 
 
+/* The lanes free in the cached view: not pending, claimed or unreported. */
+static inline uint64_t producer_free(const struct knitk_producer *p)
+{
+	return ~((p->pub ^ p->ack_cache) | p->claimed | p->unreported);
+}
+
 /* Take a free lane, its header left as it was; -EAGAIN when none is. */
 static int producer_claim(struct knitk_producer *p)
 {
-	uint64_t busy;
+	uint64_t free = producer_free(p);
 	unsigned int lane;
 
-	busy = (p->pub ^ p->ack_cache) | p->claimed | p->unreported;
-	if (busy == ~0ULL) {
+	if (!free) {
 		/* L3: refresh the cached ack only on apparent exhaustion. */
 		p->ack_cache = producer_load_ack(p);
-		busy = (p->pub ^ p->ack_cache) | p->claimed | p->unreported;
-		if (busy == ~0ULL)
+		free = producer_free(p);
+		if (!free)
 			return -EAGAIN;
 	}
-	lane = ring_next(~busy, p->cursor);
+	lane = ring_next(free, p->cursor);
 	p->cursor = (lane + 1) % KNITK_LANES;
 	p->claimed |= bit(lane);
 	return (int)lane;
@@ -368,39 +373,68 @@ KNITK_EXPORT int knitk_lane_publish_batch(struct knitk_producer *producer,
 }
 
 /*
- * Fill claimed @lane as knitk_producer_stage describes: the caller's fields
- * of @header and the library's, written in one copy (never the stamp,
- * which claimants read as a hint, T9), then the payload.  On -ENOSPC (or
- * -EMSGSIZE) from the arena nothing was written or reserved.
+ * memcpy of a small inline payload without the call: two overlapping
+ * copies of a power-of-two size cover every length up to 16.
  */
-static int lane_fill(struct knitk_producer *p, unsigned int lane,
-		     const struct knitk_lane_header *header,
-		     const void *data, size_t len)
+static inline void copy_small(char *dst, const char *src, size_t len)
 {
-	struct knitk_lane_header *h = lane_hdr(p, lane), hd = *header;
-	void *buf = (char *)h + KNITK_LANE_HEADER_BYTES;
-	uint64_t off;
-	int slot;
+	uint64_t a, b;
+	uint32_t c, d;
 
-	hd.arena_slot = KNITK_ARENA_NO_SLOT;
-	hd.length = len;
-	if (!data) {
-		hd.kind = KNITK_PAYLOAD_VALUE;	/* @len is 0 */
-	} else if (len <= p->g.inline_bytes) {
-		hd.kind = len ? KNITK_PAYLOAD_INLINE : KNITK_PAYLOAD_NONE;
-		hd.value = 0;
+	if (len >= 8) {
+		memcpy(&a, src, 8);
+		memcpy(&b, src + len - 8, 8);
+		memcpy(dst, &a, 8);
+		memcpy(dst + len - 8, &b, 8);
+	} else if (len >= 4) {
+		memcpy(&c, src, 4);
+		memcpy(&d, src + len - 4, 4);
+		memcpy(dst, &c, 4);
+		memcpy(dst + len - 4, &d, 4);
 	} else {
-		slot = knitk__arena_alloc(p->arena, len, &off);
-		if (slot < 0)
-			return slot;
-		p->slot_owner[slot] = -1;
-		hd.kind = KNITK_PAYLOAD_ARENA;
-		hd.arena_slot = (uint32_t)slot;
-		hd.value = off;
-		buf = p->g.arena_mem + off;
+		while (len--)
+			*dst++ = *src++;
 	}
-	memcpy(h, &hd, offsetof(struct knitk_lane_header, stamp));
-	if (len)
+}
+
+/*
+ * Fill claimed @lane as knitk_producer_stage describes: the caller's fields
+ * of @header, then the library's (never the stamp, which claimants read
+ * as a hint, T9), then the payload.  On -ENOSPC (or -EMSGSIZE) from the
+ * arena nothing was written or reserved.
+ */
+static inline int lane_fill(struct knitk_producer *p, unsigned int lane,
+			    const struct knitk_lane_header *header,
+			    const void *data, size_t len)
+{
+	struct knitk_lane_header *h = lane_hdr(p, lane);
+	char *buf = (char *)h + KNITK_LANE_HEADER_BYTES;
+	uint16_t kind = KNITK_PAYLOAD_VALUE;	/* no @data: @len is 0 */
+	uint32_t slot = KNITK_ARENA_NO_SLOT;
+	uint64_t value = header->value, off;
+	int ret;
+
+	if (data && len > p->g.inline_bytes) {
+		ret = knitk__arena_alloc(p->arena, len, &off);
+		if (ret < 0)
+			return ret;
+		p->slot_owner[ret] = -1;
+		kind = KNITK_PAYLOAD_ARENA;
+		slot = (uint32_t)ret;
+		value = off;
+		buf = p->g.arena_mem + off;
+	} else if (data) {
+		kind = len ? KNITK_PAYLOAD_INLINE : KNITK_PAYLOAD_NONE;
+		value = 0;
+	}
+	memcpy(h, header, offsetof(struct knitk_lane_header, stamp));
+	h->kind = kind;
+	h->arena_slot = slot;
+	h->value = value;
+	h->length = len;
+	if (len <= 16)
+		copy_small(buf, data, len);
+	else
 		memcpy(buf, data, len);
 	return 0;
 }
@@ -457,28 +491,42 @@ KNITK_EXPORT int knitk_producer_send_batch(struct knitk_producer *producer,
 	static const struct knitk_lane_header none;
 	struct knitk_producer *p = producer;
 	const char *src = data;
-	uint64_t lanes = 0;
-	unsigned int i;
-	int lane, ret = producer_check_send(p, data, len);
+	uint64_t free, lanes = 0;
+	unsigned int i, lane, cursor;
+	int ret = producer_check_send(p, data, len);
 
 	if (ret)
 		return ret;
 	if (!n || n > KNITK_LANES)
 		return -EINVAL;
+	/*
+	 * producer_claim per message, on a private copy of what it updates:
+	 * no other call comes between, so the lanes need no claimed bits.
+	 */
+	free = producer_free(p);
+	cursor = p->cursor;
 	for (i = 0; i < n; i++) {
-		lane = producer_claim(p);
-		if (lane < 0) {
-			ret = lane;
-			break;
+		if (!free) {
+			p->ack_cache = producer_load_ack(p);
+			free = producer_free(p) & ~lanes;
+			if (!free) {
+				ret = -EAGAIN;
+				break;
+			}
 		}
-		ret = lane_fill(p, (unsigned int)lane, headers ? &headers[i] : &none,
+		lane = ring_next(free, cursor);
+		ret = lane_fill(p, lane, headers ? &headers[i] : &none,
 				src ? src + (size_t)i * len : NULL, len);
 		if (ret) {
-			producer_unclaim(p, (unsigned int)lane);
+			/* As knitk_lane_release of the last claim leaves it. */
+			cursor = lane;
 			break;
 		}
-		lanes |= bit((unsigned int)lane);
+		free &= ~bit(lane);
+		lanes |= bit(lane);
+		cursor = (lane + 1) % KNITK_LANES;
 	}
+	p->cursor = cursor;
 	if (!lanes)
 		return ret;
 	lane_publish_mask(p, lanes);
@@ -757,7 +805,7 @@ KNITK_EXPORT int knitk_steal_hand_off(struct knitk_consumer *consumer,
 }
 
 /* Take the next lane of non-empty *@pending in consume order. */
-static int consumer_next(struct knitk_consumer *c, uint64_t *pending)
+static inline int consumer_next(struct knitk_consumer *c, uint64_t *pending)
 {
 	unsigned int lane;
 
@@ -792,7 +840,7 @@ KNITK_EXPORT int knitk_lane_next(struct knitk_consumer *consumer,
 }
 
 /* Decode held @lane into @msg, every field but its size. */
-static int lane_decode(const struct knitk_consumer *c, unsigned int lane,
+static inline int lane_decode(const struct knitk_consumer *c, unsigned int lane,
 		       struct knitk_msg *msg)
 {
 	const struct knitk_lane_header *h = &msg->header;

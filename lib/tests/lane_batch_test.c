@@ -136,7 +136,7 @@ static void send_batch_values(void)
 /* No lane for the whole batch: the front of it goes, the rest does not. */
 static void send_batch_stops_at_full_mailbox(void)
 {
-	uint64_t data[10] = { 0 }, pend;
+	uint64_t data[64] = { 0 }, pend;
 	struct knitk_msg m[64];
 	struct fx f;
 
@@ -188,16 +188,16 @@ static void send_batch_arena(void)
 
 static void send_batch_bad_arguments(void)
 {
-	uint64_t x = 0;
+	uint64_t x[64] = { 0 };
 	struct fx f;
 
 	REQUIRE(fx_init(&f, 64, 0) == 0);
-	CHECK_EQ(knitk_producer_send_batch(NULL, NULL, &x, 8, 1), -EINVAL);
-	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, &x, 8, 0), -EINVAL);
-	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, &x, 8, 65), -EINVAL);
+	CHECK_EQ(knitk_producer_send_batch(NULL, NULL, x, 8, 1), -EINVAL);
+	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, x, 8, 0), -EINVAL);
+	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, x, 8, 65), -EINVAL);
 	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, NULL, 8, 1), -EINVAL);
-	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, &x, 65, 1), -EMSGSIZE);
-	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, &x, 8, 64), 64);
+	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, x, 65, 1), -EMSGSIZE);
+	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, x, 8, 64), 64);
 	fx_fini(&f);
 }
 
