@@ -790,6 +790,17 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 	pub = atomic_load_explicit(A64(&consumer->g.sector->pub),
 				   memory_order_acquire);
 	*pending = pub ^ consumer->ack;
+	if (!*pending) {
+		/*
+		 * A caller that polls: start fetching the header of the lane
+		 * a single producer publishes next (ring order), so that it
+		 * travels while the pub word does, not after it.  Only a
+		 * hint: the header is read after a scan shows the lane.
+		 */
+		__builtin_prefetch(consumer->g.lanes +
+				   (uint64_t)consumer->cursor * consumer->g.lane_stride);
+		return 0;
+	}
 	consumer->seen |= *pending;
 	return knot_lane_count(*pending);
 }
