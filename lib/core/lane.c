@@ -401,7 +401,7 @@ static inline void copy_small(char *dst, const char *src, size_t len)
  * Fill claimed @lane as knitk_producer_stage describes: the caller's fields
  * of @header, then the library's (never the stamp, which claimants read
  * as a hint, T9), then the payload.  On -ENOSPC (or -EMSGSIZE) from the
- * arena nothing was written or reserved.
+ * arena nothing was reserved.
  */
 static inline int lane_fill(struct knitk_producer *p, unsigned int lane,
 			    const struct knitk_lane_header *header,
@@ -409,33 +409,33 @@ static inline int lane_fill(struct knitk_producer *p, unsigned int lane,
 {
 	struct knitk_lane_header *h = lane_hdr(p, lane);
 	char *buf = (char *)h + KNITK_LANE_HEADER_BYTES;
-	uint16_t kind = KNITK_PAYLOAD_VALUE;	/* no @data: @len is 0 */
-	uint32_t slot = KNITK_ARENA_NO_SLOT;
-	uint64_t value = header->value, off;
-	int ret;
+	uint64_t off;
+	int slot;
 
-	if (data && len > p->g.inline_bytes) {
-		ret = knitk__arena_alloc(p->arena, len, &off);
-		if (ret < 0)
-			return ret;
-		p->slot_owner[ret] = -1;
-		kind = KNITK_PAYLOAD_ARENA;
-		slot = (uint32_t)ret;
-		value = off;
-		buf = p->g.arena_mem + off;
-	} else if (data) {
-		kind = len ? KNITK_PAYLOAD_INLINE : KNITK_PAYLOAD_NONE;
-		value = 0;
-	}
 	memcpy(h, header, offsetof(struct knitk_lane_header, stamp));
-	h->kind = kind;
-	h->arena_slot = slot;
-	h->value = value;
+	h->arena_slot = KNITK_ARENA_NO_SLOT;
 	h->length = len;
-	if (len <= 16)
-		copy_small(buf, data, len);
-	else
-		memcpy(buf, data, len);
+	if (!data) {
+		h->kind = KNITK_PAYLOAD_VALUE;	/* @len is 0 */
+		return 0;
+	}
+	if (len <= p->g.inline_bytes) {
+		h->kind = len ? KNITK_PAYLOAD_INLINE : KNITK_PAYLOAD_NONE;
+		h->value = 0;
+		if (len <= 16)
+			copy_small(buf, data, len);
+		else
+			memcpy(buf, data, len);
+		return 0;
+	}
+	slot = knitk__arena_alloc(p->arena, len, &off);
+	if (slot < 0)
+		return slot;
+	p->slot_owner[slot] = -1;
+	h->kind = KNITK_PAYLOAD_ARENA;
+	h->arena_slot = (uint32_t)slot;
+	h->value = off;
+	memcpy(p->g.arena_mem + off, data, len);
 	return 0;
 }
 
