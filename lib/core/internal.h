@@ -197,6 +197,9 @@ uint64_t knitk__steal_producer_hand_off(struct knitk_endpoint *k,
 					unsigned int to);
 /* The next claimed lane of *@pending in publish order, or -ENOENT. */
 int knitk__steal_next(struct knitk_steal *st, uint64_t *pending);
+/* Undo the knitk__steal_next() that returned @lane. */
+void knitk__steal_unnext(struct knitk_steal *st, uint64_t *pending,
+			 unsigned int lane);
 bool knitk__steal_holds(const struct knitk_steal *st, unsigned int lane);
 /* The private copy of claimed @lane: header, then the inline bytes. */
 const char *knitk__steal_lane(const struct knitk_steal *st, unsigned int lane);

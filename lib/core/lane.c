@@ -187,21 +187,26 @@ static uint64_t producer_load_ack(struct knitk_producer *p)
 }
 
 
+/* The lanes free in the cached view: not pending, claimed or unreported. */
+static inline uint64_t producer_free(const struct knitk_producer *p)
+{
+	return ~((p->pub ^ p->ack_cache) | p->claimed | p->unreported);
+}
+
 /* Take a free lane, its header left as it was; -EAGAIN when none is. */
 static int producer_claim(struct knitk_producer *p)
 {
-	uint64_t busy;
+	uint64_t free = producer_free(p);
 	unsigned int lane;
 
-	busy = (p->pub ^ p->ack_cache) | p->claimed | p->unreported;
-	if (busy == ~0ULL) {
+	if (!free) {
 		/* L3: refresh the cached ack only on apparent exhaustion. */
 		p->ack_cache = producer_load_ack(p);
-		busy = (p->pub ^ p->ack_cache) | p->claimed | p->unreported;
-		if (busy == ~0ULL)
+		free = producer_free(p);
+		if (!free)
 			return -EAGAIN;
 	}
-	lane = ring_next(~busy, p->cursor);
+	lane = ring_next(free, p->cursor);
 	p->cursor = (lane + 1) % KNITK_LANES;
 	p->claimed |= bit(lane);
 	return (int)lane;
@@ -311,6 +316,15 @@ KNITK_EXPORT int knitk_lane_set_value(struct knitk_producer *producer,
 	return 0;
 }
 
+/* Give back claimed @lane, its payload already dropped or never reserved. */
+static void producer_unclaim(struct knitk_producer *p, unsigned int lane)
+{
+	p->claimed &= ~bit(lane);
+	/* Giving back the last claim: keep lanes in publish (ring) order. */
+	if (p->cursor == (lane + 1) % KNITK_LANES)
+		p->cursor = lane;
+}
+
 KNITK_EXPORT int knitk_lane_release(struct knitk_producer *producer,
 				    unsigned int lane)
 {
@@ -319,10 +333,7 @@ KNITK_EXPORT int knitk_lane_release(struct knitk_producer *producer,
 	if (ret)
 		return ret;
 	lane_drop_payload(producer, lane_hdr(producer, lane));
-	producer->claimed &= ~bit(lane);
-	/* Giving back the last claim: keep lanes in publish (ring) order. */
-	if (producer->cursor == (lane + 1) % KNITK_LANES)
-		producer->cursor = lane;
+	producer_unclaim(producer, lane);
 	return 0;
 }
 
@@ -366,38 +377,102 @@ KNITK_EXPORT int knitk_lane_publish_batch(struct knitk_producer *producer,
 	return 0;
 }
 
+/*
+ * memcpy of a small inline payload without the call: two overlapping
+ * copies of a power-of-two size cover every length up to 16.
+ */
+static inline void copy_small(char *dst, const char *src, size_t len)
+{
+	uint64_t a, b;
+	uint32_t c, d;
+
+	if (len >= 8) {
+		memcpy(&a, src, 8);
+		memcpy(&b, src + len - 8, 8);
+		memcpy(dst, &a, 8);
+		memcpy(dst + len - 8, &b, 8);
+	} else if (len >= 4) {
+		memcpy(&c, src, 4);
+		memcpy(&d, src + len - 4, 4);
+		memcpy(dst, &c, 4);
+		memcpy(dst + len - 4, &d, 4);
+	} else {
+		while (len--)
+			*dst++ = *src++;
+	}
+}
+
+/*
+ * Fill claimed @lane as knitk_producer_stage describes: the caller's fields
+ * of @header, then the library's (never the stamp, which claimants read
+ * as a hint, T9), then the payload.  On -ENOSPC (or -EMSGSIZE) from the
+ * arena nothing was reserved.
+ */
+static inline int lane_fill(struct knitk_producer *p, unsigned int lane,
+			    const struct knitk_lane_header *header,
+			    const void *data, size_t len)
+{
+	struct knitk_lane_header *h = lane_hdr(p, lane);
+	char *buf = (char *)h + KNITK_LANE_HEADER_BYTES;
+	uint64_t off;
+	int slot;
+
+	memcpy(h, header, offsetof(struct knitk_lane_header, stamp));
+	h->arena_slot = KNITK_ARENA_NO_SLOT;
+	h->length = len;
+	if (!data) {
+		h->kind = KNITK_PAYLOAD_VALUE;	/* @len is 0 */
+		return 0;
+	}
+	if (len <= p->g.inline_bytes) {
+		h->kind = len ? KNITK_PAYLOAD_INLINE : KNITK_PAYLOAD_NONE;
+		h->value = 0;
+		if (len <= 16)
+			copy_small(buf, data, len);
+		else
+			memcpy(buf, data, len);
+		return 0;
+	}
+	slot = knitk__arena_alloc(p->arena, len, &off);
+	if (slot < 0)
+		return slot;
+	p->slot_owner[slot] = -1;
+	h->kind = KNITK_PAYLOAD_ARENA;
+	h->arena_slot = (uint32_t)slot;
+	h->value = off;
+	memcpy(p->g.arena_mem + off, data, len);
+	return 0;
+}
+
+/* The checks knitk_producer_stage and knitk_producer_send_batch share. */
+static int producer_check_send(const struct knitk_producer *p,
+			       const void *data, size_t len)
+{
+	if (!p || (len && !data))
+		return -EINVAL;
+	if (len > p->g.inline_bytes && len > p->g.arena_size)
+		return -EMSGSIZE;
+	return 0;
+}
+
 KNITK_EXPORT int knitk_producer_stage(struct knitk_producer *producer,
 				      const struct knitk_lane_header *header,
 				      const void *data, size_t len)
 {
-	struct knitk_lane_header *h, hd;
-	void *buf;
 	int lane, ret;
 
-	if (!producer || !header || (len && !data))
+	if (!header)
 		return -EINVAL;
-	if (len > producer->g.inline_bytes && len > producer->g.arena_size)
-		return -EMSGSIZE;
+	ret = producer_check_send(producer, data, len);
+	if (ret)
+		return ret;
 	lane = producer_claim(producer);
 	if (lane < 0)
 		return lane;
-	h = lane_hdr(producer, (unsigned int)lane);
-	/*
-	 * The caller's fields and the library's (a lane without payload) in
-	 * one copy; never the stamp, which claimants read as a hint (T9).
-	 */
-	hd = *header;
-	hd.kind = KNITK_PAYLOAD_VALUE;
-	hd.arena_slot = KNITK_ARENA_NO_SLOT;
-	hd.length = 0;
-	memcpy(h, &hd, offsetof(struct knitk_lane_header, stamp));
-	if (data) {
-		ret = knitk_lane_reserve(producer, (unsigned int)lane, len, &buf);
-		if (ret) {
-			knitk_lane_release(producer, (unsigned int)lane);
-			return ret;
-		}
-		memcpy(buf, data, len);
+	ret = lane_fill(producer, (unsigned int)lane, header, data, len);
+	if (ret) {
+		producer_unclaim(producer, (unsigned int)lane);
+		return ret;
 	}
 	return lane;
 }
@@ -411,6 +486,56 @@ KNITK_EXPORT int knitk_producer_send(struct knitk_producer *producer,
 	if (lane >= 0)
 		lane_publish_mask(producer, bit((unsigned int)lane));
 	return lane;
+}
+
+KNITK_EXPORT int knitk_producer_send_batch(struct knitk_producer *producer,
+					   const struct knitk_lane_header *headers,
+					   const void *data, size_t len,
+					   unsigned int n)
+{
+	static const struct knitk_lane_header none;
+	struct knitk_producer *p = producer;
+	const char *src = data;
+	uint64_t free, lanes = 0;
+	unsigned int i, lane, cursor;
+	int ret = producer_check_send(p, data, len);
+
+	if (ret)
+		return ret;
+	if (!n || n > KNITK_LANES)
+		return -EINVAL;
+	/*
+	 * producer_claim per message, on a private copy of what it updates:
+	 * no other call comes between, so the lanes need no claimed bits.
+	 */
+	free = producer_free(p);
+	cursor = p->cursor;
+	for (i = 0; i < n; i++) {
+		if (!free) {
+			p->ack_cache = producer_load_ack(p);
+			free = producer_free(p) & ~lanes;
+			if (!free) {
+				ret = -EAGAIN;
+				break;
+			}
+		}
+		lane = ring_next(free, cursor);
+		ret = lane_fill(p, lane, headers ? &headers[i] : &none,
+				src ? src + (size_t)i * len : NULL, len);
+		if (ret) {
+			/* As knitk_lane_release of the last claim leaves it. */
+			cursor = lane;
+			break;
+		}
+		free &= ~bit(lane);
+		lanes |= bit(lane);
+		cursor = (lane + 1) % KNITK_LANES;
+	}
+	p->cursor = cursor;
+	if (!lanes)
+		return ret;
+	lane_publish_mask(p, lanes);
+	return (int)i;
 }
 
 KNITK_EXPORT int knitk_producer_send_to(struct knitk_producer *producer,
@@ -721,6 +846,17 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 	pub = atomic_load_explicit(A64(&consumer->g.sector->pub),
 				   memory_order_acquire);
 	*pending = pub ^ consumer->ack;
+	if (!*pending) {
+		/*
+		 * A caller that polls: start fetching the header of the lane
+		 * a single producer publishes next (ring order), so that it
+		 * travels while the pub word does, not after it.  Only a
+		 * hint: the header is read after a scan shows the lane.
+		 */
+		__builtin_prefetch(consumer->g.lanes +
+				   (uint64_t)consumer->cursor * consumer->g.lane_stride);
+		return 0;
+	}
 	consumer->seen |= *pending;
 	consumer->by_stamp = consumer_out_of_order(consumer, *pending);
 	return knot_lane_count(*pending);
@@ -736,46 +872,53 @@ KNITK_EXPORT int knitk_steal_hand_off(struct knitk_consumer *consumer,
 	return knot_lane_count(knitk__steal_hand_off(consumer->steal, worker));
 }
 
-KNITK_EXPORT int knitk_lane_next(struct knitk_consumer *consumer,
-				 uint64_t *pending)
+/* Take the next lane of non-empty *@pending in consume order. */
+static inline int consumer_next(struct knitk_consumer *c, uint64_t *pending)
 {
 	unsigned int lane;
 
-	if (!consumer || !pending)
-		return -EINVAL;
-	if (!*pending)
-		return -ENOENT;
-	if (consumer->steal)
-		return knitk__steal_next(consumer->steal, pending);
-	lane = consumer->by_stamp ? consumer_oldest(consumer, *pending) :
-				    ring_next(*pending, consumer->cursor);
-	consumer->cursor = (lane + 1) % KNITK_LANES;
+	if (c->steal)
+		return knitk__steal_next(c->steal, pending);
+	lane = c->by_stamp ? consumer_oldest(c, *pending) :
+			     ring_next(*pending, c->cursor);
+	c->cursor = (lane + 1) % KNITK_LANES;
 	*pending &= ~bit(lane);
 	return (int)lane;
 }
 
-KNITK_EXPORT int knitk_lane_decode(struct knitk_consumer *consumer,
-				   unsigned int lane, struct knitk_msg *msg)
+/* Undo consumer_next() of @lane, which found the cursor at @cursor. */
+static void consumer_unnext(struct knitk_consumer *c, uint64_t *pending,
+			    unsigned int lane, unsigned int cursor)
 {
-	struct knitk_consumer *c = consumer;
-	const char *l;
-	struct knitk_lane_header *h;
-	int ret;
+	if (c->steal) {
+		knitk__steal_unnext(c->steal, pending, lane);
+		return;
+	}
+	c->cursor = cursor;
+	*pending |= bit(lane);
+}
 
-	if (!c || !msg || lane >= KNITK_LANES)
+KNITK_EXPORT int knitk_lane_next(struct knitk_consumer *consumer,
+				 uint64_t *pending)
+{
+	if (!consumer || !pending)
 		return -EINVAL;
-	/* Every field is in the first version: fill in place, per lane. */
-	ret = knitk__sized_check(msg->size, KNITK_MSG_SIZE_VER0);
-	if (ret)
-		return ret;
-	if (c->steal ? !knitk__steal_holds(c->steal, lane) : !(c->seen & bit(lane)))
-		return -EPERM;
-	msg->size = sizeof(*msg);
+	if (!*pending)
+		return -ENOENT;
+	return consumer_next(consumer, pending);
+}
+
+/* Decode held @lane into @msg, every field but its size. */
+static inline int lane_decode(const struct knitk_consumer *c, unsigned int lane,
+		       struct knitk_msg *msg)
+{
+	const struct knitk_lane_header *h = &msg->header;
+	const char *l;
+
 	/* A claimant reads its private copy of the lane (T6). */
 	l = c->steal ? knitk__steal_lane(c->steal, lane) :
 		       c->g.lanes + (uint64_t)lane * c->g.lane_stride;
-	h = &msg->header;
-	memcpy(h, l, sizeof(*h));
+	memcpy(&msg->header, l, sizeof(msg->header));
 	msg->lane = lane;
 	msg->data = NULL;
 	msg->len = 0;
@@ -800,6 +943,65 @@ KNITK_EXPORT int knitk_lane_decode(struct knitk_consumer *consumer,
 	default:
 		return -EBADMSG;
 	}
+}
+
+KNITK_EXPORT int knitk_lane_decode(struct knitk_consumer *consumer,
+				   unsigned int lane, struct knitk_msg *msg)
+{
+	struct knitk_consumer *c = consumer;
+	int ret;
+
+	if (!c || !msg || lane >= KNITK_LANES)
+		return -EINVAL;
+	/* Every field is in the first version: fill in place, per lane. */
+	ret = knitk__sized_check(msg->size, KNITK_MSG_SIZE_VER0);
+	if (ret)
+		return ret;
+	if (c->steal ? !knitk__steal_holds(c->steal, lane) : !(c->seen & bit(lane)))
+		return -EPERM;
+	msg->size = sizeof(*msg);
+	return lane_decode(c, lane, msg);
+}
+
+KNITK_EXPORT int knitk_lane_decode_batch(struct knitk_consumer *consumer,
+					 uint64_t *pending, struct knitk_msg *msgs,
+					 unsigned int n, size_t msg_size)
+{
+	struct knitk_consumer *c = consumer;
+	struct knitk_msg *m;
+	unsigned int i, cursor;
+	int lane, ret;
+
+	if (!c || !pending || !msgs || !n || msg_size > UINT32_MAX)
+		return -EINVAL;
+	ret = knitk__sized_check((uint32_t)msg_size, KNITK_MSG_SIZE_VER0);
+	if (ret)
+		return ret;
+	if (!*pending)
+		return -ENOENT;
+	/* Checked once for the batch: consumer_next only takes these. */
+	if (!c->steal && (*pending & ~c->seen))
+		return -EPERM;
+	for (i = 0; i < n && *pending; i++) {
+		cursor = c->cursor;
+		lane = consumer_next(c, pending);
+		if (lane < 0) {
+			if (!i)
+				return lane;
+			break;
+		}
+		m = (struct knitk_msg *)((char *)msgs + (size_t)i * msg_size);
+		m->size = sizeof(*m);
+		ret = lane_decode(c, (unsigned int)lane, m);
+		if (ret) {
+			if (!i)
+				return ret;
+			/* Reported by the next call, after the good ones. */
+			consumer_unnext(c, pending, (unsigned int)lane, cursor);
+			break;
+		}
+	}
+	return (int)i;
 }
 
 KNITK_EXPORT int knitk_lane_ack(struct knitk_consumer *consumer,

@@ -486,6 +486,14 @@ int knitk__steal_next(struct knitk_steal *st, uint64_t *pending)
 	return -ENOENT;
 }
 
+void knitk__steal_unnext(struct knitk_steal *st, uint64_t *pending,
+			 unsigned int lane)
+{
+	st->pos--;
+	st->queued |= 1ULL << lane;
+	*pending |= 1ULL << lane;
+}
+
 bool knitk__steal_holds(const struct knitk_steal *st, unsigned int lane)
 {
 	return st->held & (1ULL << lane);

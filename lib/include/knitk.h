@@ -332,6 +332,21 @@ int knitk_producer_send(struct knitk_producer *producer,
 			const void *data, size_t len);
 
 /*
+ * knitk_producer_send_batch - knitk_producer_send of up to @n messages
+ * (1..64) in one call, published with one store of the pub word: message
+ * i has the caller fields of @headers[i] (all zero with @headers NULL)
+ * and the @len bytes at @data + i * @len (or, with @data NULL and @len 0,
+ * carries @headers[i].value).  Lanes are taken in the order
+ * knitk_lane_claim takes them and stop at the first message that finds
+ * no lane or no arena room.  Returns how many were sent, from the first
+ * message on; -EAGAIN or -ENOSPC (backpressure) when not even the first
+ * was, and then nothing is claimed.  -EMSGSIZE when @len can never fit.
+ */
+int knitk_producer_send_batch(struct knitk_producer *producer,
+			      const struct knitk_lane_header *headers,
+			      const void *data, size_t len, unsigned int n);
+
+/*
  * knitk_producer_send_to - knitk_producer_send on a stealing mailbox, the
  * lane reserved for claimant @claimant (a worker) before it is published:
  * no other claimant takes it while @claimant is live (docs/protocol.md
@@ -448,6 +463,23 @@ int knitk_lane_next(struct knitk_consumer *consumer, uint64_t *pending);
  */
 int knitk_lane_decode(struct knitk_consumer *consumer, unsigned int lane,
 		      struct knitk_msg *msg);
+
+/*
+ * knitk_lane_decode_batch - knitk_lane_next then knitk_lane_decode for up
+ * to @n lanes of *@pending: msgs[i] gets the i-th lane taken, and the
+ * return value says how many.  @msg_size is sizeof(struct knitk_msg) of
+ * the caller, the stride of @msgs, checked as a sized struct's size is
+ * (-EINVAL, -E2BIG); each element is written as knitk_lane_decode writes
+ * one, its size included.  A lane whose header does not decode ends the
+ * batch: as the first lane it is taken, msgs[0] filled as far as
+ * knitk_lane_decode fills it and -EBADMSG returned (the lane must still be
+ * acknowledged); after others it stays in *@pending for the next call.
+ * -ENOENT if *@pending is empty, -EPERM if it holds a lane that no scan
+ * returned as pending.
+ */
+int knitk_lane_decode_batch(struct knitk_consumer *consumer, uint64_t *pending,
+			    struct knitk_msg *msgs, unsigned int n,
+			    size_t msg_size);
 
 /*
  * knitk_lane_ack - retire every lane of @lanes (all pending): free their
