@@ -170,6 +170,7 @@ struct knitk_role {
 
 /* knitk_layout.c: geometry validation and layout math, pure. */
 int knitk_geometry_check(const struct knitk_geometry *g);
+u32 knitk_geometry_region_lanes(const struct knitk_geometry *g);
 void knitk_layout_compute(const struct knitk_geometry *g,
 			  struct knitk_layout *l);
 int knitk_layout_check_size(const struct knitk_layout *l, u64 max_bytes);

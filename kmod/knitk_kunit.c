@@ -69,7 +69,56 @@ static void knitk_geometry_rejects_flags_and_reserved(struct kunit *test)
 		KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
 		g.reserved[i] = 0;
 	}
+	g.reserved0 = 1;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.reserved0 = 0;
 	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), 0);
+}
+
+/*
+ * region_lanes: without KNITK_GEOM_STEAL only 0; with it 0 or a power of
+ * two g with 64 / g >= workers + 1, and the knot records 0 as the largest.
+ */
+static void knitk_geometry_checks_region_lanes(struct kunit *test)
+{
+	static const u32 bad2[] = { 3, 12, 32, 64, 128, 1U << 31, U32_MAX };
+	struct knitk_geometry g = knitk_test_geom(2, 1);
+	int i;
+
+	g.region_lanes = 16;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	g.region_lanes = 0;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_region_lanes(&g), 0U);
+
+	g.flags = KNITK_GEOM_STEAL;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), 0);
+	KUNIT_EXPECT_EQ(test, knitk_geometry_region_lanes(&g), 16U);
+	for (i = 1; i <= 16; i *= 2) {
+		g.region_lanes = i;
+		KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), 0);
+		KUNIT_EXPECT_EQ(test, knitk_geometry_region_lanes(&g), (u32)i);
+	}
+	for (i = 0; i < ARRAY_SIZE(bad2); i++) {
+		g.region_lanes = bad2[i];
+		KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
+	}
+
+	/* The default at the edges: 1 worker 32, 3 workers 16, 63 workers 1. */
+	g.region_lanes = 0;
+	g.nr_workers = 1;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_region_lanes(&g), 32U);
+	g.nr_workers = 3;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_region_lanes(&g), 16U);
+	g.nr_workers = 4;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_region_lanes(&g), 8U);
+	g.nr_workers = 31;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_region_lanes(&g), 2U);
+	g.nr_workers = KNITK_MAX_WORKERS;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_region_lanes(&g), 1U);
+	g.region_lanes = 1;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), 0);
+	g.region_lanes = 2;
+	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
 }
 
 static void knitk_geometry_rejects_counts(struct kunit *test)
@@ -119,6 +168,7 @@ static struct kunit_case knitk_geometry_cases[] = {
 	KUNIT_CASE(knitk_geometry_rejects_flags_and_reserved),
 	KUNIT_CASE(knitk_geometry_rejects_counts),
 	KUNIT_CASE(knitk_geometry_rejects_sizes),
+	KUNIT_CASE(knitk_geometry_checks_region_lanes),
 	{}
 };
 

@@ -8,6 +8,7 @@
  */
 #include <linux/errno.h>
 #include <linux/kernel.h>
+#include <linux/log2.h>
 #include <linux/math.h>
 
 #include "knitk_internal.h"
@@ -20,15 +21,20 @@
  */
 int knitk_geometry_check(const struct knitk_geometry *g)
 {
-	u32 nr_request;
+	u32 nr_request, lanes;
 	int i;
 
-	if (g->flags & ~KNITK_GEOM_FLAGS)
+	if ((g->flags & ~KNITK_GEOM_FLAGS) || g->reserved0)
 		return -EINVAL;
 	for (i = 0; i < ARRAY_SIZE(g->reserved); i++)
 		if (g->reserved[i])
 			return -EINVAL;
 	if (g->nr_workers < 1 || g->nr_workers > KNITK_MAX_WORKERS)
+		return -EINVAL;
+	/* A region size belongs to the stealing handshake only (T1). */
+	lanes = g->region_lanes;
+	if (lanes && (!(g->flags & KNITK_GEOM_STEAL) || !is_power_of_2(lanes) ||
+		      KNITK_LANES / lanes < g->nr_workers + 1))
 		return -EINVAL;
 	if (g->nr_submitters < 1 || g->nr_submitters > KNITK_MAX_SUBMITTERS)
 		return -EINVAL;
@@ -52,6 +58,26 @@ int knitk_geometry_check(const struct knitk_geometry *g)
 	if (nr_request + g->nr_workers > KNITK_MAX_MAILBOXES)
 		return -EINVAL;
 	return 0;
+}
+
+/**
+ * knitk_geometry_region_lanes() - the region size a knot records
+ * @g: a geometry that passed knitk_geometry_check()
+ *
+ * The rule of struct knitk_geometry.region_lanes, which the library
+ * applies too (knitk_steal_region_lanes): 0 asks for the largest power of
+ * two g with KNITK_LANES / g >= nr_workers + 1, one region per worker and
+ * a spare one.
+ *
+ * Return: g for a stealing geometry, 0 for one without KNITK_GEOM_STEAL.
+ */
+u32 knitk_geometry_region_lanes(const struct knitk_geometry *g)
+{
+	if (!(g->flags & KNITK_GEOM_STEAL))
+		return 0;
+	if (g->region_lanes)
+		return g->region_lanes;
+	return rounddown_pow_of_two(KNITK_LANES / (g->nr_workers + 1));
 }
 
 /**

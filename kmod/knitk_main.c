@@ -156,6 +156,8 @@ static int knitk_ioctl_create(struct knitk_endpoint *ep, void __user *argp)
 	ret = knitk_geometry_check(&c.geometry);
 	if (ret)
 		goto out;
+	/* The knot records, and CREATE returns, the size its claimants use. */
+	c.geometry.region_lanes = knitk_geometry_region_lanes(&c.geometry);
 	knitk_layout_compute(&c.geometry, &c.layout);
 	ret = knitk_layout_check_size(&c.layout, READ_ONCE(max_knot_bytes));
 	if (ret)

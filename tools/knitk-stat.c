@@ -39,7 +39,7 @@ struct bell {
 struct knot {
 	char name[32];
 	unsigned long long id, size;
-	unsigned int workers, submitters, steal;
+	unsigned int workers, submitters, steal, region_lanes;
 	unsigned long long live, dead;
 	unsigned int death_seq;
 	int nr_roles;
@@ -56,9 +56,9 @@ static void usage(FILE *f)
 		"usage: knitk-stat [-w SECONDS] [--json]\n"
 		"\n"
 		"Lists the live knots of the knitk module: geometry (size, workers,\n"
-		"submitters, stealing), endpoints (role, slot, pid, generation, alive,\n"
-		"dead or left) and the counters of every doorbell, from the module's\n"
-		"debugfs (" KNITK_DIR "/knot-<id>).\n"
+		"submitters, stealing and its region size), endpoints (role, slot,\n"
+		"pid, generation, alive, dead or left) and the counters of every\n"
+		"doorbell, from the module's debugfs (" KNITK_DIR "/knot-<id>).\n"
 		"\n"
 		"  -w, --watch SECONDS  list again every SECONDS (1..3600) until\n"
 		"                       interrupted (default: once)\n"
@@ -99,9 +99,10 @@ static int parse_knot(const char *name, struct knot *k)
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "knot %llu size %llu workers %u submitters %u steal %u",
+		/* "region" since the knot records its steal region size. */
+		if (sscanf(line, "knot %llu size %llu workers %u submitters %u steal %u region %u",
 			   &k->id, &k->size, &k->workers, &k->submitters,
-			   &k->steal) == 5)
+			   &k->steal, &k->region_lanes) >= 5)
 			continue;
 		if (sscanf(line, "live %llx dead %llx death_seq %u", &k->live,
 			   &k->dead, &k->death_seq) == 3)
@@ -146,9 +147,11 @@ static void print_text(const struct knot *k)
 {
 	int i, j;
 
-	printf("knot %llu: %llu bytes, %u workers, %u submitters%s; death_seq %u\n",
-	       k->id, k->size, k->workers, k->submitters,
-	       k->steal ? ", stealing" : "", k->death_seq);
+	printf("knot %llu: %llu bytes, %u workers, %u submitters", k->id, k->size,
+	       k->workers, k->submitters);
+	if (k->steal)
+		printf(", stealing in regions of %u lanes", k->region_lanes);
+	printf("; death_seq %u\n", k->death_seq);
 	printf("  %-7s %5s %8s %5s  %s\n", "role", "slot", "pid", "gen", "state");
 	for (i = 0; i < k->nr_roles; i++)
 		printf("  %-7s %5u %8d %5u  %s\n", k->roles[i].role, k->roles[i].slot,
@@ -173,10 +176,11 @@ static void print_json(const struct knot *k, int first)
 	int i, j;
 
 	printf("%s\n    {\"id\": %llu, \"size\": %llu, \"workers\": %u,"
-	       " \"submitters\": %u, \"steal\": %s, \"live\": %llu, \"dead\": %llu,"
+	       " \"submitters\": %u, \"steal\": %s, \"region_lanes\": %u,"
+	       " \"live\": %llu, \"dead\": %llu,"
 	       " \"death_seq\": %u,\n     \"endpoints\": [", first ? "" : ",",
 	       k->id, k->size, k->workers, k->submitters, k->steal ? "true" : "false",
-	       k->live, k->dead, k->death_seq);
+	       k->region_lanes, k->live, k->dead, k->death_seq);
 	for (i = 0; i < k->nr_roles; i++)
 		printf("%s{\"role\": \"%s\", \"slot\": %u, \"pid\": %d,"
 		       " \"generation\": %u, \"state\": \"%s\"}", i ? ", " : "",

@@ -63,6 +63,8 @@ static int futex_create(struct knitk_endpoint *k)
 		goto fail;
 	ctl = (struct knitk_control *)k->base;
 	ctl->api = KNITK_API;
+	/* Recorded with its region size resolved, as the module does. */
+	knitk__geometry_resolve(&k->geom);
 	ctl->geometry = k->geom;
 	ctl->layout = k->layout;
 	/* From 0, but near the wrap in a test of the counters (knot_hooks.h). */

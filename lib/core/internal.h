@@ -170,6 +170,12 @@ static inline bool knot_mailbox_steals(const struct knitk_endpoint *k,
 /* @layout is valid and the one knitk_layout_compute gives for @geom. */
 bool knitk__layout_matches_geometry(const struct knitk_geometry *geom,
 				    const struct knitk_layout *layout);
+/*
+ * The region size a stealing knot records for region_lanes 0 (the module
+ * stores it so; a knot of a module or library older than the field keeps
+ * 0, which meant the same): @geom, valid, gets it.
+ */
+void knitk__geometry_resolve(struct knitk_geometry *geom);
 
 /* topology.c: mask of doorbells whose owners consume mailbox @m. */
 uint64_t knitk__endpoint_mailbox_doorbells(const struct knitk_endpoint *k,
@@ -188,6 +194,11 @@ struct knitk_steal;
 int knitk__steal_create(struct knitk_endpoint *k, unsigned int mailbox,
 			unsigned int g, struct knitk_steal **st);
 void knitk__steal_destroy(struct knitk_steal *st);
+/*
+ * The knot's region size g for a claimant or a hand-off asking for
+ * @region_lanes: 0 or g itself; -EINVAL for any other.
+ */
+int knitk__steal_region(const struct knitk_endpoint *k, unsigned int region_lanes);
 /* Claim a region (or return the lanes of the last claim not taken yet). */
 uint64_t knitk__steal_claim(struct knitk_steal *st);
 /* Claim a region for peer @to: its lanes are reserved for @to (T13). */

@@ -73,6 +73,8 @@ static int knot_create_with(const struct knitk_backend_ops *ops,
 		free(k);
 		return ret;
 	}
+	/* As the knot records it (a module older than region_lanes: 0). */
+	knitk__geometry_resolve(&k->geom);
 	*ep = k;
 	return 0;
 }
@@ -126,6 +128,7 @@ KNITK_EXPORT int knitk_endpoint_attach(int fd, unsigned int flags,
 		free(k);
 		return ret;
 	}
+	knitk__geometry_resolve(&k->geom);
 	if (flags & KNITK_ATTACH_TAKE_FD)
 		close(fd);
 	*ep = k;

@@ -568,15 +568,17 @@ KNITK_EXPORT int knitk_producer_hand_off(struct knitk_producer *producer,
 					 unsigned int region_lanes)
 {
 	struct knitk_producer *p = producer;
+	int g;
 
 	if (!p || !knot_mailbox_steals(p->g.ep, p->g.mailbox) ||
-	    claimant >= p->g.ep->geom.nr_workers ||
-	    knitk_steal_region_lanes(p->g.ep->geom.nr_workers,
-				     region_lanes) != (int)region_lanes)
+	    claimant >= p->g.ep->geom.nr_workers)
 		return -EINVAL;
+	g = knitk__steal_region(p->g.ep, region_lanes);
+	if (g < 0)
+		return g;
 	/* T14: reserved under the handshake of the claimants (T4). */
 	return knot_lane_count(knitk__steal_producer_hand_off(p->g.ep,
-			p->g.mailbox, region_lanes, claimant));
+			p->g.mailbox, (unsigned int)g, claimant));
 }
 
 /*

@@ -36,6 +36,12 @@ static int geometry_validate(const struct knitk_geometry *g)
 	if (g->arena_bytes % KNITK_ARENA_ALIGN ||
 	    g->arena_bytes > KNITK_MAX_ARENA_BYTES)
 		return -EINVAL;
+	/* A region size belongs to the stealing handshake only (T1). */
+	if (!(g->flags & KNITK_GEOM_STEAL) ? g->region_lanes != 0 :
+	    knitk_steal_region_lanes(g->nr_workers, g->region_lanes) < 0)
+		return -EINVAL;
+	if (g->reserved0)
+		return -EINVAL;
 	for (i = 0; i < sizeof(g->reserved) / sizeof(g->reserved[0]); i++)
 		if (g->reserved[i])
 			return -EINVAL;
@@ -93,4 +99,10 @@ bool knitk__layout_matches_geometry(const struct knitk_geometry *geom,
 
 	return !knitk_layout_compute(geom, &expect) &&
 	       !memcmp(&expect, layout, sizeof(expect));
+}
+
+void knitk__geometry_resolve(struct knitk_geometry *geom)
+{
+	if ((geom->flags & KNITK_GEOM_STEAL) && !geom->region_lanes)
+		geom->region_lanes = (uint32_t)knitk_steal_region_lanes(geom->nr_workers, 0);
 }

@@ -82,6 +82,14 @@ KNITK_EXPORT int knitk_steal_region_lanes(unsigned int nr_workers,
 	return (int)g;
 }
 
+int knitk__steal_region(const struct knitk_endpoint *k, unsigned int region_lanes)
+{
+	/* Claimants of one size see each other's want words (T1, T4). */
+	if (region_lanes && region_lanes != k->geom.region_lanes)
+		return -EINVAL;
+	return (int)k->geom.region_lanes;
+}
+
 static uint64_t region_mask(const struct knitk_steal *st, unsigned int r)
 {
 	return (st->g == KNITK_LANES ? ~0ULL : (1ULL << st->g) - 1) << (r * st->g);
@@ -535,9 +543,11 @@ int knitk__steal_create(struct knitk_endpoint *k, unsigned int mailbox,
 	struct knitk_steal *st;
 	int ret;
 
-	if (k->doorbell < 0 || (unsigned int)k->doorbell >= k->geom.nr_workers ||
-	    knitk_steal_region_lanes(k->geom.nr_workers, g) != (int)g)
+	ret = knitk__steal_region(k, g);
+	if (ret < 0 || k->doorbell < 0 ||
+	    (unsigned int)k->doorbell >= k->geom.nr_workers)
 		return -EINVAL;
+	g = (unsigned int)ret;
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;

@@ -148,7 +148,11 @@ int knitk_endpoint_fd(const struct knitk_endpoint *ep);
 /* knitk_endpoint_backend - KNITK_BACKEND_KMOD or KNITK_BACKEND_FUTEX. */
 int knitk_endpoint_backend(const struct knitk_endpoint *ep);
 
-/* knitk_endpoint_layout - copy the knot's layout (and geometry, if non-NULL). */
+/*
+ * knitk_endpoint_layout - copy the knot's layout (and geometry, if
+ * non-NULL): the geometry the knot records, whose region_lanes is the
+ * stealing knot's region size, never 0 (struct knitk_geometry).
+ */
 int knitk_endpoint_layout(const struct knitk_endpoint *ep,
 			  struct knitk_layout *layout,
 			  struct knitk_geometry *geom);
@@ -365,11 +369,11 @@ int knitk_producer_send_to(struct knitk_producer *producer,
  * a region a live claimant is claiming (docs/protocol.md T14): a worker
  * woken for them always finds them.  Decided against the claimants by
  * their handshake, so a lane is reserved only if no claimant takes it.
- * Returns how many lanes, 0 if none; -EINVAL on a mailbox that does not
- * steal, for a claimant beyond the knot's workers or an illegal
- * @region_lanes (a power of two with 64 / g >= workers + 1; 0 is not
- * taken here).  @region_lanes must be the claimants' own (see
- * knitk_steal_consumer_create).
+ * @region_lanes is the knot's region size g or 0 for it (see
+ * knitk_steal_consumer_create).  Returns how many lanes, 0 if none;
+ * -EINVAL, with nothing reserved, on a mailbox that does not steal, for a
+ * claimant beyond the knot's workers or a @region_lanes that is neither
+ * 0 nor the knot's size.
  */
 int knitk_producer_hand_off(struct knitk_producer *producer,
 			    unsigned int claimant, unsigned int region_lanes);
@@ -513,16 +517,17 @@ int knitk_steal_region_lanes(unsigned int nr_workers, unsigned int region_lanes)
 
 /*
  * knitk_steal_consumer_create - the claimant of the endpoint's worker role
- * on stealing request @mailbox, regions of @region_lanes lanes (legal for
- * the knot's worker count, see knitk_steal_region_lanes).  It takes over
+ * on stealing request @mailbox, in regions of the knot's size g.  A want
+ * word names regions, so claimants of different sizes would not see each
+ * other's claims and could take a lane twice: the knot records g (struct
+ * knitk_geometry.region_lanes, given at knitk_endpoint_create, 0 there
+ * for the default of knitk_steal_region_lanes; knitk_endpoint_layout
+ * reads it), and @region_lanes must be g or 0 for it.  It takes over
  * the role's steal line: continues from its ack and free words and clears
- * a want word a dead predecessor left.  -EINVAL for bad arguments or an
- * endpoint not joined as a worker, -EOPNOTSUPP for a non-stealing mailbox.
- * Every claimant of one mailbox, and every knitk_producer_hand_off() on
- * it, must use the same @region_lanes: a want word names regions, so
- * claimants of different sizes do not see each other's claims and may
- * take a lane twice.  The knot does not record the size, so a mismatch is
- * not detected; the pool uses one size per knot.
+ * a want word a dead predecessor left.  -EINVAL for bad arguments (any
+ * other @region_lanes, legal for the workers or not) or an endpoint not
+ * joined as a worker, with nothing of the steal line changed;
+ * -EOPNOTSUPP for a non-stealing mailbox.
  */
 int knitk_steal_consumer_create(struct knitk_endpoint *ep, unsigned int mailbox,
 				unsigned int region_lanes,

@@ -94,6 +94,7 @@ struct knitk_task_table {
  *	KNITK_POOL_DISPATCH_STEAL (added in version 1).
  * @steal_region: stealing: lanes per region g, a power of two with
  *	64 / g >= nr_workers + 1; 0 = the largest such g (added in version 1).
+ *	The pool's knot records g (struct knitk_geometry.region_lanes).
  */
 struct knitk_pool_opts {
 	uint32_t size;

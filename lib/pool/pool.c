@@ -170,6 +170,8 @@ static int pool_setup(struct knitk_pool *pool)
 		.inline_bytes = pool->opts.inline_bytes,
 		.abort_bits = pool->nr_workers * KNITK_LANES,
 		.arena_bytes = pool->opts.arena_bytes,
+		/* The claimants' size, recorded: they are checked against it. */
+		.region_lanes = pool->steal_g,
 	};
 	struct knitk_layout layout;
 	unsigned int s, w;

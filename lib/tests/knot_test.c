@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,6 +66,70 @@ static void invalid_geometry(void)
 	g.reserved[1] = 1;
 	CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k), -EINVAL);
 	CHECK_EQ(knitk_endpoint_create(NULL, KNITK_KNOT_FUTEX, &k), -EINVAL);
+}
+
+/*
+ * A stealing knot records its region size resolved (0: the default for
+ * its workers), and every endpoint that attaches reads that size; an
+ * illegal size, or one without KNITK_GEOM_STEAL, is -EINVAL.
+ */
+static void region_lanes_recorded(void)
+{
+	static const uint32_t asked[] = { 0, 4, 16 }, want[] = { 16, 4, 16 };
+	const struct knitk_control *ctl;
+	struct knitk_geometry g = geom2, got;
+	struct knitk_endpoint *k, *a;
+	unsigned int i;
+	uint32_t v;
+	int fd;
+
+	g.flags = KNITK_GEOM_STEAL;
+	for (i = 0; i < 3; i++) {
+		g.region_lanes = asked[i];
+		REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+		REQUIRE(knitk_endpoint_layout(k, NULL, &got) == 0);
+		CHECK_EQ(got.region_lanes, want[i]);
+		REQUIRE(knitk_endpoint_control(k, &ctl) == 0);
+		CHECK_EQ(ctl->geometry.region_lanes, want[i]);
+		REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(k), 0, &a) == 0);
+		REQUIRE(knitk_endpoint_layout(a, NULL, &got) == 0);
+		CHECK_EQ(got.region_lanes, want[i]);
+		knitk_endpoint_destroy(a);
+		knitk_endpoint_destroy(k);
+	}
+	g.region_lanes = 32;		/* 2 regions for 2 workers */
+	CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k), -EINVAL);
+	g.region_lanes = 3;
+	CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k), -EINVAL);
+	g.region_lanes = 0;
+	g.reserved0 = 1;
+	CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k), -EINVAL);
+	g = geom2;
+	g.region_lanes = 16;
+	CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k), -EINVAL);
+
+	/*
+	 * The control page as another writer left it: an illegal size is
+	 * not attached to; 0 (a knot of a library older than the field)
+	 * reads as the default.
+	 */
+	g = geom2;
+	g.flags = KNITK_GEOM_STEAL;
+	g.region_lanes = 8;
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &k) == 0);
+	fd = knitk_endpoint_fd(k);
+	v = 32;
+	REQUIRE(pwrite(fd, &v, sizeof(v), offsetof(struct knitk_control,
+			geometry.region_lanes)) == sizeof(v));
+	CHECK_EQ(knitk_endpoint_attach(fd, 0, &a), -EINVAL);
+	v = 0;
+	REQUIRE(pwrite(fd, &v, sizeof(v), offsetof(struct knitk_control,
+			geometry.region_lanes)) == sizeof(v));
+	REQUIRE(knitk_endpoint_attach(fd, 0, &a) == 0);
+	REQUIRE(knitk_endpoint_layout(a, NULL, &got) == 0);
+	CHECK_EQ(got.region_lanes, 16);
+	knitk_endpoint_destroy(a);
+	knitk_endpoint_destroy(k);
 }
 
 static void control_page_and_layout(void)
@@ -283,6 +348,7 @@ int main(void)
 {
 	TEST(backend_choice);
 	TEST(invalid_geometry);
+	TEST(region_lanes_recorded);
 	TEST(control_page_and_layout);
 	TEST(join_roles);
 	TEST(control_page_readers);

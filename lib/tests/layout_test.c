@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* knitk_layout_compute: the formula of <linux/knitk.h> and its -EINVAL cases. */
 #include <errno.h>
+#include <string.h>
 #include <knitk.h>
 
 #include "tap.h"
@@ -83,12 +84,63 @@ static void invalid_geometries(void)
 	BAD(g.abort_bits = KNITK_MAX_ABORT_BITS + 64);
 	BAD(g.arena_bytes = 100);
 	BAD(g.arena_bytes = KNITK_MAX_ARENA_BYTES + P);
+	BAD(g.reserved0 = 1);
 	BAD(g.reserved[0] = 1);
-	BAD(g.reserved[3] = 1);
+	BAD(g.reserved[2] = 1);
 #undef BAD
 	g = geom(2, 1, 64, 64, P);
 	CHECK_EQ(knitk_layout_compute(NULL, &l), -EINVAL);
 	CHECK_EQ(knitk_layout_compute(&g, NULL), -EINVAL);
+}
+
+/*
+ * region_lanes: with KNITK_GEOM_STEAL 0 or a power of two g with
+ * 64 / g >= workers + 1 (worked out here by hand), without it only 0.
+ */
+static void region_lanes_rule(void)
+{
+	struct knitk_geometry g;
+	struct knitk_layout l;
+	unsigned int w, i, bad = 0;
+	static const uint32_t sizes[] = {
+		0, 1, 2, 3, 4, 5, 8, 12, 16, 32, 64, 128, 1U << 31, ~0U,
+	};
+
+	for (w = 1; w <= KNITK_MAX_WORKERS; w++) {
+		for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			uint32_t r = sizes[i];
+			int legal = !r || (!(r & (r - 1)) && r <= 64 && 64 / r >= w + 1);
+
+			g = geom(w, 1, 64, 64, P);
+			g.flags = KNITK_GEOM_STEAL;
+			g.region_lanes = r;
+			bad += knitk_layout_compute(&g, &l) != (legal ? 0 : -EINVAL);
+			/* The layout does not depend on it. */
+			if (legal) {
+				struct knitk_layout l0;
+
+				g.region_lanes = 0;
+				REQUIRE(knitk_layout_compute(&g, &l0) == 0);
+				bad += !!memcmp(&l, &l0, sizeof(l));
+			}
+			g.flags = 0;
+			g.region_lanes = r;
+			bad += knitk_layout_compute(&g, &l) != (r ? -EINVAL : 0);
+		}
+	}
+	CHECK_EQ(bad, 0);
+	g = geom(2, 1, 64, 64, P);
+	g.flags = KNITK_GEOM_STEAL;
+	g.region_lanes = 16;
+	CHECK_EQ(knitk_layout_compute(&g, &l), 0);
+	g.region_lanes = 32;		/* 2 regions for 2 workers */
+	CHECK_EQ(knitk_layout_compute(&g, &l), -EINVAL);
+	g = geom(KNITK_MAX_WORKERS, 1, 0, 0, 0);
+	g.flags = KNITK_GEOM_STEAL;
+	g.region_lanes = 1;
+	CHECK_EQ(knitk_layout_compute(&g, &l), 0);
+	g.region_lanes = 2;
+	CHECK_EQ(knitk_layout_compute(&g, &l), -EINVAL);
 }
 
 static void limits_accepted(void)
@@ -147,6 +199,7 @@ int main(void)
 	TEST(formula_private_lanes);
 	TEST(formula_steal);
 	TEST(invalid_geometries);
+	TEST(region_lanes_rule);
 	TEST(limits_accepted);
 	TEST(random_geometries_consistent);
 	return tap_exit();

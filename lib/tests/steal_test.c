@@ -67,6 +67,7 @@ static int rig_init(struct rig *r, unsigned int workers, unsigned int subs,
 		.flags = KNITK_GEOM_STEAL, .nr_workers = workers,
 		.nr_submitters = subs, .lanes = KNITK_LANES,
 		.inline_bytes = STEAL_INLINE, .arena_bytes = STEAL_ARENA,
+		.region_lanes = g,
 	};
 	unsigned int i;
 	int ret;
@@ -581,6 +582,48 @@ static void producer_hand_off(void)
 	rig_fini(&r);
 }
 
+/*
+ * T1: a claimant and a hand-off take the knot's region size, asked for by
+ * 0 or by itself; any other size, legal for the workers or not, is
+ * -EINVAL and changes nothing of the worker's steal line.
+ */
+static void region_size_of_the_knot(void)
+{
+	struct knitk_lane_header h = { 0 };
+	struct knitk_consumer *c0, *c1 = NULL;
+	_Atomic uint64_t *resv1;
+	struct rig r;
+	uint64_t pend;
+
+	REQUIRE(rig_init(&r, 2, 1, 8) == 0);	/* 16 would be the default */
+	resv1 = (_Atomic uint64_t *)&line_of(&r, 0, 1)->resv;
+	REQUIRE(knitk_producer_send_to(r.p[0], 1, &h, NULL, 0) == 0);
+	CHECK_EQ(atomic_load(resv1), 1);
+	CHECK_EQ(knitk_steal_consumer_create(r.w[1], 0, 16, &c1), -EINVAL);
+	CHECK_EQ(knitk_steal_consumer_create(r.w[1], 0, 4, &c1), -EINVAL);
+	CHECK(!c1);
+	CHECK_EQ(atomic_load(resv1), 1);	/* not taken over */
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 0, 16), -EINVAL);
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 0, 4), -EINVAL);
+	CHECK_EQ(atomic_load(resv1), 1);
+
+	/* Lanes 0..19; worker 1's claimant takes over its line (resv). */
+	CHECK_EQ(knitk_steal_consumer_create(r.w[1], 0, 0, &c1), 0);
+	CHECK_EQ(atomic_load(resv1), 0);
+	send_values(&r, 19);
+	REQUIRE((c0 = claimant(&r, 0)) != NULL);
+	CHECK_EQ(knitk_lane_scan(c0, &pend), 8);	/* one region of 8 */
+	CHECK_EQ(pend, 0xffULL);
+	CHECK_EQ(knitk_lane_ack(c0, pend), 0);
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 1, 0), 8);
+	CHECK_EQ(atomic_load(resv1), 0xffULL << 8);
+	CHECK_EQ(knitk_lane_scan(c1, &pend), 8);
+	CHECK_EQ(knitk_lane_ack(c1, pend), 0);
+	knitk_consumer_destroy(c0);
+	knitk_consumer_destroy(c1);
+	rig_fini(&r);
+}
+
 static void bad_arguments(void)
 {
 	struct knitk_geometry geom = {
@@ -617,6 +660,7 @@ int main(int argc, char **argv)
 	TEST(dead_junior_and_respawn);
 	TEST(claims_reported_and_reset);
 	TEST(producer_hand_off);
+	TEST(region_size_of_the_knot);
 	TEST(exactly_once_every_g);
 	return tap_exit();
 }

@@ -253,10 +253,12 @@ BAD(abort_not_aligned, abort_bits, KNITK_ABORT_ALIGN + 1);
 BAD(abort_over_max, abort_bits, KNITK_MAX_ABORT_BITS + KNITK_ABORT_ALIGN);
 BAD(arena_not_aligned, arena_bytes, KNITK_ARENA_ALIGN / 2);
 BAD(arena_over_max, arena_bytes, KNITK_MAX_ARENA_BYTES + KNITK_ARENA_ALIGN);
-BAD(reserved0, reserved[0], 1);
-BAD(reserved1, reserved[1], 1);
-BAD(reserved2, reserved[2], 1ULL << 40);
-BAD(reserved3, reserved[3], 1ULL << 63);
+BAD(region_lanes_without_steal, region_lanes, 16);
+BAD(region_lanes_1_without_steal, region_lanes, 1);
+BAD(reserved0, reserved0, 1);
+BAD(reserved1, reserved[0], 1);
+BAD(reserved2, reserved[1], 1ULL << 40);
+BAD(reserved3, reserved[2], 1ULL << 63);
 
 FIXTURE_SETUP(create_invalid)
 {
@@ -293,6 +295,77 @@ TEST_F(create_invalid, rejected_einval)
 	/* A rejected create leaves the endpoint free to create. */
 	knitk_geom_small(&g);
 	EXPECT_EQ(0, knitk_create(self->bad_fd, &g, NULL));
+}
+
+/*
+ * A stealing knot's region size: 0 or a power of two g with 64 / g >=
+ * workers + 1, anything else -EINVAL.  The knot records it resolved (0:
+ * the largest such g), and that is what CREATE returns in its geometry
+ * and what the control page shows to the creator and to an endpoint
+ * that attaches later.
+ */
+static int create_steal(int fd, __u32 workers, __u32 region_lanes,
+			struct knitk_create *c)
+{
+	memset(c, 0, sizeof(*c));
+	knitk_geom(&c->geometry, KNITK_GEOM_STEAL, workers, 1, 64, 0, 0);
+	c->geometry.region_lanes = region_lanes;
+	return knitk_ioctl(fd, KNITK_IOC_CREATE, c);
+}
+
+TEST(create_steal_region_lanes)
+{
+	static const struct { __u32 workers, asked, got; } ok[] = {
+		{ 2, 0, 16 }, { 2, 1, 1 }, { 2, 8, 8 }, { 2, 16, 16 },
+		{ 1, 0, 32 }, { 1, 32, 32 }, { 3, 0, 16 }, { 4, 0, 8 },
+		{ KNITK_MAX_WORKERS, 0, 1 }, { KNITK_MAX_WORKERS, 1, 1 },
+	};
+	static const struct { __u32 workers, asked; } bad[] = {
+		{ 2, 3 }, { 2, 32 }, { 2, 64 }, { 2, 128 }, { 1, 64 },
+		{ 4, 16 }, { KNITK_MAX_WORKERS, 2 }, { 2, 1U << 31 },
+		{ 2, ~0U },
+	};
+	struct knitk_create c;
+	unsigned int i;
+	struct knot k;
+	int fd, src;
+
+	KNITK_REQUIRE_DEV();
+	for (i = 0; i < ARRAY_SIZE(ok); i++) {
+		fd = knitk_open();
+		ASSERT_LE(0, fd);
+		ASSERT_EQ(0, create_steal(fd, ok[i].workers, ok[i].asked, &c))
+			TH_LOG("workers %u region_lanes %u", ok[i].workers, ok[i].asked);
+		EXPECT_EQ(ok[i].got, c.geometry.region_lanes);
+		EXPECT_EQ(ok[i].workers, c.geometry.nr_workers);
+		k.fd = fd;
+		k.layout = c.layout;
+		ASSERT_EQ(0, knot_map(&k));
+		EXPECT_EQ(ok[i].got, k.ctl->geometry.region_lanes);
+		EXPECT_EQ(0, memcmp(&k.ctl->geometry, &c.geometry, sizeof(c.geometry)));
+		knot_unmap(&k);
+
+		/* An endpoint attached later reads the same size. */
+		src = fd;
+		fd = knitk_open();
+		ASSERT_LE(0, fd);
+		ASSERT_EQ(0, knitk_attach(fd, src, &k.layout));
+		close(src);
+		k.fd = fd;
+		ASSERT_EQ(0, knot_map(&k));
+		EXPECT_EQ(ok[i].got, k.ctl->geometry.region_lanes);
+		knot_close(&k);
+	}
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		fd = knitk_open();
+		ASSERT_LE(0, fd);
+		EXPECT_EQ(-EINVAL, create_steal(fd, bad[i].workers, bad[i].asked, &c))
+			TH_LOG("workers %u region_lanes %u accepted",
+			       bad[i].workers, bad[i].asked);
+		/* A rejected create leaves the endpoint free to create. */
+		EXPECT_EQ(0, create_steal(fd, bad[i].workers, 0, &c));
+		close(fd);
+	}
 }
 
 /* Geometries at the edges of every limit and region rounding. */

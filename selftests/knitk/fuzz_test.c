@@ -241,8 +241,15 @@ static void gen_geometry(struct fz *z, struct knitk_geometry *g)
 					       : near(s, KNITK_MAX_ARENA_BYTES,
 						      KNITK_ARENA_ALIGN);
 	}
-	if (chance(s, 5))
-		g->reserved[below(s, 4)] = rnd(s) | 1;
+	/* A region size: legal or not, with or without stealing. */
+	if (chance(s, 20))
+		g->region_lanes = chance(s, 70) ? 1U << below(s, 8) : (uint32_t)rnd(s);
+	if (chance(s, 5)) {
+		if (chance(s, 25))
+			g->reserved0 = (uint32_t)rnd(s) | 1;
+		else
+			g->reserved[below(s, 3)] = rnd(s) | 1;
+	}
 }
 
 /* The control page must still be what the module wrote. */

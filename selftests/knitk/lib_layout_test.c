@@ -2,7 +2,9 @@
 /*
  * libknitk's knitk_layout_compute() against the module: for many
  * geometries, KNITK_IOC_CREATE must accept exactly the geometries the
- * library accepts and return exactly the layout the library computes.
+ * library accepts and return exactly the layout the library computes;
+ * and the region size a stealing knot records, read back through the
+ * library by the creator and by an endpoint that attaches.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -86,10 +88,12 @@ static int agree(struct __test_metadata *_metadata,
 	return 1;
 bad:
 	ksft_print_msg("geometry flags %u workers %u submitters %u lanes %u "
-		       "inline %u abort %u arena %llu: library %d, module %d\n",
+		       "inline %u abort %u arena %llu region %u: library %d, "
+		       "module %d\n",
 		       g->flags, g->nr_workers, g->nr_submitters, g->lanes,
 		       g->inline_bytes, g->abort_bits,
-		       (unsigned long long)g->arena_bytes, lret, mret);
+		       (unsigned long long)g->arena_bytes, g->region_lanes,
+		       lret, mret);
 	return 0;
 }
 
@@ -148,9 +152,18 @@ TEST_F(layout, edges)
 	ONE(g.arena_bytes = 100);
 	ONE(g.arena_bytes = KNITK_MAX_ARENA_BYTES);	/* -E2BIG by the cap */
 	ONE(g.arena_bytes = KNITK_MAX_ARENA_BYTES + 4096);
+	ONE(g.reserved0 = 1);
 	ONE(g.reserved[0] = 1);
-	ONE(g.reserved[3] = 1);
+	ONE(g.reserved[2] = 1);
 	ONE(g.flags = KNITK_GEOM_STEAL; g.nr_workers = 63; g.nr_submitters = 64);
+	ONE(g.region_lanes = 16);
+	ONE(g.flags = KNITK_GEOM_STEAL; g.region_lanes = 16);
+	ONE(g.flags = KNITK_GEOM_STEAL; g.region_lanes = 1);
+	ONE(g.flags = KNITK_GEOM_STEAL; g.region_lanes = 3);
+	ONE(g.flags = KNITK_GEOM_STEAL; g.region_lanes = 32);
+	ONE(g.flags = KNITK_GEOM_STEAL; g.region_lanes = 64);
+	ONE(g.flags = KNITK_GEOM_STEAL; g.nr_workers = 63; g.region_lanes = 1);
+	ONE(g.flags = KNITK_GEOM_STEAL; g.nr_workers = 63; g.region_lanes = 2);
 #undef ONE
 	ksft_print_msg("%d of %d edge geometries agree\n", good, n);
 	EXPECT_EQ(n, good);
@@ -175,6 +188,43 @@ TEST_F(layout, random)
 	}
 	ksft_print_msg("%d of %d random geometries agree\n", good, n);
 	EXPECT_EQ(n, good);
+}
+
+/*
+ * The region size through the library on the module: the knot records
+ * it resolved, the creator and an endpoint that attaches read that size,
+ * and a claimant of another size is refused.
+ */
+TEST_F(layout, region_lanes_read_back)
+{
+	static const __u32 asked[] = { 0, 4 }, want[] = { 16, 4 };
+	struct knitk_endpoint *h, *w;
+	struct knitk_consumer *c = NULL;
+	const struct knitk_control *ctl;
+	struct knitk_geometry g, got;
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		g = base_geom();
+		g.flags = KNITK_GEOM_STEAL;
+		g.region_lanes = asked[i];
+		ASSERT_EQ(0, knitk_endpoint_create(&g, KNITK_KNOT_KMOD, &h));
+		ASSERT_EQ(0, knitk_endpoint_layout(h, NULL, &got));
+		EXPECT_EQ(want[i], got.region_lanes);
+		ASSERT_EQ(0, knitk_endpoint_control(h, &ctl));
+		EXPECT_EQ(want[i], ctl->geometry.region_lanes);
+		ASSERT_EQ(0, knitk_endpoint_attach(knitk_endpoint_fd(h), 0, &w));
+		EXPECT_EQ(KNITK_BACKEND_KMOD, knitk_endpoint_backend(w));
+		ASSERT_EQ(0, knitk_endpoint_layout(w, NULL, &got));
+		EXPECT_EQ(want[i], got.region_lanes);
+		ASSERT_LE(1, knitk_endpoint_join(w, KNITK_ROLE_WORKER, 0));
+		EXPECT_EQ(-EINVAL, knitk_steal_consumer_create(w, 0, want[i] / 2, &c));
+		EXPECT_EQ(0, knitk_steal_consumer_create(w, 0, 0, &c));
+		knitk_consumer_destroy(c);
+		c = NULL;
+		knitk_endpoint_destroy(w);
+		knitk_endpoint_destroy(h);
+	}
 }
 
 TEST_HARNESS_MAIN

@@ -75,6 +75,8 @@ TEST(lists_endpoints_alive_then_dead)
 	EXPECT_STREQ("alive", state_of(out, getpid(), st, sizeof(st)));
 	EXPECT_STREQ("alive", state_of(out, child, st, sizeof(st))) TH_LOG("%s", out);
 	EXPECT_NE(NULL, strstr(out, "\"workers\": ")) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "\"steal\": false, \"region_lanes\": 0,"))
+		TH_LOG("%s", out);
 	EXPECT_NE(NULL, strstr(out, "\"doorbells\": [{\"doorbell\": 0, \"waits\": "))
 		TH_LOG("%s", out);
 
@@ -116,6 +118,38 @@ TEST(bad_interval_is_an_error)
 {
 	KNITK_REQUIRE_DEV();
 	EXPECT_EQ(2, run_stat("-wx", 0, out, sizeof(out))) TH_LOG("%s", out);
+}
+
+/*
+ * A stealing knot's region size, as the knot records it (0 asked: the
+ * default for its workers), in both listings.
+ */
+TEST(lists_region_size)
+{
+	struct knitk_geometry g;
+	struct knot k4, k0;
+	char key[128];
+
+	KNITK_REQUIRE_DEV();
+	if (geteuid() != 0)
+		SKIP(return, "knitk-stat needs root");
+	knitk_geom(&g, KNITK_GEOM_STEAL, 3, 1, 64, 0, 0);
+	g.region_lanes = 4;
+	ASSERT_EQ(0, knot_make(&k4, &g));
+	knitk_geom(&g, KNITK_GEOM_STEAL, 7, 1, 64, 0, 0);
+	ASSERT_EQ(0, knot_make(&k0, &g));
+	ASSERT_EQ(0, run_stat("--json", 0, out, sizeof(out))) TH_LOG("%s", out);
+	snprintf(key, sizeof(key), "\"workers\": 3, \"submitters\": 1,"
+		 " \"steal\": true, \"region_lanes\": 4,");
+	EXPECT_NE(NULL, strstr(out, key)) TH_LOG("%s", out);
+	snprintf(key, sizeof(key), "\"workers\": 7, \"submitters\": 1,"
+		 " \"steal\": true, \"region_lanes\": 8,");
+	EXPECT_NE(NULL, strstr(out, key)) TH_LOG("%s", out);
+	ASSERT_EQ(0, run_stat(NULL, 0, out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "3 workers, 1 submitters, stealing in regions of 4 lanes"))
+		TH_LOG("%s", out);
+	knot_close(&k4);
+	knot_close(&k0);
 }
 
 /* "lists the module's live knots": all of them, past a thousand too. */

@@ -144,6 +144,14 @@
  *	KNITK_ABORT_ALIGN, at most KNITK_MAX_ABORT_BITS (0 allowed).
  * @arena_bytes: arena bytes per mailbox, a multiple of KNITK_ARENA_ALIGN,
  *	at most KNITK_MAX_ARENA_BYTES (0 allowed).
+ * @region_lanes: with KNITK_GEOM_STEAL, g, the lanes per region of every
+ *	stealing request mailbox (the claimants' handshake names regions):
+ *	a power of two with KNITK_LANES / g >= nr_workers + 1, or 0 for the
+ *	largest such g.  Must be zero without KNITK_GEOM_STEAL.  The knot
+ *	records the size resolved: struct knitk_control.geometry holds g,
+ *	never 0, for a stealing knot, so every endpoint that attaches later
+ *	reads the size its claimants must use.
+ * @reserved0: must be zero.
  * @reserved: must be zero.
  */
 struct knitk_geometry {
@@ -154,7 +162,9 @@ struct knitk_geometry {
 	__u32 inline_bytes;
 	__u32 abort_bits;
 	__u64 arena_bytes;
-	__u64 reserved[4];
+	__u32 region_lanes;
+	__u32 reserved0;
+	__u64 reserved[3];
 };
 
 /**
@@ -300,7 +310,8 @@ struct knitk_steal_line {
  *	equals that value: a death whose kick moved seq past the value read
  *	was not done yet, and had already advanced @death_seq.
  * @generation: per role, incremented on every join.
- * @geometry: the geometry the knot was created from.
+ * @geometry: the geometry the knot was created from, region_lanes resolved
+ *	(see struct knitk_geometry).
  * @layout: the knot's layout.
  */
 struct knitk_control {
@@ -332,7 +343,8 @@ struct knitk_api {
  * struct knitk_create - KNITK_IOC_CREATE
  * @geometry: in: the knot to make.  Invalid values and non-zero reserved
  *	fields give -EINVAL; a knot larger than the module's max_knot_bytes
- *	parameter gives -E2BIG.
+ *	parameter gives -E2BIG.  out: the geometry the knot records, the
+ *	same but for region_lanes 0 of a stealing knot, resolved to its g.
  * @layout: out: where everything lives.
  *
  * The knot's pages are pinned, so, like io_uring's rings, they are charged
