@@ -339,12 +339,21 @@ KNITK_EXPORT int knitk_lane_release(struct knitk_producer *producer,
 
 static void lane_publish_mask(struct knitk_producer *p, uint64_t lanes)
 {
+	unsigned int lane;
 	uint64_t m;
 
-	/* T9: the publish order, read by claimants (atomic: a hint there). */
-	for (m = lanes; m; m &= m - 1)
-		atomic_store_explicit(A64(&lane_hdr(p, (unsigned int)__builtin_ctzll(m))->stamp),
+	/*
+	 * T9: the publish order, read by claimants (atomic: a hint there)
+	 * and by a consumer that finds lanes out of ring order.  Lanes are
+	 * claimed in ring order up to the cursor, so walking the ring from
+	 * the cursor stamps one store's lanes in claim order, also when
+	 * they wrap past lane 63.
+	 */
+	for (m = lanes; m; m &= ~bit(lane)) {
+		lane = ring_next(m, p->cursor);
+		atomic_store_explicit(A64(&lane_hdr(p, lane)->stamp),
 				      ++p->stamp, memory_order_relaxed);
+	}
 	p->claimed &= ~lanes;
 	p->pub ^= lanes;
 	/*
