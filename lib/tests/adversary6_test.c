@@ -91,8 +91,40 @@ static void send_batch_across_the_wrap(void)
 	fx_fini(&f);
 }
 
+/* The same wrap on a stealing mailbox, through its only claimant. */
+static void steal_batch_across_the_wrap(void)
+{
+	struct knitk_geometry g = {
+		.flags = KNITK_GEOM_STEAL, .nr_workers = 1, .nr_submitters = 1,
+		.lanes = KNITK_LANES, .inline_bytes = 64,
+	};
+	struct knitk_endpoint *host, *w;
+	struct fx f;
+	unsigned int got;
+
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &host) == 0);
+	REQUIRE(knitk_endpoint_join(host, KNITK_ROLE_HOST, 0) >= 1);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &w) == 0);
+	REQUIRE(knitk_endpoint_join(w, KNITK_ROLE_WORKER, 0) >= 1);
+	f.k = host;
+	REQUIRE(knitk_producer_create(host, 0, &f.p) == 0);
+	REQUIRE(knitk_steal_consumer_create(w, 0, 0, &f.c) == 0);
+	REQUIRE(send_ids(&f, 0, 62) == 0);
+	for (got = 0; got < 62;)
+		REQUIRE((got += recv_ids(&f, got)) > 0);
+	/* Lanes 62 and 63 (one region), then 0 and 1 (another). */
+	REQUIRE(send_ids(&f, 100, 4) == 0);
+	CHECK_EQ(recv_ids(&f, 100), 2);
+	CHECK_EQ(recv_ids(&f, 102), 2);
+	knitk_consumer_destroy(f.c);
+	knitk_producer_destroy(f.p);
+	knitk_endpoint_destroy(w);
+	knitk_endpoint_destroy(host);
+}
+
 int main(void)
 {
 	TEST(send_batch_across_the_wrap);
+	TEST(steal_batch_across_the_wrap);
 	return tap_exit();
 }
