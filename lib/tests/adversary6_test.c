@@ -122,9 +122,137 @@ static void steal_batch_across_the_wrap(void)
 	knitk_endpoint_destroy(host);
 }
 
+/* Arena room of 1000-byte messages is back in full: 4 of them in 4096. */
+static void check_arena_whole(struct fx *f)
+{
+	static unsigned char d[4][1000];
+	struct knitk_msg m[4];
+	uint64_t pend;
+
+	CHECK_EQ(knitk_producer_send_batch(f->p, NULL, d, sizeof(d[0]), 4), 4);
+	CHECK_EQ(knitk_lane_scan(f->c, &pend), 4);
+	CHECK_EQ(knitk_lane_decode_batch(f->c, &pend, m, 4, sizeof(m[0])), 4);
+	CHECK_EQ(m[3].header.kind, KNITK_PAYLOAD_ARENA);
+	CHECK_EQ(knitk_lane_ack(f->c, m[0].lane == 0 ? 0xfULL :
+				(0xfULL << m[0].lane) | (0xfULL >> (64 - m[0].lane))), 0);
+}
+
+/*
+ * A reserve that fails (-ENOSPC now, -EMSGSIZE ever) keeps the lane's
+ * arena reservation, its inline payload or its value, bytes and all.
+ */
+static void failed_reserve_keeps_the_lane(void)
+{
+	struct knitk_lane_header *h, before;
+	unsigned char other[2048];
+	struct knitk_msg m = { .size = sizeof(m) };
+	uint64_t pend;
+	void *buf, *buf2;
+	int lane, sent;
+	size_t i;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 4096) == 0);
+	lane = knitk_lane_claim(f.p);
+	REQUIRE(lane >= 0);
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)lane, &h) == 0);
+	REQUIRE(knitk_lane_reserve(f.p, (unsigned int)lane, 2048, &buf) == 0);
+	memset(buf, 'x', 2048);
+	memset(other, 'o', sizeof(other));
+	sent = knitk_producer_send(f.p, &(struct knitk_lane_header){ .task_id = 9 },
+				   other, sizeof(other));
+	REQUIRE(sent >= 0);
+	before = *h;
+	CHECK_EQ(knitk_lane_reserve(f.p, (unsigned int)lane, 3000, &buf2), -ENOSPC);
+	CHECK(!memcmp(h, &before, sizeof(before)));
+	CHECK_EQ(knitk_lane_reserve(f.p, (unsigned int)lane, 5000, &buf2), -EMSGSIZE);
+	CHECK(!memcmp(h, &before, sizeof(before)));
+	h->task_id = 8;
+	REQUIRE(knitk_lane_publish(f.p, (unsigned int)lane) == 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 2);
+	CHECK_EQ(pend, (1ULL << lane) | (1ULL << sent));
+	CHECK_EQ(knitk_lane_decode(f.c, (unsigned int)lane, &m), 0);
+	CHECK_EQ(m.len, 2048);
+	for (i = 0; i < m.len; i++)
+		if (((const unsigned char *)m.data)[i] != 'x')
+			break;
+	CHECK_EQ(i, 2048);
+	CHECK_EQ(knitk_lane_ack(f.c, pend), 0);
+	check_arena_whole(&f);
+
+	/* A value and an inline payload survive a refused arena reserve. */
+	lane = knitk_lane_claim(f.p);
+	REQUIRE(lane >= 0);
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)lane, &h) == 0);
+	REQUIRE(knitk_lane_set_value(f.p, (unsigned int)lane, 77) == 0);
+	CHECK_EQ(knitk_lane_reserve(f.p, (unsigned int)lane, 4097, &buf2), -EMSGSIZE);
+	CHECK_EQ(h->kind, KNITK_PAYLOAD_VALUE);
+	CHECK_EQ(h->value, 77);
+	REQUIRE(knitk_lane_reserve(f.p, (unsigned int)lane, 64, &buf) == 0);
+	memset(buf, 'i', 64);
+	CHECK_EQ(knitk_lane_reserve(f.p, (unsigned int)lane, 4097, &buf2), -EMSGSIZE);
+	CHECK_EQ(h->kind, KNITK_PAYLOAD_INLINE);
+	CHECK_EQ(h->length, 64);
+	CHECK_EQ(((unsigned char *)buf)[63], 'i');
+	CHECK_EQ(knitk_lane_release(f.p, (unsigned int)lane), 0);
+	check_arena_whole(&f);
+	fx_fini(&f);
+}
+
+/*
+ * The inline/arena edge in one batch, and an arena that fills in the
+ * middle of one: what went is what arrives, nothing stays claimed and
+ * no arena slot leaks (a whole arena's batch fits afterwards).
+ */
+static void send_batch_edges_and_arena_fill(void)
+{
+	static unsigned char d[8][1024];
+	struct knitk_msg m[8];
+	uint64_t pend, all;
+	unsigned int len, round;
+	int n, i;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 4096) == 0);
+	for (i = 0; i < 8; i++)
+		memset(d[i], 'A' + i, sizeof(d[i]));
+	for (len = 64; len <= 65; len++) {
+		CHECK_EQ(knitk_producer_send_batch(f.p, NULL, d, len, 3), 3);
+		CHECK_EQ(knitk_lane_scan(f.c, &pend), 3);
+		all = pend;
+		CHECK_EQ(knitk_lane_decode_batch(f.c, &pend, m, 8, sizeof(m[0])), 3);
+		for (i = 0; i < 3; i++) {
+			CHECK_EQ(m[i].header.kind, len == 64 ? KNITK_PAYLOAD_INLINE :
+							     KNITK_PAYLOAD_ARENA);
+			CHECK_EQ(m[i].len, len);
+			CHECK(!memcmp(m[i].data, (const char *)d + (size_t)i * len, len));
+		}
+		CHECK_EQ(knitk_lane_ack(f.c, all), 0);
+	}
+	/* 1024-byte messages (1024 + nothing: 4 fit), sent 3 at a time. */
+	for (round = 0; round < 5; round++) {
+		n = knitk_producer_send_batch(f.p, NULL, d, 1024, 3);
+		CHECK_EQ(n, 3);
+		n = knitk_producer_send_batch(f.p, NULL, d[3], 1024, 3);
+		CHECK_EQ(n, 1);				/* full in the middle */
+		CHECK_EQ(knitk_producer_send_batch(f.p, NULL, d, 1024, 1), -ENOSPC);
+		CHECK_EQ(knitk_lane_scan(f.c, &pend), 4);
+		all = pend;
+		CHECK_EQ(knitk_lane_decode_batch(f.c, &pend, m, 8, sizeof(m[0])), 4);
+		for (i = 0; i < 4; i++)
+			CHECK_EQ(((const unsigned char *)m[i].data)[1023], 'A' + i);
+		CHECK_EQ(knitk_lane_ack(f.c, all), 0);
+	}
+	CHECK_EQ(knitk_producer_reset_consumer(f.p), 0);	/* nothing claimed */
+	check_arena_whole(&f);
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	TEST(send_batch_across_the_wrap);
 	TEST(steal_batch_across_the_wrap);
+	TEST(failed_reserve_keeps_the_lane);
+	TEST(send_batch_edges_and_arena_fill);
 	return tap_exit();
 }
