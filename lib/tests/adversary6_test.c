@@ -248,11 +248,37 @@ static void send_batch_edges_and_arena_fill(void)
 	fx_fini(&f);
 }
 
+/*
+ * A stride that is not a multiple of struct knitk_msg's alignment would
+ * put every other element at an address the struct may not live at: it
+ * is refused (-EINVAL) with nothing taken, as a short size is.
+ */
+static void decode_batch_unaligned_stride(void)
+{
+	_Alignas(struct knitk_msg) unsigned char buf[4 * (sizeof(struct knitk_msg) + 8)];
+	const size_t sz = sizeof(struct knitk_msg);
+	struct knitk_msg *m = (struct knitk_msg *)buf;
+	uint64_t pend;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	REQUIRE(send_ids(&f, 1, 3) == 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 3);
+	CHECK_EQ(knitk_lane_decode_batch(f.c, &pend, m, 3, sz + 1), -EINVAL);
+	CHECK_EQ(knitk_lane_decode_batch(f.c, &pend, m, 3, sz + 4), -EINVAL);
+	CHECK_EQ(pend, 0x7ULL);
+	CHECK_EQ(knitk_lane_decode_batch(f.c, &pend, m, 3, sz + 8), 3);
+	CHECK_EQ(((struct knitk_msg *)(buf + 2 * (sz + 8)))->header.task_id, 3);
+	CHECK_EQ(knitk_lane_ack(f.c, 0x7), 0);
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	TEST(send_batch_across_the_wrap);
 	TEST(steal_batch_across_the_wrap);
 	TEST(failed_reserve_keeps_the_lane);
 	TEST(send_batch_edges_and_arena_fill);
+	TEST(decode_batch_unaligned_stride);
 	return tap_exit();
 }
