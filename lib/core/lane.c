@@ -988,6 +988,9 @@ KNITK_EXPORT int knitk_lane_decode_batch(struct knitk_consumer *consumer,
 	ret = knitk__sized_check((uint32_t)msg_size, KNITK_MSG_SIZE_VER0);
 	if (ret)
 		return ret;
+	/* Every element must be where a struct knitk_msg may live. */
+	if (msg_size % _Alignof(struct knitk_msg))
+		return -EINVAL;
 	if (!*pending)
 		return -ENOENT;
 	/* Checked once for the batch: consumer_next only takes these. */

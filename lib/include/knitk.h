@@ -473,7 +473,8 @@ int knitk_lane_decode(struct knitk_consumer *consumer, unsigned int lane,
  * to @n lanes of *@pending: msgs[i] gets the i-th lane taken, and the
  * return value says how many.  @msg_size is sizeof(struct knitk_msg) of
  * the caller, the stride of @msgs, checked as a sized struct's size is
- * (-EINVAL, -E2BIG); each element is written as knitk_lane_decode writes
+ * (-EINVAL, -E2BIG) and -EINVAL unless a multiple of the struct's
+ * alignment (so every element is aligned as @msgs is); each element is written as knitk_lane_decode writes
  * one, its size included.  A lane whose header does not decode ends the
  * batch: as the first lane it is taken, msgs[0] filled as far as
  * knitk_lane_decode fills it and -EBADMSG returned (the lane must still be
