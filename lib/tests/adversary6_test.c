@@ -273,6 +273,107 @@ static void decode_batch_unaligned_stride(void)
 	fx_fini(&f);
 }
 
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static unsigned int rnd(unsigned int n)
+{
+	rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (unsigned int)(rng_state >> 33) % n;
+}
+
+#define ORDER_MAX 8192
+
+/*
+ * Staged lanes published late, alone or several in one store, between
+ * send batches; the consumer mixes decode batches of any size with
+ * knitk_lane_next and acks as it goes.  It gets the task ids in exactly
+ * the publish order (a store of several staged lanes publishes them in
+ * the order they were staged).
+ */
+static void staged_and_batches_in_publish_order(void)
+{
+	static uint64_t order[ORDER_MAX];
+	struct knitk_lane_header hs[KNITK_LANES] = { { 0 } };
+	unsigned int published = 0, got = 0, nheld = 0, i, j, n, round;
+	uint64_t next_id = 1, pend = 0, taken, lanes, held_id[8];
+	unsigned int held_lane[8];
+	struct knitk_msg m[KNITK_LANES];
+	int lane, k;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	for (round = 0; round < 3000 && published < ORDER_MAX - 2 * KNITK_LANES; round++) {
+		switch (rnd(5)) {
+		case 0:				/* stage one, publish later */
+			if (nheld == 8)
+				break;
+			hs[0].task_id = next_id;
+			lane = knitk_producer_stage(f.p, &hs[0], NULL, 0);
+			if (lane < 0)
+				break;
+			held_lane[nheld] = (unsigned int)lane;
+			held_id[nheld++] = next_id++;
+			break;
+		case 1:				/* a send batch */
+			n = 1 + rnd(KNITK_LANES);
+			for (i = 0; i < n; i++)
+				hs[i].task_id = next_id + i;
+			k = knitk_producer_send_batch(f.p, hs, NULL, 0, n);
+			for (i = 0; k > 0 && i < (unsigned int)k; i++)
+				order[published++] = next_id + i;
+			next_id += n;		/* unsent ids are never reused */
+			break;
+		case 2:				/* publish one held lane */
+			if (!nheld)
+				break;
+			i = rnd(nheld);
+			CHECK_EQ(knitk_lane_publish(f.p, held_lane[i]), 0);
+			order[published++] = held_id[i];
+			for (j = i; j + 1 < nheld; j++) {
+				held_lane[j] = held_lane[j + 1];
+				held_id[j] = held_id[j + 1];
+			}
+			nheld--;
+			break;
+		case 3:				/* publish all held in one store */
+			if (!nheld)
+				break;
+			for (lanes = 0, i = 0; i < nheld; i++) {
+				lanes |= 1ULL << held_lane[i];
+				order[published++] = held_id[i];
+			}
+			CHECK_EQ(knitk_lane_publish_batch(f.p, lanes), 0);
+			nheld = 0;
+			break;
+		default:			/* consume some, ack them */
+			if (!pend && knitk_lane_scan(f.c, &pend) <= 0)
+				break;
+			taken = pend;
+			if (rnd(3)) {
+				k = knitk_lane_decode_batch(f.c, &pend, m, 1 + rnd(KNITK_LANES),
+							    sizeof(m[0]));
+				REQUIRE(k > 0);
+			} else {
+				m[0].size = sizeof(m[0]);
+				lane = knitk_lane_next(f.c, &pend);
+				REQUIRE(lane >= 0);
+				REQUIRE(knitk_lane_decode(f.c, (unsigned int)lane, &m[0]) == 0);
+				k = 1;
+			}
+			for (i = 0; i < (unsigned int)k; i++) {
+				REQUIRE(got < published);
+				CHECK_EQ(m[i].header.task_id, order[got]);
+				got++;
+			}
+			CHECK_EQ(knitk_lane_ack(f.c, taken & ~pend), 0);
+			break;
+		}
+	}
+	CHECK(published > 1000);
+	CHECK(got > 1000);
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	TEST(send_batch_across_the_wrap);
@@ -280,5 +381,6 @@ int main(void)
 	TEST(failed_reserve_keeps_the_lane);
 	TEST(send_batch_edges_and_arena_fill);
 	TEST(decode_batch_unaligned_stride);
+	TEST(staged_and_batches_in_publish_order);
 	return tap_exit();
 }
