@@ -320,7 +320,8 @@ int knitk_lane_release(struct knitk_producer *producer, unsigned int lane);
 /*
  * knitk_lane_publish - hand one claimed lane to the consumer (one release
  * store of the pub word).  knitk_lane_publish_batch publishes every lane
- * of @lanes (all claimed) with one store.
+ * of @lanes (all claimed) with one store; their publish order (the one
+ * knitk_lane_next gives) is the order they were claimed in.
  */
 int knitk_lane_publish(struct knitk_producer *producer, unsigned int lane);
 int knitk_lane_publish_batch(struct knitk_producer *producer, uint64_t lanes);
