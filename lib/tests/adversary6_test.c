@@ -374,6 +374,88 @@ static void staged_and_batches_in_publish_order(void)
 	fx_fini(&f);
 }
 
+/* Create a futex knot from @g; its layout's geometry into @out. */
+static int region_of(const struct knitk_geometry *g, struct knitk_geometry *out,
+		     struct knitk_endpoint **ep)
+{
+	struct knitk_layout l;
+	int ret = knitk_endpoint_create(g, KNITK_KNOT_FUTEX, ep);
+
+	if (ret)
+		return ret;
+	return knitk_endpoint_layout(*ep, &l, out);
+}
+
+/*
+ * region_lanes on the futex backend: 0 is resolved to the default and
+ * recorded, an explicit size is kept, an attached endpoint reads the
+ * same; illegal sizes (not a power of two, too large for the workers,
+ * any without KNITK_GEOM_STEAL) are -EINVAL; claimants and hand-offs
+ * take 0 and the knot's size, and nothing else.
+ */
+static void region_lanes_recorded(void)
+{
+	struct knitk_geometry g = {
+		.flags = KNITK_GEOM_STEAL, .nr_workers = 3, .nr_submitters = 1,
+		.lanes = KNITK_LANES, .inline_bytes = 64,
+	}, out, out2;
+	struct knitk_endpoint *host, *w0, *w1;
+	struct knitk_consumer *c = NULL;
+	struct knitk_producer *p;
+	struct knitk_layout l;
+	static const uint32_t bad[] = { 3, 32, 64, 128, 0x80000000U };
+	unsigned int i;
+
+	REQUIRE(region_of(&g, &out, &host) == 0);
+	CHECK_EQ(out.region_lanes, knitk_steal_region_lanes(3, 0));
+	CHECK_EQ(out.region_lanes, 16);		/* 64 / 16 >= 3 + 1 */
+	CHECK_EQ(g.region_lanes, 0);		/* the caller's copy is const */
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &w0) == 0);
+	REQUIRE(knitk_endpoint_layout(w0, &l, &out2) == 0);
+	CHECK(!memcmp(&out, &out2, sizeof(out)));
+	REQUIRE(knitk_endpoint_join(host, KNITK_ROLE_HOST, 0) >= 1);
+	REQUIRE(knitk_endpoint_join(w0, KNITK_ROLE_WORKER, 0) >= 1);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &w1) == 0);
+	REQUIRE(knitk_endpoint_join(w1, KNITK_ROLE_WORKER, 1) >= 1);
+	REQUIRE(knitk_producer_create(host, 0, &p) == 0);
+	for (i = 0; i < 4; i++) {
+		CHECK_EQ(knitk_steal_consumer_create(w0, 0, 1U << i, &c), -EINVAL);
+		CHECK_EQ(knitk_producer_hand_off(p, 1, 1U << i), -EINVAL);
+	}
+	CHECK_EQ(knitk_steal_consumer_create(w0, 0, 32, &c), -EINVAL);
+	CHECK_EQ(knitk_producer_hand_off(p, 1, 32), -EINVAL);
+	CHECK_EQ(knitk_producer_hand_off(p, 1, 17), -EINVAL);
+	CHECK(!c);
+	CHECK_EQ(knitk_producer_hand_off(p, 1, 0), 0);	/* nothing published */
+	CHECK_EQ(knitk_producer_hand_off(p, 1, 16), 0);
+	CHECK_EQ(knitk_steal_consumer_create(w0, 0, 16, &c), 0);
+	knitk_consumer_destroy(c);
+	knitk_producer_destroy(p);
+	knitk_endpoint_destroy(w1);
+	knitk_endpoint_destroy(w0);
+	knitk_endpoint_destroy(host);
+
+	/* An explicit legal size is what the knot records. */
+	g.region_lanes = 8;
+	REQUIRE(region_of(&g, &out, &host) == 0);
+	CHECK_EQ(out.region_lanes, 8);
+	knitk_endpoint_destroy(host);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		g.region_lanes = bad[i];
+		host = NULL;
+		CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &host), -EINVAL);
+		CHECK(!host);
+	}
+	/* Without stealing, any non-zero size is refused and 0 is kept. */
+	g.flags = 0;
+	g.region_lanes = 16;
+	CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &host), -EINVAL);
+	g.region_lanes = 0;
+	REQUIRE(region_of(&g, &out, &host) == 0);
+	CHECK_EQ(out.region_lanes, 0);
+	knitk_endpoint_destroy(host);
+}
+
 int main(void)
 {
 	TEST(send_batch_across_the_wrap);
@@ -382,5 +464,6 @@ int main(void)
 	TEST(send_batch_edges_and_arena_fill);
 	TEST(decode_batch_unaligned_stride);
 	TEST(staged_and_batches_in_publish_order);
+	TEST(region_lanes_recorded);
 	return tap_exit();
 }
