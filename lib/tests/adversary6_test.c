@@ -456,6 +456,32 @@ static void region_lanes_recorded(void)
 	knitk_endpoint_destroy(host);
 }
 
+/*
+ * The doorbell stats size: KNITK_SIZED_MAX + 1 and beyond are -E2BIG
+ * with the buffer untouched; KNITK_SIZED_MAX itself is not refused for
+ * its size (on the futex backend, which keeps no counters, -EOPNOTSUPP).
+ */
+static void doorbell_stats_sizes(void)
+{
+	static unsigned char buf[KNITK_SIZED_MAX + 64];
+	struct knitk_doorbell_stats *st = (void *)buf;
+	struct fx f;
+	size_t i;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	memset(buf, 0xa5, sizeof(buf));
+	CHECK_EQ(knitk_endpoint_doorbell_stats(f.k, 0, st, KNITK_SIZED_MAX + 1), -E2BIG);
+	CHECK_EQ(knitk_endpoint_doorbell_stats(f.k, 0, st, (size_t)-1), -E2BIG);
+	CHECK_EQ(knitk_endpoint_doorbell_stats(f.k, 0, st, KNITK_SIZED_MAX), -EOPNOTSUPP);
+	CHECK_EQ(knitk_endpoint_doorbell_stats(f.k, 0, st, sizeof(*st)), -EOPNOTSUPP);
+	CHECK_EQ(knitk_endpoint_doorbell_stats(f.k, KNITK_NR_DOORBELLS, st, sizeof(*st)),
+		 -EINVAL);
+	for (i = 0; i < sizeof(buf) && buf[i] == 0xa5; i++)
+		;
+	CHECK_EQ(i, sizeof(buf));
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	TEST(send_batch_across_the_wrap);
@@ -465,5 +491,6 @@ int main(void)
 	TEST(decode_batch_unaligned_stride);
 	TEST(staged_and_batches_in_publish_order);
 	TEST(region_lanes_recorded);
+	TEST(doorbell_stats_sizes);
 	return tap_exit();
 }
