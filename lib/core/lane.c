@@ -45,6 +45,8 @@ struct knitk_producer {
 	uint64_t ack_cache;		/* cached effective ack word */
 	uint64_t claimed;		/* claimed, not yet published */
 	uint64_t stamp;			/* publishes so far (lane stamps) */
+	uint64_t nr_claims;		/* claims so far */
+	uint64_t claim_no[KNITK_LANES];	/* a claimed lane's claim number */
 	unsigned int nr_ack_words;
 	const uint64_t *ack_words[KNITK_MAX_WORKERS];
 	struct knitk_arena *arena;
@@ -209,6 +211,7 @@ static int producer_claim(struct knitk_producer *p)
 	lane = ring_next(free, p->cursor);
 	p->cursor = (lane + 1) % KNITK_LANES;
 	p->claimed |= bit(lane);
+	p->claim_no[lane] = ++p->nr_claims;
 	return (int)lane;
 }
 
@@ -337,14 +340,19 @@ KNITK_EXPORT int knitk_lane_release(struct knitk_producer *producer,
 	return 0;
 }
 
-static void lane_publish_mask(struct knitk_producer *p, uint64_t lanes)
+/*
+ * T9: the publish order, read by claimants (atomic: a hint there) and by
+ * a consumer that finds lanes out of ring order.
+ */
+static inline void lane_stamp(struct knitk_producer *p, unsigned int lane)
 {
-	uint64_t m;
+	atomic_store_explicit(A64(&lane_hdr(p, lane)->stamp), ++p->stamp,
+			      memory_order_relaxed);
+}
 
-	/* T9: the publish order, read by claimants (atomic: a hint there). */
-	for (m = lanes; m; m &= m - 1)
-		atomic_store_explicit(A64(&lane_hdr(p, (unsigned int)__builtin_ctzll(m))->stamp),
-				      ++p->stamp, memory_order_relaxed);
+/* Publish @lanes, stamped already, with one store of the pub word. */
+static void lane_publish_stamped(struct knitk_producer *p, uint64_t lanes)
+{
 	p->claimed &= ~lanes;
 	p->pub ^= lanes;
 	/*
@@ -353,6 +361,27 @@ static void lane_publish_mask(struct knitk_producer *p, uint64_t lanes)
 	 * and mailbox_pending.
 	 */
 	atomic_store_explicit(A64(&p->g.sector->pub), p->pub, memory_order_release);
+}
+
+/*
+ * Publish claimed @lanes, stamped in the order they were claimed: a lane
+ * staged long ago may sit anywhere in the ring.
+ */
+static void lane_publish_mask(struct knitk_producer *p, uint64_t lanes)
+{
+	unsigned int lane, first;
+	uint64_t m, r;
+
+	for (m = lanes; m; m &= ~bit(first)) {
+		first = (unsigned int)__builtin_ctzll(m);
+		for (r = m & (m - 1); r; r &= r - 1) {
+			lane = (unsigned int)__builtin_ctzll(r);
+			if ((int64_t)(p->claim_no[lane] - p->claim_no[first]) < 0)
+				first = lane;
+		}
+		lane_stamp(p, first);
+	}
+	lane_publish_stamped(p, lanes);
 }
 
 KNITK_EXPORT int knitk_lane_publish(struct knitk_producer *producer,
@@ -527,6 +556,8 @@ KNITK_EXPORT int knitk_producer_send_batch(struct knitk_producer *producer,
 			cursor = lane;
 			break;
 		}
+		/* Stamped in message order, wherever the lane is. */
+		lane_stamp(p, lane);
 		free &= ~bit(lane);
 		lanes |= bit(lane);
 		cursor = (lane + 1) % KNITK_LANES;
@@ -534,7 +565,7 @@ KNITK_EXPORT int knitk_producer_send_batch(struct knitk_producer *producer,
 	p->cursor = cursor;
 	if (!lanes)
 		return ret;
-	lane_publish_mask(p, lanes);
+	lane_publish_stamped(p, lanes);
 	return (int)i;
 }
 
@@ -979,6 +1010,9 @@ KNITK_EXPORT int knitk_lane_decode_batch(struct knitk_consumer *consumer,
 	ret = knitk__sized_check((uint32_t)msg_size, KNITK_MSG_SIZE_VER0);
 	if (ret)
 		return ret;
+	/* Every element must be where a struct knitk_msg may live. */
+	if (msg_size % _Alignof(struct knitk_msg))
+		return -EINVAL;
 	if (!*pending)
 		return -ENOENT;
 	/* Checked once for the batch: consumer_next only takes these. */

@@ -320,7 +320,8 @@ int knitk_lane_release(struct knitk_producer *producer, unsigned int lane);
 /*
  * knitk_lane_publish - hand one claimed lane to the consumer (one release
  * store of the pub word).  knitk_lane_publish_batch publishes every lane
- * of @lanes (all claimed) with one store.
+ * of @lanes (all claimed) with one store; their publish order (the one
+ * knitk_lane_next gives) is the order they were claimed in.
  */
 int knitk_lane_publish(struct knitk_producer *producer, unsigned int lane);
 int knitk_lane_publish_batch(struct knitk_producer *producer, uint64_t lanes);
@@ -473,7 +474,8 @@ int knitk_lane_decode(struct knitk_consumer *consumer, unsigned int lane,
  * to @n lanes of *@pending: msgs[i] gets the i-th lane taken, and the
  * return value says how many.  @msg_size is sizeof(struct knitk_msg) of
  * the caller, the stride of @msgs, checked as a sized struct's size is
- * (-EINVAL, -E2BIG); each element is written as knitk_lane_decode writes
+ * (-EINVAL, -E2BIG) and -EINVAL unless a multiple of the struct's
+ * alignment (so every element is aligned as @msgs is); each element is written as knitk_lane_decode writes
  * one, its size included.  A lane whose header does not decode ends the
  * batch: as the first lane it is taken, msgs[0] filled as far as
  * knitk_lane_decode fills it and -EBADMSG returned (the lane must still be
