@@ -268,6 +268,18 @@ static void lane_drop_payload(struct knitk_producer *p,
 	h->length = 0;
 }
 
+/* Record in @h the payload of @len bytes at @off of arena @slot, ours. */
+static inline void lane_set_arena(struct knitk_producer *p,
+				  struct knitk_lane_header *h, int slot,
+				  uint64_t off, size_t len)
+{
+	p->slot_owner[slot] = -1;
+	h->kind = KNITK_PAYLOAD_ARENA;
+	h->arena_slot = (uint32_t)slot;
+	h->value = off;
+	h->length = len;
+}
+
 KNITK_EXPORT int knitk_lane_reserve(struct knitk_producer *producer,
 				    unsigned int lane, size_t len, void **buf)
 {
@@ -295,11 +307,7 @@ KNITK_EXPORT int knitk_lane_reserve(struct knitk_producer *producer,
 		ret = knitk__arena_alloc(p->arena, len, &off);
 	if (ret < 0)
 		return ret;
-	p->slot_owner[ret] = -1;
-	h->kind = KNITK_PAYLOAD_ARENA;
-	h->arena_slot = (uint32_t)ret;
-	h->value = off;
-	h->length = len;
+	lane_set_arena(p, h, ret, off, len);
 	*buf = p->g.arena_mem + off;
 	return 0;
 }
@@ -465,10 +473,7 @@ static inline int lane_fill(struct knitk_producer *p, unsigned int lane,
 	slot = knitk__arena_alloc(p->arena, len, &off);
 	if (slot < 0)
 		return slot;
-	p->slot_owner[slot] = -1;
-	h->kind = KNITK_PAYLOAD_ARENA;
-	h->arena_slot = (uint32_t)slot;
-	h->value = off;
+	lane_set_arena(p, h, slot, off, len);
 	memcpy(p->g.arena_mem + off, data, len);
 	return 0;
 }
@@ -809,10 +814,15 @@ KNITK_EXPORT void knitk_consumer_destroy(struct knitk_consumer *consumer)
 	free(consumer);
 }
 
+/* The shared lane @lane of the consumer's mailbox. */
+static const char *consumer_lane(const struct knitk_consumer *c, unsigned int lane)
+{
+	return c->g.lanes + (uint64_t)lane * c->g.lane_stride;
+}
+
 static uint64_t consumer_stamp(const struct knitk_consumer *c, unsigned int lane)
 {
-	const struct knitk_lane_header *h = (const void *)(c->g.lanes +
-		(uint64_t)lane * c->g.lane_stride);
+	const struct knitk_lane_header *h = (const void *)consumer_lane(c, lane);
 
 	return atomic_load_explicit(A64(&h->stamp), memory_order_relaxed);
 }
@@ -886,8 +896,7 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 		 * travels while the pub word does, not after it.  Only a
 		 * hint: the header is read after a scan shows the lane.
 		 */
-		__builtin_prefetch(consumer->g.lanes +
-				   (uint64_t)consumer->cursor * consumer->g.lane_stride);
+		__builtin_prefetch(consumer_lane(consumer, consumer->cursor));
 		return 0;
 	}
 	consumer->seen |= *pending;
@@ -949,8 +958,7 @@ static inline int lane_decode(const struct knitk_consumer *c, unsigned int lane,
 	const char *l;
 
 	/* A claimant reads its private copy of the lane (T6). */
-	l = c->steal ? knitk__steal_lane(c->steal, lane) :
-		       c->g.lanes + (uint64_t)lane * c->g.lane_stride;
+	l = c->steal ? knitk__steal_lane(c->steal, lane) : consumer_lane(c, lane);
 	memcpy(&msg->header, l, sizeof(msg->header));
 	msg->lane = lane;
 	msg->data = NULL;
@@ -1053,8 +1061,8 @@ KNITK_EXPORT int knitk_lane_ack(struct knitk_consumer *consumer,
 	if (lanes & ~c->seen)
 		return -EPERM;
 	for (m = lanes; m; m &= m - 1) {
-		const struct knitk_lane_header *h = (const void *)(c->g.lanes +
-			(uint64_t)__builtin_ctzll(m) * c->g.lane_stride);
+		const struct knitk_lane_header *h =
+			(const void *)consumer_lane(c, (unsigned int)__builtin_ctzll(m));
 
 		if (h->kind == KNITK_PAYLOAD_ARENA &&
 		    h->arena_slot < KNITK_ARENA_SLOTS)
