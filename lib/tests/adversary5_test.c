@@ -120,6 +120,25 @@ static int children(void)
 	return n;
 }
 
+/* What a pool may leave behind in the process: fds, knot mappings, threads, children. */
+struct held {
+	int fds, maps, thr, kids;
+};
+
+static struct held held_now(void)
+{
+	return (struct held){ open_fds(), mappings(), threads(), children() };
+}
+
+/* Nothing is held beyond @before. */
+static void check_held(const struct held *before)
+{
+	CHECK_EQ(open_fds(), before->fds);
+	CHECK_EQ(mappings(), before->maps);
+	CHECK_EQ(threads(), before->thr);
+	CHECK_EQ(children(), before->kids);
+}
+
 /* A knot of one submitter and @workers private workers, the host joined. */
 static struct knitk_geometry small_geom(unsigned int workers)
 {
@@ -849,7 +868,7 @@ static void pool_create_failures_leak_nothing(void)
 	struct knitk_pool_opts o;
 	struct knitk_pool *pool = NULL;
 	unsigned char big[KNITK_SIZED_MAX + 8];
-	int fds = open_fds(), maps = mappings(), thr = threads(), kids = children();
+	struct held before = held_now();
 	unsigned int round;
 
 	for (round = 0; round < 3; round++) {
@@ -925,10 +944,7 @@ static void pool_create_failures_leak_nothing(void)
 		CHECK_EQ(opts_pool(&o, &pool), -ECHILD);
 	}
 	CHECK(pool == NULL);
-	CHECK_EQ(open_fds(), fds);
-	CHECK_EQ(mappings(), maps);
-	CHECK_EQ(threads(), thr);
-	CHECK_EQ(children(), kids);
+	check_held(&before);
 }
 
 /*
@@ -940,10 +956,9 @@ static void create_destroy_loop(void)
 	static const unsigned int kinds[] = { KNITK_WORKER_THREADS, KNITK_WORKER_PROCESSES };
 	static const unsigned int modes[] = { KNITK_POOL_DISPATCH_PRIVATE,
 					      KNITK_POOL_DISPATCH_STEAL };
-	int fds = open_fds(), thr = threads(), kids = children(), maps;
+	struct held before = held_now();
 	unsigned int k, d, round;
 
-	maps = mappings();
 	for (k = 0; k < 2; k++)
 		for (d = 0; d < 2; d++)
 			for (round = 0; round < 8; round++) {
@@ -957,7 +972,7 @@ static void create_destroy_loop(void)
 
 				REQUIRE(opts_pool(&o, &pool) == 0);
 				/* The count sees the pool's knot. */
-				CHECK(mappings() > maps);
+				CHECK(mappings() > before.maps);
 				CHECK_EQ(knitk_pool_call(pool, T_MIX, &x, 8, NULL, &y, 8, &len), 0);
 				CHECK(len == 8 && y == mix64(x));
 				if (round & 1)
@@ -967,10 +982,7 @@ static void create_destroy_loop(void)
 					CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
 				knitk_pool_destroy(pool);
 			}
-	CHECK_EQ(open_fds(), fds);
-	CHECK_EQ(mappings(), maps);
-	CHECK_EQ(threads(), thr);
-	CHECK_EQ(children(), kids);
+	check_held(&before);
 }
 
 /*
