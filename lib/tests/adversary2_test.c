@@ -28,23 +28,10 @@
 #include "knitk_pool.h"
 #include "pool_parked.h"
 #include "pool_tasks.h"
+#include "proc_count.h"
 #include "tap.h"
 
 #define ARENA	(64 * 1024)
-
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - 1;	/* the DIR's own */
-}
 
 static int new_pool(unsigned int kind, unsigned int dispatch,
 		    unsigned int workers, unsigned int flags,
@@ -117,7 +104,7 @@ static void event_fd_processes_refused(void)
 static void event_fd_owned_by_pool(void)
 {
 	struct knitk_pool *pool;
-	int before = open_fds(), fd;
+	int before = count_fds(false), fd;
 
 	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_STEAL, 2, 0,
 			 &pool) == 0);
@@ -127,7 +114,7 @@ static void event_fd_owned_by_pool(void)
 	CHECK(fcntl(fd, F_GETFD) >= 0);
 	CHECK_EQ(knitk_pool_reap(pool, NULL, 0), 0);
 	knitk_pool_destroy(pool);
-	CHECK_EQ(open_fds(), before);
+	CHECK_EQ(count_fds(false), before);
 }
 
 struct evfd_racer {
@@ -156,7 +143,7 @@ static void event_fd_first_call_race(void)
 	pthread_t th[8];
 	pthread_barrier_t go;
 	unsigned int round, i, wrong = 0;
-	int before = open_fds();
+	int before = count_fds(false);
 
 	for (round = 0; round < 30; round++) {
 		struct knitk_pool *pool;
@@ -187,7 +174,7 @@ static void event_fd_first_call_race(void)
 		knitk_pool_destroy(pool);
 	}
 	CHECK_EQ(wrong, 0);
-	CHECK_EQ(open_fds(), before);
+	CHECK_EQ(count_fds(false), before);
 }
 
 /* Until the host doorbell of @pool's knot has its sleeping flag set. */
@@ -493,7 +480,7 @@ static void destroy_with_unreaped(unsigned int dispatch)
 	struct knitk_pool *pool;
 	uint32_t ms = 60000;
 	unsigned int i, bad = 0;
-	int before = open_fds();
+	int before = count_fds(false);
 
 	REQUIRE(new_pool(KNITK_WORKER_THREADS, dispatch, 2, 0, &pool) == 0);
 	REQUIRE(knitk_pool_event_fd(pool) >= 0);
@@ -529,7 +516,7 @@ static void destroy_with_unreaped(unsigned int dispatch)
 		knitk_call_release(c[i]);
 	}
 	CHECK_EQ(bad, 0);
-	CHECK_EQ(open_fds(), before);
+	CHECK_EQ(count_fds(false), before);
 }
 
 static void destroy_with_unreaped_private(void)
@@ -1446,7 +1433,7 @@ static void steal_geometry_matrix(void)
 					   UINT_MAX, 1U << 31 };
 	unsigned int w, g, i, j, wrong = 0;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int before = open_fds();
+	int before = count_fds(false);
 
 	for (w = 0; w <= 70; w++)
 		for (g = 0; g <= 130; g++)
@@ -1516,7 +1503,7 @@ static void steal_geometry_matrix(void)
 		wrong += knitk_pool_create(&o, &test_tasks, &pool) != -EINVAL;
 	}
 	CHECK_EQ(wrong, 0);
-	CHECK_EQ(open_fds(), before);
+	CHECK_EQ(count_fds(false), before);
 }
 
 /*

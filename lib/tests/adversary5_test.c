@@ -36,31 +36,12 @@
 #include "knitk.h"
 #include "knitk_pool.h"
 #include "pool_tasks.h"
+#include "proc_count.h"
 #include "tap.h"
 
 #define ARENA	(64 * 1024)
 
 /* ------------------------------------------------------------- helpers */
-
-static int count_dir(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1;	/* the DIR's own fd, or the reader's thread */
-}
-
-static int open_fds(void)
-{
-	return count_dir("/proc/self/fd");
-}
 
 static void *noop_main(void *arg)
 {
@@ -77,7 +58,7 @@ static int threads(void)
 
 	if (!pthread_create(&t, NULL, noop_main, NULL))
 		pthread_join(t, NULL);
-	return count_dir("/proc/self/task") + 1;
+	return count_threads();
 }
 
 /*
@@ -127,13 +108,13 @@ struct held {
 
 static struct held held_now(void)
 {
-	return (struct held){ open_fds(), mappings(), threads(), children() };
+	return (struct held){ count_fds(false), mappings(), threads(), children() };
 }
 
 /* Nothing is held beyond @before. */
 static void check_held(const struct held *before)
 {
-	CHECK_EQ(open_fds(), before->fds);
+	CHECK_EQ(count_fds(false), before->fds);
 	CHECK_EQ(mappings(), before->maps);
 	CHECK_EQ(threads(), before->thr);
 	CHECK_EQ(children(), before->kids);
@@ -798,7 +779,7 @@ static void attach_refuses_non_knots(void)
 	struct knitk_geometry g = small_geom(1);
 	struct knitk_endpoint *host, *e;
 	char junk[8192];
-	int fds[2], fd, before = open_fds();
+	int fds[2], fd, before = count_fds(false);
 
 	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &host) == 0);
 	CHECK_EQ(knitk_endpoint_attach(-1, 0, &e), -EINVAL);
@@ -844,7 +825,7 @@ static void attach_refuses_non_knots(void)
 		close(fd);
 	}
 	knitk_endpoint_destroy(host);
-	CHECK_EQ(open_fds(), before);
+	CHECK_EQ(count_fds(false), before);
 }
 
 /* --------------------------------------------------- pool: leaks */

@@ -30,6 +30,7 @@
 
 #include "knitk_pool.h"
 #include "pool_parked.h"
+#include "proc_count.h"
 #include "tap.h"
 
 enum { T_ECHO, T_BIG, T_ERRNO, T_FORK_CRASH, T_EXIT, T_SEGV, T_ABORT,
@@ -223,21 +224,6 @@ static uint64_t after_ms(uint64_t ms)
 	return tap_now_ns() + ms * 1000000ULL;
 }
 
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1;	/* the DIR's own fd */
-}
-
 static int no_children(void)
 {
 	return waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD;
@@ -351,7 +337,7 @@ static void crash_kinds_respawn(void)
 	int fds;
 
 	REQUIRE(p);
-	fds = count_fds();
+	fds = count_fds(false);
 	for (k = 0; k < 4; k++) {
 		int ret = knitk_pool_call(p, kinds[k], &host, sizeof(host),
 					  NULL, NULL, 0, NULL);
@@ -377,7 +363,7 @@ static void crash_kinds_respawn(void)
 	CHECK_EQ(knitk_pool_stats(p, &st), 0);
 	CHECK_EQ(st.deaths, 4);
 	CHECK_EQ(st.ownerdead, 4);
-	CHECK_EQ(count_fds(), fds);
+	CHECK_EQ(count_fds(false), fds);
 	knitk_pool_destroy(p);
 	/* The helper was reparented to us (subreaper): reap it. */
 	while (helper > 0 && waitpid(helper, NULL, 0) < 0 && errno == EINTR)
@@ -827,7 +813,7 @@ static void signal_storm_during_kill_storm(void)
 	struct ks s = { 0 };
 	pthread_t sub[4], sig, kil;
 	unsigned int i;
-	int fds = count_fds();
+	int fds = count_fds(false);
 
 	sigemptyset(&sa.sa_mask);
 	REQUIRE(sigaction(SIGUSR1, &sa, &old) == 0);
@@ -882,7 +868,7 @@ static void signal_storm_during_kill_storm(void)
 	CHECK_EQ(knitk_pool_shutdown(s.pool, KNITK_SHUTDOWN_DRAIN), 0);
 	knitk_pool_destroy(s.pool);
 	sigaction(SIGUSR1, &old, NULL);
-	CHECK_EQ(count_fds(), fds);
+	CHECK_EQ(count_fds(false), fds);
 	CHECK(no_children());
 }
 
@@ -969,7 +955,7 @@ static void host_killed_workers_idle(void)
 
 static void no_leaks_after_destroy(void)
 {
-	int before = count_fds(), r;
+	int before = count_fds(false), r;
 	unsigned int kind;
 
 	for (kind = KNITK_WORKER_THREADS; kind <= KNITK_WORKER_PROCESSES;
@@ -992,7 +978,7 @@ static void no_leaks_after_destroy(void)
 			knitk_call_release(c);
 		}
 	}
-	CHECK_EQ(count_fds(), before);
+	CHECK_EQ(count_fds(false), before);
 	CHECK(no_children());
 }
 
@@ -1167,14 +1153,14 @@ static void many_pools_concurrently(void)
 	atomic_ulong bad = 0;
 	pthread_t t[6];
 	unsigned int i;
-	int fds = count_fds();
+	int fds = count_fds(false);
 
 	for (i = 0; i < 6; i++)
 		REQUIRE(pthread_create(&t[i], NULL, pools_thread, &bad) == 0);
 	for (i = 0; i < 6; i++)
 		pthread_join(t[i], NULL);
 	CHECK_EQ(atomic_load(&bad), 0);
-	CHECK_EQ(count_fds(), fds);
+	CHECK_EQ(count_fds(false), fds);
 }
 
 int main(int argc, char **argv)

@@ -18,34 +18,7 @@
 #include <sys/wait.h>
 
 #include "knitk_pool.h"
-
-/* Open fds of this process; with @pidfds only the pidfds. */
-static inline int count_fds(bool pidfds)
-{
-	char link[64];
-	struct dirent *d;
-	DIR *dir = opendir("/proc/self/fd");
-	int n = 0;
-	ssize_t r;
-
-	if (!dir)
-		return -1;
-	while ((d = readdir(dir))) {
-		if (d->d_name[0] == '.' || atoi(d->d_name) == dirfd(dir))
-			continue;
-		if (!pidfds) {
-			n++;
-			continue;
-		}
-		r = readlinkat(dirfd(dir), d->d_name, link, sizeof(link) - 1);
-		if (r > 0) {
-			link[r] = '\0';
-			n += !strcmp(link, "anon_inode:[pidfd]");
-		}
-	}
-	closedir(dir);
-	return n;
-}
+#include "proc_count.h"
 
 /* Our child processes, running or zombie (a /proc scan of PPid). */
 static inline int count_children(void)

@@ -31,23 +31,9 @@
 #include "knitk_live.h"
 #include "knitk_pool_guest.h"
 #include "knitk_stat_tool.h"
+#include "../../lib/tests/proc_count.h"
 
 #define HOST	KNITK_DOORBELL_HOST
-
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1;
-}
 
 static struct knitk_endpoint *host_of(struct __test_metadata *_metadata,
 				      unsigned int workers)
@@ -261,7 +247,7 @@ TEST(failed_pool_create_leaves_nothing)
 				     .nr_workers = 2, .knot_flags = KNITK_KNOT_KMOD,
 				     .worker_path = "/bin/true", .worker_argv = no_args };
 	struct knitk_pool *pool = NULL;
-	int fds = open_fds(), i;
+	int fds = count_fds(false), i;
 
 	REQUIRE_KNITK();
 	for (i = 0; i < 3; i++)
@@ -272,7 +258,7 @@ TEST(failed_pool_create_leaves_nothing)
 	o.nr_workers = KNITK_MAX_WORKERS + 1;
 	EXPECT_EQ(-EINVAL, knitk_pool_create(&o, &test_tasks, &pool));
 	EXPECT_EQ(NULL, pool);
-	EXPECT_EQ(fds, open_fds());
+	EXPECT_EQ(fds, count_fds(false));
 	EXPECT_EQ(-1, waitpid(-1, NULL, WNOHANG));
 	EXPECT_EQ(ECHILD, errno);
 	EXPECT_EQ(0, knitk_live_wait_zero());
