@@ -251,6 +251,26 @@ static bool pool_busy_locked(struct knitk_pool *pool)
 }
 
 /*
+ * One round as drainer, the role free (pool_may_drain_locked): drain
+ * without pool->lock (knitk__pool_drain_once with @k0 and @until),
+ * complete what was held, then hand the role on: another waiter, or the
+ * completer for a passive one, may take it now.
+ */
+static void drain_round_locked(struct knitk_pool *pool, unsigned int k0,
+			       uint64_t until)
+{
+	pool->draining = true;
+	pthread_mutex_unlock(&pool->lock);
+	knitk__pool_drain_once(pool, k0, until);
+	pthread_mutex_lock(&pool->lock);
+	knitk__pool_held_apply_locked(pool);
+	pool->draining = false;
+	pthread_cond_broadcast(&pool->cond);
+	if (pool->passive)
+		pthread_cond_signal(&pool->ccond);
+}
+
+/*
  * Wait, under pool->lock, until @want of @calls are done (1: any, nr: all);
  * returns the index of a done call (any) or 0 (all), -EINPROGRESS at
  * @deadline_ns.
@@ -295,16 +315,7 @@ static int calls_wait_locked(struct knitk_pool *pool,
 		}
 		if (pool_may_drain_locked(pool)) {
 			/* Leader: drain for everyone until our calls are done. */
-			pool->draining = true;
-			pthread_mutex_unlock(&pool->lock);
-			knitk__pool_drain_once(pool, k0, until);
-			pthread_mutex_lock(&pool->lock);
-			knitk__pool_held_apply_locked(pool);
-			pool->draining = false;
-			/* Hand-off: another waiter may take the role now. */
-			pthread_cond_broadcast(&pool->cond);
-			if (pool->passive)
-				pthread_cond_signal(&pool->ccond);
+			drain_round_locked(pool, k0, until);
 			continue;
 		}
 		pool_sleep_locked(pool, until);
@@ -384,15 +395,7 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 		 * A poller makes progress as a waiter would, without parking:
 		 * with nobody waiting the completer may be lingering.
 		 */
-		pool->draining = true;
-		pthread_mutex_unlock(&pool->lock);
-		knitk__pool_drain_once(pool, 0, 0);
-		pthread_mutex_lock(&pool->lock);
-		knitk__pool_held_apply_locked(pool);
-		pool->draining = false;
-		pthread_cond_broadcast(&pool->cond);
-		if (pool->passive)
-			pthread_cond_signal(&pool->ccond);
+		drain_round_locked(pool, 0, 0);
 		now = 0;
 		call_expire_locked(call, &now);
 	}
