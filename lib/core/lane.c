@@ -371,23 +371,56 @@ static void lane_publish_stamped(struct knitk_producer *p, uint64_t lanes)
 	atomic_store_explicit(A64(&p->g.sector->pub), p->pub, memory_order_release);
 }
 
+static inline bool claimed_before(const struct knitk_producer *p,
+				  unsigned int a, unsigned int b)
+{
+	return (int64_t)(p->claim_no[a] - p->claim_no[b]) < 0;
+}
+
+/* Stamp @lanes in lane order. */
+static void lane_stamp_mask(struct knitk_producer *p, uint64_t lanes)
+{
+	for (; lanes; lanes &= lanes - 1)
+		lane_stamp(p, (unsigned int)__builtin_ctzll(lanes));
+}
+
 /*
- * Publish claimed @lanes, stamped in the order they were claimed: a lane
- * staged long ago may sit anywhere in the ring.
+ * Publish claimed @lanes, stamped in the order they were claimed.  Claims
+ * run round the ring, so lanes claimed in a row are in lane order from
+ * one of them on (one pass finds it); a lane staged long ago may sit
+ * anywhere in the ring, which takes the slow way.
  */
 static void lane_publish_mask(struct knitk_producer *p, uint64_t lanes)
 {
-	unsigned int lane, first;
-	uint64_t m, r;
+	unsigned int lane, first, prev = 0, start = 0, descents = 0;
+	uint64_t m, r, low;
 
-	for (m = lanes; m; m &= ~bit(first)) {
-		first = (unsigned int)__builtin_ctzll(m);
-		for (r = m & (m - 1); r; r &= r - 1) {
-			lane = (unsigned int)__builtin_ctzll(r);
-			if ((int64_t)(p->claim_no[lane] - p->claim_no[first]) < 0)
-				first = lane;
+	for (m = lanes; m; m &= m - 1) {
+		lane = (unsigned int)__builtin_ctzll(m);
+		if (m != lanes && claimed_before(p, lane, prev)) {
+			descents++;
+			start = lane;
 		}
-		lane_stamp(p, first);
+		prev = lane;
+	}
+	first = (unsigned int)__builtin_ctzll(lanes);
+	if (!descents) {
+		lane_stamp_mask(p, lanes);
+	} else if (descents == 1 && claimed_before(p, prev, first)) {
+		/* In claim order from @start round the ring. */
+		low = lanes & (bit(start) - 1);
+		lane_stamp_mask(p, lanes & ~low);
+		lane_stamp_mask(p, low);
+	} else {
+		for (m = lanes; m; m &= ~bit(first)) {
+			first = (unsigned int)__builtin_ctzll(m);
+			for (r = m & (m - 1); r; r &= r - 1) {
+				lane = (unsigned int)__builtin_ctzll(r);
+				if (claimed_before(p, lane, first))
+					first = lane;
+			}
+			lane_stamp(p, first);
+		}
 	}
 	lane_publish_stamped(p, lanes);
 }

@@ -5,7 +5,8 @@
  * publishes many messages with one store and stops at backpressure;
  * knitk_lane_decode_batch decodes many lanes per call, in consume order,
  * with the caller's stride, and reports a bad header after the good ones
- * before it, on a private mailbox and on a stealing one.
+ * before it, on a private mailbox and on a stealing one;
+ * knitk_lane_publish_batch stamps its lanes in claim order.
  */
 #include <errno.h>
 #include <knitk.h>
@@ -359,6 +360,89 @@ static void decode_batch_steal_claimant(void)
 	knitk_endpoint_destroy(host);
 }
 
+/* Send and consume @n empty messages: the ring's cursor moves on by @n. */
+static void fx_pass(struct fx *f, unsigned int n)
+{
+	struct knitk_lane_header hs[KNITK_LANES] = { { 0 } };
+	uint64_t pend;
+
+	REQUIRE(knitk_producer_send_batch(f->p, hs, NULL, 0, n) == (int)n);
+	REQUIRE(knitk_lane_scan(f->c, &pend) == (int)n);
+	REQUIRE(knitk_lane_ack(f->c, pend) == 0);
+}
+
+/* Stage a message with task id @id; returns its lane (0 on failure). */
+static unsigned int fx_stage(struct fx *f, uint64_t id)
+{
+	struct knitk_lane_header h = { .task_id = id };
+	int lane = knitk_producer_stage(f->p, &h, NULL, 0);
+
+	CHECK(lane >= 0);
+	return lane < 0 ? 0 : (unsigned int)lane;
+}
+
+/* Everything pending comes out with the task ids 1, 2, ... @n. */
+static void fx_expect_ids(struct fx *f, unsigned int n)
+{
+	struct knitk_msg m[KNITK_LANES];
+	uint64_t pend, all;
+	unsigned int i;
+
+	REQUIRE(knitk_lane_scan(f->c, &pend) == (int)n);
+	all = pend;
+	REQUIRE(knitk_lane_decode_batch(f->c, &pend, m, KNITK_LANES, sizeof(m[0])) == (int)n);
+	for (i = 0; i < n; i++)
+		CHECK_EQ(m[i].header.task_id, i + 1);
+	CHECK_EQ(knitk_lane_ack(f->c, all), 0);
+}
+
+/*
+ * knitk_lane_publish_batch: the lanes come out in the order they were
+ * claimed, whether that is lane order, lane order from some lane round
+ * the ring, or neither (a lane held while the ring went round).
+ */
+static void publish_batch_in_claim_order(void)
+{
+	unsigned int a, b, c;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	/* Lane order: 5, 6, 7. */
+	fx_pass(&f, 5);
+	a = fx_stage(&f, 1);
+	b = fx_stage(&f, 2);
+	c = fx_stage(&f, 3);
+	CHECK(a < b && b < c);
+	CHECK_EQ(knitk_lane_publish_batch(f.p, 1ULL << a | 1ULL << b | 1ULL << c), 0);
+	fx_expect_ids(&f, 3);
+	/* Round the ring: 62, 63, 0, 1. */
+	fx_pass(&f, KNITK_LANES - 2 - 8);
+	a = fx_stage(&f, 1);
+	b = fx_stage(&f, 2);
+	c = fx_stage(&f, 3);
+	CHECK_EQ(a, KNITK_LANES - 2);
+	CHECK_EQ(c, 0);
+	CHECK_EQ(knitk_lane_publish_batch(f.p, 1ULL << a | 1ULL << b | 1ULL << c |
+					  1ULL << fx_stage(&f, 4)), 0);
+	fx_expect_ids(&f, 4);
+	/*
+	 * Neither: lane 10 held while the ring goes round, then lane 0 and
+	 * lane 21 (lane order 0, 10, 21; claim order 10, 0, 21).
+	 */
+	fx_pass(&f, 8);
+	a = fx_stage(&f, 1);
+	CHECK_EQ(a, 10);
+	fx_pass(&f, KNITK_LANES - 11);
+	b = fx_stage(&f, 2);
+	CHECK_EQ(b, 0);
+	fx_pass(&f, 19);
+	c = fx_stage(&f, 3);
+	CHECK_EQ(c, 21);
+	CHECK_EQ(knitk_lane_publish_batch(f.p, 1ULL << a | 1ULL << b | 1ULL << c), 0);
+	fx_expect_ids(&f, 3);
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	TEST(send_batch_inline);
@@ -370,5 +454,6 @@ int main(void)
 	TEST(decode_batch_bad_arguments);
 	TEST(decode_batch_bad_header);
 	TEST(decode_batch_steal_claimant);
+	TEST(publish_batch_in_claim_order);
 	return tap_exit();
 }
