@@ -1,0 +1,1113 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Adversarial tests written from the public headers, the man pages and
+ * docs/guarantees.md alone (futex backend): the library-owned fields of a
+ * lane header that a caller fills with garbage, batch publishes and acks
+ * of masks that are partly wrong, the stride and size edges of the batch
+ * decode, a staged lane beside a send batch, deadlines near 2^64 in call
+ * options and waits, duplicate handles in the pool's waits, long batches
+ * to one worker, a pool's fds run out (RLIMIT_NOFILE) under its event fd
+ * and under a respawn, a child that leaves through exit(), and waits
+ * racing a destroy in event mode.
+ * argv[1] (the runner's call count) is ignored: the counts are small.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdbool.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "knitk.h"
+#include "knitk_pool.h"
+#include "pool_tasks.h"
+#include "tap.h"
+
+/* ------------------------------------------------------------- helpers */
+
+struct fx {
+	struct knitk_endpoint *k;
+	struct knitk_producer *p;
+	struct knitk_consumer *c;
+};
+
+static int fx_init(struct fx *f, uint32_t inline_bytes, uint64_t arena)
+{
+	struct knitk_geometry g = {
+		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
+		.inline_bytes = inline_bytes, .arena_bytes = arena,
+	};
+	int mb;
+
+	memset(f, 0, sizeof(*f));
+	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &f->k))
+		return -1;
+	mb = knitk_endpoint_request_mailbox(f->k, 0, 0);
+	if (mb < 0 || knitk_producer_create(f->k, (unsigned int)mb, &f->p) ||
+	    knitk_consumer_create(f->k, (unsigned int)mb, &f->c))
+		return -1;
+	return 0;
+}
+
+static void fx_fini(struct fx *f)
+{
+	knitk_consumer_destroy(f->c);
+	knitk_producer_destroy(f->p);
+	knitk_endpoint_destroy(f->k);
+}
+
+/* Lanes pending on @f's mailbox (-1 on error). */
+static int64_t fx_pending(struct fx *f)
+{
+	uint64_t pend;
+
+	return knitk_lane_scan(f->c, &pend) < 0 ? -1 : (int64_t)pend;
+}
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1;
+}
+
+static int new_pool(unsigned int kind, unsigned int dispatch,
+		    unsigned int workers, unsigned int flags,
+		    struct knitk_pool **pool)
+{
+	struct knitk_pool_opts o = {
+		.size = sizeof(o), .kind = kind, .nr_workers = workers,
+		.flags = flags, .knot_flags = KNITK_KNOT_FUTEX,
+		.dispatch = dispatch, .nr_submitters = 1,
+	};
+
+	return knitk_pool_create(&o, &test_tasks, pool);
+}
+
+/* -------------------------------------------------------- core: lanes */
+
+static const struct knitk_lane_header zh;
+
+/* A header whose library fields hold garbage, for the sends to ignore. */
+static void garbage_header(struct knitk_lane_header *h, uint64_t task_id)
+{
+	memset(h, 0xa5, sizeof(*h));
+	h->function_id = 7;
+	h->flags = 0x10;
+	h->task_id = task_id;
+	h->tag = 3;
+	h->deadline_ns = 0;
+	h->abort_id = 0;
+	h->user = 99;
+	h->kind = KNITK_PAYLOAD_ARENA;
+	h->arena_slot = 5;
+	h->length = 1ULL << 40;
+	h->stamp = ~0ULL;
+}
+
+static void check_caller_fields(const struct knitk_msg *m, uint64_t task_id)
+{
+	CHECK_EQ(m->header.function_id, 7);
+	CHECK_EQ(m->header.flags, 0x10);
+	CHECK_EQ(m->header.task_id, task_id);
+	CHECK_EQ(m->header.tag, 3);
+	CHECK_EQ(m->header.user, 99);
+}
+
+/*
+ * knitk_producer_send, _stage and _send_batch fill only the caller
+ * fields of the headers they are given: kind, length, arena slot and
+ * stamp are the library's, whatever the caller left in them, so the
+ * consumer decodes each payload as it was sent (inline, arena or value).
+ */
+static void library_fields_are_the_librarys(void)
+{
+	struct knitk_lane_header hs[4];
+	unsigned char big[800], small[16];
+	struct knitk_lane_header z = { 0 };
+	struct knitk_msg m[8];
+	uint64_t pend, all;
+	struct fx f;
+	int lane, i;
+
+	REQUIRE(fx_init(&f, 64, 8192) == 0);
+	memset(big, 0x3c, sizeof(big));
+	memset(small, 0x42, sizeof(small));
+	for (i = 0; i < 8; i++)
+		m[i].size = sizeof(m[i]);
+
+	garbage_header(&hs[0], 1);
+	CHECK(knitk_producer_send(f.p, &hs[0], small, sizeof(small)) >= 0);
+	garbage_header(&hs[0], 2);
+	CHECK(knitk_producer_send(f.p, &hs[0], big, sizeof(big)) >= 0);
+	garbage_header(&hs[0], 3);
+	hs[0].value = 0x1234;
+	CHECK(knitk_producer_send(f.p, &hs[0], NULL, 0) >= 0);
+	garbage_header(&hs[0], 4);
+	lane = knitk_producer_stage(f.p, &hs[0], big, 100);
+	CHECK(lane >= 0);
+	if (lane >= 0)
+		CHECK_EQ(knitk_lane_publish(f.p, (unsigned int)lane), 0);
+	for (i = 0; i < 4; i++)
+		garbage_header(&hs[i], 5 + (uint64_t)i);
+	CHECK_EQ(knitk_producer_send_batch(f.p, hs, big, 200, 4), 4);
+
+	REQUIRE(knitk_lane_scan(f.c, &pend) == 8);
+	all = pend;
+	REQUIRE(knitk_lane_decode_batch(f.c, &pend, m, 8, sizeof(m[0])) == 8);
+	for (i = 0; i < 8; i++)
+		check_caller_fields(&m[i], 1 + (uint64_t)i);
+	CHECK_EQ(m[0].header.kind, KNITK_PAYLOAD_INLINE);
+	CHECK_EQ(m[0].len, sizeof(small));
+	CHECK_EQ(m[0].header.arena_slot, KNITK_ARENA_NO_SLOT);
+	CHECK(m[0].data && !memcmp(m[0].data, small, sizeof(small)));
+	CHECK_EQ(m[1].header.kind, KNITK_PAYLOAD_ARENA);
+	CHECK_EQ(m[1].len, sizeof(big));
+	CHECK(m[1].data && !memcmp(m[1].data, big, sizeof(big)));
+	CHECK_EQ(m[2].header.kind, KNITK_PAYLOAD_VALUE);
+	CHECK_EQ(m[2].header.value, 0x1234);
+	CHECK(m[2].data == NULL);
+	CHECK_EQ(m[2].header.arena_slot, KNITK_ARENA_NO_SLOT);
+	CHECK_EQ(m[3].header.kind, KNITK_PAYLOAD_ARENA);
+	CHECK_EQ(m[3].len, 100);
+	for (i = 4; i < 8; i++) {
+		CHECK_EQ(m[i].header.kind, KNITK_PAYLOAD_ARENA);
+		CHECK_EQ(m[i].len, 200);
+		CHECK(m[i].data && !memcmp(m[i].data, big + (i - 4) * 200, 200));
+	}
+	/* Stamps are the publish counts, in publish order. */
+	for (i = 1; i < 8; i++)
+		CHECK(m[i].header.stamp > m[i - 1].header.stamp);
+	CHECK_EQ(knitk_lane_ack(f.c, all), 0);
+	/* Every arena byte is free again: one message as big as the arena. */
+	{
+		static unsigned char whole[8192];
+		uint64_t p2;
+
+		CHECK(knitk_producer_send(f.p, &z, whole, sizeof(whole)) >= 0);
+		CHECK_EQ(knitk_lane_scan(f.c, &p2), 1);
+		CHECK_EQ(knitk_lane_ack(f.c, p2), 0);
+	}
+	fx_fini(&f);
+}
+
+/*
+ * knitk_lane_publish_batch of a mask with an unclaimed lane, or a lane
+ * already published, is refused and publishes nothing: the claimed lanes
+ * of the mask stay claimed, unpublished, and can be published after.
+ */
+static void publish_batch_partly_wrong_mask(void)
+{
+	int a, b, c;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	a = knitk_lane_claim(f.p);
+	b = knitk_lane_claim(f.p);
+	REQUIRE(a >= 0 && b >= 0);
+	knitk_lane_set_value(f.p, (unsigned int)a, 1);
+	knitk_lane_set_value(f.p, (unsigned int)b, 2);
+	/* Lane 40 was never claimed. */
+	CHECK(knitk_lane_publish_batch(f.p, (1ULL << a) | (1ULL << 40)) < 0);
+	CHECK_EQ(fx_pending(&f), 0);
+	CHECK_EQ(knitk_lane_publish_batch(f.p, 1ULL << a), 0);
+	CHECK_EQ(fx_pending(&f), (int64_t)(1ULL << a));
+	/* a again (published), with b (claimed). */
+	CHECK(knitk_lane_publish_batch(f.p, (1ULL << a) | (1ULL << b)) < 0);
+	CHECK(knitk_lane_publish(f.p, (unsigned int)a) < 0);
+	CHECK_EQ(fx_pending(&f), (int64_t)(1ULL << a));
+	CHECK_EQ(knitk_lane_publish_batch(f.p, 1ULL << b), 0);
+	CHECK_EQ(fx_pending(&f), (int64_t)((1ULL << a) | (1ULL << b)));
+	/* A lane claimed after the batch still comes after it. */
+	c = knitk_lane_claim(f.p);
+	REQUIRE(c >= 0);
+	CHECK(knitk_lane_publish_batch(f.p, 0) < 0 ||
+	      fx_pending(&f) == (int64_t)((1ULL << a) | (1ULL << b)));
+	CHECK_EQ(knitk_lane_release(f.p, (unsigned int)c), 0);
+	CHECK_EQ(knitk_lane_ack(f.c, (1ULL << a) | (1ULL << b)), 0);
+	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, NULL, 0, 64), 64);
+	fx_fini(&f);
+}
+
+/*
+ * knitk_lane_ack of a mask with a lane that is not pending is refused
+ * and acknowledges nothing: the pending lanes stay pending (and their
+ * arena bytes taken).
+ */
+static void ack_partly_wrong_mask(void)
+{
+	static unsigned char whole[4096];
+	uint64_t pend;
+	struct fx f;
+	int lane;
+
+	REQUIRE(fx_init(&f, 64, 4096) == 0);
+	lane = knitk_producer_send(f.p, &zh, whole, 2048);
+	REQUIRE(lane >= 0);
+	REQUIRE(knitk_lane_scan(f.c, &pend) == 1);
+	CHECK(knitk_lane_ack(f.c, pend | (1ULL << ((lane + 7) % 64))) < 0);
+	CHECK_EQ(fx_pending(&f), (int64_t)pend);
+	/* Its 2048 bytes are still taken: the whole arena does not fit. */
+	CHECK_EQ(knitk_producer_send(f.p, &zh, whole, sizeof(whole)), -ENOSPC);
+	CHECK_EQ(knitk_lane_ack(f.c, pend), 0);
+	CHECK(knitk_lane_ack(f.c, pend) < 0);
+	CHECK(knitk_producer_send(f.p, &zh, whole, sizeof(whole)) >= 0);
+	fx_fini(&f);
+}
+
+/*
+ * knitk_lane_decode and _decode_batch with sizes at the edges of the
+ * sized-struct rule: a stride of KNITK_SIZED_MAX is legal (every element
+ * written as the library's own struct, the size stored, nothing past
+ * it), an odd one is -EINVAL; a single decode of a struct claiming
+ * KNITK_SIZED_MAX writes only the library's bytes.
+ */
+static void decode_sizes_at_the_edges(void)
+{
+	static unsigned char buf[3 * KNITK_SIZED_MAX];
+	struct knitk_msg *m;
+	uint64_t pend, all, v[3] = { 77, 78, 79 };
+	unsigned int i, j;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, v, 8, 3), 3);
+	REQUIRE(knitk_lane_scan(f.c, &pend) == 3);
+	all = pend;
+	memset(buf, 0x5a, sizeof(buf));
+	CHECK_EQ(knitk_lane_decode_batch(f.c, &pend, (void *)buf, 3,
+					 KNITK_MSG_SIZE_VER0 + 1), -EINVAL);
+	CHECK_EQ(knitk_lane_decode_batch(f.c, &pend, (void *)buf, 3,
+					 sizeof(struct knitk_msg) + 4), -EINVAL);
+	CHECK_EQ(pend, all);
+	CHECK_EQ(knitk_lane_decode_batch(f.c, &pend, (void *)buf, 2,
+					 KNITK_SIZED_MAX), 2);
+	for (i = 0; i < 2; i++) {
+		m = (void *)(buf + i * KNITK_SIZED_MAX);
+		CHECK_EQ(m->size, sizeof(*m));
+		CHECK_EQ(m->len, 8);
+		for (j = sizeof(*m); j < KNITK_SIZED_MAX; j++)
+			if (buf[i * KNITK_SIZED_MAX + j] != 0x5a)
+				break;
+		CHECK_EQ(j, KNITK_SIZED_MAX);
+	}
+	/* The third with a single decode, claiming the largest size. */
+	memset(buf, 0x5a, sizeof(buf));
+	m = (void *)buf;
+	m->size = KNITK_SIZED_MAX;
+	i = (unsigned int)knitk_lane_next(f.c, &pend);
+	CHECK_EQ(knitk_lane_decode(f.c, i, m), 0);
+	CHECK_EQ(m->size, sizeof(*m));
+	CHECK_EQ(m->lane, i);
+	for (j = sizeof(*m); j < KNITK_SIZED_MAX; j++)
+		if (buf[j] != 0x5a)
+			break;
+	CHECK_EQ(j, KNITK_SIZED_MAX);
+	m->size = KNITK_SIZED_MAX + 8;
+	CHECK_EQ(knitk_lane_decode(f.c, i, m), -E2BIG);
+	m->size = KNITK_MSG_SIZE_VER0 - 8;
+	CHECK_EQ(knitk_lane_decode(f.c, i, m), -EINVAL);
+	CHECK_EQ(knitk_lane_ack(f.c, all), 0);
+	fx_fini(&f);
+}
+
+/*
+ * A lane staged and not published is the producer's: a send batch takes
+ * the other 63 lanes around it (and no more), knitk_producer_reset_consumer
+ * is -EBUSY while it is claimed, and publishing it afterwards puts it
+ * last in consume order.
+ */
+static void staged_lane_beside_send_batch(void)
+{
+	struct knitk_lane_header h = { .task_id = 1000 };
+	struct knitk_lane_header hs[64];
+	struct knitk_msg m[64];
+	uint64_t pend, all;
+	int staged, i;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	staged = knitk_producer_stage(f.p, &h, NULL, 0);
+	REQUIRE(staged >= 0);
+	memset(hs, 0, sizeof(hs));
+	for (i = 0; i < 64; i++)
+		hs[i].task_id = (uint64_t)i;
+	CHECK_EQ(knitk_producer_send_batch(f.p, hs, NULL, 0, 64), 63);
+	CHECK_EQ(knitk_producer_send_batch(f.p, hs, NULL, 0, 1), -EAGAIN);
+	CHECK_EQ(knitk_producer_reset_consumer(f.p), -EBUSY);
+	CHECK_EQ(fx_pending(&f), (int64_t)~(1ULL << staged));
+	CHECK_EQ(knitk_lane_publish(f.p, (unsigned int)staged), 0);
+	REQUIRE(knitk_lane_scan(f.c, &pend) == 64);
+	all = pend;
+	for (i = 0; i < 64; i++)
+		m[i].size = sizeof(m[i]);
+	CHECK_EQ(knitk_lane_decode_batch(f.c, &pend, m, 64, sizeof(m[0])), 64);
+	for (i = 0; i < 63; i++)
+		CHECK_EQ(m[i].header.task_id, (uint64_t)i);
+	CHECK_EQ(m[63].header.task_id, 1000);
+	CHECK_EQ(m[63].lane, staged);
+	CHECK_EQ(knitk_lane_ack(f.c, all), 0);
+	fx_fini(&f);
+}
+
+/*
+ * A send batch whose total size overflows size_t (@len * @n) is
+ * -EMSGSIZE (each message can never fit), and reads nothing of @data.
+ */
+static void send_batch_sizes_that_overflow(void)
+{
+	unsigned char x[8] = { 0 };
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 4096) == 0);
+	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, x, SIZE_MAX / 2 + 1, 2),
+		 -EMSGSIZE);
+	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, x, SIZE_MAX, 64), -EMSGSIZE);
+	CHECK_EQ(knitk_producer_send(f.p, &zh, x, SIZE_MAX), -EMSGSIZE);
+	CHECK_EQ(knitk_producer_stage(f.p, &zh, x, SIZE_MAX - 63), -EMSGSIZE);
+	CHECK_EQ(fx_pending(&f), 0);
+	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, NULL, 0, 64), 64);
+	fx_fini(&f);
+}
+
+/* ------------------------------------------------------ pool: deadlines */
+
+/*
+ * Deadlines far in the future (2^63 and beyond, up to one below
+ * KNITK_WAIT_FOREVER) are deadlines that have not passed: a call with one
+ * runs and returns its result, a wait with one waits for the call.
+ */
+static void far_deadlines_are_not_past(void)
+{
+	static const uint64_t far[] = {
+		1ULL << 63, (1ULL << 63) + 1, (1ULL << 63) - 1,
+		KNITK_WAIT_FOREVER - 1, 1ULL << 62,
+	};
+	struct knitk_pool *pool;
+	unsigned int i;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+			 0, &pool) == 0);
+	for (i = 0; i < sizeof(far) / sizeof(far[0]); i++) {
+		struct knitk_call_opts co = { .size = sizeof(co),
+					      .deadline_ns = far[i] };
+		uint32_t ms = 30;
+		struct knitk_call *c;
+		uint64_t x = i, y = 0;
+		size_t len = 0;
+
+		CHECK_EQ(knitk_pool_call(pool, T_MIX, &x, 8, &co, &y, 8, &len), 0);
+		CHECK_EQ(y, mix64(x));
+		REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c) == 0);
+		CHECK_EQ(knitk_call_wait(c, far[i]), 30);
+		knitk_call_release(c);
+		REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c) == 0);
+		CHECK_EQ(knitk_pool_wait_any(pool, &c, 1, far[i]), 0);
+		CHECK_EQ(knitk_call_status(c), 30);
+		knitk_call_release(c);
+		REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c) == 0);
+		CHECK_EQ(knitk_pool_wait_all(pool, &c, 1, far[i]), 0);
+		CHECK_EQ(knitk_call_status(c), 30);
+		knitk_call_release(c);
+	}
+	knitk_pool_destroy(pool);
+}
+
+/*
+ * A deadline already past at submit: the call completes -ETIMEDOUT
+ * (never runs), a wait of deadline 1 (long past) returns -EINPROGRESS at
+ * once for a running call, and none of it disturbs the next calls.
+ */
+static void past_deadlines(void)
+{
+	struct knitk_call_opts co = { .size = sizeof(co), .deadline_ns = 1 };
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	struct knitk_call *c, *d;
+	uint32_t ms = 200;
+	uint64_t x = 5;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+			 0, &pool) == 0);
+	REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, &co, &c) == 0);
+	CHECK_EQ(knitk_call_wait(c, KNITK_WAIT_FOREVER), -ETIMEDOUT);
+	knitk_call_release(c);
+	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &d) == 0);
+	CHECK_EQ(knitk_call_wait(d, 1), -EINPROGRESS);
+	CHECK_EQ(knitk_pool_wait_any(pool, &d, 1, 1), -EINPROGRESS);
+	CHECK_EQ(knitk_pool_wait_all(pool, &d, 1, 0), -EINPROGRESS);
+	CHECK_EQ(knitk_call_abort(d), 0);
+	CHECK_EQ(knitk_call_wait(d, 0), -ECANCELED);
+	knitk_call_release(d);
+	CHECK_EQ(mix_calls_good(pool, 20, NULL, 1, 1), 20);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.timedout, 1);
+	CHECK_EQ(st.canceled, 1);
+	knitk_pool_destroy(pool);
+}
+
+/* ------------------------------------------------- pool: waits, batches */
+
+/*
+ * The same handle twice in one knitk_pool_wait_any / _wait_all is one
+ * call waited for twice: the waits return when it completes.
+ */
+static void duplicate_handles_in_waits(void)
+{
+	struct knitk_call *c[4];
+	struct knitk_pool *pool;
+	uint32_t ms = 20;
+	int r;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
+			 0, &pool) == 0);
+	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c[0]) == 0);
+	c[1] = c[0];
+	c[2] = c[0];
+	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c[3]) == 0);
+	CHECK_EQ(knitk_pool_wait_all(pool, c, 4, KNITK_WAIT_FOREVER), 0);
+	CHECK_EQ(knitk_call_status(c[0]), 20);
+	CHECK_EQ(knitk_call_status(c[3]), 20);
+	r = knitk_pool_wait_any(pool, c, 3, KNITK_WAIT_FOREVER);
+	CHECK(r >= 0 && r < 3);
+	knitk_call_release(c[0]);
+	knitk_call_release(c[3]);
+	knitk_pool_destroy(pool);
+}
+
+/*
+ * A batch of 300 calls to one worker (more than its 63 in flight, in
+ * runs of 64) submits them all, and they run in array order; so do 300
+ * pinned to one of two workers.
+ */
+static void long_batch_to_one_worker(void)
+{
+	static struct knitk_submission subs[300];
+	static struct knitk_call *calls[300];
+	struct knitk_call_opts co = { .size = sizeof(co),
+				      .flags = KNITK_CALL_WORKER, .worker = 1 };
+	struct knitk_pool *pool;
+	unsigned int i, w;
+	uint64_t prev = 0;
+
+	for (w = 1; w <= 2; w++) {
+		REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE,
+				 w, 0, &pool) == 0);
+		for (i = 0; i < 300; i++)
+			subs[i] = (struct knitk_submission){
+				.fn = T_SEQ, .opts = w == 2 ? &co : NULL };
+		CHECK_EQ(knitk_pool_submit_batch(pool, subs, 300, calls), 300);
+		CHECK_EQ(knitk_pool_wait_all(pool, calls, 300, KNITK_WAIT_FOREVER), 0);
+		for (i = 0; i < 300; i++) {
+			const void *d;
+			uint64_t n = 0;
+			size_t len;
+
+			CHECK_EQ(knitk_call_status(calls[i]), 0);
+			if (!knitk_call_result(calls[i], &d, &len) && len == 8)
+				memcpy(&n, d, 8);
+			if (i)
+				CHECK(n > prev);
+			prev = n;
+			if (w == 2)
+				CHECK_EQ(knitk_call_worker(calls[i]), 1);
+			knitk_call_release(calls[i]);
+		}
+		knitk_pool_destroy(pool);
+	}
+}
+
+/*
+ * A batch whose entry 5 has call options the sized-struct rule refuses
+ * (too small, too large, a non-zero tail) submits entries 0..4 and
+ * returns 5, and those run; the refused entry takes no room.
+ */
+static void batch_stops_at_bad_sized_opts(void)
+{
+	unsigned char raw[KNITK_SIZED_MAX + 16] __attribute__((aligned(8)));
+	struct knitk_call_opts *co = (void *)raw;
+	struct knitk_submission subs[8];
+	struct knitk_call *calls[8];
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	uint64_t x[8];
+	unsigned int i, k;
+	int ret;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+			 0, &pool) == 0);
+	for (k = 0; k < 4; k++) {
+		memset(raw, 0, sizeof(raw));
+		switch (k) {
+		case 0: co->size = KNITK_CALL_OPTS_SIZE_VER0 - 1; ret = -EINVAL; break;
+		case 1: co->size = KNITK_SIZED_MAX + 8; ret = -E2BIG; break;
+		case 2: co->size = 64; raw[40] = 1; ret = -E2BIG; break;
+		default: co->size = KNITK_SIZED_MAX; ret = 0; break;
+		}
+		for (i = 0; i < 8; i++) {
+			x[i] = i + 100 * k;
+			subs[i] = (struct knitk_submission){
+				.fn = T_MIX, .in = &x[i], .len = 8,
+				.opts = i == 5 ? co : NULL };
+		}
+		CHECK_EQ(knitk_pool_submit(pool, T_MIX, x, 8, co, &calls[0]), ret);
+		if (!ret) {
+			knitk_call_wait(calls[0], KNITK_WAIT_FOREVER);
+			knitk_call_release(calls[0]);
+		}
+		CHECK_EQ(knitk_pool_submit_batch(pool, subs, 8, calls), ret ? 5 : 8);
+		for (i = 0; i < (ret ? 5U : 8U); i++) {
+			CHECK_EQ(knitk_call_wait(calls[i], KNITK_WAIT_FOREVER), 0);
+			CHECK(mix_result_ok(calls[i], x[i]));
+			knitk_call_release(calls[i]);
+		}
+		/* As the first entry: the error itself. */
+		if (ret)
+			CHECK_EQ(knitk_pool_submit_batch(pool, &subs[5], 1, calls), ret);
+	}
+	pool_stats(pool, &st);
+	CHECK_EQ(st.submitted, 3 * 5 + 8 + 1);
+	CHECK_EQ(st.completed, st.submitted);
+	knitk_pool_destroy(pool);
+}
+
+
+/* ------------------------------------------- allocations that fail */
+
+/*
+ * -Wl,--wrap of the library's allocators (this program is linked
+ * statically against a test build): a thread that arms fail_at fails its
+ * fail_at-th allocation from then on, once; allocs counts what it made.
+ */
+static _Thread_local unsigned int fail_at, allocs;
+static _Thread_local bool failed_one;
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+char *__real_strdup(const char *s);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t m);
+char *__wrap_strdup(const char *s);
+
+static bool alloc_fails(void)
+{
+	if (!fail_at)
+		return false;
+	if (++allocs != fail_at)
+		return false;
+	failed_one = true;
+	return true;
+}
+
+void *__wrap_malloc(size_t n)
+{
+	return alloc_fails() ? NULL : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t m)
+{
+	return alloc_fails() ? NULL : __real_calloc(n, m);
+}
+
+char *__wrap_strdup(const char *s)
+{
+	return alloc_fails() ? NULL : __real_strdup(s);
+}
+
+static void fail_arm(unsigned int n)
+{
+	fail_at = n;
+	allocs = 0;
+	failed_one = false;
+}
+
+/* Disarm; whether an allocation failed since fail_arm(). */
+static bool fail_disarm(void)
+{
+	fail_at = 0;
+	return failed_one;
+}
+
+/*
+ * knitk_pool_create failing each of its allocations in turn: every
+ * failure is -ENOMEM, leaks no fd (nor memory: the ASan build's leak
+ * check), and the next create works.
+ */
+static void create_fails_each_alloc(unsigned int kind, unsigned int dispatch)
+{
+	unsigned int n;
+	int fds = open_fds();
+
+	for (n = 1; n < 200; n++) {
+		struct knitk_pool *pool = NULL;
+		bool hit;
+		int ret;
+
+		fail_arm(n);
+		ret = new_pool(kind, dispatch, 2, 0, &pool);
+		hit = fail_disarm();
+		if (!hit) {
+			CHECK_EQ(ret, 0);
+			if (!ret) {
+				CHECK_EQ(mix_calls_good(pool, 4, NULL, n, 1), 4);
+				knitk_pool_destroy(pool);
+			}
+			break;
+		}
+		if (ret == 0) {
+			/* A failed allocation the pool could do without. */
+			CHECK_EQ(mix_calls_good(pool, 4, NULL, n, 1), 4);
+			knitk_pool_destroy(pool);
+		} else {
+			CHECK_EQ(ret, -ENOMEM);
+		}
+		if (open_fds() != fds) {
+			printf("# allocation %u failed (create: %d): fds %d, were %d; "
+			       "0-2 open: %d %d %d\n", n, ret, open_fds(), fds,
+			       fcntl(0, F_GETFD) >= 0, fcntl(1, F_GETFD) >= 0,
+			       fcntl(2, F_GETFD) >= 0);
+			CHECK_EQ(open_fds(), fds);
+			break;
+		}
+	}
+	printf("# %u allocations\n", n - 1);
+	CHECK(n < 200);
+}
+
+static void create_fails_each_alloc_threads(void)
+{
+	create_fails_each_alloc(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+static void create_fails_each_alloc_steal(void)
+{
+	create_fails_each_alloc(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_STEAL);
+}
+
+static void create_fails_each_alloc_processes(void)
+{
+	create_fails_each_alloc(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+/*
+ * The calls of a live pool failing each allocation of the calling thread
+ * in turn: a submit, a batch and a knitk_pool_call (whose waits may copy
+ * results) either fail with -ENOMEM and take nothing, or go through; every
+ * call submitted completes once, with its result.
+ */
+static void calls_fail_each_alloc(unsigned int dispatch)
+{
+	struct knitk_submission subs[4];
+	struct knitk_call *calls[4];
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	unsigned int n, i, op;
+	uint64_t x[4];
+	unsigned long ok = 0;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, dispatch, 2, 0, &pool) == 0);
+	for (op = 0; op < 4; op++) {
+		for (n = 1; n < 50; n++) {
+			static unsigned char big[4000];
+			unsigned char out[4000];
+			size_t len = 0;
+			bool hit;
+			int ret, got = 0;
+
+			for (i = 0; i < 4; i++) {
+				x[i] = n * 8 + i;
+				subs[i] = (struct knitk_submission){
+					.fn = T_MIX, .in = &x[i], .len = 8 };
+			}
+			memset(big, (int)n, sizeof(big));
+			fail_arm(n);
+			switch (op) {
+			case 0:
+				ret = knitk_pool_submit(pool, T_MIX, &x[0], 8, NULL, &calls[0]);
+				got = ret ? ret : 1;
+				break;
+			case 1:
+				ret = got = knitk_pool_submit_batch(pool, subs, 4, calls);
+				break;
+			case 2:
+				ret = knitk_pool_call(pool, T_MIX, &x[0], 8, NULL,
+						      out, 8, &len);
+				if (!ret)
+					CHECK(len == 8 && !memcmp(&(uint64_t){ mix64(x[0]) }, out, 8));
+				break;
+			default:
+				ret = knitk_pool_call(pool, T_ECHO, big, sizeof(big), NULL,
+						      out, sizeof(out), &len);
+				if (!ret)
+					CHECK(len == sizeof(big) && !memcmp(big, out, len));
+				break;
+			}
+			/* The waits, armed too: they may copy results. */
+			for (i = 0; op < 2 && got > 0 && i < (unsigned int)got; i++)
+				CHECK_EQ(knitk_call_wait(calls[i], KNITK_WAIT_FOREVER), 0);
+			hit = fail_disarm();
+			if (ret < 0)
+				CHECK_EQ(ret, -ENOMEM);
+			for (i = 0; op < 2 && got > 0 && i < (unsigned int)got; i++) {
+				CHECK(mix_result_ok(calls[i], x[i]));
+				knitk_call_release(calls[i]);
+			}
+			if (ret >= 0)
+				ok++;
+			if (!hit)
+				break;
+		}
+		CHECK(n < 50);
+	}
+	CHECK_EQ(mix_calls_good(pool, 10, NULL, 1, 1), 10);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.completed, st.submitted);
+	printf("# %lu ops went through\n", ok);
+	knitk_pool_destroy(pool);
+}
+
+static void calls_fail_each_alloc_private(void)
+{
+	calls_fail_each_alloc(KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+static void calls_fail_each_alloc_steal(void)
+{
+	calls_fail_each_alloc(KNITK_POOL_DISPATCH_STEAL);
+}
+
+/*
+ * knitk_pool_event_fd and knitk_pool_reap failing an allocation: the
+ * switch fails with -ENOMEM and leaves the pool out of event mode, or
+ * succeeds; reaped calls are returned once each.
+ */
+static void event_mode_fails_each_alloc(void)
+{
+	struct knitk_call *c[8];
+	struct knitk_pool *pool;
+	unsigned int n;
+	int fd = -1, i, got;
+
+	for (n = 1; n < 50; n++) {
+		bool hit;
+
+		REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE,
+				 1, 0, &pool) == 0);
+		fail_arm(n);
+		fd = knitk_pool_event_fd(pool);
+		hit = fail_disarm();
+		if (fd < 0) {
+			CHECK_EQ(fd, -ENOMEM);
+			CHECK_EQ(knitk_pool_reap(pool, c, 8), -EINVAL);
+			CHECK_EQ(mix_calls_good(pool, 3, NULL, 1, 1), 3);
+		} else {
+			uint64_t x = n;
+			int reaped = 0;
+
+			REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c[0]) == 0);
+			while (!reaped) {
+				got = knitk_pool_reap(pool, c, 8);
+				CHECK(got >= 0);
+				if (got < 0)
+					break;
+				for (i = 0; i < got; i++) {
+					CHECK(mix_result_ok(c[i], x));
+					knitk_call_release(c[i]);
+				}
+				reaped += got;
+				if (!got)
+					sched_yield();
+			}
+		}
+		knitk_pool_destroy(pool);
+		if (!hit)
+			break;
+	}
+	CHECK(n < 50);
+}
+
+/* ---------------------------------------------- pool: fds run out */
+
+struct no_fds {
+	struct rlimit old;
+	int fill[64];
+	int nr;
+};
+
+/* Take every fd the process may open: the limit at the count open now. */
+static void fds_exhaust(struct no_fds *s)
+{
+	struct rlimit r;
+	int fd;
+
+	getrlimit(RLIMIT_NOFILE, &s->old);
+	r = s->old;
+	r.rlim_cur = (rlim_t)open_fds();
+	setrlimit(RLIMIT_NOFILE, &r);
+	/* Fill any hole below the limit. */
+	for (s->nr = 0; s->nr < 64 && (fd = dup(1)) >= 0; s->nr++)
+		s->fill[s->nr] = fd;
+}
+
+static void fds_restore(struct no_fds *s)
+{
+	setrlimit(RLIMIT_NOFILE, &s->old);
+	while (s->nr)
+		close(s->fill[--s->nr]);
+}
+
+/*
+ * knitk_pool_event_fd when the process has no fd left fails with a
+ * negative errno and changes nothing: the pool is not in event mode
+ * (reap -EINVAL, calls complete through waits), and once an fd is free
+ * the switch works.
+ */
+static void event_fd_without_fds(void)
+{
+	struct knitk_call *c[2];
+	struct knitk_pool *pool;
+	struct no_fds nf;
+	int fd;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+			 0, &pool) == 0);
+	fds_exhaust(&nf);
+	fd = knitk_pool_event_fd(pool);
+	CHECK_EQ(fd, -EMFILE);
+	CHECK_EQ(knitk_pool_reap(pool, c, 2), -EINVAL);
+	CHECK_EQ(mix_calls_good(pool, 10, NULL, 7, 1), 10);
+	fds_restore(&nf);
+	fd = knitk_pool_event_fd(pool);
+	CHECK(fd >= 0);
+	CHECK_EQ(knitk_pool_event_fd(pool), fd);
+	CHECK_EQ(knitk_pool_reap(pool, c, 2), 0);
+	knitk_pool_destroy(pool);
+}
+
+/*
+ * With KNITK_POOL_RESPAWN, a worker that dies while the process has no fd
+ * left for its successor: "the submit waits for its successor (-EPIPE
+ * only if the restart fails)" - a submit returns (-EPIPE, or a call that
+ * runs once the limit is raised), it never waits for a restart that is not
+ * coming.  The calls of the dead worker complete -EOWNERDEAD.
+ */
+static void respawn_without_fds(void)
+{
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_call *c;
+	struct knitk_pool *pool;
+	struct no_fds nf;
+	uint64_t x = 3;
+	int r;
+
+	REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, 1,
+			 KNITK_POOL_RESPAWN, &pool) == 0);
+	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
+	fds_exhaust(&nf);
+	kill(wi.pid, SIGKILL);
+	/* Until the pool has seen the death (its own record, or the reap). */
+	while (!knitk_pool_worker_info(pool, 0, &wi) && wi.alive)
+		sched_yield();
+	r = knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c);
+	fds_restore(&nf);
+	printf("# submit with no fd for the successor: %d\n", r);
+	CHECK(r == 0 || r == -EPIPE);
+	if (!r) {
+		CHECK_EQ(knitk_call_wait(c, KNITK_WAIT_FOREVER), 0);
+		CHECK(mix_result_ok(c, x));
+		knitk_call_release(c);
+	}
+	knitk_pool_destroy(pool);
+}
+
+/* ------------------------------------------------ pool: fork and exit */
+
+/*
+ * A child forked while a thread pool runs calls, which leaves through
+ * exit() (atexit handlers, library destructors), is no death of any role
+ * and takes nothing: the parent's calls across the fork complete with
+ * their results, and so do later ones.
+ */
+static void child_exit_takes_nothing(void)
+{
+	struct knitk_call *c[16];
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	uint64_t x[16];
+	unsigned int i;
+	int status;
+	pid_t pid;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
+			 0, &pool) == 0);
+	for (i = 0; i < 16; i++) {
+		x[i] = i;
+		REQUIRE(knitk_pool_submit(pool, T_MIX, &x[i], 8, NULL, &c[i]) == 0);
+	}
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (!pid)
+		exit(0);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ(knitk_pool_wait_all(pool, c, 16, KNITK_WAIT_FOREVER), 0);
+	for (i = 0; i < 16; i++) {
+		CHECK_EQ(knitk_call_status(c[i]), 0);
+		CHECK(mix_result_ok(c[i], x[i]));
+		knitk_call_release(c[i]);
+	}
+	CHECK_EQ(mix_calls_good(pool, 50, NULL, 1, 1), 50);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.deaths, 0);
+	knitk_pool_destroy(pool);
+}
+
+/* ---------------------------------- pool: destroy against blocked waits */
+
+struct waiter {
+	struct knitk_pool *pool;
+	struct knitk_call **calls;
+	unsigned int nr;
+	int any;
+	_Atomic int started;
+	int ret;
+};
+
+static void *waiter_fn(void *arg)
+{
+	struct waiter *w = arg;
+
+	atomic_store(&w->started, 1);
+	if (w->any < 0)
+		w->ret = knitk_call_wait(w->calls[0], KNITK_WAIT_FOREVER);
+	else if (w->any)
+		w->ret = knitk_pool_wait_any(w->pool, w->calls, w->nr,
+					     KNITK_WAIT_FOREVER);
+	else
+		w->ret = knitk_pool_wait_all(w->pool, w->calls, w->nr,
+					     KNITK_WAIT_FOREVER);
+	return NULL;
+}
+
+/*
+ * In event mode with no reaper, threads blocked in knitk_call_wait,
+ * knitk_pool_wait_any and _wait_all when the destroy starts return once it
+ * has completed their calls (-ECANCELED for the ones still running).
+ */
+static void destroy_wakes_event_mode_waiters(unsigned int dispatch)
+{
+	struct knitk_call *c[4];
+	struct waiter w[3];
+	pthread_t th[3];
+	struct knitk_pool *pool;
+	uint32_t ms = 60000;
+	unsigned int i;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, dispatch, 2, 0, &pool) == 0);
+	REQUIRE(knitk_pool_event_fd(pool) >= 0);
+	for (i = 0; i < 4; i++)
+		REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c[i]) == 0);
+	w[0] = (struct waiter){ .pool = pool, .calls = &c[0], .nr = 1, .any = -1 };
+	w[1] = (struct waiter){ .pool = pool, .calls = &c[1], .nr = 2, .any = 1 };
+	w[2] = (struct waiter){ .pool = pool, .calls = &c[0], .nr = 4, .any = 0 };
+	for (i = 0; i < 3; i++)
+		REQUIRE(pthread_create(&th[i], NULL, waiter_fn, &w[i]) == 0);
+	for (i = 0; i < 3; i++)
+		while (!atomic_load(&w[i].started))
+			sched_yield();
+	usleep(20000);
+	knitk_pool_destroy(pool);
+	for (i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	CHECK_EQ(w[0].ret, -ECANCELED);
+	CHECK(w[1].ret == 0 || w[1].ret == 1);
+	CHECK_EQ(w[2].ret, 0);
+	for (i = 0; i < 4; i++) {
+		CHECK_EQ(knitk_call_status(c[i]), -ECANCELED);
+		knitk_call_release(c[i]);
+	}
+}
+
+static void destroy_wakes_event_mode_waiters_private(void)
+{
+	destroy_wakes_event_mode_waiters(KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+static void destroy_wakes_event_mode_waiters_steal(void)
+{
+	destroy_wakes_event_mode_waiters(KNITK_POOL_DISPATCH_STEAL);
+}
+
+/*
+ * A refused shutdown (a mode that is neither) changes nothing: calls
+ * still run, and the real shutdown after it drains them.
+ */
+static void bad_shutdown_mode_changes_nothing(void)
+{
+	struct knitk_pool *pool;
+	struct knitk_call *c;
+	uint32_t ms = 30;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+			 0, &pool) == 0);
+	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c) == 0);
+	CHECK_EQ(knitk_pool_shutdown(pool, 3), -EINVAL);
+	CHECK_EQ(knitk_pool_shutdown(pool, ~0U), -EINVAL);
+	CHECK_EQ(mix_calls_good(pool, 5, NULL, 1, 1), 5);
+	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
+	CHECK_EQ(knitk_call_status(c), 30);
+	knitk_call_release(c);
+	knitk_pool_destroy(pool);
+}
+
+int main(int argc, char **argv)
+{
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+		return 1;
+	if (argc > 2)
+		setenv("TAP_ONLY", argv[2], 1);
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+		return 1;
+	TEST(library_fields_are_the_librarys);
+	TEST(publish_batch_partly_wrong_mask);
+	TEST(ack_partly_wrong_mask);
+	TEST(decode_sizes_at_the_edges);
+	TEST(staged_lane_beside_send_batch);
+	TEST(send_batch_sizes_that_overflow);
+	TEST(far_deadlines_are_not_past);
+	TEST(past_deadlines);
+	TEST(duplicate_handles_in_waits);
+	TEST(long_batch_to_one_worker);
+	TEST(batch_stops_at_bad_sized_opts);
+	TEST(event_fd_without_fds);
+	TEST(respawn_without_fds);
+	TEST(child_exit_takes_nothing);
+	TEST(destroy_wakes_event_mode_waiters_private);
+	TEST(destroy_wakes_event_mode_waiters_steal);
+	TEST(bad_shutdown_mode_changes_nothing);
+	TEST(create_fails_each_alloc_threads);
+	TEST(create_fails_each_alloc_steal);
+	TEST(create_fails_each_alloc_processes);
+	TEST(calls_fail_each_alloc_private);
+	TEST(calls_fail_each_alloc_steal);
+	TEST(event_mode_fails_each_alloc);
+	return tap_exit();
+}
