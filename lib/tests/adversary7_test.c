@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -388,6 +389,669 @@ static void send_batch_sizes_that_overflow(void)
 	fx_fini(&f);
 }
 
+
+/* ------------------------------------------------ core: NULL everywhere */
+
+/*
+ * Run @expr in a child: 0 when it returned a negative errno (or, for a
+ * void call, returned at all), 1 when it returned something else, 2 when
+ * the child died (a signal: the library dereferenced the NULL).
+ */
+#define IN_CHILD(expr) ({						\
+	pid_t _pid = fork();						\
+	int _st = 0;							\
+	if (!_pid) {							\
+		alarm(10);						\
+		_exit((expr) < 0 ? 0 : 1);				\
+	}								\
+	waitpid(_pid, &_st, 0);						\
+	WIFEXITED(_st) ? WEXITSTATUS(_st) : 2;				\
+})
+
+#define NULL_OK(expr) do {						\
+	int _r = IN_CHILD(expr);					\
+	if (_r)								\
+		printf("# %s: %s\n", #expr,				\
+		       _r == 2 ? "crashed" : "did not fail");		\
+	CHECK_EQ(_r, 0);						\
+} while (0)
+
+#define VOID_OK(stmt) NULL_OK((stmt, -1))
+
+/*
+ * Every core call given NULL where it takes an object or an out-pointer
+ * fails with a negative errno ("Every function returns ... a negative
+ * errno value on failure"); the destroys take NULL as free() does.
+ */
+static void null_everywhere_core(void)
+{
+	struct knitk_geometry g = {
+		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
+		.inline_bytes = 64, .arena_bytes = 4096,
+	};
+	struct knitk_lane_header *hp, h = { 0 };
+	struct knitk_wake_stats ws = { .size = sizeof(ws) };
+	struct knitk_doorbell_stats ds;
+	struct knitk_producer *p = NULL;
+	struct knitk_consumer *c = NULL;
+	struct knitk_endpoint *ep;
+	struct knitk_layout layout;
+	const struct knitk_control *ctl;
+	struct knitk_msg m = { .size = sizeof(m) };
+	uint64_t pend, lanes[2];
+	uint32_t seq;
+	void *base, *buf;
+	int lane;
+
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &ep) == 0);
+	REQUIRE(knitk_producer_create(ep, 0, &p) == 0);
+	REQUIRE(knitk_consumer_create(ep, 0, &c) == 0);
+	lane = knitk_lane_claim(p);
+	REQUIRE(lane >= 0);
+
+	NULL_OK(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, NULL));
+	NULL_OK(knitk_endpoint_attach(knitk_endpoint_fd(ep), 0, NULL));
+	NULL_OK(knitk_endpoint_fd(NULL));
+	NULL_OK(knitk_endpoint_backend(NULL));
+	NULL_OK(knitk_endpoint_layout(NULL, &layout, NULL));
+	NULL_OK(knitk_endpoint_layout(ep, NULL, NULL));
+	NULL_OK(knitk_endpoint_control(NULL, &ctl));
+	NULL_OK(knitk_endpoint_control(ep, NULL));
+	NULL_OK(knitk_endpoint_base(NULL, &base));
+	NULL_OK(knitk_endpoint_base(ep, NULL));
+	NULL_OK(knitk_endpoint_doorbell(NULL));
+	NULL_OK(knitk_endpoint_mark_dead(NULL, 0));
+	NULL_OK(knitk_endpoint_request_mailbox(NULL, 0, 0));
+	NULL_OK(knitk_endpoint_return_mailbox(NULL, 0));
+	NULL_OK(knitk_mailbox_pending(NULL, 0, &pend));
+	NULL_OK(knitk_mailbox_pending(ep, 0, NULL));
+	NULL_OK(knitk_endpoint_wake_stats(NULL, &ws));
+	NULL_OK(knitk_endpoint_wake_stats(ep, NULL));
+	NULL_OK(knitk_endpoint_doorbell_stats(NULL, 0, &ds, sizeof(ds)));
+	NULL_OK(knitk_endpoint_doorbell_stats(ep, 0, NULL, sizeof(ds)));
+	NULL_OK(knitk_producer_create(NULL, 0, &p));
+	NULL_OK(knitk_producer_create(ep, 0, NULL));
+	NULL_OK(knitk_consumer_create(NULL, 0, &c));
+	NULL_OK(knitk_consumer_create(ep, 0, NULL));
+	NULL_OK(knitk_steal_consumer_create(NULL, 0, 0, &c));
+	NULL_OK(knitk_steal_consumer_create(ep, 0, 0, NULL));
+	NULL_OK(knitk_lane_claim(NULL));
+	NULL_OK(knitk_lane_header(NULL, (unsigned int)lane, &hp));
+	NULL_OK(knitk_lane_header(p, (unsigned int)lane, NULL));
+	NULL_OK(knitk_lane_reserve(NULL, (unsigned int)lane, 8, &buf));
+	NULL_OK(knitk_lane_reserve(p, (unsigned int)lane, 8, NULL));
+	NULL_OK(knitk_lane_set_value(NULL, (unsigned int)lane, 1));
+	NULL_OK(knitk_lane_release(NULL, (unsigned int)lane));
+	NULL_OK(knitk_lane_publish(NULL, (unsigned int)lane));
+	NULL_OK(knitk_lane_publish_batch(NULL, 1ULL << lane));
+	NULL_OK(knitk_producer_send(NULL, &h, NULL, 0));
+	NULL_OK(knitk_producer_send(p, NULL, "x", 1));
+	NULL_OK(knitk_producer_send(p, &h, NULL, 4));
+	NULL_OK(knitk_producer_stage(p, &h, NULL, 4));
+	NULL_OK(knitk_producer_track_claims(NULL));
+	NULL_OK(knitk_producer_claims(NULL, lanes, 1));
+	NULL_OK(knitk_producer_reset_claimant(NULL, 0));
+	NULL_OK(knitk_producer_notify(NULL));
+	NULL_OK(knitk_producer_notify_park(NULL, 0));
+	NULL_OK(knitk_lane_scan(NULL, &pend));
+	NULL_OK(knitk_lane_scan(c, NULL));
+	NULL_OK(knitk_lane_next(NULL, &pend));
+	NULL_OK(knitk_lane_next(c, NULL));
+	NULL_OK(knitk_lane_decode(NULL, 0, &m));
+	NULL_OK(knitk_lane_decode(c, 0, NULL));
+	NULL_OK(knitk_lane_ack(NULL, 1));
+	NULL_OK(knitk_doorbell_prepare(NULL, &seq));
+	NULL_OK(knitk_doorbell_prepare(ep, NULL));
+	NULL_OK(knitk_doorbell_wait(NULL, 0, 0));
+	NULL_OK(knitk_doorbell_cancel(NULL));
+	NULL_OK(knitk_doorbell_park(NULL, 0));
+	NULL_OK(knitk_doorbell_ring_park(NULL, 1, 0));
+	NULL_OK(knitk_steal_region_lanes(0, 0));
+	VOID_OK(knitk_endpoint_destroy(NULL));
+	VOID_OK(knitk_producer_destroy(NULL));
+	VOID_OK(knitk_consumer_destroy(NULL));
+
+	CHECK_EQ(knitk_lane_release(p, (unsigned int)lane), 0);
+	knitk_consumer_destroy(c);
+	knitk_producer_destroy(p);
+	knitk_endpoint_destroy(ep);
+}
+
+
+/* ------------------------------------------------ core: hand-offs */
+
+struct srig {
+	struct knitk_endpoint *host, *w[2];
+	struct knitk_producer *p;
+	struct knitk_consumer *c[2];
+};
+
+/* A stealing knot of two workers, of which the first @joined have claimants. */
+static int srig_init(struct srig *r, unsigned int joined)
+{
+	struct knitk_geometry g = {
+		.flags = KNITK_GEOM_STEAL, .nr_workers = 2, .nr_submitters = 1,
+		.lanes = KNITK_LANES, .inline_bytes = 64, .arena_bytes = 4096,
+	};
+	unsigned int i;
+	int mb;
+
+	memset(r, 0, sizeof(*r));
+	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &r->host) ||
+	    knitk_endpoint_join(r->host, KNITK_ROLE_HOST, 0) < 1)
+		return -1;
+	mb = knitk_endpoint_request_mailbox(r->host, 0, 0);
+	if (mb < 0 || knitk_producer_create(r->host, (unsigned int)mb, &r->p))
+		return -1;
+	for (i = 0; i < joined; i++)
+		if (knitk_endpoint_attach(knitk_endpoint_fd(r->host), 0, &r->w[i]) ||
+		    knitk_endpoint_join(r->w[i], KNITK_ROLE_WORKER, i) < 1 ||
+		    knitk_steal_consumer_create(r->w[i], (unsigned int)mb, 0, &r->c[i]))
+			return -1;
+	return 0;
+}
+
+static void srig_fini(struct srig *r)
+{
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		knitk_consumer_destroy(r->c[i]);
+		knitk_endpoint_destroy(r->w[i]);
+	}
+	knitk_producer_destroy(r->p);
+	knitk_endpoint_destroy(r->host);
+}
+
+/* Claim on @c, ack; the number of lanes it took. */
+static int srig_take(struct knitk_consumer *c)
+{
+	uint64_t pend;
+	int n = knitk_lane_scan(c, &pend);
+
+	if (n > 0 && knitk_lane_ack(c, pend))
+		return -1;
+	return n;
+}
+
+/*
+ * knitk_producer_hand_off for a claimant that is not live (never joined,
+ * or its endpoint destroyed after the hand-off) strands nothing: the live
+ * claimant takes every published lane.
+ */
+static void hand_off_to_absent_claimant(void)
+{
+	struct srig r;
+	int n;
+
+	REQUIRE(srig_init(&r, 1) == 0);
+	CHECK_EQ(knitk_producer_send_batch(r.p, NULL, NULL, 0, 4), 4);
+	n = knitk_producer_hand_off(r.p, 1, 0);
+	CHECK(n >= 0);
+	CHECK_EQ(srig_take(r.c[0]) + srig_take(r.c[0]), 4);
+	srig_fini(&r);
+
+	REQUIRE(srig_init(&r, 2) == 0);
+	CHECK_EQ(knitk_producer_send_batch(r.p, NULL, NULL, 0, 4), 4);
+	n = knitk_producer_hand_off(r.p, 1, 0);
+	CHECK(n > 0);
+	knitk_consumer_destroy(r.c[1]);
+	knitk_endpoint_destroy(r.w[1]);
+	r.c[1] = NULL;
+	r.w[1] = NULL;
+	CHECK_EQ(srig_take(r.c[0]) + srig_take(r.c[0]), 4);
+	srig_fini(&r);
+}
+
+
+/*
+ * A claimant that scans again before it has taken every lane of its
+ * last claim loses none of them: lanes it neither decoded nor
+ * acknowledged are still its own, and every message is decoded once.
+ */
+static void claimant_rescans_before_done(void)
+{
+	struct knitk_lane_header hs[8];
+	struct knitk_msg m = { .size = sizeof(m) };
+	unsigned int seen = 0, rounds = 0, i;
+	uint64_t pend;
+	struct srig r;
+	int lane, n;
+
+	REQUIRE(srig_init(&r, 1) == 0);
+	memset(hs, 0, sizeof(hs));
+	for (i = 0; i < 8; i++)
+		hs[i].task_id = i;
+	CHECK_EQ(knitk_producer_send_batch(r.p, hs, NULL, 0, 8), 8);
+	while (seen != 0xff && rounds++ < 40) {
+		n = knitk_lane_scan(r.c[0], &pend);
+		REQUIRE(n >= 0);
+		if (!n)
+			continue;
+		/* Take one lane of what the scan gave, then scan again. */
+		lane = knitk_lane_next(r.c[0], &pend);
+		REQUIRE(lane >= 0);
+		CHECK_EQ(knitk_lane_decode(r.c[0], (unsigned int)lane, &m), 0);
+		CHECK(m.header.task_id < 8);
+		if (m.header.task_id < 8) {
+			CHECK(!(seen & (1U << m.header.task_id)));
+			seen |= 1U << m.header.task_id;
+		}
+		CHECK_EQ(knitk_lane_ack(r.c[0], 1ULL << lane), 0);
+	}
+	CHECK_EQ(seen, 0xff);
+	CHECK_EQ(knitk_lane_scan(r.c[0], &pend), 0);
+	srig_fini(&r);
+}
+
+/* ------------------------------------------------ pool: event mode */
+
+/*
+ * In event mode a handle released before it is reaped is never returned
+ * by knitk_pool_reap: neither one released running (aborted) nor one
+ * released after it completed; the others are reaped once each.
+ */
+static void released_handles_never_reaped(void)
+{
+	struct knitk_call *c[4], *got[8];
+	struct knitk_pool *pool;
+	uint32_t ms = 50;
+	uint64_t x = 9;
+	int n, total = 0, i;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
+			 0, &pool) == 0);
+	REQUIRE(knitk_pool_event_fd(pool) >= 0);
+	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c[0]) == 0);
+	REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c[1]) == 0);
+	REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c[2]) == 0);
+	knitk_call_release(c[0]);
+	/* c[1] completes, then goes unreaped: wait for it through another. */
+	while (knitk_call_status(c[1]) == -EINPROGRESS ||
+	       knitk_call_status(c[2]) == -EINPROGRESS) {
+		n = knitk_pool_reap(pool, got, 8);
+		REQUIRE(n >= 0);
+		for (i = 0; i < n; i++) {
+			CHECK(got[i] == c[1] || got[i] == c[2]);
+			total++;
+		}
+		if (!n)
+			sched_yield();
+	}
+	if (!total) {
+		knitk_call_release(c[1]);
+		c[1] = NULL;
+	}
+	usleep(100000);		/* the aborted sleep's late result */
+	n = knitk_pool_reap(pool, got, 8);
+	for (i = 0; i < n; i++) {
+		CHECK(got[i] != c[0]);
+		CHECK(c[1] || got[i] == c[2]);
+	}
+	total += n;
+	CHECK_EQ(total, c[1] ? 2 : 1);
+	if (c[1])
+		knitk_call_release(c[1]);
+	knitk_call_release(c[2]);
+	knitk_pool_destroy(pool);
+}
+
+
+/*
+ * An input struct whose size ends inside a field is read as
+ * zero-extended: opts of 73 bytes keep only the low byte of @dispatch
+ * (0x101 reads as 1, stealing), so the pool steals (pinning refused).
+ */
+static void opts_size_inside_a_field(void)
+{
+	static unsigned char raw[sizeof(struct knitk_pool_opts)];
+	struct knitk_pool_opts *o = (void *)raw;
+	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER };
+	struct knitk_pool *pool;
+	struct knitk_call *c;
+	uint64_t x = 1;
+
+	memset(raw, 0, sizeof(raw));
+	o->nr_workers = 2;
+	o->knot_flags = KNITK_KNOT_FUTEX;
+	o->dispatch = 0x101;
+	o->size = (uint32_t)offsetof(struct knitk_pool_opts, dispatch) + 1;
+	REQUIRE(knitk_pool_create(o, &test_tasks, &pool) == 0);
+	CHECK_EQ(knitk_pool_submit(pool, T_MIX, &x, 8, &pin, &c), -EINVAL);
+	CHECK_EQ(mix_calls_good(pool, 3, NULL, 1, 1), 3);
+	knitk_pool_destroy(pool);
+	o->size = sizeof(*o);
+	CHECK_EQ(knitk_pool_create(o, &test_tasks, &pool), -EINVAL);
+}
+
+struct aborter {
+	struct knitk_call **calls;
+	unsigned int nr;
+	int *ret;
+	_Atomic int go;
+};
+
+static void *aborter_fn(void *arg)
+{
+	struct aborter *a = arg;
+	unsigned int i;
+
+	while (!atomic_load(&a->go))
+		sched_yield();
+	for (i = 0; i < a->nr; i += 2) {
+		a->ret[i] = knitk_call_abort(a->calls[i]);
+		if (i % 8 == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+/*
+ * Aborts racing completions, in event mode: an abort that returned 0
+ * left -ECANCELED, one that returned -EALREADY the call's result; every
+ * call is reaped exactly once either way.
+ */
+static void aborts_race_results_in_event_mode(unsigned int dispatch)
+{
+	enum { N = 60 };	/* below what one submitter has in flight */
+	static struct knitk_call *calls[N], *got[64];
+	static int ret[N];
+	static unsigned char seen[N];
+	struct aborter a = { .calls = calls, .nr = N, .ret = ret };
+	struct knitk_pool *pool;
+	unsigned int i, reaped = 0, sent = 0;
+	static uint64_t x[N];
+	pthread_t th;
+	int n, k;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, dispatch, 2, 0, &pool) == 0);
+	REQUIRE(knitk_pool_event_fd(pool) >= 0);
+	memset(seen, 0, sizeof(seen));
+	for (i = 0; i < N; i++)
+		ret[i] = 1;
+	/* Submit all first, then let the aborts loose. */
+	while (sent < N) {
+		x[sent] = sent;
+		k = knitk_pool_submit(pool, T_MIX, &x[sent], 8, NULL, &calls[sent]);
+		REQUIRE(k == 0);
+		sent++;
+	}
+	REQUIRE(pthread_create(&th, NULL, aborter_fn, &a) == 0);
+	atomic_store(&a.go, 1);
+	while (reaped < N) {
+		n = knitk_pool_reap(pool, got, 64);
+		REQUIRE(n >= 0);
+		for (k = 0; k < n; k++) {
+			for (i = 0; i < N && calls[i] != got[k]; i++)
+				;
+			REQUIRE(i < N);
+			CHECK_EQ(seen[i], 0);
+			seen[i]++;
+		}
+		reaped += (unsigned int)n;
+		if (!n)
+			sched_yield();
+	}
+	pthread_join(th, NULL);
+	for (i = 0; i < N; i++) {
+		if (ret[i] == 0)
+			CHECK_EQ(knitk_call_status(calls[i]), -ECANCELED);
+		else if (ret[i] == -EALREADY || ret[i] == 1)
+			CHECK(knitk_call_status(calls[i]) == 0 &&
+			      mix_result_ok(calls[i], x[i]));
+		else
+			CHECK_EQ(ret[i], 0);
+		knitk_call_release(calls[i]);
+	}
+	CHECK_EQ(knitk_pool_reap(pool, got, 64), 0);
+	knitk_pool_destroy(pool);
+}
+
+static void aborts_race_results_in_event_mode_private(void)
+{
+	aborts_race_results_in_event_mode(KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+static void aborts_race_results_in_event_mode_steal(void)
+{
+	aborts_race_results_in_event_mode(KNITK_POOL_DISPATCH_STEAL);
+}
+
+struct multi {
+	struct knitk_pool *pool;
+	struct knitk_call **calls;
+	unsigned int nr;
+	int ret;
+};
+
+static void *multi_fn(void *arg)
+{
+	struct multi *m = arg;
+
+	m->ret = knitk_pool_wait_all(m->pool, m->calls, m->nr, KNITK_WAIT_FOREVER);
+	return NULL;
+}
+
+/* Four threads waiting for the same 64 calls all return, with them done. */
+static void many_threads_wait_the_same_calls(void)
+{
+	struct knitk_call *calls[64];
+	struct multi m[4];
+	pthread_t th[4];
+	struct knitk_pool *pool;
+	uint64_t x[64];
+	unsigned int i;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
+			 0, &pool) == 0);
+	for (i = 0; i < 64; i++) {
+		x[i] = i;
+		REQUIRE(knitk_pool_submit(pool, T_MIX, &x[i], 8, NULL, &calls[i]) == 0);
+	}
+	for (i = 0; i < 4; i++) {
+		m[i] = (struct multi){ .pool = pool, .calls = calls, .nr = 64 };
+		REQUIRE(pthread_create(&th[i], NULL, multi_fn, &m[i]) == 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ(m[i].ret, 0);
+	}
+	for (i = 0; i < 64; i++) {
+		CHECK(mix_result_ok(calls[i], x[i]));
+		knitk_call_release(calls[i]);
+	}
+	knitk_pool_destroy(pool);
+}
+
+/* ----------------------------------- pool: the fds of a create run out */
+
+static int nr_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/*
+ * knitk_pool_create under every RLIMIT_NOFILE from the fds open now
+ * upwards: each failure is -EMFILE and leaves the fds and threads as they
+ * were (no worker left running), and some limit lets it through.
+ */
+static void create_at_each_fd_limit(unsigned int kind)
+{
+	struct rlimit old, r;
+	int fds = open_fds(), threads = nr_threads(), k, ret = -1;
+
+	getrlimit(RLIMIT_NOFILE, &old);
+	for (k = 0; k < 40 && ret; k++) {
+		struct knitk_pool *pool;
+
+		r = old;
+		r.rlim_cur = (rlim_t)(fds + k);
+		setrlimit(RLIMIT_NOFILE, &r);
+		ret = new_pool(kind, KNITK_POOL_DISPATCH_PRIVATE, 2, 0, &pool);
+		setrlimit(RLIMIT_NOFILE, &old);
+		if (!ret) {
+			CHECK_EQ(mix_calls_good(pool, 4, NULL, 1, 1), 4);
+			knitk_pool_destroy(pool);
+		} else {
+			CHECK_EQ(ret, -EMFILE);
+		}
+		CHECK_EQ(open_fds(), fds);
+		CHECK_EQ(nr_threads(), threads);
+		CHECK_EQ(waitpid(-1, NULL, WNOHANG), -1);
+	}
+	printf("# through with %d fds free\n", k - 1);
+	CHECK_EQ(ret, 0);
+}
+
+static void create_at_each_fd_limit_threads(void)
+{
+	create_at_each_fd_limit(KNITK_WORKER_THREADS);
+}
+
+static void create_at_each_fd_limit_processes(void)
+{
+	create_at_each_fd_limit(KNITK_WORKER_PROCESSES);
+}
+
+/*
+ * With KNITK_POOL_RESPAWN, a worker that dies while the process may open
+ * no fd at all (RLIMIT_NOFILE below the fds open) cannot be replaced:
+ * "-EPIPE only if the restart fails", so the submits return -EPIPE, never
+ * wait for a successor that is not coming; the pool then destroys
+ * cleanly.
+ */
+static void respawn_fails_without_fds(void)
+{
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	struct knitk_call *c;
+	struct rlimit old, r;
+	uint64_t x = 3;
+	int ret;
+
+	REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, 1,
+			 KNITK_POOL_RESPAWN, &pool) == 0);
+	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
+	getrlimit(RLIMIT_NOFILE, &old);
+	r = old;
+	r.rlim_cur = 3;
+	setrlimit(RLIMIT_NOFILE, &r);
+	kill(wi.pid, SIGKILL);
+	ret = knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c);
+	if (!ret) {
+		/* Dispatched before the pool saw the death. */
+		CHECK_EQ(knitk_call_wait(c, KNITK_WAIT_FOREVER), -EOWNERDEAD);
+		knitk_call_release(c);
+		ret = knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c);
+	}
+	setrlimit(RLIMIT_NOFILE, &old);
+	CHECK_EQ(ret, -EPIPE);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.deaths, 1);
+	CHECK_EQ(st.respawns, 0);
+	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
+	knitk_pool_destroy(pool);
+	CHECK_EQ(waitpid(-1, NULL, WNOHANG), -1);
+}
+
+/*
+ * knitk_pool_call with no room for the result (@out NULL, @cap 0) still
+ * returns the call's status and its full length.
+ */
+static void pool_call_without_room(void)
+{
+	struct knitk_pool *pool;
+	size_t len = 0;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+			 0, &pool) == 0);
+	CHECK_EQ(knitk_pool_call(pool, T_ECHO, "hello", 5, NULL, NULL, 0, &len), 0);
+	CHECK_EQ(len, 5);
+	knitk_pool_destroy(pool);
+}
+
+/* ----------------------------------------- pool: fork in a busy process */
+
+struct busy {
+	struct knitk_pool *pool;
+	_Atomic int stop;
+	unsigned long good, n;
+};
+
+static void *busy_fn(void *arg)
+{
+	struct busy *b = arg;
+
+	while (!atomic_load(&b->stop)) {
+		b->good += mix_calls_good(b->pool, 10, NULL, b->n, 1);
+		b->n += 10;
+	}
+	return NULL;
+}
+
+/*
+ * A thread forks while other threads drive a pool: the child makes a
+ * pool of its own, runs calls on it and destroys it, and the parent's
+ * pool goes on untouched (no global state of the library is left locked
+ * in the child by a thread that does not exist there).
+ */
+static void fork_while_busy_child_makes_a_pool(void)
+{
+	struct busy b[2] = { { 0 }, { 0 } };
+	struct knitk_pool *pool;
+	pthread_t th[2];
+	unsigned int i, k;
+	int st;
+
+#ifdef __SANITIZE_THREAD__
+	/* TSan cannot start threads in the child of a threaded fork. */
+	SKIP("threads after a multi-threaded fork: not under TSan");
+#endif
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
+			 0, &pool) == 0);
+	for (i = 0; i < 2; i++) {
+		b[i].pool = pool;
+		REQUIRE(pthread_create(&th[i], NULL, busy_fn, &b[i]) == 0);
+	}
+	for (k = 0; k < 10; k++) {
+		pid_t pid = fork();
+
+		REQUIRE(pid >= 0);
+		if (!pid) {
+			struct knitk_pool *mine;
+			int ok;
+
+			alarm(60);
+			if (new_pool(KNITK_WORKER_THREADS,
+				     k & 1 ? KNITK_POOL_DISPATCH_STEAL :
+					     KNITK_POOL_DISPATCH_PRIVATE, 2, 0, &mine))
+				_exit(2);
+			ok = mix_calls_good(mine, 100, NULL, k, 1) == 100;
+			knitk_pool_destroy(mine);
+			_exit(ok ? 0 : 1);
+		}
+		CHECK_EQ(waitpid(pid, &st, 0), pid);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	for (i = 0; i < 2; i++) {
+		atomic_store(&b[i].stop, 1);
+		pthread_join(th[i], NULL);
+		CHECK_EQ(b[i].good, b[i].n);
+	}
+	knitk_pool_destroy(pool);
+}
+
 /* ------------------------------------------------------ pool: deadlines */
 
 /*
@@ -720,7 +1384,7 @@ static void calls_fail_each_alloc(unsigned int dispatch)
 	struct knitk_pool_stats st;
 	struct knitk_pool *pool;
 	unsigned int n, i, op;
-	uint64_t x[4];
+	uint64_t x[4], before;
 	unsigned long ok = 0;
 
 	REQUIRE(new_pool(KNITK_WORKER_THREADS, dispatch, 2, 0, &pool) == 0);
@@ -738,6 +1402,8 @@ static void calls_fail_each_alloc(unsigned int dispatch)
 					.fn = T_MIX, .in = &x[i], .len = 8 };
 			}
 			memset(big, (int)n, sizeof(big));
+			pool_stats(pool, &st);
+			before = st.submitted;
 			fail_arm(n);
 			switch (op) {
 			case 0:
@@ -764,8 +1430,12 @@ static void calls_fail_each_alloc(unsigned int dispatch)
 			for (i = 0; op < 2 && got > 0 && i < (unsigned int)got; i++)
 				CHECK_EQ(knitk_call_wait(calls[i], KNITK_WAIT_FOREVER), 0);
 			hit = fail_disarm();
-			if (ret < 0)
+			if (ret < 0) {
+				/* Refused: nothing was submitted. */
 				CHECK_EQ(ret, -ENOMEM);
+				pool_stats(pool, &st);
+				CHECK(op >= 2 || st.submitted == before);
+			}
 			for (i = 0; op < 2 && got > 0 && i < (unsigned int)got; i++) {
 				CHECK(mix_result_ok(calls[i], x[i]));
 				knitk_call_release(calls[i]);
@@ -843,6 +1513,7 @@ static void event_mode_fails_each_alloc(void)
 	}
 	CHECK(n < 50);
 }
+
 
 /* ---------------------------------------------- pool: fds run out */
 
@@ -937,6 +1608,7 @@ static void respawn_without_fds(void)
 	}
 	knitk_pool_destroy(pool);
 }
+
 
 /* ------------------------------------------------ pool: fork and exit */
 
@@ -1092,6 +1764,19 @@ int main(int argc, char **argv)
 	TEST(decode_sizes_at_the_edges);
 	TEST(staged_lane_beside_send_batch);
 	TEST(send_batch_sizes_that_overflow);
+	TEST(null_everywhere_core);
+	TEST(hand_off_to_absent_claimant);
+	TEST(claimant_rescans_before_done);
+	TEST(released_handles_never_reaped);
+	TEST(opts_size_inside_a_field);
+	TEST(aborts_race_results_in_event_mode_private);
+	TEST(aborts_race_results_in_event_mode_steal);
+	TEST(many_threads_wait_the_same_calls);
+	TEST(create_at_each_fd_limit_threads);
+	TEST(create_at_each_fd_limit_processes);
+	TEST(respawn_fails_without_fds);
+	TEST(pool_call_without_room);
+	TEST(fork_while_busy_child_makes_a_pool);
 	TEST(far_deadlines_are_not_past);
 	TEST(past_deadlines);
 	TEST(duplicate_handles_in_waits);
