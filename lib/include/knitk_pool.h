@@ -268,8 +268,10 @@ int knitk_pool_wait_all(struct knitk_pool *pool, struct knitk_call *const *calls
 /*
  * knitk_call_status - the status of a completed call (the task's return
  * value, -EPROTO for a task that returned -EINPROGRESS, or -ETIMEDOUT,
- * -ECANCELED, -EOWNERDEAD, -EMSGSIZE for a result too big); -EINPROGRESS
- * while running, and only then.
+ * -ECANCELED, -EOWNERDEAD, -EMSGSIZE for a result too big, -ENOMEM for a
+ * task that ran but whose result, over 64 bytes, the host found no memory
+ * to copy out of the return lane); -EINPROGRESS while running, and only
+ * then.
  */
 int knitk_call_status(struct knitk_call *call);
 

@@ -1515,6 +1515,78 @@ static void event_mode_fails_each_alloc(void)
 }
 
 
+/*
+ * The copy of a large result failing (the waiting thread drains the
+ * return mailbox and its allocation fails): the call completes, once,
+ * with -ENOMEM (knitk_call_status), and the pool goes on.  Some rounds
+ * may see the result taken by another thread; one must hit the copy.
+ */
+struct gate_opener {
+	struct gate *g;
+};
+
+static void *gate_opener_fn(void *arg)
+{
+	struct gate_opener *o = arg;
+
+	usleep(20000);
+	gate_release(o->g);
+	return NULL;
+}
+
+static void result_copy_fails(void)
+{
+	enum { ROUNDS = 20 };
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	struct gate gs[ROUNDS];
+	unsigned int round, hits = 0;
+
+	/* Before the workers start (so TSan sees the pipes made first). */
+	for (round = 0; round < ROUNDS; round++)
+		REQUIRE(gate_open(&gs[round]) == 0);
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+			 0, &pool) == 0);
+	for (round = 0; round < ROUNDS && !hits; round++) {
+		struct gate *g = &gs[round];
+		struct gate_opener o = { .g = g };
+		struct knitk_call *c;
+		pthread_t th;
+		bool hit;
+		int ret;
+
+		g->arg.n = 1000;
+		REQUIRE(knitk_pool_submit(pool, T_GATE, &g->arg, sizeof(g->arg), NULL, &c) == 0);
+		REQUIRE(gate_wait(g, 'r') == 0);
+		REQUIRE(pthread_create(&th, NULL, gate_opener_fn, &o) == 0);
+		fail_arm(1);
+		ret = knitk_call_wait(c, KNITK_WAIT_FOREVER);
+		hit = fail_disarm();
+		pthread_join(th, NULL);
+		if (hit) {
+			hits++;
+			CHECK_EQ(ret, -ENOMEM);
+			CHECK_EQ(knitk_call_status(c), -ENOMEM);
+		} else {
+			const void *d;
+			size_t len = 0;
+
+			CHECK_EQ(ret, 1000);
+			CHECK(!knitk_call_result(c, &d, &len) && len == 1000 &&
+			      ((const char *)d)[999] == 'g');
+		}
+		knitk_call_release(c);
+	}
+	printf("# the copy failed in round %u\n", round);
+	CHECK(hits > 0);
+	CHECK_EQ(mix_calls_good(pool, 10, NULL, 1, 1), 10);
+	pool_stats(pool, &st);
+	CHECK_EQ(st.completed, st.submitted);
+	knitk_pool_destroy(pool);
+	for (round = 0; round < ROUNDS; round++)
+		gate_close(&gs[round]);
+}
+
 /* ---------------------------------------------- pool: fds run out */
 
 struct no_fds {
@@ -1794,5 +1866,6 @@ int main(int argc, char **argv)
 	TEST(calls_fail_each_alloc_private);
 	TEST(calls_fail_each_alloc_steal);
 	TEST(event_mode_fails_each_alloc);
+	TEST(result_copy_fails);
 	return tap_exit();
 }
