@@ -8,7 +8,12 @@
  * as a status plus result bytes.  Every submitted call completes exactly
  * once: with the task's result, or with -ETIMEDOUT (its deadline passed),
  * -ECANCELED (aborted, or cancelled by shutdown) or -EOWNERDEAD (the worker
- * process running it died).
+ * process it was given to died before answering it).  The pool learns of
+ * a death after the fact: with private lanes, a call submitted between a
+ * worker's exit and the pool seeing it (knitk_pool_worker_info still gives
+ * alive 1) is queued to the dead worker and completes -EOWNERDEAD without
+ * having run; once the pool reports the worker not alive, no call goes to
+ * it.
  *
  * Dispatch uses private lanes: one request mailbox per (submitter,
  * worker) and one return mailbox per worker.  A submitting thread holds one

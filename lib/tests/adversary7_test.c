@@ -1682,6 +1682,89 @@ static void respawn_without_fds(void)
 }
 
 
+/* ----------------------------------------- pool: a death not seen yet */
+
+/* 1 when process @pid has exited (a zombie, or reaped already). */
+static int exited(pid_t pid)
+{
+	char path[64], buf[512], *q;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	q = strrchr(buf, ')');
+	return q && q[1] == ' ' && (q[2] == 'Z' || q[2] == 'X');
+}
+
+/*
+ * Private lanes: a call submitted after a worker process has exited but
+ * before the pool has seen its death (knitk_pool_worker_info still says
+ * alive) is queued to it and completes -EOWNERDEAD, with
+ * knitk_call_worker naming the dead worker, or (the death seen first) runs
+ * on the other worker; never anything else.  From the moment the pool
+ * reports the worker not alive, no call is given to it: all run, and with
+ * KNITK_POOL_RESPAWN a call pinned to it waits for its successor.
+ */
+static void submitted_before_death_seen(unsigned int flags)
+{
+	struct knitk_call_opts pin = { .size = sizeof(pin),
+				       .flags = KNITK_CALL_WORKER, .worker = 0 };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool *pool;
+	struct knitk_call *c[4];
+	unsigned int round, i, lost = 0;
+	uint64_t x[4] = { 1, 2, 3, 4 };
+	pid_t dead;
+
+	for (round = 0; round < 5; round++) {
+		REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE,
+				 2, flags, &pool) == 0);
+		REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
+		dead = wi.pid;
+		kill(dead, SIGKILL);
+		while (!exited(dead))
+			sched_yield();
+		REQUIRE(knitk_pool_submit(pool, T_MIX, &x[0], 8, NULL, &c[0]) == 0);
+		CHECK_EQ(knitk_call_wait(c[0], KNITK_WAIT_FOREVER) == 0 ?
+			 mix_result_ok(c[0], x[0]) :
+			 knitk_call_status(c[0]) == -EOWNERDEAD &&
+			 knitk_call_worker(c[0]) == 0, 1);
+		lost += knitk_call_status(c[0]) == -EOWNERDEAD;
+		knitk_call_release(c[0]);
+		/* Until the death is seen: not alive, or a successor's pid. */
+		while (!knitk_pool_worker_info(pool, 0, &wi) && wi.alive &&
+		       wi.pid == dead)
+			sched_yield();
+		for (i = 0; i < 3; i++)
+			REQUIRE(knitk_pool_submit(pool, T_MIX, &x[i + 1], 8,
+						  flags && i == 2 ? &pin : NULL,
+						  &c[i + 1]) == 0);
+		for (i = 1; i < 4; i++) {
+			CHECK_EQ(knitk_call_wait(c[i], KNITK_WAIT_FOREVER), 0);
+			CHECK(mix_result_ok(c[i], x[i]));
+			knitk_call_release(c[i]);
+		}
+		knitk_pool_destroy(pool);
+	}
+	printf("# %u of 5 calls in the window lost with the worker\n", lost);
+}
+
+static void submitted_before_death_seen_plain(void)
+{
+	submitted_before_death_seen(0);
+}
+
+static void submitted_before_death_seen_respawn(void)
+{
+	submitted_before_death_seen(KNITK_POOL_RESPAWN);
+}
+
 /* ------------------------------------------------ pool: fork and exit */
 
 /*
@@ -1856,6 +1939,8 @@ int main(int argc, char **argv)
 	TEST(batch_stops_at_bad_sized_opts);
 	TEST(event_fd_without_fds);
 	TEST(respawn_without_fds);
+	TEST(submitted_before_death_seen_plain);
+	TEST(submitted_before_death_seen_respawn);
 	TEST(child_exit_takes_nothing);
 	TEST(destroy_wakes_event_mode_waiters_private);
 	TEST(destroy_wakes_event_mode_waiters_steal);
