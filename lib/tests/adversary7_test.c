@@ -1,15 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Adversarial tests written from the public headers, the man pages and
- * docs/guarantees.md alone (futex backend): the library-owned fields of a
- * lane header that a caller fills with garbage, batch publishes and acks
- * of masks that are partly wrong, the stride and size edges of the batch
- * decode, a staged lane beside a send batch, deadlines near 2^64 in call
- * options and waits, duplicate handles in the pool's waits, long batches
- * to one worker, a pool's fds run out (RLIMIT_NOFILE) under its event fd
- * and under a respawn, a child that leaves through exit(), and waits
- * racing a destroy in event mode.
- * argv[1] (the runner's call count) is ignored: the counts are small.
+ * docs/guarantees.md alone (futex backend).  Core: the library-owned
+ * fields of a lane header that a caller fills with garbage, batch
+ * publishes and acks of partly wrong masks, the batch decode's stride and
+ * sizes at the sized-struct limits, a staged lane beside a send batch and
+ * a hand-off, sizes that overflow, NULL everywhere, hand-offs to absent
+ * claimants, a claimant that rescans early, wake stats at odd sizes.
+ * Pool: deadlines near 2^64 and in the past, duplicate handles in the
+ * waits, long batches to one worker, bad sized options in a batch, the
+ * fds (RLIMIT_NOFILE), the address space (RLIMIT_AS) and allocations
+ * (-Wl,--wrap of the allocators) running out under create, submit,
+ * batch, event mode, a result's copy and a respawn; a call queued to a
+ * worker whose death the pool has not seen; forks and exit() beside a
+ * busy pool; aborts racing results and destroys racing waits in event
+ * mode.  argv[1] (the runner's call count) is ignored: the counts are
+ * small.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -644,6 +650,94 @@ static void claimant_rescans_before_done(void)
 	srig_fini(&r);
 }
 
+
+/*
+ * knitk_endpoint_wake_stats at sizes between and past its versions:
+ * min(size, library's) bytes written and that count stored (the
+ * library's own size at least ours), nothing past the count; below the first version -EINVAL,
+ * above KNITK_SIZED_MAX -E2BIG, with nothing written.
+ */
+static void wake_stats_odd_sizes(void)
+{
+	static const uint32_t sizes[] = {
+		KNITK_WAKE_STATS_SIZE_VER0, KNITK_WAKE_STATS_SIZE_VER0 + 1,
+		KNITK_WAKE_STATS_SIZE_VER0 + 4, KNITK_WAKE_STATS_SIZE_VER1 - 1,
+		KNITK_WAKE_STATS_SIZE_VER1, KNITK_WAKE_STATS_SIZE_VER1 + 3,
+		KNITK_SIZED_MAX,
+	};
+	static unsigned char buf[KNITK_SIZED_MAX + 16] __attribute__((aligned(8)));
+	struct knitk_endpoint *ep;
+	struct fx f;
+	unsigned int i, j;
+	uint32_t sz, want;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	ep = f.k;
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		memset(buf, 0xee, sizeof(buf));
+		memcpy(buf, &sizes[i], 4);
+		CHECK_EQ(knitk_endpoint_wake_stats(ep, (void *)buf), 0);
+		memcpy(&sz, buf, 4);
+		/* Past our struct, a later library (a test build) knows more. */
+		want = sizes[i] < sizeof(struct knitk_wake_stats) ? sizes[i] : sz;
+		CHECK(sz >= KNITK_WAKE_STATS_SIZE_VER1 || sz == sizes[i]);
+		CHECK(sz <= sizes[i]);
+		CHECK_EQ(sz, want);
+		/* @reserved is written as zero. */
+		CHECK(buf[4] == 0 && buf[5] == 0 && buf[6] == 0 && buf[7] == 0);
+		for (j = want; j < sizeof(buf); j++)
+			if (buf[j] != 0xee)
+				break;
+		CHECK_EQ(j, sizeof(buf));
+	}
+	for (i = 0; i < 3; i++) {
+		static const uint32_t bad[] = {
+			0, KNITK_WAKE_STATS_SIZE_VER0 - 1, KNITK_SIZED_MAX + 1,
+		};
+
+		memset(buf, 0xee, sizeof(buf));
+		memcpy(buf, &bad[i], 4);
+		CHECK_EQ(knitk_endpoint_wake_stats(ep, (void *)buf),
+			 i < 2 ? -EINVAL : -E2BIG);
+		memcpy(&sz, buf, 4);
+		CHECK_EQ(sz, bad[i]);
+		for (j = 4; j < sizeof(buf); j++)
+			if (buf[j] != 0xee)
+				break;
+		CHECK_EQ(j, sizeof(buf));
+	}
+	fx_fini(&f);
+}
+
+/*
+ * A lane staged on a stealing mailbox (claimed, not published) is not
+ * work: knitk_producer_hand_off reserves nothing for it and no claimant
+ * takes it; once published it is taken, after the lanes sent before it.
+ */
+static void staged_lane_is_not_handed_off(void)
+{
+	struct knitk_lane_header h = { .task_id = 77 };
+	struct knitk_msg m = { .size = sizeof(m) };
+	uint64_t pend;
+	struct srig r;
+	int lane;
+
+	REQUIRE(srig_init(&r, 2) == 0);
+	lane = knitk_producer_stage(r.p, &h, NULL, 0);
+	REQUIRE(lane >= 0);
+	CHECK_EQ(knitk_producer_hand_off(r.p, 1, 0), 0);
+	CHECK_EQ(knitk_lane_scan(r.c[0], &pend), 0);
+	CHECK_EQ(knitk_lane_scan(r.c[1], &pend), 0);
+	CHECK_EQ(knitk_lane_publish(r.p, (unsigned int)lane), 0);
+	CHECK(knitk_producer_hand_off(r.p, 1, 0) >= 0);
+	CHECK_EQ(knitk_lane_scan(r.c[1], &pend), 1);
+	CHECK_EQ(knitk_lane_next(r.c[1], &pend), lane);
+	CHECK_EQ(knitk_lane_decode(r.c[1], (unsigned int)lane, &m), 0);
+	CHECK_EQ(m.header.task_id, 77);
+	CHECK_EQ(knitk_lane_ack(r.c[1], 1ULL << lane), 0);
+	srig_fini(&r);
+}
+
 /* ------------------------------------------------ pool: event mode */
 
 /*
@@ -1271,13 +1365,13 @@ void *__wrap_malloc(size_t n);
 void *__wrap_calloc(size_t n, size_t m);
 char *__wrap_strdup(const char *s);
 
+/* As a real allocator fails: NULL, errno ENOMEM (glibc's callers check). */
 static bool alloc_fails(void)
 {
-	if (!fail_at)
-		return false;
-	if (++allocs != fail_at)
+	if (!fail_at || ++allocs != fail_at)
 		return false;
 	failed_one = true;
+	errno = ENOMEM;
 	return true;
 }
 
@@ -1765,6 +1859,67 @@ static void submitted_before_death_seen_respawn(void)
 	submitted_before_death_seen(KNITK_POOL_RESPAWN);
 }
 
+
+/* ----------------------------------- pool: the address space runs out */
+
+static long vm_size_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/*
+ * knitk_pool_create under an RLIMIT_AS that leaves 0, 1, 2, ... MiB of
+ * address space: the knot's mapping or a worker's stack (pthread_create)
+ * fails part-way; each failure is a negative errno and leaves the fds
+ * and threads as they were (started workers joined), until one fits.
+ */
+static void create_in_little_address_space(void)
+{
+	struct rlimit old, r;
+	int fds, threads, ret = -1;
+	long base, mib;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	/* Their shadow memory takes terabytes of address space. */
+	SKIP("RLIMIT_AS: not under ASan or TSan");
+#endif
+	fds = open_fds();
+	threads = nr_threads();
+	getrlimit(RLIMIT_AS, &old);
+	for (mib = 0; mib < 200 && ret; mib++) {
+		struct knitk_pool *pool;
+
+		base = vm_size_kb();
+		REQUIRE(base > 0);
+		r = old;
+		r.rlim_cur = (rlim_t)(base + mib * 1024) * 1024;
+		setrlimit(RLIMIT_AS, &r);
+		ret = new_pool(KNITK_WORKER_THREADS, mib & 1 ? KNITK_POOL_DISPATCH_STEAL :
+			       KNITK_POOL_DISPATCH_PRIVATE, 4, 0, &pool);
+		setrlimit(RLIMIT_AS, &old);
+		if (!ret) {
+			CHECK_EQ(mix_calls_good(pool, 4, NULL, 1, 1), 4);
+			knitk_pool_destroy(pool);
+		} else {
+			CHECK(ret == -ENOMEM || ret == -EAGAIN);
+		}
+		CHECK_EQ(open_fds(), fds);
+		CHECK_EQ(nr_threads(), threads);
+	}
+	printf("# through with %ld MiB to spare\n", mib - 1);
+	CHECK_EQ(ret, 0);
+}
+
 /* ------------------------------------------------ pool: fork and exit */
 
 /*
@@ -1922,6 +2077,8 @@ int main(int argc, char **argv)
 	TEST(null_everywhere_core);
 	TEST(hand_off_to_absent_claimant);
 	TEST(claimant_rescans_before_done);
+	TEST(wake_stats_odd_sizes);
+	TEST(staged_lane_is_not_handed_off);
 	TEST(released_handles_never_reaped);
 	TEST(opts_size_inside_a_field);
 	TEST(aborts_race_results_in_event_mode_private);
@@ -1930,6 +2087,7 @@ int main(int argc, char **argv)
 	TEST(create_at_each_fd_limit_threads);
 	TEST(create_at_each_fd_limit_processes);
 	TEST(respawn_fails_without_fds);
+	TEST(create_in_little_address_space);
 	TEST(pool_call_without_room);
 	TEST(fork_while_busy_child_makes_a_pool);
 	TEST(far_deadlines_are_not_past);
