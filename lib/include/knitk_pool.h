@@ -467,7 +467,8 @@ int knitk_pool_event_fd(struct knitk_pool *pool);
 
 /*
  * knitk_pool_reap - collect up to @max completed calls into @calls, oldest
- * first, without blocking; returns how many (0: none, and the fd armed).
+ * first, without blocking; returns how many (0: none, and the fd armed;
+ * but @max 0 returns 0 at once, collecting and arming nothing).
  * Each is returned once, is still the caller's handle (read it, then
  * knitk_call_release it), and is never returned once released.  Any
  * number of threads may reap concurrently with each other, with submits

@@ -396,6 +396,33 @@ static void send_batch_sizes_that_overflow(void)
 }
 
 
+
+/*
+ * A lane acknowledged since the scan that returned it is no longer
+ * pending: knitk_lane_decode and knitk_lane_decode_batch refuse it
+ * (-EPERM, nothing taken) rather than read the retired lane.
+ */
+static void decode_of_a_lane_acked_since(void)
+{
+	struct knitk_msg m[2] = { { .size = sizeof(m[0]) }, { .size = sizeof(m[0]) } };
+	uint64_t v[2] = { 5, 6 }, pend, keep;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 0) == 0);
+	CHECK_EQ(knitk_producer_send_batch(f.p, NULL, v, 8, 2), 2);
+	REQUIRE(knitk_lane_scan(f.c, &pend) == 2);
+	CHECK_EQ(knitk_lane_ack(f.c, 1), 0);
+	keep = pend;
+	CHECK_EQ(knitk_lane_decode(f.c, 0, &m[0]), -EPERM);
+	CHECK_EQ(knitk_lane_decode_batch(f.c, &pend, m, 2, sizeof(m[0])), -EPERM);
+	CHECK_EQ(pend, keep);
+	pend = 2;
+	CHECK_EQ(knitk_lane_decode_batch(f.c, &pend, m, 2, sizeof(m[0])), 1);
+	CHECK_EQ(m[0].lane, 1);
+	CHECK_EQ(knitk_lane_ack(f.c, 2), 0);
+	fx_fini(&f);
+}
+
 /* ------------------------------------------------ core: NULL everywhere */
 
 /*
@@ -957,6 +984,83 @@ static void many_threads_wait_the_same_calls(void)
 	knitk_pool_destroy(pool);
 }
 
+
+/*
+ * knitk_pool_reap with @max 0 collects nothing, whatever is queued, and
+ * takes nothing from the queue: the call aborted (queued without firing
+ * the fd) is still there for the next reap, once.
+ */
+static void reap_of_zero_takes_nothing(void)
+{
+	struct knitk_call *c, *got[2];
+	struct knitk_pool *pool;
+	uint32_t ms = 60000;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+			 0, &pool) == 0);
+	REQUIRE(knitk_pool_event_fd(pool) >= 0);
+	CHECK_EQ(knitk_pool_reap(pool, NULL, 0), 0);
+	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c) == 0);
+	CHECK_EQ(knitk_call_abort(c), 0);
+	CHECK_EQ(knitk_pool_reap(pool, NULL, 0), 0);
+	CHECK_EQ(knitk_pool_reap(pool, got, 0), 0);
+	CHECK_EQ(knitk_pool_reap(pool, got, 2), 1);
+	CHECK(got[0] == c);
+	CHECK_EQ(knitk_pool_reap(pool, got, 2), 0);
+	knitk_call_release(c);
+	knitk_pool_destroy(pool);
+}
+
+struct ev_racer {
+	struct knitk_pool *pool;
+	_Atomic int *go;
+	int fd;
+};
+
+static void *ev_racer_fn(void *arg)
+{
+	struct ev_racer *r = arg;
+
+	while (!atomic_load(r->go))
+		;
+	r->fd = knitk_pool_event_fd(r->pool);
+	return NULL;
+}
+
+/*
+ * Eight threads switching a fresh pool to event mode at once all get
+ * "the same fd on every call", and the pool opened one eventfd, not
+ * one per thread.
+ */
+static void event_fd_switch_from_many_threads(void)
+{
+	struct ev_racer r[8];
+	pthread_t th[8];
+	struct knitk_pool *pool;
+	_Atomic int go;
+	unsigned int i, round;
+	int fds;
+
+	for (round = 0; round < 10; round++) {
+		REQUIRE(new_pool(KNITK_WORKER_THREADS, round & 1 ? KNITK_POOL_DISPATCH_STEAL :
+				 KNITK_POOL_DISPATCH_PRIVATE, 1, 0, &pool) == 0);
+		fds = open_fds();
+		atomic_store(&go, 0);
+		for (i = 0; i < 8; i++) {
+			r[i] = (struct ev_racer){ .pool = pool, .go = &go, .fd = -1 };
+			REQUIRE(pthread_create(&th[i], NULL, ev_racer_fn, &r[i]) == 0);
+		}
+		atomic_store(&go, 1);
+		for (i = 0; i < 8; i++)
+			pthread_join(th[i], NULL);
+		CHECK(r[0].fd >= 0);
+		for (i = 1; i < 8; i++)
+			CHECK_EQ(r[i].fd, r[0].fd);
+		CHECK_EQ(open_fds(), fds + 1);
+		knitk_pool_destroy(pool);
+	}
+}
+
 /* ----------------------------------- pool: the fds of a create run out */
 
 static int nr_threads(void)
@@ -1055,6 +1159,44 @@ static void respawn_fails_without_fds(void)
 	CHECK_EQ(st.deaths, 1);
 	CHECK_EQ(st.respawns, 0);
 	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
+	knitk_pool_destroy(pool);
+	CHECK_EQ(waitpid(-1, NULL, WNOHANG), -1);
+}
+
+/*
+ * The same with two workers: a call pinned to the dead one while its
+ * restart fails waits no longer than the failure, then -EPIPE; the other
+ * worker serves every unpinned call.
+ */
+static void pinned_while_respawn_fails(void)
+{
+	struct knitk_call_opts pin = { .size = sizeof(pin),
+				       .flags = KNITK_CALL_WORKER, .worker = 0 };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool *pool;
+	struct knitk_call *c;
+	struct rlimit old, r;
+	uint64_t x = 8;
+	int ret;
+
+	REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, 2,
+			 KNITK_POOL_RESPAWN, &pool) == 0);
+	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
+	getrlimit(RLIMIT_NOFILE, &old);
+	r = old;
+	r.rlim_cur = 3;
+	setrlimit(RLIMIT_NOFILE, &r);
+	kill(wi.pid, SIGKILL);
+	while (!knitk_pool_worker_info(pool, 0, &wi) && wi.alive)
+		sched_yield();
+	ret = knitk_pool_submit(pool, T_MIX, &x, 8, &pin, &c);
+	setrlimit(RLIMIT_NOFILE, &old);
+	CHECK_EQ(ret, -EPIPE);
+	if (!ret) {
+		printf("# pinned call: %d\n", knitk_call_wait(c, KNITK_WAIT_FOREVER));
+		knitk_call_release(c);
+	}
+	CHECK_EQ(mix_calls_good(pool, 10, NULL, 1, 1), 10);
 	knitk_pool_destroy(pool);
 	CHECK_EQ(waitpid(-1, NULL, WNOHANG), -1);
 }
@@ -2074,6 +2216,7 @@ int main(int argc, char **argv)
 	TEST(decode_sizes_at_the_edges);
 	TEST(staged_lane_beside_send_batch);
 	TEST(send_batch_sizes_that_overflow);
+	TEST(decode_of_a_lane_acked_since);
 	TEST(null_everywhere_core);
 	TEST(hand_off_to_absent_claimant);
 	TEST(claimant_rescans_before_done);
@@ -2084,9 +2227,12 @@ int main(int argc, char **argv)
 	TEST(aborts_race_results_in_event_mode_private);
 	TEST(aborts_race_results_in_event_mode_steal);
 	TEST(many_threads_wait_the_same_calls);
+	TEST(event_fd_switch_from_many_threads);
+	TEST(reap_of_zero_takes_nothing);
 	TEST(create_at_each_fd_limit_threads);
 	TEST(create_at_each_fd_limit_processes);
 	TEST(respawn_fails_without_fds);
+	TEST(pinned_while_respawn_fails);
 	TEST(create_in_little_address_space);
 	TEST(pool_call_without_room);
 	TEST(fork_while_busy_child_makes_a_pool);
