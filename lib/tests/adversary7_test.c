@@ -423,6 +423,81 @@ static void decode_of_a_lane_acked_since(void)
 	fx_fini(&f);
 }
 
+
+/*
+ * Lane headers another process wrote wrong (the consumer reads them from
+ * shared memory): an arena slot past the 64 slots, an arena offset whose
+ * sum with the length wraps past 2^64, an inline length of 2^64 - 1.
+ * Each decodes as -EBADMSG, never a read out of the mapping, and the
+ * lanes' acknowledgement frees no slot of the 64 (a slot number in range
+ * is taken at its word: only the producer writes lane headers), so the
+ * pending message's bytes survive the arena filling up again.
+ */
+static void wild_headers_touch_nothing(void)
+{
+	static unsigned char a[2048], b[2048];
+	struct knitk_msg m = { .size = sizeof(m) };
+	struct knitk_lane_header *hp;
+	uint64_t pend, bad = 0;
+	int keep, lane, i;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 4096) == 0);
+	memset(a, 0x11, sizeof(a));
+	memset(b, 0x22, sizeof(b));
+	keep = knitk_producer_send(f.p, &zh, a, sizeof(a));
+	REQUIRE(keep >= 0);
+	for (i = 0; i < 5; i++) {
+		lane = knitk_lane_claim(f.p);
+		REQUIRE(lane >= 0);
+		REQUIRE(knitk_lane_header(f.p, (unsigned int)lane, &hp) == 0);
+		switch (i) {
+		case 0:		/* a slot past the 64 */
+			hp->kind = KNITK_PAYLOAD_ARENA;
+			hp->arena_slot = KNITK_ARENA_SLOTS;
+			hp->value = 0;
+			hp->length = 64;
+			break;
+		case 1:
+			hp->kind = KNITK_PAYLOAD_ARENA;
+			hp->arena_slot = 0x7fffffff;
+			hp->value = 0;
+			hp->length = 64;
+			break;
+		case 2:		/* offset + length wraps */
+			hp->kind = KNITK_PAYLOAD_ARENA;
+			hp->arena_slot = KNITK_ARENA_NO_SLOT;
+			hp->value = ~0ULL - 63;
+			hp->length = 128;
+			break;
+		case 3:
+			hp->kind = KNITK_PAYLOAD_INLINE;
+			hp->arena_slot = KNITK_ARENA_NO_SLOT;
+			hp->length = ~0ULL;
+			break;
+		default:	/* a length past the arena from offset 0 */
+			hp->kind = KNITK_PAYLOAD_ARENA;
+			hp->arena_slot = KNITK_ARENA_SLOTS + 5;
+			hp->value = 0;
+			hp->length = ~0ULL;
+			break;
+		}
+		CHECK_EQ(knitk_lane_publish(f.p, (unsigned int)lane), 0);
+		bad |= 1ULL << lane;
+	}
+	REQUIRE(knitk_lane_scan(f.c, &pend) == 6);
+	for (i = 0; i < 64; i++)
+		if (bad & (1ULL << i))
+			CHECK_EQ(knitk_lane_decode(f.c, (unsigned int)i, &m), -EBADMSG);
+	CHECK_EQ(knitk_lane_ack(f.c, bad), 0);
+	/* The kept message's 2048 bytes are still taken, and still its own. */
+	CHECK(knitk_producer_send(f.p, &zh, b, sizeof(b)) >= 0);
+	CHECK_EQ(knitk_producer_send(f.p, &zh, b, sizeof(b)), -ENOSPC);
+	CHECK_EQ(knitk_lane_decode(f.c, (unsigned int)keep, &m), 0);
+	CHECK(m.len == sizeof(a) && !memcmp(m.data, a, sizeof(a)));
+	fx_fini(&f);
+}
+
 /* ------------------------------------------------ core: NULL everywhere */
 
 /*
@@ -2217,6 +2292,7 @@ int main(int argc, char **argv)
 	TEST(staged_lane_beside_send_batch);
 	TEST(send_batch_sizes_that_overflow);
 	TEST(decode_of_a_lane_acked_since);
+	TEST(wild_headers_touch_nothing);
 	TEST(null_everywhere_core);
 	TEST(hand_off_to_absent_claimant);
 	TEST(claimant_rescans_before_done);
