@@ -137,8 +137,18 @@ static int pool_start_workers(struct knitk_pool *pool)
 		if (ret)
 			return -ret;
 		pw->thread_started = true;
-		pw->state = WORKER_RUNNING;
-		atomic_store(&pw->alive, 1);
+		/* Serving only once set up; else its error fails the create. */
+		pthread_mutex_lock(&pool->lock);
+		while (!pw->setup)
+			pthread_cond_wait(&pool->cond, &pool->lock);
+		ret = pw->setup < 0 ? pw->setup : 0;
+		if (!ret) {
+			pw->state = WORKER_RUNNING;
+			atomic_store(&pw->alive, 1);
+		}
+		pthread_mutex_unlock(&pool->lock);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
