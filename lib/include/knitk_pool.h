@@ -8,7 +8,12 @@
  * as a status plus result bytes.  Every submitted call completes exactly
  * once: with the task's result, or with -ETIMEDOUT (its deadline passed),
  * -ECANCELED (aborted, or cancelled by shutdown) or -EOWNERDEAD (the worker
- * process running it died).
+ * process it was given to died before answering it).  The pool learns of
+ * a death after the fact: with private lanes, a call submitted between a
+ * worker's exit and the pool seeing it (knitk_pool_worker_info still gives
+ * alive 1) is queued to the dead worker and completes -EOWNERDEAD without
+ * having run; once the pool reports the worker not alive, no call goes to
+ * it.
  *
  * Dispatch uses private lanes: one request mailbox per (submitter,
  * worker) and one return mailbox per worker.  A submitting thread holds one
@@ -268,8 +273,10 @@ int knitk_pool_wait_all(struct knitk_pool *pool, struct knitk_call *const *calls
 /*
  * knitk_call_status - the status of a completed call (the task's return
  * value, -EPROTO for a task that returned -EINPROGRESS, or -ETIMEDOUT,
- * -ECANCELED, -EOWNERDEAD, -EMSGSIZE for a result too big); -EINPROGRESS
- * while running, and only then.
+ * -ECANCELED, -EOWNERDEAD, -EMSGSIZE for a result too big, -ENOMEM for a
+ * task that ran but whose result, over 64 bytes, the host found no memory
+ * to copy out of the return lane); -EINPROGRESS while running, and only
+ * then.
  */
 int knitk_call_status(struct knitk_call *call);
 
@@ -460,7 +467,8 @@ int knitk_pool_event_fd(struct knitk_pool *pool);
 
 /*
  * knitk_pool_reap - collect up to @max completed calls into @calls, oldest
- * first, without blocking; returns how many (0: none, and the fd armed).
+ * first, without blocking; returns how many (0: none, and the fd armed;
+ * but @max 0 returns 0 at once, collecting and arming nothing).
  * Each is returned once, is still the caller's handle (read it, then
  * knitk_call_release it), and is never returned once released.  Any
  * number of threads may reap concurrently with each other, with submits

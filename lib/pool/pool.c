@@ -137,8 +137,18 @@ static int pool_start_workers(struct knitk_pool *pool)
 		if (ret)
 			return -ret;
 		pw->thread_started = true;
-		pw->state = WORKER_RUNNING;
-		atomic_store(&pw->alive, 1);
+		/* Serving only once set up; else its error fails the create. */
+		pthread_mutex_lock(&pool->lock);
+		while (!pw->setup)
+			pthread_cond_wait(&pool->cond, &pool->lock);
+		ret = pw->setup < 0 ? pw->setup : 0;
+		if (!ret) {
+			pw->state = WORKER_RUNNING;
+			atomic_store(&pw->alive, 1);
+		}
+		pthread_mutex_unlock(&pool->lock);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -265,6 +275,9 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	pthread_cond_init(&pool->ccond, &ca);
 	pthread_condattr_destroy(&ca);
 	pool->workers = calloc(pool->nr_workers, sizeof(*pool->workers));
+	/* Before any failure: the destroy below closes every pidfd >= 0. */
+	for (w = 0; pool->workers && w < pool->nr_workers; w++)
+		pool->workers[w].pidfd = -1;
 	pool->entries = calloc((size_t)pool->nr_workers * KNITK_LANES,
 			       sizeof(*pool->entries));
 	pool->submitters = calloc(pool->nr_submitters, sizeof(*pool->submitters));
@@ -277,10 +290,8 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	gen_base = POOL_GEN_BASE();
 	for (i = 0; i < (size_t)pool->nr_workers * KNITK_LANES; i++)
 		pool->entries[i].gen = gen_base;
-	for (w = 0; w < pool->nr_workers; w++) {
-		pool->workers[w].pidfd = -1;
+	for (w = 0; w < pool->nr_workers; w++)
 		atomic_init(&pool->workers[w].epoch, gen_base);
-	}
 	if (pool->opts.kind == KNITK_WORKER_PROCESSES) {
 		ret = pool_worker_exe(&pool->opts, &pool->exe);
 		if (ret)

@@ -139,6 +139,7 @@ struct pool_worker {
 	/* Thread workers. */
 	pthread_t thread;
 	bool thread_started;
+	int setup;			/* pool->lock: 1 set up, < 0 failed, 0 not yet */
 	struct knitk_endpoint *ep;	/* the worker's endpoint */
 	/* Process workers. */
 	pid_t pid;			/* pool->lock; 0 from its death on */
@@ -323,6 +324,7 @@ struct worker_args {
 	unsigned int worker;
 	unsigned int spin;
 	unsigned int steal_g;		/* 0: private lanes */
+	struct pool_worker *thread;	/* a thread worker: told its setup's end */
 };
 int knitk__worker_run(const struct worker_args *args);
 void *knitk__worker_thread_main(void *arg);

@@ -192,6 +192,21 @@ static int worker_consumer(const struct worker_args *a, unsigned int s,
 	return knitk_consumer_create(a->ep, (unsigned int)m, c);
 }
 
+/*
+ * A thread worker's setup is over (@err 0) or failed: knitk_pool_create
+ * waits for it, so a worker that cannot serve fails the create instead of
+ * taking calls it will never run.
+ */
+static void worker_thread_ready(struct pool_worker *pw, int err)
+{
+	struct knitk_pool *pool = pw->pool;
+
+	pthread_mutex_lock(&pool->lock);
+	pw->setup = err ? err : 1;
+	pthread_cond_broadcast(&pool->cond);
+	pthread_mutex_unlock(&pool->lock);
+}
+
 int knitk__worker_run(const struct worker_args *a)
 {
 	struct knitk_layout layout;
@@ -214,12 +229,17 @@ int knitk__worker_run(const struct worker_args *a)
 	l.max = layout.arena_size > geom.inline_bytes ? layout.arena_size :
 							 geom.inline_bytes;
 	l.req = calloc(geom.nr_submitters, sizeof(*l.req));
-	if (!l.req)
+	if (!l.req) {
+		if (a->thread)
+			worker_thread_ready(a->thread, -ENOMEM);
 		return -ENOMEM;
+	}
 	ret = knitk_producer_create(a->ep,
 		(unsigned int)knitk_endpoint_return_mailbox(a->ep, a->worker), &l.ret);
 	for (s = 0; !ret && s < geom.nr_submitters; s++)
 		ret = worker_consumer(a, s, &l.req[s]);
+	if (a->thread)
+		worker_thread_ready(a->thread, ret);
 	if (words)
 		knitk__steal_search(words, a->worker);
 	all = hot = l.nr_submitters == 64 ? ~0ULL : (1ULL << l.nr_submitters) - 1;
@@ -312,6 +332,7 @@ void *knitk__worker_thread_main(void *arg)
 		.worker = pw->id,
 		.spin = pool->opts.spin,
 		.steal_g = pool->steal_g,
+		.thread = pw,
 	};
 
 	knitk__worker_run(&a);
