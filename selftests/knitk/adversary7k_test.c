@@ -20,6 +20,7 @@
 #include <grp.h>
 #include <pthread.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 
 #include "knitk_harness.h"
@@ -1017,6 +1018,85 @@ TEST(create_and_attach_racing_on_one_endpoint)
 	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 
+/*
+ * CREATE in one thread while another ATTACHes to that endpoint, JOINs,
+ * or maps it: each sees the endpoint before the knot (-ENOTCONN) or the
+ * whole knot after it, never a knot half made.
+ */
+struct early {
+	pthread_barrier_t go;
+	int src;
+	int ret;
+	struct knitk_layout layout;
+	struct knitk_geometry g;
+};
+
+static void *create_run(void *arg)
+{
+	struct early *x = arg;
+
+	pthread_barrier_wait(&x->go);
+	x->ret = knitk_create(x->src, &x->g, &x->layout);
+	return NULL;
+}
+
+TEST(calls_racing_create_see_all_or_nothing)
+{
+	struct knitk_layout l;
+	struct early x;
+	int round;
+
+	KNITK_REQUIRE_DEV();
+	ASSERT_EQ(0, knitk_live_wait_zero());
+	knitk_geom(&x.g, KNITK_GEOM_STEAL, 3, 2, 64, 64, KNITK_ARENA_ALIGN);
+	for (round = 0; round < 3 * RACE_ROUNDS; round++) {
+		const struct knitk_control *ctl;
+		pthread_t t;
+		int e, ret;
+
+		x.src = knitk_open();
+		ASSERT_LE(0, x.src);
+		e = knitk_open();
+		ASSERT_LE(0, e);
+		pthread_barrier_init(&x.go, NULL, 2);
+		ASSERT_EQ(0, pthread_create(&t, NULL, create_run, &x));
+		pthread_barrier_wait(&x.go);
+		switch (round % 3) {
+		case 0:
+			ret = knitk_attach(e, x.src, &l);
+			break;
+		case 1:
+			ret = knitk_join(x.src, KNITK_ROLE_WORKER, 2, NULL);
+			break;
+		default:
+			ctl = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, x.src, 0);
+			ret = ctl == MAP_FAILED ? -errno : 0;
+			if (!ret) {
+				EXPECT_EQ(KNITK_MAGIC, ctl->magic);
+				EXPECT_EQ(16U, ctl->geometry.region_lanes);	/* 64 / 16 >= 3 + 1 */
+				EXPECT_EQ(3U, ctl->geometry.nr_workers);
+				munmap((void *)ctl, PAGE);
+			}
+			break;
+		}
+		pthread_join(t, NULL);
+		pthread_barrier_destroy(&x.go);
+		ASSERT_EQ(0, x.ret);
+		EXPECT_TRUE(ret == 0 || ret == -ENOTCONN)
+			TH_LOG("round %d: %d", round, ret);
+		if (!ret && round % 3 == 0)
+			EXPECT_EQ(0, memcmp(&l, &x.layout, sizeof(l)));
+		ctl = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, x.src, 0);
+		ASSERT_NE(MAP_FAILED, ctl);
+		if (round % 3 == 1)
+			EXPECT_EQ(ret ? 0ULL : 1ULL << 2, ctl->live);
+		munmap((void *)ctl, PAGE);
+		close(e);
+		close(x.src);
+	}
+	EXPECT_EQ(0, knitk_live_wait_zero());
+}
+
 /* --------------------------------------------------------------- waits */
 
 struct sleeper {
@@ -1234,6 +1314,72 @@ TEST_F(k7, notify_wait_rings_own_doorbell)
 }
 
 /*
+ * A forked child of the owner asleep in WAIT or NOTIFY_WAIT on the
+ * endpoint it inherited, when the owner (another process) exits: the
+ * role ends, and the child's wait with it (-ENOTCONN).
+ */
+TEST_F(k7, owners_exit_ends_a_forked_childs_wait)
+{
+	int nw;
+
+	/* The child outlives its parent, the owner: reaped here. */
+	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
+	for (nw = 0; nw < 2; nw++) {
+		struct knitk_doorbell_stats before;
+		int ready[2], go[2], st;
+		pid_t owner, child;
+		char c;
+
+		ASSERT_EQ(0, knitk_stats(self->k.fd, 1, &before));
+		ASSERT_EQ(0, pipe(ready));
+		ASSERT_EQ(0, pipe(go));
+		owner = fork();
+		ASSERT_LE(0, owner);
+		if (!owner) {
+			struct knot ok = { .layout = self->k.layout };
+			__u32 seq;
+
+			ok.fd = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 1);
+			if (ok.fd < 0 || knot_map(&ok))
+				_exit(1);
+			seq = knitk_doorbell_seq(knot_doorbell(&ok, 1));
+			child = fork();
+			if (child < 0)
+				_exit(2);
+			if (!child) {
+				__u64 woken;
+				int ret;
+
+				if (nw)
+					ret = knitk_notify_wait(ok.fd, 0, seq, 0,
+								KNITK_WAIT_FOREVER,
+								&woken);
+				else
+					ret = knitk_wait(ok.fd, seq, KNITK_WAIT_FOREVER);
+				_exit(ret == -ENOTCONN ? 0 : 10);
+			}
+			if (write(ready[1], &child, sizeof(child)) != sizeof(child) ||
+			    read(go[0], &c, 1) != 1)
+				_exit(3);
+			_exit(0);	/* the owner exits under the child's wait */
+		}
+		ASSERT_EQ(sizeof(child), read(ready[0], &child, sizeof(child)));
+		ASSERT_EQ(0, knitk_wait_asleep(self->k.fd, 1, before.waits + 1));
+		ASSERT_EQ(1, write(go[1], "g", 1));
+		ASSERT_EQ(owner, waitpid(owner, &st, 0));
+		EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st));
+		ASSERT_EQ(child, waitpid(child, &st, 0));
+		ASSERT_TRUE(WIFEXITED(st));
+		EXPECT_EQ(0, WEXITSTATUS(st)) TH_LOG("%s", nw ? "NOTIFY_WAIT" : "WAIT");
+		wait_dead(self->k.ctl, 1);
+		close(ready[0]);
+		close(ready[1]);
+		close(go[0]);
+		close(go[1]);
+	}
+}
+
+/*
  * Two threads of the owner asleep on its doorbell, one in WAIT and one in
  * NOTIFY_WAIT: one kick advances the seq both expect and ends both.
  */
@@ -1310,6 +1456,8 @@ TEST_F(k7, uring_wait_deadline_edges_and_fd_in_flight)
 	ASSERT_NE(NULL, sqe);
 	prep_raw_wait(sqe, self->w0, 0, knitk_doorbell_seq(db),
 		      KNITK_WAIT_FOREVER, 9);
+	/* The past deadlines' waits counted too. */
+	asleep = uring_waits(self->k.fd, 0);
 	ASSERT_EQ(1, io_uring_submit(&ring));
 	until_uring_asleep(self->k.fd, 0, ++asleep);
 	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
