@@ -1380,6 +1380,88 @@ TEST_F(k7, owners_exit_ends_a_forked_childs_wait)
 }
 
 /*
+ * The deadline is the caller's CLOCK_MONOTONIC: in a time namespace whose
+ * monotonic clock runs behind the host's by more than a second, a
+ * deadline a second ahead is in the future, though the host's clock has
+ * passed it.  A wait that ends with -ETIMEDOUT must find the caller's
+ * clock at or past its deadline.  For WAIT, NOTIFY_WAIT, NOTIFY_WAIT with
+ * the spin and the io_uring wait; each runs to its deadline.
+ */
+enum { TNS_WAIT, TNS_NOTIFY_WAIT, TNS_SPIN, TNS_URING, TNS_KINDS };
+
+#define TNS_AHEAD_NS	1000000000ULL
+
+static int timens_wait(const struct knot *k, int kind)
+{
+	struct knot ck = { .layout = k->layout };
+	__u64 deadline, after;
+	__u32 seq;
+	int ret;
+
+	ck.fd = knot_endpoint(k, KNITK_ROLE_WORKER, 1);
+	if (ck.fd < 0 || knot_map(&ck))
+		return 1;
+	seq = knitk_doorbell_seq(knot_doorbell(&ck, 1));
+	deadline = knitk_now_ns() + TNS_AHEAD_NS;
+	if (kind == TNS_URING) {
+		struct io_uring ring;
+		struct io_uring_sqe *sqe;
+
+		if (io_uring_queue_init(2, &ring, 0))
+			return 2;
+		sqe = io_uring_get_sqe(&ring);
+		prep_raw_wait(sqe, ck.fd, 1, seq, deadline, 1);
+		if (io_uring_submit(&ring) != 1)
+			return 3;
+		ret = next_res(&ring, NULL);
+	} else if (kind == TNS_WAIT) {
+		ret = knitk_wait(ck.fd, seq, deadline);
+	} else {
+		ret = knitk_notify_wait(ck.fd, 0, seq,
+					kind == TNS_SPIN ? KNITK_WAIT_SPIN : 0,
+					deadline, NULL);
+	}
+	after = knitk_now_ns();
+	if (ret != -ETIMEDOUT)
+		return 20;
+	if (after < deadline) {
+		printf("# kind %d: -ETIMEDOUT %llu ns before its deadline\n",
+		       kind, (unsigned long long)(deadline - after));
+		return 10;
+	}
+	return 0;
+}
+
+TEST_F(k7, deadline_is_the_callers_clock_in_a_time_namespace)
+{
+	long long behind;
+	char off[64];
+	int kind, fd;
+
+	/* Behind by all but a second of the host's uptime (never below 0). */
+	behind = (long long)(knitk_now_ns() / 1000000000ULL) - 1;
+	ASSERT_LE(2, behind);
+	ASSERT_EQ(0, unshare(CLONE_NEWTIME));
+	fd = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+	ASSERT_LE(0, fd);
+	snprintf(off, sizeof(off), "monotonic %lld 0", -behind);
+	ASSERT_EQ((ssize_t)strlen(off), write(fd, off, strlen(off)));
+	close(fd);
+	for (kind = 0; kind < TNS_KINDS; kind++) {
+		pid_t pid = fork();
+		int status;
+
+		ASSERT_LE(0, pid);
+		if (!pid)
+			_exit(timens_wait(&self->k, kind));
+		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		ASSERT_TRUE(WIFEXITED(status));
+		EXPECT_EQ(0, WEXITSTATUS(status)) TH_LOG("kind %d", kind);
+		wait_dead(self->k.ctl, 1);
+	}
+}
+
+/*
  * Two threads of the owner asleep on its doorbell, one in WAIT and one in
  * NOTIFY_WAIT: one kick advances the seq both expect and ends both.
  */
