@@ -656,6 +656,48 @@ static int open_then_drop_body(void)
 	return 0;
 }
 
+/*
+ * nobody in a user namespace of its own holds every capability there,
+ * CAP_IPC_LOCK too, but not over the host's memory: it is charged, and
+ * held to its RLIMIT_MEMLOCK; nor does it read the root-only debugfs.
+ */
+static int userns_body(void)
+{
+	struct knitk_geometry g;
+	struct knitk_layout l;
+	int probe = knitk_open(), fd;
+
+	knitk_geom_small(&g);
+	if (probe < 0 || knitk_create(probe, &g, &l))
+		return 1;
+	close(probe);
+	if (drop_to_nobody(l.size - PAGE, l.size - PAGE))
+		return 2;
+	if (unshare(CLONE_NEWUSER))
+		return 99;
+	fd = knitk_open();
+	if (fd < 0)
+		return 3;
+	if (knitk_create(fd, &g, NULL) != -ENOMEM)
+		return 4;
+	if (open(KNITK_LIVE, O_RDONLY | O_CLOEXEC) >= 0 || errno != EACCES)
+		return 5;
+	close(fd);
+	return 0;
+}
+
+TEST(user_namespace_root_is_charged)
+{
+	int ret;
+
+	KNITK_REQUIRE_DEV();
+	ret = in_child(userns_body);
+	if (ret == 99)
+		SKIP(return, "no unprivileged user namespaces");
+	EXPECT_EQ(0, ret);
+	EXPECT_EQ(0, knitk_live_wait_zero());
+}
+
 TEST(create_after_dropping_root_is_charged)
 {
 	KNITK_REQUIRE_DEV();
@@ -800,6 +842,49 @@ TEST(debugfs_read_while_knots_churn)
 		pthread_join(t[i], NULL);
 	EXPECT_EQ(200, c.rounds);
 	EXPECT_EQ(0, c.bad);
+	EXPECT_EQ(0, knitk_live_wait_zero());
+}
+
+/*
+ * debugfs live counts every knot not yet freed and its bytes, each its
+ * layout's size: a mapping alone keeps both, a failed CREATE adds none.
+ */
+TEST(debugfs_live_counts_knots_and_their_bytes)
+{
+	static const __u32 workers[] = { 1, 7, 63 };
+	long long knots, bytes, sum = 0;
+	struct knitk_geometry g;
+	struct knot k[3];
+	unsigned int i;
+	int e;
+
+	KNITK_REQUIRE_DEV();
+	ASSERT_EQ(0, knitk_live_wait_zero());
+	for (i = 0; i < 3; i++) {
+		knitk_geom(&g, i == 1 ? KNITK_GEOM_STEAL : 0, workers[i], 2,
+			   64 * i, 64 * i, (__u64)i * KNITK_ARENA_ALIGN);
+		ASSERT_EQ(0, knot_make(&k[i], &g));
+		sum += k[i].layout.size;
+		ASSERT_EQ(0, knitk_live_read(&knots, &bytes));
+		EXPECT_EQ((long long)i + 1, knots);
+		EXPECT_EQ(sum, bytes);
+	}
+	e = knitk_open();
+	ASSERT_LE(0, e);
+	g.arena_bytes = KNITK_MAX_ARENA_BYTES;
+	EXPECT_EQ(-E2BIG, knitk_create(e, &g, NULL));
+	close(e);
+	close(k[1].fd);		/* its mappings keep it */
+	k[1].fd = -1;
+	ASSERT_EQ(0, knitk_live_read(&knots, &bytes));
+	EXPECT_EQ(3, knots);
+	EXPECT_EQ(sum, bytes);
+	knot_close(&k[0]);
+	ASSERT_EQ(0, knitk_live_read(&knots, &bytes));
+	EXPECT_EQ(2, knots);
+	EXPECT_EQ(sum - (long long)k[0].layout.size, bytes);
+	knot_close(&k[1]);
+	knot_close(&k[2]);
 	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 
