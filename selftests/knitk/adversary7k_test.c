@@ -19,6 +19,7 @@
 #include <dirent.h>
 #include <grp.h>
 #include <pthread.h>
+#include <linux/close_range.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -569,6 +570,47 @@ TEST_F(k7, only_fd_in_flight_ends_role)
 	close(back);
 	close(sv[0]);
 	close(sv[1]);
+}
+
+static void *block_on_pipe(void *arg)
+{
+	char c;
+
+	return read(*(int *)arg, &c, 1) == 1 ? NULL : arg;
+}
+
+/*
+ * close_range(CLOSE_RANGE_UNSHARE) gives the calling thread a table
+ * without the fd while another thread keeps the old one: the role stays
+ * while that table holds the fd, and ends when that thread exits with
+ * it.  dup2() over the owner's only fd is a close of it: the role ends.
+ */
+TEST_F(k7, close_range_unshare_and_dup2_over_the_fd)
+{
+	const struct knitk_control *ctl = self->k.ctl;
+	pthread_t t;
+	int p[2], w;
+
+	w = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 1);
+	ASSERT_LE(0, w);
+	ASSERT_EQ(0, pipe(p));
+	ASSERT_EQ(0, pthread_create(&t, NULL, block_on_pipe, &p[0]));
+	ASSERT_EQ(0, syscall(SYS_close_range, w, w, CLOSE_RANGE_UNSHARE));
+	/* Ours has no fd of it now; the thread's still has one. */
+	EXPECT_EQ(-1, fcntl(w, F_GETFD));
+	EXPECT_TRUE(knitk_load64(&ctl->live) & (1ULL << 1));
+	EXPECT_FALSE(knitk_load64(&ctl->dead) & (1ULL << 1));
+	ASSERT_EQ(1, write(p[1], "x", 1));
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	wait_dead(ctl, 1);
+	EXPECT_FALSE(knitk_load64(&ctl->live) & (1ULL << 1));
+
+	/* dup2 of another file over worker 0's only fd. */
+	ASSERT_EQ(self->w0, dup2(p[0], self->w0));
+	wait_dead(ctl, 0);
+	EXPECT_EQ(HOST_BIT, knitk_load64(&ctl->live));
+	close(p[0]);
+	close(p[1]);
 }
 
 /*
