@@ -1690,6 +1690,73 @@ TEST_F(k7, uring_wait_deadline_edges_and_fd_in_flight)
 
 /* ------------------------------------------------------------- limits */
 
+/*
+ * 63 workers: worker 62 is the last, 63 (the host's slot) and 64 are no
+ * worker; doorbell 62 and the host's are valid everywhere.
+ */
+TEST(worker_ids_at_the_edge_of_63)
+{
+	struct knitk_doorbell_stats st;
+	struct knitk_geometry g;
+	struct knot k;
+	__u64 woken;
+	int e;
+
+	KNITK_REQUIRE_DEV();
+	knitk_geom(&g, 0, KNITK_MAX_WORKERS, 1, 0, 0, 0);
+	ASSERT_EQ(0, knot_make(&k, &g));
+	e = attached(&k);
+	ASSERT_LE(0, e);
+	EXPECT_EQ(-EINVAL, knitk_join(e, KNITK_ROLE_WORKER, 63, NULL));
+	EXPECT_EQ(-EINVAL, knitk_join(e, KNITK_ROLE_WORKER, 64, NULL));
+	EXPECT_EQ(0ULL, k.ctl->live);
+	ASSERT_EQ(0, knitk_join(e, KNITK_ROLE_WORKER, 62, NULL));
+	ASSERT_EQ(0, knitk_join(k.fd, KNITK_ROLE_HOST, 0, NULL));
+	EXPECT_EQ((1ULL << 62) | HOST_BIT, k.ctl->live);
+	EXPECT_EQ(0, knitk_kick(k.fd, (1ULL << 62) | HOST_BIT, &woken));
+	EXPECT_EQ((1ULL << 62) | HOST_BIT, woken);
+	EXPECT_EQ(0, knitk_stats(k.fd, 62, &st));
+	EXPECT_EQ(1ULL, st.kicks);
+	EXPECT_EQ(0, knitk_stats(k.fd, HOST, &st));
+	EXPECT_EQ(1ULL, st.kicks);
+	close(e);
+	knot_close(&k);
+	EXPECT_EQ(0, knitk_live_wait_zero());
+}
+
+/*
+ * mlock, MAP_POPULATE and MAP_LOCKED on the data region: the same memory,
+ * and the knot freed once the locked mappings are gone.
+ */
+TEST_F(k7, locked_and_populated_mappings)
+{
+	struct knitk_layout l = self->k.layout;
+	__u64 len = l.size - l.control_size;
+	unsigned char *a, *b;
+
+	a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+		 self->k.fd, l.control_size);
+	ASSERT_NE(MAP_FAILED, a);
+	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_LOCKED,
+		 self->k.fd, l.control_size);
+	ASSERT_NE(MAP_FAILED, b);
+	EXPECT_EQ(0, mlock(self->k.data, len));
+	self->k.data[PAGE + 1] = 0x41;
+	EXPECT_EQ(0x41, a[PAGE + 1]);
+	EXPECT_EQ(0x41, b[PAGE + 1]);
+	b[len - 1] = 0x42;
+	EXPECT_EQ(0x42, a[len - 1]);
+	EXPECT_EQ(0, munlock(self->k.data, len));
+	close(self->w0);
+	self->w0 = -1;
+	knot_close(&self->k);
+	EXPECT_EQ(1, live_knots());
+	EXPECT_EQ(0x42, b[len - 1]);
+	munmap(a, len);
+	munmap(b, len);
+	EXPECT_EQ(0, knitk_live_wait_zero());
+}
+
 #define MANY	1000
 
 /*
