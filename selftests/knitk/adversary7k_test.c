@@ -1688,6 +1688,37 @@ TEST_F(k7, uring_wait_deadline_edges_and_fd_in_flight)
 	close(sv[1]);
 }
 
+/*
+ * IORING_OP_CLOSE of the owner's only fd, issued inline and from an io-wq
+ * worker (IOSQE_ASYNC), a thread of the owner too: the role ends either
+ * way.
+ */
+TEST_F(k7, io_uring_close_of_the_owners_fd_ends_role)
+{
+	struct io_uring ring;
+	int async;
+
+	ASSERT_EQ(0, io_uring_queue_init(2, &ring, 0));
+	for (async = 0; async < 2; async++) {
+		struct io_uring_sqe *sqe;
+		int w = async ? knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0) :
+				self->w0;
+
+		self->w0 = -1;
+		ASSERT_LE(0, w);
+		sqe = io_uring_get_sqe(&ring);
+		ASSERT_NE(NULL, sqe);
+		io_uring_prep_close(sqe, w);
+		if (async)
+			sqe->flags |= IOSQE_ASYNC;
+		ASSERT_EQ(1, io_uring_submit(&ring));
+		EXPECT_EQ(0, next_res(&ring, NULL));
+		wait_dead(self->k.ctl, 0);
+		EXPECT_EQ(HOST_BIT, knitk_load64(&self->k.ctl->live));
+	}
+	io_uring_queue_exit(&ring);
+}
+
 /* ------------------------------------------------------------- limits */
 
 /*
