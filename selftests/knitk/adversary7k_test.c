@@ -1719,6 +1719,46 @@ TEST_F(k7, io_uring_close_of_the_owners_fd_ends_role)
 	io_uring_queue_exit(&ring);
 }
 
+/*
+ * A ring's registered file table is no file table of the process: with
+ * the endpoint registered, closing the owner's only fd ends the role, a
+ * ring wait through the registered file is -ENOTCONN, and unregistering
+ * drops the last reference, freeing the knot.
+ */
+TEST(registered_file_is_no_file_table)
+{
+	struct knitk_geometry g;
+	struct io_uring_sqe *sqe;
+	struct io_uring ring;
+	struct knot k;
+	int w;
+
+	KNITK_REQUIRE_DEV();
+	ASSERT_EQ(0, knitk_live_wait_zero());
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knot_make(&k, &g));
+	ASSERT_EQ(0, knitk_join(k.fd, KNITK_ROLE_HOST, 0, NULL));
+	w = knot_endpoint(&k, KNITK_ROLE_WORKER, 0);
+	ASSERT_LE(0, w);
+	ASSERT_EQ(0, io_uring_queue_init(2, &ring, 0));
+	ASSERT_EQ(0, io_uring_register_files(&ring, &w, 1));
+	close(w);
+	wait_dead(k.ctl, 0);
+	sqe = io_uring_get_sqe(&ring);
+	ASSERT_NE(NULL, sqe);
+	prep_raw_wait(sqe, 0, 0, knitk_doorbell_seq(knot_doorbell(&k, 0)),
+		      KNITK_WAIT_FOREVER, 1);
+	sqe->flags |= IOSQE_FIXED_FILE;
+	ASSERT_EQ(1, io_uring_submit(&ring));
+	EXPECT_EQ(-ENOTCONN, next_res(&ring, NULL));
+	EXPECT_EQ(HOST_BIT, knitk_load64(&k.ctl->live));
+	knot_close(&k);
+	EXPECT_EQ(1, live_knots());
+	ASSERT_EQ(0, io_uring_unregister_files(&ring));
+	io_uring_queue_exit(&ring);
+	EXPECT_EQ(0, knitk_live_wait_zero());
+}
+
 /* ------------------------------------------------------------- limits */
 
 /*
