@@ -21,9 +21,11 @@
 #include <linux/hrtimer.h>
 #include <linux/ktime.h>
 #include <linux/moduleparam.h>
+#include <linux/nsproxy.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
+#include <linux/time_namespace.h>
 
 #include "knitk_internal.h"
 
@@ -479,6 +481,42 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
 }
 
 /**
+ * knitk_deadline_on_host() - a time namespace's deadline on the host's clock
+ * @deadline_ns: an absolute CLOCK_MONOTONIC deadline of the namespace, or
+ *	KNITK_WAIT_FOREVER
+ * @offset_ns: the namespace's monotonic offset (its clock minus the host's)
+ *
+ * As timens_ktime_to_host() does for clock_nanosleep(), which a module
+ * cannot call: a deadline before the offset has passed (0), one that the
+ * conversion would take past KTIME_MAX is KTIME_MAX, and one already past
+ * KTIME_MAX (KNITK_WAIT_FOREVER included) is left as it is, far.
+ *
+ * Return: the deadline on the host's CLOCK_MONOTONIC.
+ */
+u64 knitk_deadline_on_host(u64 deadline_ns, s64 offset_ns)
+{
+	s64 t = deadline_ns;
+
+	if (deadline_ns > KTIME_MAX)
+		return deadline_ns;
+	if (t < offset_ns)
+		return 0;
+	if (offset_ns < 0 && t > KTIME_MAX + offset_ns)
+		return KTIME_MAX;
+	return t - offset_ns;
+}
+
+/* The monotonic offset of the caller's time namespace (0 for the host's). */
+static s64 knitk_caller_monotonic_offset(void)
+{
+#ifdef CONFIG_TIME_NS
+	return timespec64_to_ns(&current->nsproxy->time_ns->offsets.monotonic);
+#else
+	return 0;
+#endif
+}
+
+/**
  * knitk_doorbell_wait() - KNITK_IOC_WAIT on doorbell @d
  * @knot: the knot
  * @d: the caller's own doorbell
@@ -486,7 +524,8 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
  * @expected: the seq the caller saw before it set its sleeping flag
  * @flags: 0 or KNITK_WAIT_SPIN (checked by the caller; a uring wait
  *	passes 0)
- * @deadline_ns: absolute CLOCK_MONOTONIC deadline or KNITK_WAIT_FOREVER
+ * @deadline_ns: absolute CLOCK_MONOTONIC deadline of the caller's time
+ *	namespace, or KNITK_WAIT_FOREVER
  * @uring: a KNITK_URING_CMD_WAIT (counted in uring_waits too)
  *
  * With KNITK_WAIT_SPIN the wait spins first while the doorbell's ringer
@@ -496,6 +535,9 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
  * The doorbell belongs to the slot, which a later joiner may hold once @r
  * has ended: a wait whose role ends, before or while it sleeps, returns
  * -ENOTCONN, and never takes the next owner's wake for its own.
+ *
+ * Called in the waiting task (an io-wq worker shares its submitter's
+ * namespaces), whose time namespace the deadline is read in.
  *
  * Return: 0 when woken, -EAGAIN if seq already moved, -ETIMEDOUT,
  * -ERESTARTSYS on a signal, -EPIPE for a worker whose host died (before
@@ -513,6 +555,8 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 
 	if (d != KNITK_DOORBELL_HOST && knitk_peer_host_dead(knot->control))
 		return -EPIPE;
+	deadline_ns = knitk_deadline_on_host(deadline_ns,
+					     knitk_caller_monotonic_offset());
 	/* Before the seq check: an event not done here has not moved seq. */
 	events_done = atomic_read(&bell->events_done);
 	/*

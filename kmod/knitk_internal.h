@@ -204,6 +204,7 @@ void knitk_bell_destroy(struct knitk_bell *bell);
 void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d);
 int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 			  bool sync, u64 *woken);
+u64 knitk_deadline_on_host(u64 deadline_ns, s64 offset_ns);
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 			const struct knitk_role *r, u32 expected,
 			u32 flags, u64 deadline_ns, bool uring);

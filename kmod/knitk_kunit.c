@@ -13,6 +13,7 @@
 #include <linux/delay.h>
 #include <linux/err.h>
 #include <linux/kthread.h>
+#include <linux/ktime.h>
 #include <linux/poll.h>
 #include <linux/sched/task.h>
 #include <linux/slab.h>
@@ -470,6 +471,37 @@ static void knitk_notify_verdicts(struct kunit *test)
 			KNITK_NOTIFY_DELIVER);
 }
 
+/* A wait's deadline, read in the caller's time namespace. */
+static void knitk_notify_deadline_on_host(struct kunit *test)
+{
+	const s64 sec = NSEC_PER_SEC;
+
+	/* The host's own namespace: unchanged. */
+	KUNIT_EXPECT_EQ(test, knitk_deadline_on_host(5 * sec, 0), 5 * sec);
+	/* A clock 100 s behind the host's: its 5 s is the host's 105 s. */
+	KUNIT_EXPECT_EQ(test, knitk_deadline_on_host(5 * sec, -100 * sec),
+			105 * sec);
+	/* A clock ahead: earlier on the host, and passed below the offset. */
+	KUNIT_EXPECT_EQ(test, knitk_deadline_on_host(105 * sec, 100 * sec),
+			5 * sec);
+	KUNIT_EXPECT_EQ(test, knitk_deadline_on_host(5 * sec, 100 * sec), 0);
+	KUNIT_EXPECT_EQ(test, knitk_deadline_on_host(0, -100 * sec), 100 * sec);
+	/* Far deadlines stay far, none wraps into the past. */
+	KUNIT_EXPECT_EQ(test, knitk_deadline_on_host(KTIME_MAX, -100 * sec),
+			(u64)KTIME_MAX);
+	KUNIT_EXPECT_EQ(test, knitk_deadline_on_host(KTIME_MAX - sec, -2 * sec),
+			(u64)KTIME_MAX);
+	KUNIT_EXPECT_EQ(test, knitk_deadline_on_host((u64)KTIME_MAX + 1,
+						     100 * sec),
+			(u64)KTIME_MAX + 1);
+	KUNIT_EXPECT_EQ(test, knitk_deadline_on_host(KNITK_WAIT_FOREVER,
+						     -100 * sec),
+			KNITK_WAIT_FOREVER);
+	KUNIT_EXPECT_EQ(test, knitk_deadline_on_host(KNITK_WAIT_FOREVER,
+						     100 * sec),
+			KNITK_WAIT_FOREVER);
+}
+
 static void knitk_notify_doorbell_valid(struct kunit *test)
 {
 	struct knitk_geometry g = knitk_test_geom(3, 1);
@@ -656,6 +688,7 @@ static struct kunit_case knitk_notify_cases[] = {
 	KUNIT_CASE(knitk_notify_host_pending),
 	KUNIT_CASE(knitk_notify_steal_pending),
 	KUNIT_CASE(knitk_notify_verdicts),
+	KUNIT_CASE(knitk_notify_deadline_on_host),
 	KUNIT_CASE(knitk_notify_doorbell_valid),
 	KUNIT_CASE(knitk_notify_on_knot),
 	KUNIT_CASE(knitk_notify_stats_fields),

@@ -422,7 +422,8 @@ struct knitk_join {
  * @expected: in: the doorbell seq the caller saw before it set its
  *	sleeping flag and re-checked its mailboxes.
  * @flags: in: zero, or KNITK_WAIT_SPIN; other bits give -EINVAL.
- * @deadline_ns: in: absolute CLOCK_MONOTONIC deadline, or
+ * @deadline_ns: in: absolute CLOCK_MONOTONIC deadline, as the caller's
+ *	clock_gettime() reads it (in its time namespace), or
  *	KNITK_WAIT_FOREVER.
  * @reserved: must be zero.
  *
@@ -592,7 +593,8 @@ struct knitk_stats {
  *	the wait runs on an io-wq worker whose spinning would only burn a CPU
  *	the submitter is not waiting on.
  * @reserved: must be zero.
- * @deadline_ns: absolute CLOCK_MONOTONIC deadline, or KNITK_WAIT_FOREVER.
+ * @deadline_ns: absolute CLOCK_MONOTONIC deadline of the submitting
+ *	task's time namespace, or KNITK_WAIT_FOREVER.
  *
  * The 16 bytes of the SQE's command area (struct io_uring_sqe, cmd; with
  * IORING_SETUP_SQE128 the remaining 64 bytes must be zero), submitted as
