@@ -316,7 +316,8 @@ static void write_ratios(FILE *f, const struct row *rows, int nr, const char *ba
 		}
 	}
 	if (!strcmp(backend, "kmod")) {
-		v = ratio(rows, nr, "rtt-process/knitk", "rtt-process/futex", 0);
+		/* The module's parked hop: ring and wait in one call (S9). */
+		v = ratio(rows, nr, "rtt-process/knitk-ringwait", "rtt-process/futex", 0);
 		json_num(f, &first, "kmod_park_vs_raw_futex", v > 0 ? v : NAN);
 	}
 }

@@ -625,8 +625,8 @@ int knitk_doorbell_ring_park(struct knitk_endpoint *ep, uint64_t doorbells,
  * system call (a module with KNITK_FEATURE_NOTIFY_WAIT), else 0.  On that
  * backend the wait of a ring-then-wait also spins in the kernel first,
  * briefly, while the task that last rang it runs (KNITK_FEATURE_SPIN);
- * knitk_doorbell_wait() and knitk_doorbell_park() do not spin, and the
- * pool does not use ring-then-wait: neither was faster in the guest.
+ * knitk_doorbell_wait() and knitk_doorbell_park() do not spin.  The
+ * pool does not use ring-then-wait: it polls in userspace before it parks.
  */
 int knitk_doorbell_can_ring_wait(const struct knitk_endpoint *ep);
 
