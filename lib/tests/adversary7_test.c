@@ -2221,18 +2221,19 @@ static void child_exit_takes_nothing(void)
 	}
 	pid = fork();
 	REQUIRE(pid >= 0);
-	if (!pid)
-		exit(0);
-	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	if (!pid) {
 #ifdef __SANITIZE_ADDRESS__
-	/*
-	 * LeakSanitizer's check at the child's exit counts the memory of
-	 * the threads the child does not have, and exits 1: no failure.
-	 */
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) <= 1);
-#else
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		/*
+		 * LeakSanitizer's check at exit() in the child of a threaded
+		 * fork can hang on an allocator lock held by a thread the
+		 * child does not have; the library has no exit handlers.
+		 */
+		_exit(0);
 #endif
+		exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	CHECK_EQ(knitk_pool_wait_all(pool, c, 16, KNITK_WAIT_FOREVER), 0);
 	for (i = 0; i < 16; i++) {
 		CHECK_EQ(knitk_call_status(c[i]), 0);
