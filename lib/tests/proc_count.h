@@ -42,8 +42,8 @@ static inline int count_fds(bool pidfds)
 	return n;
 }
 
-/* Threads of this process. */
-static inline int count_threads(void)
+/* Threads listed in /proc/self/task now. */
+static inline int count_tasks_once(void)
 {
 	struct dirent *d;
 	DIR *dir = opendir("/proc/self/task");
@@ -54,6 +54,25 @@ static inline int count_threads(void)
 	while ((d = readdir(dir)))
 		n += d->d_name[0] != '.';
 	closedir(dir);
+	return n;
+}
+
+/*
+ * Threads of this process, settled: a thread that was just joined may
+ * still be listed while it finishes exiting, so the count is read until
+ * two reads 10 ms apart agree (at most 100 reads).
+ */
+static inline int count_threads(void)
+{
+	int n = count_tasks_once(), prev, i;
+
+	for (i = 0; i < 100; i++) {
+		prev = n;
+		usleep(10000);
+		n = count_tasks_once();
+		if (n == prev)
+			break;
+	}
 	return n;
 }
 
