@@ -2,19 +2,19 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The host half of make stress: the futex backend's kill storms at
-# make stress's size (pool_kill_test with KNITK_STORM_KILLS, default 1000
+# make stress's size (pool_kill_test with KNITK_STORM_KILLS, default 10000
 # SIGKILLs for the three-worker storm; make check runs 300), in the plain
 # and the ASan+UBSan builds.  Prints flat TAP lines,
 # "ok - stress-host: <build> pool_kill_test: <case>", and the storms'
 # "# N kills: ..." figures as comments.
 #
-#   KNITK_STORM_KILLS       kills of the storm (default 1000, at most 1000)
+#   KNITK_STORM_KILLS       kills of the storm (default 10000, at most 10000)
 #   KNITK_TEST_WATCHDOG     seconds per program, a hang guard (default 3600)
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
 build=$PWD/build/lib
-kills=${KNITK_STORM_KILLS:-1000}
+kills=${KNITK_STORM_KILLS:-10000}
 watchdog=${KNITK_TEST_WATCHDOG:-3600}
 failed=0
 

@@ -56,6 +56,7 @@ struct knitk_producer {
 	uint64_t seen_ack[KNITK_MAX_WORKERS];	/* ack words at the last load */
 	uint64_t claims[KNITK_MAX_WORKERS];	/* retired by w, not reported */
 	int8_t slot_owner[KNITK_ARENA_SLOTS];	/* claimant of a slot, or -1 */
+	uint8_t slot_lane[KNITK_ARENA_SLOTS];	/* the lane a slot was last given to */
 };
 
 struct knitk_consumer {
@@ -148,6 +149,7 @@ KNITK_EXPORT int knitk_producer_create(struct knitk_endpoint *ep,
 			p->stamp = s;
 	}
 	memset(p->slot_owner, -1, sizeof(p->slot_owner));
+	memset(p->slot_lane, 0xff, sizeof(p->slot_lane));
 	p->ack_cache = knitk__endpoint_mailbox_ack(ep, mailbox);
 	*producer = p;
 	return 0;
@@ -268,12 +270,14 @@ static void lane_drop_payload(struct knitk_producer *p,
 	h->length = 0;
 }
 
-/* Record in @h the payload of @len bytes at @off of arena @slot, ours. */
-static inline void lane_set_arena(struct knitk_producer *p,
+/* Record in @h, of @lane, the payload of @len bytes at @off of arena @slot. */
+static inline void lane_set_arena(struct knitk_producer *p, unsigned int lane,
 				  struct knitk_lane_header *h, int slot,
 				  uint64_t off, size_t len)
 {
+	/* A new life of the slot: no claimant holds it yet (T10). */
 	p->slot_owner[slot] = -1;
+	p->slot_lane[slot] = (uint8_t)lane;
 	h->kind = KNITK_PAYLOAD_ARENA;
 	h->arena_slot = (uint32_t)slot;
 	h->value = off;
@@ -307,7 +311,7 @@ KNITK_EXPORT int knitk_lane_reserve(struct knitk_producer *producer,
 		ret = knitk__arena_alloc(p->arena, len, &off);
 	if (ret < 0)
 		return ret;
-	lane_set_arena(p, h, ret, off, len);
+	lane_set_arena(p, lane, h, ret, off, len);
 	*buf = p->g.arena_mem + off;
 	return 0;
 }
@@ -506,7 +510,7 @@ static inline int lane_fill(struct knitk_producer *p, unsigned int lane,
 	slot = knitk__arena_alloc(p->arena, len, &off);
 	if (slot < 0)
 		return slot;
-	lane_set_arena(p, h, slot, off, len);
+	lane_set_arena(p, lane, h, slot, off, len);
 	memcpy(p->g.arena_mem + off, data, len);
 	return 0;
 }
@@ -713,13 +717,18 @@ KNITK_EXPORT int knitk_producer_claims(struct knitk_producer *producer,
 	p->ack_cache = producer_load_ack(p);
 	for (w = 0; w < nr; w++) {
 		lanes[w] = p->claims[w];
-		/* T10: record whose arena slots these are, before the lanes go. */
+		/*
+		 * T10: record whose arena slots these are, before the lanes
+		 * go.  A slot the claimant freed may already carry a newer
+		 * call in another lane: that life is not w's.
+		 */
 		for (m = lanes[w]; m; m &= m - 1) {
-			const struct knitk_lane_header *h =
-				lane_hdr(p, (unsigned int)__builtin_ctzll(m));
+			unsigned int lane = (unsigned int)__builtin_ctzll(m);
+			const struct knitk_lane_header *h = lane_hdr(p, lane);
 
 			if (h->kind == KNITK_PAYLOAD_ARENA &&
-			    h->arena_slot < KNITK_ARENA_SLOTS)
+			    h->arena_slot < KNITK_ARENA_SLOTS &&
+			    p->slot_lane[h->arena_slot] == lane)
 				p->slot_owner[h->arena_slot] = (int8_t)w;
 		}
 		p->claims[w] = 0;

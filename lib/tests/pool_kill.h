@@ -81,36 +81,35 @@ static inline uint64_t storm_rand(uint64_t *seed)
 }
 
 #define STORM_WINDOW	8
-#define STORM_MAX_KILLS	1000
+#define STORM_MAX_KILLS	10000
 
 struct storm {
-	/* In: the pool (process workers, KNITK_POOL_RESPAWN), threads, kills. */
+	/* In: the pool (process workers), threads, kills. */
 	struct knitk_pool *pool;
 	unsigned int workers, threads, kills;
-	/* Out. */
+	/* Out: calls right, -EOWNERDEAD of a killed worker, anything else. */
 	_Atomic unsigned long ok, dead, bad, epipe;
+	/* Of the bad: answered with another call's result. */
+	_Atomic unsigned long wrong;
+	/* Call ids (T_RUN) of this storm: [id0, next). */
+	uint64_t id0;
+	_Atomic uint64_t next;
 	/* The killer's record: kill k (1-based) hit worker target[k]. */
 	_Atomic unsigned int started, handled;
 	unsigned char target[STORM_MAX_KILLS + 1];
 	_Atomic int stop;
 };
 
-/* One call's argument: T_ECHO of 0..3000 bytes (inline and arena). */
+/*
+ * One call: T_RUN of a fresh id, 16 to 3000 bytes (inline and arena),
+ * taking no time (85%), 50 us (10%) or 0.5 to 3 ms (5%).
+ */
 struct storm_call {
 	struct knitk_call *c;
+	uint64_t id;
 	unsigned int handled0;	/* kills handled before it was submitted */
-	size_t len;
 	unsigned char buf[3000];
 };
-
-static inline bool storm_echo_ok(struct storm_call *sc)
-{
-	const void *d;
-	size_t len;
-
-	return !knitk_call_result(sc->c, &d, &len) && len == sc->len &&
-	       (!len || !memcmp(d, sc->buf, len));
-}
 
 /* -EOWNERDEAD is right only if a kill since its submission hit its worker. */
 static inline bool storm_death_ok(struct storm *s, struct storm_call *sc)
@@ -124,13 +123,38 @@ static inline bool storm_death_ok(struct storm *s, struct storm_call *sc)
 	return false;
 }
 
+/* The result of a call that is not its own: whose id it carries, or 0. */
+static inline uint64_t storm_foreign(struct storm_call *sc)
+{
+	const void *d;
+	uint64_t r[2];
+	size_t len;
+
+	if (knitk_call_status(sc->c) <= 0 ||
+	    knitk_call_result(sc->c, &d, &len) || len != sizeof(r))
+		return 0;
+	memcpy(r, d, sizeof(r));
+	return r[0] != sc->id ? r[0] : 0;
+}
+
+static inline uint32_t storm_task_us(uint64_t r)
+{
+	unsigned int p = (unsigned int)(r % 100);
+
+	if (p < 85)
+		return 0;
+	if (p < 95)
+		return 50;
+	return 500 + (uint32_t)(r >> 8) % 2500;
+}
+
 static inline void *storm_submitter(void *arg)
 {
 	struct storm *s = arg;
 	struct storm_call *sc = calloc(STORM_WINDOW, sizeof(*sc));
 	struct knitk_call *c[STORM_WINDOW];
-	uint64_t seed = (uintptr_t)sc | 1;
-	unsigned int i, j, n;
+	uint64_t seed = (uintptr_t)sc | 1, f;
+	unsigned int i, n;
 	int ret;
 
 	if (!sc) {
@@ -140,14 +164,18 @@ static inline void *storm_submitter(void *arg)
 	while (!atomic_load(&s->stop)) {
 		for (n = 0; n < STORM_WINDOW; n++) {
 			struct storm_call *p = &sc[n];
-
 			uint64_t r = storm_rand(&seed);
+			uint32_t len = sizeof(struct run_arg) +
+				       (uint32_t)(r >> 16) % (n % 2 ? 2984 : 48);
 
-			p->len = r % (n % 2 ? sizeof(p->buf) : 64);
-			for (j = 0; j < p->len; j++)
-				p->buf[j] = (unsigned char)((r >> (j % 8 * 8)) + j);
+			p->id = atomic_fetch_add(&s->next, 1);
+			if (p->id >= RUNTAB_IDS) {
+				atomic_fetch_add(&s->bad, 1);
+				break;
+			}
+			run_arg_fill(p->buf, p->id, storm_task_us(r), len);
 			p->handled0 = atomic_load(&s->handled);
-			ret = knitk_pool_submit(s->pool, T_ECHO, p->buf, p->len,
+			ret = knitk_pool_submit(s->pool, T_RUN, p->buf, len,
 						NULL, &p->c);
 			if (ret) {
 				printf("# submit: %d\n", ret);
@@ -161,13 +189,19 @@ static inline void *storm_submitter(void *arg)
 		for (i = 0; i < n; i++) {
 			int st = knitk_call_status(sc[i].c);
 
-			if (st == 0 && storm_echo_ok(&sc[i])) {
+			if (run_result_ok(sc[i].c, sc[i].id)) {
 				atomic_fetch_add(&s->ok, 1);
 			} else if (st == -EOWNERDEAD && storm_death_ok(s, &sc[i])) {
 				atomic_fetch_add(&s->dead, 1);
 			} else {
-				printf("# call on worker %d: status %d\n",
-				       knitk_call_worker(sc[i].c), st);
+				f = storm_foreign(&sc[i]);
+				printf("# call %llu on worker %d: status %d%s%llu\n",
+				       (unsigned long long)sc[i].id,
+				       knitk_call_worker(sc[i].c), st,
+				       f ? ", the result of call " : "",
+				       (unsigned long long)f);
+				if (f)
+					atomic_fetch_add(&s->wrong, 1);
 				atomic_fetch_add(&s->bad, 1);
 			}
 			knitk_call_release(sc[i].c);
@@ -183,13 +217,14 @@ static inline void *storm_submitter(void *arg)
  * Run @s->threads submitters while SIGKILLing a random live worker
  * @s->kills times, each after some calls succeeded and after the previous
  * death was handled (so every kill hits a worker the pool believes alive,
- * and is one death); then stops and joins the submitters.
+ * and is one death); half the kills wait for the worker to hold a call
+ * first, then 0 to 400 us more.  Then stops and joins the submitters.
  */
 static inline void storm_run(struct storm *s)
 {
 	pthread_t th[16];
 	uint64_t seed = 0x5eed;
-	unsigned int i, t;
+	unsigned int i, t, spin;
 
 	if (s->kills > STORM_MAX_KILLS)
 		s->kills = STORM_MAX_KILLS;
@@ -199,6 +234,8 @@ static inline void storm_run(struct storm *s)
 		pthread_create(&th[t], NULL, storm_submitter, s);
 	for (i = 1; i <= s->kills && !atomic_load(&s->bad) && !atomic_load(&s->epipe); i++) {
 		struct knitk_worker_info wi = { .size = sizeof(wi) };
+		uint64_t r = storm_rand(&seed);
+		struct timespec ts = { 0, (long)(r >> 32) % 400000 };
 		unsigned int w;
 
 		wait_ok_count(&s->ok, &s->bad, atomic_load(&s->ok) + 20);
@@ -207,6 +244,16 @@ static inline void storm_run(struct storm *s)
 			w = (unsigned int)(storm_rand(&seed) % s->workers);
 			knitk_pool_worker_info(s->pool, w, &wi);
 		} while ((!wi.alive || wi.pid <= 0) && (sched_yield(), 1));
+		for (spin = 0; r % 2 && spin < 10000 && !wi.inflight; spin++) {
+			sched_yield();
+			knitk_pool_worker_info(s->pool, w, &wi);
+		}
+		if (r % 4 >= 2)
+			nanosleep(&ts, NULL);
+		if (wi.pid <= 0) {
+			i--;
+			continue;
+		}
 		s->target[i] = (unsigned char)w;
 		atomic_store(&s->started, i);
 		kill(wi.pid, SIGKILL);
@@ -218,44 +265,58 @@ static inline void storm_run(struct storm *s)
 	atomic_store(&s->stop, 1);
 	for (t = 0; t < s->threads; t++)
 		pthread_join(th[t], NULL);
-	printf("# %u kills: %lu calls ok, %lu -EOWNERDEAD, %lu bad, %lu -EPIPE\n",
+	printf("# %u kills: %lu calls ok, %lu -EOWNERDEAD, %lu bad (%lu with another call's result), %lu -EPIPE\n",
 	       s->kills, atomic_load(&s->ok), atomic_load(&s->dead),
-	       atomic_load(&s->bad), atomic_load(&s->epipe));
+	       atomic_load(&s->bad), atomic_load(&s->wrong),
+	       atomic_load(&s->epipe));
 }
 
 /* What a kill storm left behind, for the caller to assert on. */
 struct storm_report {
 	int created;			/* 0: knitk_pool_create's result */
 	unsigned int kills;		/* done (asked for, unless a call failed) */
-	unsigned long ok, dead, bad, epipe;
+	unsigned long ok, dead, bad, wrong, epipe;
+	unsigned long calls;		/* ids handed out */
+	unsigned long twice;		/* of them, run more than once */
 	unsigned long served;		/* of 50 calls pinned to each worker, after */
 	struct knitk_pool_stats st;	/* at the end, before destroy */
 	uint32_t death_seq[2];		/* the knot's: at the start, at the end */
 	int fds[2], children[2];	/* before the pool, after its destroy */
 };
 
+/* The next storm's first call id. */
+static uint64_t storm_next_id = 1;
+
 /*
- * A pool of @workers process workers with respawn on backend @knot_flags,
- * @threads submitting threads and @kills SIGKILLs (storm_run); then calls
- * pinned to every worker, destroy, and the fds and children left.
+ * A pool of @workers process workers with KNITK_POOL_RESPAWN and
+ * @dispatch on backend @knot_flags, @threads submitting threads
+ * and @kills SIGKILLs (storm_run); then calls pinned to every worker (a
+ * private pool), destroy, the run table, and the fds and children left.
  */
 static inline void storm_pool(unsigned int workers, unsigned int threads,
 			      unsigned int kills, unsigned int knot_flags,
-			      struct storm_report *r)
+			      unsigned int dispatch, struct storm_report *r)
 {
 	struct knitk_pool_opts o = {
 		.size = sizeof(o),
 		.kind = KNITK_WORKER_PROCESSES, .nr_workers = workers,
 		.flags = KNITK_POOL_RESPAWN, .knot_flags = knot_flags,
+		.dispatch = dispatch,
 	};
 	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER };
 	struct storm *s = calloc(1, sizeof(*s));
 	struct knitk_endpoint *ep;
+	uint64_t id;
 
 	memset(r, 0, sizeof(*r));
 	r->created = -ENOMEM;
 	if (!s)
 		return;
+	r->created = runtab_open();
+	if (r->created) {
+		free(s);
+		return;
+	}
 	r->fds[0] = count_fds(false);
 	r->children[0] = count_children();
 	r->created = knitk_pool_create(&o, &test_tasks, &s->pool);
@@ -266,6 +327,8 @@ static inline void storm_pool(unsigned int workers, unsigned int threads,
 	s->workers = workers;
 	s->threads = threads;
 	s->kills = kills;
+	s->id0 = storm_next_id;
+	s->next = storm_next_id;
 	knitk_pool_endpoint(s->pool, &ep);
 	knitk_endpoint_deaths(ep, &r->death_seq[0], NULL);
 	storm_run(s);
@@ -273,13 +336,32 @@ static inline void storm_pool(unsigned int workers, unsigned int threads,
 	r->ok = atomic_load(&s->ok);
 	r->dead = atomic_load(&s->dead);
 	r->bad = atomic_load(&s->bad);
+	r->wrong = atomic_load(&s->wrong);
 	r->epipe = atomic_load(&s->epipe);
-	for (pin.worker = 0; pin.worker < workers; pin.worker++)
-		r->served += mix_calls_good(s->pool, 50, &pin, pin.worker * 1000, 1);
+	if (dispatch == KNITK_POOL_DISPATCH_PRIVATE) {
+		for (pin.worker = 0; pin.worker < workers; pin.worker++)
+			r->served += mix_calls_good(s->pool, 50, &pin,
+						    pin.worker * 1000, 1);
+	} else {
+		r->served = mix_calls_good(s->pool, 50 * workers, NULL, 1, 1);
+	}
 	r->st.size = sizeof(r->st);
 	knitk_pool_stats(s->pool, &r->st);
 	knitk_endpoint_deaths(ep, &r->death_seq[1], NULL);
 	knitk_pool_destroy(s->pool);
+	/* Every worker is gone: the run table is final. */
+	storm_next_id = atomic_load(&s->next);
+	if (storm_next_id > RUNTAB_IDS)
+		storm_next_id = RUNTAB_IDS;
+	r->calls = storm_next_id - s->id0;
+	for (id = s->id0; id < storm_next_id; id++)
+		if (atomic_load_explicit(&runtab[id], memory_order_relaxed) > 1) {
+			if (r->twice++ < 10)
+				printf("# call %llu ran %u times\n",
+				       (unsigned long long)id,
+				       atomic_load(&runtab[id]));
+		}
+	printf("# %lu calls, %lu ran more than once\n", r->calls, r->twice);
 	r->fds[1] = count_fds(false);
 	r->children[1] = count_children();
 	free(s);

@@ -3,17 +3,19 @@
  * Worker deaths with KNITK_POOL_RESPAWN on the futex backend (the guest's
  * pool_test runs the same on the module):
  *  - kill_storm: submitting threads under continuous load while random
- *    workers are SIGKILLed many times: every call ends once, right by
- *    content or -EOWNERDEAD from a kill of its worker, never -EPIPE; every
- *    worker serves at the end; no fd or child is left after destroy.
- *    With one worker too (kill_storm_one).
+ *    workers are SIGKILLed many times, some while they hold a call: every
+ *    call ends once, with its own result (derived from its id) or
+ *    -EOWNERDEAD from a kill of its worker, never -EPIPE; no call runs
+ *    twice (the run table); every worker serves at the end; no fd or
+ *    child is left after destroy.  With one worker too (kill_storm_one),
+ *    and on stealing pools (steal_kill_storm, steal_kill_storm_one).
  *  - torn_ack: a worker dies between the two stores of its request
  *    acknowledgement; a call as large as the arena still goes through.
  *  - respawn_pidfds: pidfds do not accumulate over deaths.
  *  - worker_info_race: worker_info read in a loop during deaths (TSan).
  * argv[1]: calls of a throughput case; the kill counts scale with it (at
  * most 300, make check's).  KNITK_STORM_KILLS sets them instead, up to
- * STORM_MAX_KILLS (make stress: 1000).
+ * STORM_MAX_KILLS (make stress: 10000).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -29,14 +31,17 @@
 
 static unsigned int nr_kills = 300;
 
-static void storm(unsigned int workers, unsigned int kills)
+static void storm(unsigned int workers, unsigned int kills, unsigned int dispatch)
 {
 	struct storm_report r;
 
-	storm_pool(workers, 3, kills, 0, &r);
+	storm_pool(workers, 4, kills, 0, dispatch, &r);
 	REQUIRE(r.created == 0);
 	CHECK_EQ(r.kills, kills);
 	CHECK_EQ(r.bad, 0);
+	CHECK_EQ(r.wrong, 0);
+	CHECK_EQ(r.twice, 0);
+	CHECK_EQ(r.ok + r.dead, r.calls);
 	CHECK_EQ(r.epipe, 0);
 	CHECK(r.ok > 0);
 	CHECK_EQ(r.served, 50 * workers);
@@ -51,13 +56,24 @@ static void storm(unsigned int workers, unsigned int kills)
 
 static void kill_storm(void)
 {
-	storm(3, nr_kills);
+	storm(3, nr_kills, KNITK_POOL_DISPATCH_PRIVATE);
 }
 
 /* One worker: every death leaves the pool without a live worker a while. */
 static void kill_storm_one(void)
 {
-	storm(1, nr_kills / 3);
+	storm(1, nr_kills / 3, KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+/* Any worker may hold any call: claims, hand-offs and rescues of the dead. */
+static void steal_kill_storm(void)
+{
+	storm(4, nr_kills, KNITK_POOL_DISPATCH_STEAL);
+}
+
+static void steal_kill_storm_one(void)
+{
+	storm(1, nr_kills / 3, KNITK_POOL_DISPATCH_STEAL);
 }
 
 static void torn_ack(void)
@@ -134,6 +150,8 @@ int main(int argc, char **argv)
 	}
 	TEST(kill_storm);
 	TEST(kill_storm_one);
+	TEST(steal_kill_storm);
+	TEST(steal_kill_storm_one);
 	TEST(torn_ack);
 	TEST(respawn_pidfds);
 	TEST(worker_info_race);

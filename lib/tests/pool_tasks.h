@@ -14,9 +14,11 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +39,7 @@ enum {
 	T_GATE,		/* i32 ready, gate fds, u32 n: see task_gate */
 	T_SEQ,		/* -> u64: T_SEQ calls this process ran before */
 	T_TID,		/* -> i32: the thread that ran it (gettid) */
+	T_RUN,		/* struct run_arg + pad: counted in the run table */
 	T_NR,
 };
 
@@ -248,6 +251,132 @@ static int task_tid(const void *in, size_t len, struct knitk_reply *out,
 	return knitk_reply_set(out, &tid, sizeof(tid));
 }
 
+/*
+ * T_RUN and the run table: exactly once, checked from outside the pool.
+ * Every call carries its own id; the task counts each run of id in a
+ * table of shared memory (a memfd the host creates before its pool and
+ * its process workers inherit, named by RUNTAB_ENV) and answers with a
+ * status and a result derived from the id it read.  A call that got
+ * another call's bytes, or ran twice, shows in the result or the table.
+ */
+#define RUNTAB_IDS	(1U << 24)
+#define RUNTAB_ENV	"KNITK_TEST_RUNTAB"
+
+struct run_arg {
+	uint64_t id;
+	uint32_t us;		/* how long the task takes */
+	uint32_t len;		/* the whole argument's length */
+};
+
+static _Atomic uint8_t *runtab;
+
+/* The host, once, before its first pool: 0 or a negative errno. */
+static inline int runtab_open(void)
+{
+	char v[16];
+	void *p;
+	int fd;
+
+	if (runtab)
+		return 0;
+	/* No MFD_CLOEXEC: process workers inherit it. */
+	fd = (int)syscall(SYS_memfd_create, "knitk-runtab", 0);
+	if (fd < 0 || ftruncate(fd, RUNTAB_IDS))
+		return -errno;
+	p = mmap(NULL, RUNTAB_IDS, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	snprintf(v, sizeof(v), "%d", fd);
+	setenv(RUNTAB_ENV, v, 1);
+	runtab = p;
+	return 0;
+}
+
+/* A process worker maps the table it inherited, at its first T_RUN. */
+static inline _Atomic uint8_t *runtab_get(void)
+{
+	const char *v = getenv(RUNTAB_ENV);
+	void *p;
+
+	if (runtab || !v)
+		return runtab;
+	p = mmap(NULL, RUNTAB_IDS, PROT_READ | PROT_WRITE, MAP_SHARED, atoi(v), 0);
+	if (p != MAP_FAILED)
+		runtab = p;
+	return runtab;
+}
+
+static inline uint8_t run_pad(uint64_t id, uint32_t i)
+{
+	return (uint8_t)(id * 131 + i);
+}
+
+/* The status of T_RUN(id): positive, derived from the id. */
+static inline int run_status(uint64_t id)
+{
+	return (int)(id % 100000) + 1;
+}
+
+/* Fill @buf (@len >= sizeof(struct run_arg)) as call @id's argument. */
+static inline void run_arg_fill(void *buf, uint64_t id, uint32_t us, uint32_t len)
+{
+	struct run_arg a = { .id = id, .us = us, .len = len };
+	unsigned char *b = buf;
+	uint32_t i;
+
+	memcpy(b, &a, sizeof(a));
+	for (i = sizeof(a); i < len; i++)
+		b[i] = run_pad(id, i);
+}
+
+static int task_run(const void *in, size_t len, struct knitk_reply *out,
+		    void *ctx)
+{
+	_Atomic uint8_t *tab = runtab_get();
+	const unsigned char *b = in;
+	struct timespec ts;
+	struct run_arg a;
+	uint64_t r[2];
+	uint32_t i;
+
+	(void)ctx;
+	if (!tab || len < sizeof(a))
+		return -EINVAL;
+	memcpy(&a, in, sizeof(a));
+	if (a.id >= RUNTAB_IDS)
+		return -ERANGE;
+	atomic_fetch_add(&tab[a.id], 1);
+	/* A torn argument (another call's bytes) answers for no call. */
+	if (a.len != len)
+		return -EBADMSG;
+	for (i = sizeof(a); i < len; i++)
+		if (b[i] != run_pad(a.id, i))
+			return -EBADMSG;
+	if (a.us) {
+		ts.tv_sec = a.us / 1000000;
+		ts.tv_nsec = (long)(a.us % 1000000) * 1000;
+		nanosleep(&ts, NULL);
+	}
+	r[0] = a.id;
+	r[1] = mix64(a.id);
+	i = (uint32_t)knitk_reply_set(out, r, sizeof(r));
+	return i ? (int)i : run_status(a.id);
+}
+
+/* Finished call @c was T_RUN(@id), answered by its own run. */
+static inline bool run_result_ok(struct knitk_call *c, uint64_t id)
+{
+	const void *d;
+	uint64_t r[2];
+	size_t len;
+
+	if (knitk_call_status(c) != run_status(id) ||
+	    knitk_call_result(c, &d, &len) || len != sizeof(r))
+		return false;
+	memcpy(r, d, sizeof(r));
+	return r[0] == id && r[1] == mix64(id);
+}
+
 static const knitk_task_fn test_task_fns[T_NR] = {
 	[T_ECHO] = task_echo,
 	[T_MIX] = task_mix,
@@ -260,6 +389,7 @@ static const knitk_task_fn test_task_fns[T_NR] = {
 	[T_GATE] = task_gate,
 	[T_SEQ] = task_seq,
 	[T_TID] = task_tid,
+	[T_RUN] = task_run,
 };
 
 static const struct knitk_task_table test_tasks = { .tasks = test_task_fns, .nr_tasks = T_NR };

@@ -490,6 +490,58 @@ static void claims_reported_and_reset(void)
 	rig_fini(&r);
 }
 
+/*
+ * T10, T11: a claimant takes an arena call, answers it (its slot freed)
+ * and the producer gives the slot to a newer call before it learns of the
+ * claim; then the claimant dies.  The slot's new life is not the dead
+ * claimant's: its stand-in frees nothing, and the newer call's bytes stay
+ * its own while the arena fills again.
+ */
+static void claim_reported_after_reuse(void)
+{
+	static unsigned char a[20000], b[20000], c[20000];
+	struct knitk_lane_header h = { 0 };
+	struct knitk_msg m = { .size = sizeof(m) };
+	struct knitk_consumer *c0, *c1;
+	struct rig r;
+	uint64_t pend, lanes[2];
+	int lane;
+
+	memset(a, 'a', sizeof(a));
+	memset(b, 'b', sizeof(b));
+	memset(c, 'c', sizeof(c));
+	REQUIRE(rig_init(&r, 2, 1, 16) == 0);
+	CHECK_EQ(knitk_producer_track_claims(r.p[0]), 0);
+	c0 = claimant(&r, 0);
+	c1 = claimant(&r, 1);
+	REQUIRE(c0 && c1);
+	h.task_id = 1;
+	REQUIRE(knitk_producer_send(r.p[0], &h, a, sizeof(a)) == 0);
+	CHECK_EQ(knitk_lane_scan(c0, &pend), 1);
+	CHECK_EQ(knitk_lane_ack(c0, pend), 0);		/* answered, slot freed */
+	h.task_id = 2;
+	REQUIRE(knitk_producer_send(r.p[0], &h, b, sizeof(b)) == 1);
+	CHECK_EQ(knitk_producer_claims(r.p[0], lanes, 2), 1);
+	CHECK_EQ(lanes[0], 1ULL);
+	CHECK_EQ(knitk_endpoint_mark_dead(r.host, 0), 0);
+	CHECK_EQ(knitk_producer_reset_claimant(r.p[0], 0), 0);
+	/* The arena fills up around task 2's bytes, not over them. */
+	h.task_id = 3;
+	CHECK(knitk_producer_send(r.p[0], &h, c, sizeof(c)) >= 0);
+	CHECK(knitk_producer_send(r.p[0], &h, c, sizeof(c)) >= 0);
+	CHECK_EQ(knitk_producer_send(r.p[0], &h, c, sizeof(c)), -ENOSPC);
+	CHECK_EQ(knitk_lane_scan(c1, &pend), 3);
+	lane = knitk_lane_next(c1, &pend);
+	CHECK_EQ(lane, 1);
+	REQUIRE(lane >= 0 && knitk_lane_decode(c1, (unsigned int)lane, &m) == 0);
+	CHECK_EQ(m.header.task_id, 2);
+	CHECK_EQ(m.len, sizeof(b));
+	CHECK(m.len == sizeof(b) && !memcmp(m.data, b, sizeof(b)));
+	knitk_consumer_destroy(c1);
+	knitk_consumer_destroy(c0);
+	rig_fini(&r);
+}
+
 /* The hand-off's hook (T14): what a claimant does after its fence. */
 static struct rig *hook_rig;
 static int hook_mode;		/* 1: worker 0 announces, 2: it took lanes 28..31 */
@@ -659,6 +711,7 @@ int main(int argc, char **argv)
 	TEST(dead_senior_stops_counting);
 	TEST(dead_junior_and_respawn);
 	TEST(claims_reported_and_reset);
+	TEST(claim_reported_after_reuse);
 	TEST(producer_hand_off);
 	TEST(region_size_of_the_knot);
 	TEST(exactly_once_every_g);

@@ -257,7 +257,7 @@ static inline void wrap_storm_run(uint32_t base, unsigned int knot_flags,
 				  struct storm_report *r)
 {
 	wrap_set_base(base);
-	storm_pool(2, 2, WRAP_STEPS, knot_flags, r);
+	storm_pool(2, 2, WRAP_STEPS, knot_flags, KNITK_POOL_DISPATCH_PRIVATE, r);
 	wrap_set_base(0);
 }
 

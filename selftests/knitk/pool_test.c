@@ -267,14 +267,18 @@ TEST(idle_lanes)
 }
 
 static void storm_kmod(struct __test_metadata *_metadata,
-		       unsigned int workers, unsigned int kills)
+		       unsigned int workers, unsigned int kills,
+		       unsigned int dispatch)
 {
 	struct storm_report r;
 
-	storm_pool(workers, 3, kills, KNITK_KNOT_KMOD, &r);
+	storm_pool(workers, 3, kills, KNITK_KNOT_KMOD, dispatch, &r);
 	ASSERT_EQ(0, r.created);
 	EXPECT_EQ(kills, r.kills);
 	EXPECT_EQ(0, r.bad);
+	EXPECT_EQ(0, r.wrong);
+	EXPECT_EQ(0, r.twice);
+	EXPECT_EQ(r.calls, r.ok + r.dead);
 	EXPECT_EQ(0, r.epipe);
 	EXPECT_LT(0, r.ok);
 	EXPECT_EQ(50 * workers, r.served);
@@ -317,13 +321,25 @@ FIXTURE_TEARDOWN(storm)
 TEST_F_TIMEOUT(storm, kill_storm, 3600)
 {
 	REQUIRE_KNITK();
-	storm_kmod(_metadata, 3, storm_kills());
+	storm_kmod(_metadata, 3, storm_kills(), KNITK_POOL_DISPATCH_PRIVATE);
 }
 
 TEST_F_TIMEOUT(storm, kill_storm_one, 3600)
 {
 	REQUIRE_KNITK();
-	storm_kmod(_metadata, 1, storm_kills() / 4 + 1);
+	storm_kmod(_metadata, 1, storm_kills() / 4 + 1, KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+TEST_F_TIMEOUT(storm, steal_kill_storm, 3600)
+{
+	REQUIRE_KNITK();
+	storm_kmod(_metadata, 3, storm_kills(), KNITK_POOL_DISPATCH_STEAL);
+}
+
+TEST_F_TIMEOUT(storm, steal_kill_storm_one, 3600)
+{
+	REQUIRE_KNITK();
+	storm_kmod(_metadata, 1, storm_kills() / 4 + 1, KNITK_POOL_DISPATCH_STEAL);
 }
 
 TEST(torn_ack)
