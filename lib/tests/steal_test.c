@@ -681,7 +681,9 @@ static void bad_arguments(void)
 	struct knitk_geometry geom = {
 		.nr_workers = 2, .nr_submitters = 1, .lanes = KNITK_LANES,
 	};
+	struct knitk_lane_header h = { 0 };
 	struct knitk_consumer *c = NULL;
+	struct knitk_producer *p;
 	struct knitk_endpoint *k;
 	struct rig r;
 
@@ -691,9 +693,21 @@ static void bad_arguments(void)
 	CHECK_EQ(knitk_steal_consumer_create(r.host, 0, 8, &c), -EINVAL);
 	CHECK_EQ(knitk_steal_consumer_create(r.w[0], 1, 8, &c), -EOPNOTSUPP);
 	CHECK(!c);
+	CHECK_EQ(knitk_consumer_create(r.w[0], 0, &c), -EOPNOTSUPP);
+	REQUIRE(knitk_consumer_create(r.w[0], 1, &c) == 0);
+	CHECK_EQ(knitk_steal_hand_off(c, 1), -EINVAL);
+	knitk_consumer_destroy(c);
 	rig_fini(&r);
 	REQUIRE(knitk_endpoint_create(&geom, KNITK_KNOT_FUTEX, &k) == 0);
 	CHECK_EQ(knitk_steal_consumer_create(k, 0, 8, &c), -EOPNOTSUPP);
+	/* knitk_steal(3): the lane calls of a mailbox that does not steal. */
+	REQUIRE(knitk_endpoint_join(k, KNITK_ROLE_HOST, 0) >= 0);
+	REQUIRE(knitk_producer_create(k, 0, &p) == 0);
+	CHECK_EQ(knitk_producer_track_claims(p), -EOPNOTSUPP);
+	CHECK_EQ(knitk_producer_send_to(p, 1, &h, NULL, 0), -EINVAL);
+	CHECK_EQ(knitk_producer_hand_off(p, 1, 0), -EINVAL);
+	CHECK_EQ(knitk_producer_reset_claimant(p, 1), -EINVAL);
+	knitk_producer_destroy(p);
 	knitk_endpoint_destroy(k);
 }
 
