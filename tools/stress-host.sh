@@ -4,47 +4,55 @@
 # The host half of make stress: the futex backend's kill storms at
 # make stress's size (pool_kill_test with KNITK_STORM_KILLS, default 10000
 # SIGKILLs for the three-worker storm; make check runs 300), in the plain
-# and the ASan+UBSan builds.  Prints flat TAP lines,
-# "ok - stress-host: <build> pool_kill_test: <case>", and the storms'
-# "# N kills: ..." figures as comments.
+# and the ASan+UBSan builds, and the client kills of every pool kind
+# (pool_client_kill_test with KNITK_CLIENT_KILLS, default 10000 per kind;
+# make check runs 300) in the plain build.  Prints flat TAP lines,
+# "ok - stress-host: <build> <program>: <case>", and the figures as
+# comments.
 #
 #   KNITK_STORM_KILLS       kills of the storm (default 10000, at most 10000)
+#   KNITK_CLIENT_KILLS      client kills per pool kind (default 10000)
 #   KNITK_TEST_WATCHDOG     seconds per program, a hang guard (default 3600)
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
 build=$PWD/build/lib
 kills=${KNITK_STORM_KILLS:-10000}
+client_kills=${KNITK_CLIENT_KILLS:-10000}
 watchdog=${KNITK_TEST_WATCHDOG:-3600}
 failed=0
 
 log=$build/stress-host-build.log
 mkdir -p "$build"
 if ! make -s -C lib "$build/tests/pool_kill_test" "$build/tests-asan/pool_kill_test" \
-	>"$log" 2>&1; then
+	"$build/tests/pool_client_kill_test" >"$log" 2>&1; then
 	sed 's/^/# /' "$log"
-	echo "not ok - stress-host: build pool_kill_test"
+	echo "not ok - stress-host: build pool_kill_test, pool_client_kill_test"
 	exit 1
 fi
 
-for v in plain asan; do
-	bin=$build/tests/pool_kill_test
-	[ "$v" = asan ] && bin=$build/tests-asan/pool_kill_test
+run() {	# run <build> <program>, the environment set by the caller
+	local v=$1 prog=$2 bin=$build/tests/$2 out rc
+	[ "$v" = asan ] && bin=$build/tests-asan/$prog
 	out=$(mktemp)
-	KNITK_BACKEND=futex KNITK_STORM_KILLS=$kills \
-		timeout -s KILL "$watchdog" "$bin" >"$out" 2>&1
+	KNITK_BACKEND=futex timeout -s KILL "$watchdog" "$bin" >"$out" 2>&1
 	rc=$?
-	sed -e "s/^ok - /ok - stress-host: $v pool_kill_test: /" \
-	    -e "s/^not ok - /not ok - stress-host: $v pool_kill_test: /" \
+	sed -e "s/^ok - /ok - stress-host: $v $prog: /" \
+	    -e "s/^not ok - /not ok - stress-host: $v $prog: /" \
 	    -e '/^ok - \|^not ok - \|^# /!s/^/# /' "$out"
 	if [ "$rc" -eq 137 ]; then
-		echo "not ok - stress-host: $v pool_kill_test: killed by the ${watchdog}s watchdog (hang)"
+		echo "not ok - stress-host: $v $prog: killed by the ${watchdog}s watchdog (hang)"
 		failed=1
 	elif [ "$rc" -ne 0 ]; then
 		grep -q '^not ok - ' "$out" ||
-			echo "not ok - stress-host: $v pool_kill_test: exited with status $rc"
+			echo "not ok - stress-host: $v $prog: exited with status $rc"
 		failed=1
 	fi
 	rm -f "$out"
+}
+
+for v in plain asan; do
+	KNITK_STORM_KILLS=$kills run "$v" pool_kill_test
 done
+KNITK_CLIENT_KILLS=$client_kills run plain pool_client_kill_test
 exit $failed

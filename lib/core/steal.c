@@ -341,8 +341,16 @@ static uint64_t steal_claim_once(struct knitk_steal *st, int to, bool *again)
 		}
 		junior = true;
 	}
-	/* T5: a senior waits for a live junior to leave r, boundedly. */
+	/*
+	 * T5: a senior waits for a live junior to leave r, boundedly.  With
+	 * the host gone nobody clears the live bit of a junior killed in
+	 * its claim: withdraw, the worker is about to stop.
+	 */
 	for (round = 0; junior; round++) {
+		if (knot_host_dead(st->ep)) {
+			want_store(st, 0);
+			return 0;
+		}
 		steal_backoff(st, round);
 		junior = false;
 		live = steal_live(st);

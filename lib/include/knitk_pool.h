@@ -344,7 +344,10 @@ void *knitk_task_data(void *ctx);
  * process ends without destroying its pool (killed, or leaving main), the
  * worker finishes the call it is running (a task waiting for room for its
  * result gets -EPIPE) and exits; calls still queued to it are lost with
- * the host.  -EINVAL for a bad @table.
+ * the host.  Whatever else it is doing, it notices within one round of
+ * that loop: parked (the death rings it), spinning or yielding for work,
+ * a return lane or a stealing region; it starts no call once it knows.
+ * -EINVAL for a bad @table.
  */
 int knitk_worker_main(int argc, char **argv,
 		      const struct knitk_task_table *table, void *task_data);

@@ -113,14 +113,20 @@ struct worker_loop {
 	uint64_t max;
 };
 
-/* A free return lane: there always is one (POOL_CAP), but be safe. */
-static unsigned int worker_claim_return(struct worker_loop *l)
+/*
+ * A free return lane: there always is one (POOL_CAP), but be safe; -EPIPE
+ * when the host, which frees them, is gone.
+ */
+static int worker_claim_return(struct worker_loop *l)
 {
 	int lane;
 
-	while ((lane = knitk_lane_claim(l->ret)) < 0)
+	while ((lane = knitk_lane_claim(l->ret)) < 0) {
+		if (knitk_endpoint_host_dead(l->ep) > 0)
+			return -EPIPE;
 		sched_yield();
-	return (unsigned int)lane;
+	}
+	return lane;
 }
 
 /* Run (or skip) the call of one decoded request; fills the return lane. */
@@ -152,18 +158,21 @@ static int worker_exec(struct worker_loop *l, const struct knitk_msg *msg,
 	return l->a->table->tasks[h->function_id](msg->data, msg->len, &reply, &ctx);
 }
 
-/* Handle one request lane; returns 1 when it was the stop message. */
+/* Handle one request lane; returns 1 when the loop ends (stop message, host gone). */
 static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 			 unsigned int lane)
 {
 	struct knitk_lane_header *rh;
 	struct knitk_msg msg = { .size = sizeof(msg) };
 	unsigned int rlane;
-	int err, status, stop;
+	int err, status, stop, ret;
 
 	err = knitk_lane_decode(c, lane, &msg);
 	stop = !err && msg.header.function_id == POOL_FN_STOP;
-	rlane = worker_claim_return(l);
+	ret = worker_claim_return(l);
+	if (ret < 0)
+		return 1;	/* the host is gone: nobody to answer */
+	rlane = (unsigned int)ret;
 	status = stop ? 0 : worker_exec(l, &msg, err, rlane);
 	/* The request's bytes are read: retire it before answering. */
 	knitk_lane_ack(c, 1ULL << lane);
@@ -289,6 +298,13 @@ int knitk__worker_run(const struct worker_args *a)
 			spins = 0;
 			continue;
 		}
+		/*
+		 * Nothing to do and the host gone: stop now.  A dead host
+		 * may have left its publish window or a ring open (T12), and
+		 * then we would never park, where -EPIPE would tell us.
+		 */
+		if (knitk_endpoint_host_dead(l.ep) > 0)
+			break;
 		if (words)
 			knitk__steal_search(words, a->worker);
 		if (spins < a->spin) {
