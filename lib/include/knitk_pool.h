@@ -68,7 +68,8 @@ struct knitk_task_table {
 #define KNITK_WORKER_PROCESSES		2
 
 /* struct knitk_pool_opts.flags */
-#define KNITK_POOL_RESPAWN		(1U << 0)	/* restart dead workers */
+/* Restart dead workers; process workers only (-EINVAL with threads). */
+#define KNITK_POOL_RESPAWN		(1U << 0)
 
 /**
  * struct knitk_pool_opts - how to build a pool (zero means default)
@@ -215,7 +216,9 @@ struct knitk_call_opts {
  * once, before this returns) and return its handle in *@call.  Blocks
  * while every eligible worker is at capacity.  -EINVAL for bad arguments or
  * an unknown @fn or @opts->worker, -EMSGSIZE when @len fits no lane or
- * arena, -ESHUTDOWN after shutdown, -EPIPE when no worker is left.  With
+ * arena, -ESHUTDOWN after shutdown, -EPIPE when no worker is left to run
+ * it: none at all, or, for a call pinned with KNITK_CALL_WORKER, the
+ * worker it names (whether others live or not).  With
  * KNITK_POOL_RESPAWN a dead worker being replaced is not gone: the submit
  * waits for its successor (-EPIPE only if the restart fails).
  */

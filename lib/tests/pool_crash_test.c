@@ -149,7 +149,10 @@ static void crash(bool respawn)
 		CHECK_EQ(calls_after(l.pool, 1000, &pin), 1000);
 	} else {
 		CHECK_EQ(wi.alive, 0);
+		/* knitk_call(3): -EPIPE names the pinned worker gone ... */
 		CHECK_EQ(knitk_pool_submit(l.pool, T_MIX, "12345678", 8, &pin, &c), -EPIPE);
+		/* ... while the others still serve. */
+		CHECK_EQ(calls_after(l.pool, 100, NULL), 100);
 	}
 	/* Nothing leaked: every entry free, every call completed once. */
 	for (i = 0; i < 3; i++) {
