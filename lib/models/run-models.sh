@@ -61,6 +61,16 @@ table=(
 "steal-handoff-dead-peer;steal.pml;-DCLAIMANTS=2 -DLANES=3 -DG=1 -DMSGS=1 -DHANDOFFS=1 -DDEAD=0;safety;;steal: the other worker dies at any step during a hand-off: exactly-once, no deadlock (T14)"
 "steal-handoff-no-recheck;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=1 -DHANDOFFS=1 -DBROKEN_HANDOFF_NO_RECHECK;safety;assertion violated.*(hoff_took|resv);steal: broken variant rejected (hand-off without the WANT re-check: a claimant takes a lane handed to another, the ring is spurious)"
 "steal-handoff-no-reload;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=1 -DHANDOFFS=1 -DBROKEN_HANDOFF_NO_RELOAD;safety;assertion violated.*hoff_took;steal: broken variant rejected (hand-off without reloading the acks: a lane already taken is handed over, the ring is spurious)"
+"complete;complete.pml;;safety;;complete: a call owns its completion (R1-R8): every call completes once, runs at most once, gets its own result, no waiter parked for ever (1 slot reused, 2 calls, 2 workers, a stale request, aborts)"
+"complete-dead;complete.pml;-DDEAD=0 -DABORTER;safety;;complete: a worker dies at any step, another thread aborts while the owner waits: the dead worker's call fails once, the rest complete, a successor serves (2 workers)"
+"complete-dead-only;complete.pml;-DWORKERS=1 -DDEAD=0 -DCALLS=3;safety;;complete: the only worker dies at any step and is respawned: every call completes once (3 calls on 1 slot)"
+"complete-dead-no-respawn;complete.pml;-DWORKERS=1 -DDEAD=0 -DRESPAWN=0;safety;;complete: the only worker dies, no respawn: its call fails, later calls fail at once, nobody waits for ever"
+"complete-abort-store;complete.pml;-DBROKEN_ABORT_STORE -DABORTER;safety;assertion violated.*completions;complete: broken variant rejected (abort by a look and a store, not a CAS: a call completed twice)"
+"complete-done-first;complete.pml;-DBROKEN_DONE_FIRST;safety;assertion violated.*r *== *c;complete: broken variant rejected (DONE stored before the result bytes: the owner reads another call's result)"
+"complete-death-unseen;complete.pml;-DBROKEN_DEATH_UNSEEN -DDEAD=0;safety;invalid end state;complete: broken variant rejected (death not seen: the owner of the dead worker's call waits for ever)"
+"complete-park-store;complete.pml;-DBROKEN_PARK_STORE;safety;invalid end state;complete: broken variant rejected (waiter bit stored after a look, not by CAS: lost wake-up)"
+"complete-no-gen;complete.pml;-DBROKEN_NO_GEN;safety;assertion violated.*r *== *c;complete: broken variant rejected (no generation in the CASes: a stale request claims the slot's new call)"
+"complete-reuse-held;complete.pml;-DBROKEN_REUSE_HELD;safety;assertion violated.*r *== *c;complete: broken variant rejected (a slot reused while an aborted call's worker still holds it)"
 )
 
 # run_one INDEX: runs one entry, leaves its verdict in $build/<id>/result.
