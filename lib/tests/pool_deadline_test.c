@@ -30,6 +30,7 @@ static const knitk_task_fn fns[] = {
 	[T_FILL] = task_fill, [T_PID] = task_pid, [T_FAIL] = task_fail,
 	[T_ENV] = task_env, [T_HOLD] = task_hold,
 	[T_GATE] = task_gate, [T_SEQ] = task_seq, [T_TID] = task_tid,
+	[T_RUN] = task_run,
 	[T_NR] = task_count,
 };
 static const struct knitk_task_table tasks = { .tasks = fns, .nr_tasks = T_NR + 1 };
