@@ -435,7 +435,7 @@ static void churn_plain(void)
 
 static void churn_cpu_pressure(void)
 {
-	churn(CHURN_HOG, nr_pools / 2, churn_seed(2));
+	churn(CHURN_HOG, nr_pools / 4, churn_seed(2));
 }
 
 static void churn_stopped_workers(void)
@@ -449,7 +449,7 @@ int main(int argc, char **argv)
 
 	if (pool_test_start(argc, argv, &test_tasks, &nr_calls, ~0UL))
 		return 1;
-	nr_pools = nr_calls >= 100000 ? 120 : 24;
+	nr_pools = nr_calls >= 100000 ? 600 : 24;
 	v = getenv("KNITK_CHURN_POOLS");
 	if (v)
 		nr_pools = (unsigned int)strtoul(v, NULL, 0);
