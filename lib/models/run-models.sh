@@ -61,6 +61,7 @@ table=(
 "steal-handoff-dead-peer;steal.pml;-DCLAIMANTS=2 -DLANES=3 -DG=1 -DMSGS=1 -DHANDOFFS=1 -DDEAD=0;safety;;steal: the other worker dies at any step during a hand-off: exactly-once, no deadlock (T14)"
 "steal-handoff-no-recheck;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=1 -DHANDOFFS=1 -DBROKEN_HANDOFF_NO_RECHECK;safety;assertion violated.*(hoff_took|resv);steal: broken variant rejected (hand-off without the WANT re-check: a claimant takes a lane handed to another, the ring is spurious)"
 "steal-handoff-no-reload;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=1 -DHANDOFFS=1 -DBROKEN_HANDOFF_NO_RELOAD;safety;assertion violated.*hoff_took;steal: broken variant rejected (hand-off without reloading the acks: a lane already taken is handed over, the ring is spurious)"
+"steal-handoff-no-resv-reload;steal.pml;-DCLAIMANTS=2 -DLANES=2 -DG=1 -DMSGS=1 -DHANDOFFS=1 -DBROKEN_HANDOFF_NO_RESV_RELOAD;safety;assertion violated.*resv;steal: broken variant rejected (hand-off without reloading the reservations: a lane a claimant handed to another worker meanwhile is reserved for two workers, and neither takes it)"
 )
 
 # run_one INDEX: runs one entry, leaves its verdict in $build/<id>/result.
