@@ -230,6 +230,10 @@ static bool steal_unreserved(struct knitk_pool *pool)
 		if (knitk_mailbox_pending(pool->ep, s, &pending) <= 0)
 			continue;
 		resv = 0;
+		/*
+		 * After pub (the acquire in knitk_mailbox_pending), which pairs
+		 * with the release of pub after each reservation (T13).
+		 */
 		for (w = 0; w < pool->nr_workers; w++)
 			resv |= atomic_load_explicit(steal_line_word(pool->ep, s, w,
 					offsetof(struct knitk_steal_line, resv)),
