@@ -76,12 +76,16 @@ static int s_die(const void *in, size_t len, struct knitk_reply *out, void *ctx)
 	return 0;
 }
 
+/* S_SLEEP calls begun (thread workers). */
+static _Atomic unsigned int sleeps_begun;
+
 /* Runs until aborted or past its deadline. */
 static int s_sleep(const void *in, size_t len, struct knitk_reply *out, void *ctx)
 {
 	(void)in;
 	(void)len;
 	(void)out;
+	atomic_fetch_add(&sleeps_begun, 1);
 	while (!knitk_task_aborted(ctx))
 		sched_yield();
 	return -EINTR;
@@ -570,11 +574,12 @@ static void rescue_gives_back(void)
 	rescue_words = (_Atomic uint64_t *)((char *)base + l.mailbox_off +
 					    offsetof(struct knitk_sector, ack));
 	wait_workers_parked(ep, 2);
-	/* Worker 0, the lowest idle, is woken for it and runs it. */
+	/* One worker is woken for it and runs it: past its claim (T12). */
+	i = atomic_load(&sleeps_begun);
 	REQUIRE(knitk_pool_submit(pool, S_SLEEP, NULL, 0, NULL, &run) == 0);
-	while (worker_parked(ep, 0))
+	while (atomic_load(&sleeps_begun) == i)
 		sched_yield();
-	rescue_busy = 0;
+	rescue_busy = worker_parked(ep, 0) ? 1 : 0;
 	/* The busy worker searched when the waiter looked (T14). */
 	atomic_fetch_or(&rescue_words[1], 1ULL << rescue_busy);
 	rescue_pool = pool;
@@ -587,7 +592,7 @@ static void rescue_gives_back(void)
 		/* Bounded: the hang detector, the call runs in microseconds. */
 		CHECK_EQ(knitk_call_wait(rescue_call, tap_now_ns() + 10000000000ULL), 0);
 		CHECK(mix_ok(rescue_call, rescue_x, 2));
-		CHECK_EQ(knitk_call_worker(rescue_call), 1);
+		CHECK_EQ(knitk_call_worker(rescue_call), 1 - (int)rescue_busy);
 		knitk_call_release(rescue_call);
 	}
 	CHECK(rescue_call);
