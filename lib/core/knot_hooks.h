@@ -38,6 +38,12 @@ enum knot_hook {
 	 * before it looks at the claimants (T14); @arg: the worker.
 	 */
 	KNOT_HOOK_HAND_OFF,
+	/*
+	 * steal.c: a producer's hand-off chose its region and lanes from the
+	 * pending and reserved words, before it reserves them (T14); @arg:
+	 * the worker.
+	 */
+	KNOT_HOOK_HAND_OFF_CHOSEN,
 };
 
 typedef void (*knot_hook_fn)(struct knitk_endpoint *k, enum knot_hook point,

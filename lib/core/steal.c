@@ -429,12 +429,14 @@ uint64_t knitk__steal_hand_off(struct knitk_steal *st, unsigned int to)
  *   r := the oldest region of P that no live worker wants; T := P of r
  *   resv[to] |= T; StoreLoad fence
  *   a live worker wants r: resv[to] &= ~T, nothing handed over
- *   T &= pending, loaded again; resv[to] &= ~(what left T)
+ *   T &= pending not reserved for another live worker, loaded again;
+ *   resv[to] &= ~(what left T)
  *
  * Either a claimant's announce comes after our fence, and its T6 load of
  * resv sees T reserved, or our load of its want sees that announce (we
- * withdraw) or a later store, which is after its ack (T7) and so shows us
- * the lanes it took: what we return is @to's alone.
+ * withdraw) or a later store, which is after its ack or its hand-off's
+ * reservation (T7) and so shows us the lanes it took or handed on: what
+ * we return is @to's alone.
  */
 uint64_t knitk__steal_producer_hand_off(struct knitk_endpoint *k,
 					unsigned int mailbox, unsigned int g,
@@ -469,6 +471,7 @@ uint64_t knitk__steal_producer_hand_off(struct knitk_endpoint *k,
 	rbit = 1ULL << r;
 	t = pending & region_mask(&st, r);
 
+	KNOT_HOOK(k, KNOT_HOOK_HAND_OFF_CHOSEN, to);
 	/* The announce, then the fence of T4 before the want loads. */
 	atomic_fetch_or_explicit(resv, t, memory_order_seq_cst);
 	steal_storeload_fence();
@@ -481,8 +484,16 @@ uint64_t knitk__steal_producer_hand_off(struct knitk_endpoint *k,
 			return 0;
 		}
 	}
-	/* Taken before our announce: the acquire of the acks shows it. */
-	pending = steal_pending(&st);
+	/*
+	 * Taken before our announce: the acquire of the acks shows it.
+	 * Handed to another worker before it: a claimant's hand-off leaves
+	 * the lanes pending and reserves them instead (T13), so the
+	 * reservations are loaded again too, after the want loads whose
+	 * acquire pairs with its release clear of want (T7).  Kept, such a
+	 * lane would be reserved for two workers, and neither takes it.
+	 */
+	live = steal_live(&st) & ~(1ULL << to);
+	pending = steal_pending(&st) & ~reserved_others(&st, live, &mine);
 	if (t & ~pending)
 		atomic_fetch_and_explicit(resv, ~(t & ~pending), memory_order_relaxed);
 	return t & pending;

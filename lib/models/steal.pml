@@ -44,7 +44,8 @@
  *       live worker wants (one look: steers only)
  *   resv[to] |= H (its announce; StoreLoad)
  *   a live worker wants r -> resv[to] &= ~H, nothing handed over
- *   H &= pending, loaded again; resv[to] &= ~(what left H)
+ *   H &= pending and not reserved for another live worker, loaded
+ *       again; resv[to] &= ~(what left H)
  * and then rings `to` for H.  hoff (ghost) is H while the hand-off is under
  * way: a reservation it may still withdraw.
  *
@@ -74,7 +75,8 @@
  *    (so a worker woken for it finds it), once a producer's hand-off has
  *    settled;
  *  - every lane a hand-off gives a live `to` is still pending then, or
- *    `to` took it: the ring for it is never spurious;
+ *    `to` took it: the ring for it is never spurious; and it is reserved
+ *    for no other live worker (else neither would take it);
  *  - every message is retired exactly once (by one ack store, dead or
  *    alive); the producer writes a lane only while it is free; after the
  *    drain every message was retired, and a lost one or a senior waiting
@@ -97,6 +99,11 @@
  *    retires one handed to `to`.
  *  - BROKEN_HANDOFF_NO_RELOAD: the hand-off keeps H without loading the
  *    ack words again: it rings `to` for a lane a claimant already took.
+ *  - BROKEN_HANDOFF_NO_RESV_RELOAD: the hand-off loads the ack words
+ *    again but not the other workers' reservations: a claimant that
+ *    handed the region to another worker after the producer's choice
+ *    leaves it pending, and the lane ends up reserved for two live
+ *    workers, neither of which takes it (the lost call).
  */
 
 #ifndef CLAIMANTS
@@ -280,6 +287,18 @@ active proctype producer()
 				:: p == CLAIMANTS -> p = 0; break
 				:: p < CLAIMANTS -> x = x ^ ack[p]; p++
 				od;
+#ifndef BROKEN_HANDOFF_NO_RESV_RELOAD
+				/*
+				 * And the other live workers' reservations: a
+				 * claimant's hand-off leaves its lanes pending.
+				 */
+				do
+				:: p == CLAIMANTS -> p = 0; break
+				:: p < CLAIMANTS && p != HANDOFF_TO && BIT(live, p) ->
+					x = x & ~resv[p]; p++
+				:: p < CLAIMANTS && !(p != HANDOFF_TO && BIT(live, p)) -> p++
+				od;
+#endif
 #endif
 				atomic {
 					resv[HANDOFF_TO] = resv[HANDOFF_TO] & ~(t & ~x);
@@ -296,6 +315,18 @@ active proctype producer()
 						assert(!BIT(live, HANDOFF_TO) ||
 						       BIT(pub ^ ACKS, i) == 1 ||
 						       BIT(hoff_took, i) == 1);
+						/* ... and reserved for it alone. */
+						m = 0;
+						do
+						:: m == CLAIMANTS -> break
+						:: m < CLAIMANTS ->
+							assert(m == HANDOFF_TO ||
+							       !BIT(live, m) ||
+							       !BIT(live, HANDOFF_TO) ||
+							       BIT(resv[m], i) == 0);
+							m++
+						od;
+						m = 0;
 						i++
 					od;
 					i = 0; hoff = 0; hoff_took = 0; t = 0; x = 0

@@ -37,6 +37,11 @@ enum pool_hook {
 	 * from its return mailbox and not completed yet; no lock held.
 	 */
 	POOL_HOOK_HELD,
+	/*
+	 * knitk__steal_rescue: worker @arg is picked and nothing was handed
+	 * to it; it is not given back yet; no lock held.
+	 */
+	POOL_HOOK_RESCUE_EMPTY,
 };
 
 typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,

@@ -202,11 +202,103 @@ void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 	atomic_store_explicit(ring, (uint64_t)to + 1, memory_order_seq_cst);
 	for (m = 0; m < nr_mailboxes && n <= 0; m++)
 		n = knitk_steal_hand_off(c[m], (unsigned int)to);
+	/*
+	 * Given back, @to may have made a publish meanwhile pick nobody:
+	 * we scan again after this claim, and take that lane then.
+	 */
 	if (n > 0)
 		knitk__steal_ring(ep, words, to);
 	else
 		knitk__steal_unpick(words, to);
 	atomic_store_explicit(ring, 0, memory_order_relaxed);
+}
+
+/* Attempts of one rescue: a hand-off fails only while a claimant works. */
+#define STEAL_RESCUE_TRIES	4
+
+/*
+ * A pending lane of a stealing mailbox reserved for nobody: work no
+ * worker is woken for (T13).  A dead worker's reservations count here;
+ * its death handler sees to them (knitk__steal_take_dead).
+ */
+static bool steal_unreserved(struct knitk_pool *pool)
+{
+	uint64_t pending, resv;
+	unsigned int s, w;
+
+	for (s = 0; s < pool->nr_submitters; s++) {
+		if (knitk_mailbox_pending(pool->ep, s, &pending) <= 0)
+			continue;
+		resv = 0;
+		/*
+		 * After pub (the acquire in knitk_mailbox_pending), which pairs
+		 * with the release of pub after each reservation (T13).
+		 */
+		for (w = 0; w < pool->nr_workers; w++)
+			resv |= atomic_load_explicit(steal_line_word(pool->ep, s, w,
+					offsetof(struct knitk_steal_line, resv)),
+					memory_order_relaxed);
+		if (pending & ~resv)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Give picked worker @w back, nothing handed to it (T12), and say whether
+ * to pick again.  While we held w, a publish's pick may have found w
+ * taken and no other idle worker: it reserved nothing and rang nobody,
+ * and w, parked, would not see the lane.  Such a pick came before our
+ * unpick (seq_cst) and inside its publish window, so once the windows
+ * are closed its lane is seen: the seq_cst load of the window reads the
+ * publisher's close, an RMW after its pub store (release sequence).  A
+ * worker still searching after the unpick goes idle only after it saw
+ * that window too (knitk__steal_idle), so it covers the lane; else, with
+ * a lane nobody reserved, pick again.
+ */
+static bool steal_unpick_recheck(struct knitk_pool *pool, int w)
+{
+	_Atomic uint64_t *words = pool->steal_words;
+
+	knitk__steal_unpick(words, w);
+	while (atomic_load_explicit(&words[STEAL_WINDOW], memory_order_seq_cst))
+		sched_yield();
+	if (atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
+		return false;
+	return steal_unreserved(pool);
+}
+
+/*
+ * Hand one region of the lanes nobody claimed or reserved to idle worker
+ * @to (picked) and ring it; with nothing handed over, give it back and
+ * try again while steal_unpick_recheck says so.
+ */
+static void steal_give(struct knitk_pool *pool, int to)
+{
+	_Atomic uint64_t *words = pool->steal_words;
+	unsigned int s, tries;
+	int n;
+
+	for (tries = 0; to >= 0 && tries < STEAL_RESCUE_TRIES; tries++) {
+		for (s = 0, n = 0; s < pool->nr_submitters && n <= 0; s++) {
+			struct pool_submitter *sl = &pool->submitters[s];
+
+			pthread_mutex_lock(&sl->lock);
+			n = knitk_producer_hand_off(sl->producers[0], (unsigned int)to,
+						    pool->steal_g);
+			pthread_mutex_unlock(&sl->lock);
+		}
+		if (n > 0) {
+			knitk__steal_ring(pool->ep, words, to);
+			return;
+		}
+		POOL_HOOK(pool, POOL_HOOK_RESCUE_EMPTY, (unsigned int)to);
+		if (!steal_unpick_recheck(pool, to))
+			return;
+		to = steal_pick_idle(words);
+	}
+	/* Out of tries: a claimant holds that work and scans again after. */
+	knitk__steal_unpick(words, to);
 }
 
 /*
@@ -221,26 +313,10 @@ void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 void knitk__steal_rescue(struct knitk_pool *pool)
 {
 	_Atomic uint64_t *words = pool->steal_words;
-	unsigned int s;
-	int to, n = 0;
 
 	if (!atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
 		return;
-	to = steal_pick_idle(words);
-	if (to < 0)
-		return;
-	for (s = 0; s < pool->nr_submitters && n <= 0; s++) {
-		struct pool_submitter *sl = &pool->submitters[s];
-
-		pthread_mutex_lock(&sl->lock);
-		n = knitk_producer_hand_off(sl->producers[0], (unsigned int)to,
-					    pool->steal_g);
-		pthread_mutex_unlock(&sl->lock);
-	}
-	if (n > 0)
-		knitk__steal_ring(pool->ep, words, to);
-	else
-		knitk__steal_unpick(words, to);
+	steal_give(pool, steal_pick_idle(words));
 }
 
 /* Worker @w leaves (stopped, or its host is gone): neither idle nor searching. */
@@ -413,7 +489,9 @@ static int steal_publish_once(struct knitk_pool *pool, int s,
 	pthread_mutex_unlock(&pool->submitters[slot].lock);
 	knitk__steal_window(words, false);
 	if (ret < 0) {
-		knitk__steal_unpick(words, to);
+		/* A publish that found @to ours meanwhile woke nobody. */
+		if (to >= 0 && steal_unpick_recheck(pool, to))
+			steal_give(pool, steal_pick_idle(words));
 		return ret;
 	}
 	knitk__steal_ring(pool->ep, words, to);

@@ -25,6 +25,7 @@
 #include "pool_parked.h"
 #include "tap.h"
 #include "../core/knot_hooks.h"
+#include "../pool/pool_hooks.h"
 
 enum { S_MIX, S_ORDER, S_DIE, S_SLEEP, S_NR };
 
@@ -75,12 +76,16 @@ static int s_die(const void *in, size_t len, struct knitk_reply *out, void *ctx)
 	return 0;
 }
 
+/* S_SLEEP calls begun (thread workers). */
+static _Atomic unsigned int sleeps_begun;
+
 /* Runs until aborted or past its deadline. */
 static int s_sleep(const void *in, size_t len, struct knitk_reply *out, void *ctx)
 {
 	(void)in;
 	(void)len;
 	(void)out;
+	atomic_fetch_add(&sleeps_begun, 1);
 	while (!knitk_task_aborted(ctx))
 		sched_yield();
 	return -EINTR;
@@ -519,6 +524,85 @@ static void deadlines_aborts_shutdown(void)
 }
 
 /*
+ * The rescue's hook (T14): the picked worker got nothing, and before it
+ * is given back the searcher the rescue saw stops searching and a call
+ * is published.
+ */
+static struct knitk_pool *rescue_pool;
+static _Atomic uint64_t *rescue_words;	/* the wake policy's (steal.c) */
+static unsigned int rescue_busy;
+static struct knitk_call *rescue_call;
+static uint64_t rescue_x = 7;
+static _Atomic int rescue_fired;
+
+static void rescue_hook(struct knitk_pool *pool, enum pool_hook point,
+			unsigned int arg)
+{
+	(void)arg;
+	if (point != POOL_HOOK_RESCUE_EMPTY || pool != rescue_pool ||
+	    atomic_exchange(&rescue_fired, 1))
+		return;
+	/* Its searching bit (word 1) goes. */
+	atomic_fetch_and(&rescue_words[1], ~(1ULL << rescue_busy));
+	if (knitk_pool_submit(pool, S_MIX, &rescue_x, 8, NULL, &rescue_call))
+		rescue_call = NULL;
+}
+
+/*
+ * T12, T14: a waiter's rescue picks the idle worker and finds nothing to
+ * hand it; meanwhile a publish finds that worker taken, the other busy
+ * and nobody searching, so it reserves nothing and rings nobody.  Given
+ * back, the idle worker must still be woken for that call, which would
+ * otherwise wait for the busy worker (here: for ever, its call runs
+ * until aborted; with every worker idle, the lost call of a churn of
+ * stealing pools).
+ */
+static void rescue_gives_back(void)
+{
+	struct knitk_endpoint *ep;
+	struct knitk_layout l;
+	struct knitk_call *run;
+	struct knitk_pool *pool;
+	unsigned int i;
+	void *base;
+
+	pool = steal_pool(KNITK_WORKER_THREADS, 2, 0, 0, NULL);
+	REQUIRE(pool);
+	REQUIRE(knitk_pool_endpoint(pool, &ep) == 0);
+	knitk_endpoint_layout(ep, &l, NULL);
+	knitk_endpoint_base(ep, &base);
+	rescue_words = (_Atomic uint64_t *)((char *)base + l.mailbox_off +
+					    offsetof(struct knitk_sector, ack));
+	wait_workers_parked(ep, 2);
+	/* One worker is woken for it and runs it: past its claim (T12). */
+	i = atomic_load(&sleeps_begun);
+	REQUIRE(knitk_pool_submit(pool, S_SLEEP, NULL, 0, NULL, &run) == 0);
+	while (atomic_load(&sleeps_begun) == i)
+		sched_yield();
+	rescue_busy = worker_parked(ep, 0) ? 1 : 0;
+	/* The busy worker searched when the waiter looked (T14). */
+	atomic_fetch_or(&rescue_words[1], 1ULL << rescue_busy);
+	rescue_pool = pool;
+	atomic_store(&knitk__test_hook, rescue_hook);
+	for (i = 0; i < 500 && !atomic_load(&rescue_fired); i++)
+		CHECK_EQ(knitk_call_wait(run, tap_now_ns() + 20000000ULL), -EINPROGRESS);
+	atomic_store(&knitk__test_hook, NULL);
+	CHECK(atomic_load(&rescue_fired));
+	if (rescue_call) {
+		/* Bounded: the hang detector, the call runs in microseconds. */
+		CHECK_EQ(knitk_call_wait(rescue_call, tap_now_ns() + 10000000000ULL), 0);
+		CHECK(mix_ok(rescue_call, rescue_x, 2));
+		CHECK_EQ(knitk_call_worker(rescue_call), 1 - (int)rescue_busy);
+		knitk_call_release(rescue_call);
+	}
+	CHECK(rescue_call);
+	CHECK_EQ(knitk_call_status(run), -EINPROGRESS);
+	CHECK_EQ(knitk_call_abort(run), 0);
+	knitk_call_release(run);
+	knitk_pool_destroy(pool);
+}
+
+/*
  * A process worker of die_at(): KNITK_STEAL_DIE is "point,worker,path";
  * worker @worker kills itself at hook @point, once (the first to create
  * @path), so its respawned successor lives.
@@ -689,6 +773,7 @@ int main(int argc, char **argv)
 	TEST(death_holding_claim_and_want);
 	TEST(last_worker_dies);
 	TEST(burst_spreads);
+	TEST(rescue_gives_back);
 	TEST(exactly_once_threads);
 	TEST(exactly_once_processes);
 	return tap_exit();

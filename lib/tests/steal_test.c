@@ -635,6 +635,64 @@ static void producer_hand_off(void)
 }
 
 /*
+ * The hook of a producer's hand-off between its choice of lanes and its
+ * reservation (T14): worker 0 hands the same region on to worker 2, as
+ * a worker whose claim ends the search does (T12).
+ */
+static struct knitk_consumer *chosen_c0;
+static int chosen_handed = -1;
+
+static void hand_off_chosen_hook(struct knitk_endpoint *k, enum knot_hook point,
+				 unsigned int arg)
+{
+	(void)k;
+	if (point == KNOT_HOOK_HAND_OFF_CHOSEN && arg == 1)
+		chosen_handed = knitk_steal_hand_off(chosen_c0, 2);
+}
+
+/*
+ * T13, T14: a claimant hands a region to worker 2 after a producer chose
+ * the same lanes for worker 1 and before the producer reserves them.  The
+ * claimant's want is clear again when the producer looks, and the lanes
+ * are still pending: only the reservations tell.  The producer hands over
+ * nothing; a lane reserved for both workers would be taken by neither
+ * (each leaves it to the other, T13), and a call in it would never run.
+ */
+static void hand_off_after_a_hand_off(void)
+{
+	_Atomic uint64_t *resv1, *resv2;
+	struct knitk_consumer *c0, *c1, *c2;
+	struct rig r;
+	uint64_t pend;
+
+	REQUIRE(rig_init(&r, 3, 1, 16) == 0);
+	resv1 = (_Atomic uint64_t *)&line_of(&r, 0, 1)->resv;
+	resv2 = (_Atomic uint64_t *)&line_of(&r, 0, 2)->resv;
+	c0 = claimant(&r, 0);
+	c1 = claimant(&r, 1);
+	c2 = claimant(&r, 2);
+	REQUIRE(c0 && c1 && c2);
+	send_values(&r, 16);		/* region 0 */
+	chosen_c0 = c0;
+	atomic_store(&knitk__endpoint_hook, hand_off_chosen_hook);
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 1, 16), 0);
+	atomic_store(&knitk__endpoint_hook, NULL);
+	CHECK_EQ(chosen_handed, 16);
+	CHECK_EQ(atomic_load(resv2), 0xffffULL);
+	CHECK_EQ(atomic_load(resv1), 0);
+	/* Worker 2's lanes: worker 1 finds nothing, worker 2 all of them. */
+	CHECK_EQ(knitk_lane_scan(c1, &pend), 0);
+	CHECK_EQ(knitk_lane_scan(c2, &pend), 16);
+	CHECK_EQ(pend, 0xffffULL);
+	CHECK_EQ(knitk_lane_ack(c2, pend), 0);
+	CHECK_EQ(atomic_load(resv2), 0);
+	knitk_consumer_destroy(c2);
+	knitk_consumer_destroy(c1);
+	knitk_consumer_destroy(c0);
+	rig_fini(&r);
+}
+
+/*
  * T1: a claimant and a hand-off take the knot's region size, asked for by
  * 0 or by itself; any other size, legal for the workers or not, is
  * -EINVAL and changes nothing of the worker's steal line.
@@ -727,6 +785,7 @@ int main(int argc, char **argv)
 	TEST(claims_reported_and_reset);
 	TEST(claim_reported_after_reuse);
 	TEST(producer_hand_off);
+	TEST(hand_off_after_a_hand_off);
 	TEST(region_size_of_the_knot);
 	TEST(exactly_once_every_g);
 	return tap_exit();

@@ -7,8 +7,9 @@
  * stealing worker only while a stealing mailbox holds pending work and
  * suppresses the rest as idle.  A worker dying holding a claim fails only
  * the calls it had claimed, and its respawned successor serves.  A worker
- * stopped while it searches holds up no call (T14).  Small counts: the
- * guest runs under TCG.
+ * stopped while it searches holds up no call (T14).  A short churn of
+ * small stealing pools loses no call (T12-T14).  Small counts: the guest
+ * runs under TCG.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include "knitk_pool.h"
 #include "knitk_pool_guest.h"
 #include "../../lib/tests/pool_parked.h"
+#include "../../lib/tests/pool_churn.h"
 
 #define WORKERS	3
 #define CALLS	300
@@ -223,6 +225,36 @@ TEST(steal_stopped_searcher)
 	ASSERT_EQ(1, wi[1].db_valid);
 	EXPECT_EQ(0, wi[0].db.spurious + wi[1].db.spurious);
 	knitk_pool_destroy(pool);
+}
+
+/*
+ * T12-T14 on the module: a short churn of small stealing pools
+ * (lib/tests/pool_churn.h; the host's pool_steal_churn_test runs a long
+ * one on the futex backend).  Every call runs once with its own result;
+ * a call still in flight at its deadline prints the pool's state and
+ * fails the case.  Lost here before the producer's hand-off reloaded the
+ * reservations (lanes reserved for two workers).
+ */
+TEST(steal_churn)
+{
+	struct churn_tally t = { 0 };
+	uint64_t seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
+	unsigned int i;
+
+	REQUIRE_KNITK();
+	ASSERT_EQ(0, runtab_open());
+	printf("# seed %#llx\n", (unsigned long long)seed);
+	for (i = 0; i < 12 && !atomic_load(&hung); i++)
+		churn_one(&seed, i % 3 == 2 ? CHURN_STOP : CHURN_PLAIN,
+			  KNITK_KNOT_KMOD, &t);
+	/* A hung pool is left as it is: its workers go with us (P6). */
+	ASSERT_EQ(0, atomic_load(&hung));
+	EXPECT_EQ(12, t.pools);
+	EXPECT_EQ(0, t.bad);
+	EXPECT_EQ(0, t.twice);
+	EXPECT_EQ(0, t.failed);
+	EXPECT_EQ(0, t.lost);
+	EXPECT_LT(0, t.calls);
 }
 
 int main(int argc, char **argv)
