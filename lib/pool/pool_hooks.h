@@ -37,6 +37,11 @@ enum pool_hook {
 	 * from its return mailbox and not completed yet; no lock held.
 	 */
 	POOL_HOOK_HELD,
+	/*
+	 * The respawn of dead worker @arg is about to start (after its calls
+	 * completed and its waiters were released); no lock held.
+	 */
+	POOL_HOOK_RESPAWN,
 };
 
 typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,
