@@ -333,8 +333,8 @@ static void write_ratios(FILE *f, const struct row *rows, int nr, const char *ba
 	} dw[] = {
 		{ "death_wait_vs_pidfd_p50", "death-wait/knitk-respawn", 50 },
 		{ "death_wait_vs_pidfd_p99", "death-wait/knitk-respawn", 99 },
-		{ "death_wait_steal_vs_pidfd_p50", "death-wait/steal-respawn", 50 },
-		{ "death_wait_steal_vs_pidfd_p99", "death-wait/steal-respawn", 99 },
+		{ "death_wait_steal_vs_pidfd_p50", "death-wait/knitk-steal-respawn", 50 },
+		{ "death_wait_steal_vs_pidfd_p99", "death-wait/knitk-steal-respawn", 99 },
 	};
 	const struct row *idle = NULL;
 	int i, first = 1;

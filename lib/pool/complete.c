@@ -704,9 +704,17 @@ static void *completer_main(void *arg)
 			 * A death to look at again and no drainer (an event
 			 * loop between two reaps, say): one round ourselves.
 			 */
+			bool ev = atomic_load_explicit(&pool->evmode,
+						       memory_order_relaxed);
+
 			pool->draining = true;
 			pthread_mutex_unlock(&pool->lock);
-			drain_all(pool, false);
+			/* An event loop's reap may have left it to us: arm its fd. */
+			if (ev)
+				while (knitk__pool_drain_or_arm(pool))
+					;
+			else
+				drain_all(pool, false);
 			pthread_mutex_lock(&pool->lock);
 			pool->draining = false;
 			pthread_cond_broadcast(&pool->cond);

@@ -336,7 +336,7 @@ const struct bench_case bench_death_cases[] = {
 	  60, 10 },
 	DW("knitk-respawn", DW_PRIVATE | DW_RESPAWN, "death-wait/pidfd"),
 	DW("knitk", DW_PRIVATE, "death-wait/pidfd"),
-	DW("steal-respawn", DW_STEAL | DW_RESPAWN, "death-wait/pidfd"),
-	DW("steal", DW_STEAL, "death-wait/pidfd"),
+	DW("knitk-steal-respawn", DW_STEAL | DW_RESPAWN, "death-wait/pidfd"),
+	DW("knitk-steal", DW_STEAL, "death-wait/pidfd"),
 	{ NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0 },
 };
