@@ -46,12 +46,13 @@ struct row {
 	const struct bench_case *c;
 	struct bench_result r;
 	double median_ns, min_ns, cpu_ns;	/* cpu_ns: median CPU per op */
+	double p50_us, p99_us;			/* latency cases: over every op */
 	const struct row *base;
 };
 
 static const struct bench_case *const families[] = {
 	bench_pingpong_cases, bench_throughput_cases, bench_pool_cases,
-	bench_payload_cases, bench_steal_cases,
+	bench_payload_cases, bench_steal_cases, bench_death_cases,
 };
 
 static int selected(const char *name, const char *only)
@@ -97,6 +98,10 @@ static void summarize(struct row *row)
 	for (i = 1; i < n; i++)
 		if (row->r.ns[i] < row->min_ns)
 			row->min_ns = row->r.ns[i];
+	if (row->r.has_lat) {
+		row->p50_us = bench_quantile(row->r.lat_us, row->r.nlat, 0.5);
+		row->p99_us = bench_quantile(row->r.lat_us, row->r.nlat, 0.99);
+	}
 }
 
 static int rate(const struct row *row)
@@ -205,6 +210,23 @@ static void print_table(const struct row *rows, int nr, const struct bench_ctx *
 		       id->cpu_ns / 1e6, id->wall_ns / 1e6, 100 * id->cpu_ns / id->wall_ns);
 	}
 	for (i = 0, j = 0; i < nr; i++) {
+		const struct row *row = &rows[i];
+		char p50[32] = "", p99[32] = "";
+
+		if (!ok_row(row) || !row->r.has_lat)
+			continue;
+		if (!j++)
+			printf("\nlatency over every operation of the run (us), and against"
+			       " the baseline's\n");
+		if (row->base && row->base != row && row->base->r.has_lat) {
+			snprintf(p50, sizeof(p50), "%.3fx", row->p50_us / row->base->p50_us);
+			snprintf(p99, sizeof(p99), "%.3fx", row->p99_us / row->base->p99_us);
+		}
+		printf("  %-32s %6zu ops  p50 %9.1f %-8s  p99 %9.1f %-8s  cpu %.0f ns/op\n",
+		       row->c->name, row->r.nlat, row->p50_us, p50, row->p99_us, p99,
+		       row->cpu_ns);
+	}
+	for (i = 0, j = 0; i < nr; i++) {
 		const struct bench_pool_counts *pc = &rows[i].r.counts;
 		char per_claim[32] = "-", wakes[32] = "-", spurious[32] = "-";
 
@@ -262,6 +284,17 @@ static double ratio(const struct row *rows, int nr, const char *a, const char *b
 	return cpu ? x->cpu_ns / y->cpu_ns : x->median_ns / y->median_ns;
 }
 
+/* @q (50 or 99) latency quantile of @a over that of @b; 0 if either is missing */
+static double lat_ratio(const struct row *rows, int nr, const char *a, const char *b,
+			int q)
+{
+	const struct row *x = find(rows, nr, a), *y = find(rows, nr, b);
+
+	if (!x || !y || !x->r.has_lat || !y->r.has_lat)
+		return 0;
+	return q == 50 ? x->p50_us / y->p50_us : x->p99_us / y->p99_us;
+}
+
 static void json_num(FILE *f, int *first, const char *key, double v)
 {
 	fprintf(f, "%s\n    ", *first ? "" : ",");
@@ -294,6 +327,15 @@ static void write_ratios(FILE *f, const struct row *rows, int nr, const char *ba
 		{ "pool_call_vs_lane_rtt", "pool-call/knitk-threads", "rtt-thread/knitk-busy", 0, 0 },
 		{ "park_cpu_vs_raw_futex", "rtt-process/knitk", "rtt-process/futex", 0, 1 },
 	};
+	static const struct {
+		const char *key, *a;
+		int q;
+	} dw[] = {
+		{ "death_wait_vs_pidfd_p50", "death-wait/knitk-respawn", 50 },
+		{ "death_wait_vs_pidfd_p99", "death-wait/knitk-respawn", 99 },
+		{ "death_wait_steal_vs_pidfd_p50", "death-wait/knitk-steal-respawn", 50 },
+		{ "death_wait_steal_vs_pidfd_p99", "death-wait/knitk-steal-respawn", 99 },
+	};
 	const struct row *idle = NULL;
 	int i, first = 1;
 	double v;
@@ -314,6 +356,11 @@ static void write_ratios(FILE *f, const struct row *rows, int nr, const char *ba
 			json_num(f, &first, "idle_spurious_wakes", idle ?
 				 (double)idle->r.idle.spurious : NAN);
 		}
+	}
+	/* A waiter's wake at its worker's death against a pidfd's (p50, p99). */
+	for (i = 0; i < (int)(sizeof(dw) / sizeof(dw[0])); i++) {
+		v = lat_ratio(rows, nr, dw[i].a, "death-wait/pidfd", dw[i].q);
+		json_num(f, &first, dw[i].key, v > 0 ? v : NAN);
 	}
 	if (!strcmp(backend, "kmod")) {
 		/* The module's parked hop: ring and wait in one call (S9). */
@@ -405,6 +452,9 @@ static int write_json(const char *path, const struct row *rows, int nr,
 				(unsigned long long)id->calls, id->settle_ns, id->cpu_ns,
 				id->wall_ns);
 		}
+		if (row->r.has_lat)
+			fprintf(f, ",\n     \"latency_us\": {\"ops\": %zu, \"p50\": %.3f,"
+				" \"p99\": %.3f}", row->r.nlat, row->p50_us, row->p99_us);
 		if (row->r.has_counts) {
 			const struct bench_pool_counts *pc = &row->r.counts;
 
@@ -630,7 +680,10 @@ static void usage(FILE *f)
 		"of a pool (wakes, CPU from 1 ms after the last call); payload-* echo\n"
 		"bandwidth through the arena against memcpy; steal-* makespan of 2000\n"
 		"tasks (400 with --quick) with flat, random and skewed costs against\n"
-		"the ideal.  Ratios within one run are what to read.\n"
+		"the ideal; death-wait/* how soon a thread parked in knitk_call_wait\n"
+		"learns that its process worker was SIGKILLed (300 kills, 30 with\n"
+		"--quick; p50 and p99) against a poll() on the pidfd of a killed child.\n"
+		"Ratios within one run are what to read.\n"
 		"\nCases:\n", BENCH_MAX_REPS, KNITK_MAX_WORKERS);
 }
 
@@ -688,6 +741,20 @@ static void merge(struct row *row, const struct bench_result *one)
 	if (one->has_idle) {
 		r->has_idle = 1;
 		r->idle = one->idle;
+	}
+	if (one->has_lat) {
+		double *v = realloc(r->lat_us, (r->nlat + one->nlat) * sizeof(*v));
+
+		r->has_lat = 1;
+		if (v) {
+			memcpy(v + r->nlat, one->lat_us, one->nlat * sizeof(*v));
+			r->lat_us = v;
+			r->nlat += one->nlat;
+		} else {
+			r->failed = 1;
+			snprintf(r->why, sizeof(r->why), "out of memory");
+		}
+		free(one->lat_us);
 	}
 	if (one->has_counts) {
 		r->counts.wakes_valid = r->has_counts ? r->counts.wakes_valid &&
@@ -840,6 +907,7 @@ int main(int argc, char **argv)
 			if (!ret && one.nreps == 0)
 				bench_fail(&one, "no repetition recorded");
 			merge(&rows[i], &one);
+			one.lat_us = NULL;
 		}
 	}
 	ctx.reps = reps;
@@ -878,6 +946,8 @@ int main(int argc, char **argv)
 			failed = 1;
 		}
 	}
+	for (i = 0; i < nr; i++)
+		free(rows[i].r.lat_us);
 	free(rows);
 	return failed;
 }

@@ -220,7 +220,11 @@ struct knitk_call_opts {
  * it: none at all, or, for a call pinned with KNITK_CALL_WORKER, the
  * worker it names (whether others live or not).  With
  * KNITK_POOL_RESPAWN a dead worker being replaced is not gone: the submit
- * waits for its successor (-EPIPE only if the restart fails).
+ * waits for its successor (-EPIPE only if the restart fails).  A thread
+ * waiting for a call of a worker that died learns of the death
+ * (-EOWNERDEAD) as soon as the pool has handled it, not after the
+ * respawn: the successor is started afterwards, so @respawns in
+ * knitk_pool_stats may still lag @deaths when the wait returns.
  */
 int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
 		      size_t len, const struct knitk_call_opts *opts,

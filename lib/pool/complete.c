@@ -254,6 +254,19 @@ static void reset_requests(struct knitk_pool *pool, unsigned int w)
 	}
 }
 
+/*
+ * The process serving as worker @w is live: a death notice of w
+ * (pool->recheck) is of an earlier one, already handled (pool->lock).
+ */
+static bool worker_live_locked(struct knitk_pool *pool, unsigned int w)
+{
+	uint32_t g;
+
+	return pool->opts.kind == KNITK_WORKER_PROCESSES &&
+	       knitk_endpoint_role(pool->ep, w, &g) == 1 &&
+	       g == pool->workers[w].join_gen;
+}
+
 static void handle_death(struct knitk_pool *pool, unsigned int w)
 {
 	struct pool_worker *pw = &pool->workers[w];
@@ -262,10 +275,9 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	bool respawn;
 	uint64_t busy;
 	pid_t pid;
-	int ret;
 
 	pthread_mutex_lock(&pool->lock);
-	if (pw->state != WORKER_RUNNING) {
+	if (pw->state != WORKER_RUNNING || worker_live_locked(pool, w)) {
 		/* A stopped worker exiting: expected. */
 		if (pw->state == WORKER_STOPPED)
 			pw->state = WORKER_NONE;
@@ -275,7 +287,7 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	/* seq_cst pairs with the re-check in pool_publish under a submitter lock. */
 	atomic_fetch_add_explicit(&pw->epoch, 1, memory_order_seq_cst);
 	atomic_store_explicit(&pw->alive, 0, memory_order_seq_cst);
-	/* Reaped below: never handed out (knitk_pool_worker_info) again. */
+	/* Reaped by the completer: never handed out (knitk_pool_worker_info) again. */
 	pid = pw->pid;
 	pw->pid = 0;
 	/*
@@ -296,8 +308,6 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	}
 	/* Results w published before it died complete normally. */
 	knitk__completer_drain_worker(pool, w);
-	if (pid > 0)
-		knitk__spawn_reap(pid);
 
 	if (pool->steal)
 		nr_tids = knitk__steal_take_dead(pool, w, tids);
@@ -337,20 +347,86 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	POOL_HOOK(pool, POOL_HOOK_RESET, w);
 	if (!pool->steal)
 		reset_requests(pool, w);
-	if (!respawn)
-		return;
-	ret = knitk__spawn_worker(pool, w);
+	/*
+	 * The slow rest, reaping the dead process and starting the next
+	 * one, is the completer's (aftercare_locked): the drainer may be a
+	 * thread waiting for one of the calls just completed, and must
+	 * return to it now, not once a new worker has joined.  After the
+	 * reset: the new worker starts from the request mailboxes we left.
+	 */
 	pthread_mutex_lock(&pool->lock);
-	pool->respawning--;
-	if (ret == 0) {
-		pw->state = WORKER_RUNNING;
-		atomic_store_explicit(&pw->alive, 1, memory_order_seq_cst);
-		pool->stats.respawns++;
-	} else {
-		pw->state = WORKER_DEAD;
-	}
-	pthread_cond_broadcast(&pool->cond);
+	pw->dead_pid = pid;
+	pw->respawn = respawn;
+	atomic_fetch_or_explicit(&pool->aftercare, 1ULL << w, memory_order_relaxed);
+	pthread_cond_signal(&pool->ccond);
 	pthread_mutex_unlock(&pool->lock);
+}
+
+/*
+ * The completer, pool->lock held: start a new process as worker @w,
+ * whose respawn handle_death counted.  Without the drainer role, so
+ * every wait goes on meanwhile; submits to w wait for it (respawning).
+ */
+static void respawn_locked(struct knitk_pool *pool, unsigned int w)
+{
+	struct pool_worker *pw = &pool->workers[w];
+	int ret = -ESHUTDOWN;
+
+	/* Shut down meanwhile: no new worker after all. */
+	if (!pool->closed) {
+		pthread_mutex_unlock(&pool->lock);
+		POOL_HOOK(pool, POOL_HOOK_RESPAWN, w);
+		ret = knitk__spawn_worker(pool, w);
+		pthread_mutex_lock(&pool->lock);
+	}
+	pool->respawning--;
+	if (ret) {
+		pw->state = WORKER_DEAD;
+		return;
+	}
+	pw->state = WORKER_RUNNING;
+	atomic_store_explicit(&pw->alive, 1, memory_order_seq_cst);
+	pool->stats.respawns++;
+	/*
+	 * The new worker died before it was RUNNING: a drainer may have
+	 * taken that death for the stale bit of its predecessor's and
+	 * passed over it.  Have it looked at again: seq_cst pairs with the
+	 * drainer's load in deaths_pending after its prepare, like the
+	 * kick (a parked drainer's wait ends, or it sees the bit).
+	 */
+	if (!worker_live_locked(pool, w)) {
+		atomic_fetch_or_explicit(&pool->recheck, 1ULL << w, memory_order_seq_cst);
+		knitk__pool_kick_drainer_locked(pool);
+	}
+}
+
+/*
+ * The completer, pool->lock held (dropped meanwhile): what handle_death
+ * left for after the waiters were released, for each dead worker.
+ */
+static void aftercare_locked(struct knitk_pool *pool)
+{
+	uint64_t m;
+
+	while ((m = atomic_load_explicit(&pool->aftercare, memory_order_relaxed))) {
+		unsigned int w = (unsigned int)__builtin_ctzll(m);
+		struct pool_worker *pw = &pool->workers[w];
+		pid_t pid = pw->dead_pid;
+
+		pw->dead_pid = 0;
+		if (pid > 0) {
+			pthread_mutex_unlock(&pool->lock);
+			knitk__spawn_reap(pid);
+			pthread_mutex_lock(&pool->lock);
+		}
+		if (pw->respawn) {
+			pw->respawn = false;
+			respawn_locked(pool, w);
+		}
+		atomic_fetch_and_explicit(&pool->aftercare, ~(1ULL << w),
+					  memory_order_relaxed);
+		pthread_cond_broadcast(&pool->cond);
+	}
 }
 
 /* A death the drainer has not handled yet (see knitk_endpoint_deaths). */
@@ -359,22 +435,29 @@ static bool deaths_pending(struct knitk_pool *pool)
 	uint32_t seq;
 
 	knitk_endpoint_deaths(pool->ep, &seq, NULL);
-	return seq != pool->death_seq;
+	/* seq_cst pairs with the store in respawn_locked. */
+	return seq != pool->death_seq ||
+	       atomic_load_explicit(&pool->recheck, memory_order_seq_cst);
 }
 
 /* Returns true when some death was handled. */
 static bool check_deaths(struct knitk_pool *pool)
 {
+	uint64_t dead, again;
 	uint32_t seq;
-	uint64_t dead;
 	unsigned int w;
 
+	/* seq_cst pairs with the store in respawn_locked. */
+	again = atomic_load_explicit(&pool->recheck, memory_order_seq_cst);
+	if (again)
+		again = atomic_exchange_explicit(&pool->recheck, 0, memory_order_seq_cst);
 	/* The dead bit of every death that seq counts is in dead. */
 	knitk_endpoint_deaths(pool->ep, &seq, &dead);
-	if (seq == pool->death_seq)
+	if (seq == pool->death_seq && !again)
 		return false;
 	held_flush(pool);
 	pool->death_seq = seq;
+	dead |= again;
 	for (w = 0; w < pool->nr_workers; w++)
 		if (dead & (1ULL << w))
 			handle_death(pool, w);
@@ -389,7 +472,8 @@ static bool completer_should_exit_locked(struct knitk_pool *pool)
 	for (w = 0; w < pool->nr_workers; w++)
 		if (pool->workers[w].state == WORKER_RUNNING)
 			return false;
-	return !pool->respawning;
+	return !pool->respawning &&
+	       !atomic_load_explicit(&pool->aftercare, memory_order_relaxed);
 }
 
 static bool completer_should_exit(struct knitk_pool *pool)
@@ -540,6 +624,9 @@ static void completer_drain(struct knitk_pool *pool, bool ev)
 		if (pool->leader &&
 		    atomic_load_explicit(&pool->waiters, memory_order_seq_cst))
 			return;
+		/* A death we handled: its respawn, outside the role. */
+		if (atomic_load_explicit(&pool->aftercare, memory_order_relaxed))
+			return;
 		/*
 		 * Entered before event mode: leave for reap (event_fd kicks
 		 * us).  Entered in it, the pool is closed: keep the role.
@@ -607,6 +694,32 @@ static void *completer_main(void *arg)
 	for (;;) {
 		if (completer_should_exit_locked(pool))
 			break;
+		if (atomic_load_explicit(&pool->aftercare, memory_order_relaxed)) {
+			aftercare_locked(pool);
+			continue;
+		}
+		if (atomic_load_explicit(&pool->recheck, memory_order_relaxed) &&
+		    !pool->draining) {
+			/*
+			 * A death to look at again and no drainer (an event
+			 * loop between two reaps, say): one round ourselves.
+			 */
+			bool ev = atomic_load_explicit(&pool->evmode,
+						       memory_order_relaxed);
+
+			pool->draining = true;
+			pthread_mutex_unlock(&pool->lock);
+			/* An event loop's reap may have left it to us: arm its fd. */
+			if (ev)
+				while (knitk__pool_drain_or_arm(pool))
+					;
+			else
+				drain_all(pool, false);
+			pthread_mutex_lock(&pool->lock);
+			pool->draining = false;
+			pthread_cond_broadcast(&pool->cond);
+			continue;
+		}
 		if (completer_yields_locked(pool)) {
 			/* Shutdown (a passive wait) signals ccond. */
 			pthread_cond_wait(&pool->ccond, &pool->lock);

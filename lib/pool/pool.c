@@ -870,9 +870,13 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 			pthread_join(pw->thread, NULL);
 		knitk_endpoint_destroy(pw->ep);
 	}
-	for (w = 0; pool->workers && w < pool->nr_workers; w++)
+	for (w = 0; pool->workers && w < pool->nr_workers; w++) {
 		if (pool->workers[w].pid > 0)
 			knitk__spawn_reap(pool->workers[w].pid);
+		/* A death handled after the completer was gone. */
+		if (pool->workers[w].dead_pid > 0)
+			knitk__spawn_reap(pool->workers[w].dead_pid);
+	}
 	for (w = 0; pool->workers && w < pool->nr_workers; w++)
 		if (pool->workers[w].pidfd >= 0)
 			close(pool->workers[w].pidfd);

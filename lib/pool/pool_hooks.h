@@ -42,6 +42,11 @@ enum pool_hook {
 	 * to it; it is not given back yet; no lock held.
 	 */
 	POOL_HOOK_RESCUE_EMPTY,
+	/*
+	 * The respawn of dead worker @arg is about to start (after its calls
+	 * completed and its waiters were released); no lock held.
+	 */
+	POOL_HOOK_RESPAWN,
 };
 
 typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,

@@ -143,6 +143,14 @@ struct pool_worker {
 	struct knitk_endpoint *ep;	/* the worker's endpoint */
 	/* Process workers. */
 	pid_t pid;			/* pool->lock; 0 from its death on */
+	/* The join generation of the process serving as w (pool->lock). */
+	uint32_t join_gen;
+	/*
+	 * After a death, for the completer (pool->aftercare): the dead
+	 * process to reap, and whether to start a new one (pool->lock).
+	 */
+	pid_t dead_pid;
+	bool respawn;
 	int pidfd;			/* futex: owned by the monitor once started */
 	/* The drainer's consumer of the worker's return mailbox. */
 	struct knitk_consumer *ret;
@@ -177,6 +185,19 @@ struct knitk_pool {
 	struct pool_entry *entries;
 	struct pool_submitter *submitters;
 	unsigned int respawning;	/* workers being restarted */
+	/*
+	 * Workers whose death was handled and whose dead process the
+	 * completer still reaps and, with KNITK_POOL_RESPAWN, replaces
+	 * (complete.c): changed under pool->lock, read without it by the
+	 * completer's drain rounds as a hint.
+	 */
+	_Atomic uint64_t aftercare;
+	/*
+	 * Workers whose death the drainer must look at again: a new worker
+	 * that died before its respawn was committed, when a death of w
+	 * was not yet handled as one (complete.c).
+	 */
+	_Atomic uint64_t recheck;
 	/*
 	 * Bumped per completion batch and death, under pool->lock; a
 	 * submitter samples it before a publish (see pool_publish).

@@ -22,7 +22,8 @@
  * worker whose host was killed, or left without destroying its pool, sees
  * the host gone (-EPIPE) when it parks or between two calls, and exits.
  * A pidfd, not PR_SET_PDEATHSIG: that fires when the spawning *thread*
- * ends (respawns run on whichever thread drains) and not at all through a
+ * ends (the first workers start on the creating thread, respawns on the
+ * completer) and not at all through a
  * prefix command, and a pidfd crosses pid namespaces.
  */
 #define _GNU_SOURCE
@@ -84,9 +85,12 @@ void knitk__spawn_reap(pid_t pid)
 		;
 }
 
-/* Wait for the child to join role @w (generation past @gen). */
+/*
+ * Wait for the child to join role @w (generation past @gen); *@joined:
+ * the generation seen live.
+ */
 static int spawn_wait_join(struct knitk_pool *pool, unsigned int w,
-			   uint32_t gen, int pidfd)
+			   uint32_t gen, int pidfd, uint32_t *joined)
 {
 	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
 
@@ -94,8 +98,10 @@ static int spawn_wait_join(struct knitk_pool *pool, unsigned int w,
 		uint32_t g;
 
 		/* Live, with a generation at least that of its join. */
-		if (knitk_endpoint_role(pool->ep, w, &g) == 1 && g != gen)
+		if (knitk_endpoint_role(pool->ep, w, &g) == 1 && g != gen) {
+			*joined = g;
 			return 0;
+		}
 		if (poll(&pfd, 1, 2) > 0)
 			return -ECHILD;
 	}
@@ -110,7 +116,7 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 	int fd = knitk_endpoint_fd(pool->ep);
 	char var[64], **argv, **env;
 	unsigned int i, n = 0;
-	uint32_t gen;
+	uint32_t gen, joined = 0;
 	pid_t pid;
 	int ret, pidfd;
 
@@ -152,7 +158,7 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 		knitk__spawn_reap(pid);
 		return pidfd;
 	}
-	ret = spawn_wait_join(pool, w, gen, pidfd);
+	ret = spawn_wait_join(pool, w, gen, pidfd, &joined);
 	if (ret) {
 		kill(pid, SIGKILL);
 		knitk__spawn_reap(pid);
@@ -167,6 +173,7 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 	pthread_mutex_lock(&pool->lock);
 	pw->pid = pid;
 	pw->pidfd = pidfd;
+	pw->join_gen = joined;
 	pthread_mutex_unlock(&pool->lock);
 	knitk__monitor_poke(pool);
 	return 0;

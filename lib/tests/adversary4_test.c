@@ -412,6 +412,11 @@ static void steal_kill_handed_to(unsigned int flags, unsigned int workers)
 	if (flags & KNITK_POOL_RESPAWN) {
 		uint64_t x = 300;
 
+		/* The waits end at the death; the respawn follows it. */
+		while (st.respawns < 1) {
+			sched_yield();
+			pool_stats(pool, &st);
+		}
 		CHECK_EQ(st.respawns, 1);
 		/* The successor serves: the searcher is still stopped. */
 		CHECK_EQ(mix_calls_good(pool, 4, NULL, x, 1), 4);

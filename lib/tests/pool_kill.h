@@ -338,6 +338,11 @@ static inline void storm_pool(unsigned int workers, unsigned int threads,
 	r->bad = atomic_load(&s->bad);
 	r->wrong = atomic_load(&s->wrong);
 	r->epipe = atomic_load(&s->epipe);
+	/*
+	 * A waiter learns of a death before the respawn that follows it:
+	 * the last respawn may still be under way.
+	 */
+	wait_deaths(s->pool, s->kills, s->kills);
 	if (dispatch == KNITK_POOL_DISPATCH_PRIVATE) {
 		for (pin.worker = 0; pin.worker < workers; pin.worker++)
 			r->served += mix_calls_good(s->pool, 50, &pin,

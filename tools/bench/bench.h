@@ -63,6 +63,10 @@ struct bench_result {
 	struct bench_idle idle;
 	int has_counts;
 	struct bench_pool_counts counts;
+	/* Latency cases: every operation's time over the run (malloc). */
+	int has_lat;
+	double *lat_us;
+	size_t nlat;
 	int failed;
 	char why[160];
 };
@@ -100,11 +104,13 @@ extern const struct bench_case bench_throughput_cases[];
 extern const struct bench_case bench_pool_cases[];
 extern const struct bench_case bench_payload_cases[];
 extern const struct bench_case bench_steal_cases[];
+extern const struct bench_case bench_death_cases[];
 
 /* The pool task table: process workers re-run this program. */
 #define BENCH_TASK_INC		0	/* u64 x -> x + 1 */
 #define BENCH_TASK_ECHO		1	/* the payload, back */
 #define BENCH_TASK_SPIN		2	/* burn u64 ns of CPU */
+#define BENCH_TASK_PARK		3	/* i32 fd: write the pid there, block */
 struct knitk_task_table;
 extern const struct knitk_task_table bench_tasks;
 
@@ -116,6 +122,8 @@ void bench_fail(struct bench_result *r, const char *fmt, ...)
 int bench_write_all(int fd, const void *buf, size_t len);
 int bench_read_all(int fd, void *buf, size_t len);
 uint64_t bench_ops(const struct bench_case *c, const struct bench_ctx *ctx);
+/* The @q quantile (0..1) of @n values (sorted in place): nearest rank. */
+double bench_quantile(double *v, size_t n, double q);
 /*
  * CPU time (user + system) of this process and of its children that were
  * waited for, in ns; with @pool, plus that of its live process workers.

@@ -23,13 +23,17 @@ RATIOS = ["pingpong_spin_vs_raw_spin", "pingpong_park_vs_raw_futex",
           "idle_spurious_wakes", "steal_skewed_vs_ideal",
           "steal_skewed_vs_private", "steal_skewed_vs_gthreadpool",
           "payload_1mib_vs_memcpy", "pool_call_vs_lane_rtt",
-          "park_cpu_vs_raw_futex"]
+          "park_cpu_vs_raw_futex", "death_wait_vs_pidfd_p50",
+          "death_wait_vs_pidfd_p99", "death_wait_steal_vs_pidfd_p50",
+          "death_wait_steal_vs_pidfd_p99"]
 # Ratios whose cases are all built: they must carry a number.
 NEEDED = {"steal_skewed_vs_ideal", "steal_skewed_vs_private",
           "steal_skewed_vs_gthreadpool", "pingpong_spin_vs_raw_spin", "pingpong_park_vs_raw_futex",
           "batch_calls_vs_gthreadpool", "idle_wakes_per_call",
           "idle_spurious_wakes", "payload_1mib_vs_memcpy",
-          "pool_call_vs_lane_rtt", "park_cpu_vs_raw_futex"}
+          "pool_call_vs_lane_rtt", "park_cpu_vs_raw_futex",
+          "death_wait_vs_pidfd_p50", "death_wait_vs_pidfd_p99",
+          "death_wait_steal_vs_pidfd_p50", "death_wait_steal_vs_pidfd_p99"}
 
 
 def check(cond, name, why=""):
@@ -120,6 +124,19 @@ for n, c in cases.items():
        not (fin(pc.get("calls_per_claim")) and pc["calls_per_claim"] >= 1):
         why.append("%s: %r" % (n, pc))
 check(not why, "stealing rows report calls per claim", "; ".join(why[:5]))
+
+# The death-wait rows: p50 and p99 over every kill of the run.
+why = []
+for n, c in cases.items():
+    if not (c.get("ok") and n.startswith("death-wait/")):
+        continue
+    lat = c.get("latency_us") or {}
+    if lat.get("ops") != c.get("ops_per_rep", 0) * doc.get("reps", 0) or \
+       not (fin(lat.get("p50")) and fin(lat.get("p99")) and
+            0 < lat["p50"] <= lat["p99"]):
+        why.append("%s: %r" % (n, lat))
+check(not why, "death-wait rows report p50 and p99 over every kill",
+      "; ".join(why[:5]))
 
 idle = [c for c in cases.values() if "idle" in c]
 check(len(idle) == 1 and idle[0]["idle"].get("idle_workers") == 7 and

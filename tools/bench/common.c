@@ -77,6 +77,26 @@ uint64_t bench_ops(const struct bench_case *c, const struct bench_ctx *ctx)
 	return ctx->quick ? c->n_quick : c->n;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double bench_quantile(double *v, size_t n, double q)
+{
+	size_t k;
+
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_double);
+	k = (size_t)(q * (double)n);
+	if ((double)k < q * (double)n)
+		k++;
+	return v[k ? k - 1 : 0];
+}
+
 int bench_write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;

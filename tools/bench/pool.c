@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <glib.h>
 #include <knitk.h>
@@ -64,9 +65,30 @@ static int task_spin(const void *in, size_t len, struct knitk_reply *out,
 	return knitk_reply_set(out, &ns, sizeof(ns));
 }
 
+/*
+ * Report the worker's pid on the i32 fd given (inherited), then block
+ * until aborted: the death-wait scenario kills the worker meanwhile.
+ */
+static int task_park(const void *in, size_t len, struct knitk_reply *out,
+		     void *ctx)
+{
+	struct timespec ts = { 0, 1000000 };
+	int32_t fd, pid = (int32_t)getpid();
+
+	(void)out;
+	if (len != sizeof(fd))
+		return -EINVAL;
+	memcpy(&fd, in, sizeof(fd));
+	if (bench_write_all(fd, &pid, sizeof(pid)))
+		return -EIO;
+	while (!knitk_task_aborted(ctx))
+		nanosleep(&ts, NULL);
+	return -EINTR;
+}
+
 static const knitk_task_fn bench_fns[] = {
 	[BENCH_TASK_INC] = task_inc, [BENCH_TASK_ECHO] = task_echo,
-	[BENCH_TASK_SPIN] = task_spin,
+	[BENCH_TASK_SPIN] = task_spin, [BENCH_TASK_PARK] = task_park,
 };
 const struct knitk_task_table bench_tasks = {
 	.tasks = bench_fns, .nr_tasks = sizeof(bench_fns) / sizeof(bench_fns[0]),

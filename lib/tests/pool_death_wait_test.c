@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A thread waiting for a call whose process worker is SIGKILLed learns of
+ * the death as soon as the death is handled, not after the respawn that
+ * follows it (KNITK_POOL_RESPAWN).  The respawn is held at the test hook
+ * POOL_HOOK_RESPAWN (a -DKNITK_TEST_HOOKS build) until the waiter has
+ * returned: the waiter must return -EOWNERDEAD, attributed to the killed
+ * worker, while the new worker is not even started.  Before the fix the
+ * waiter itself, as the pool's drainer, ran the respawn: the hook then
+ * found itself on the waiter's thread, where it cannot wait for the
+ * waiter, and the case fails on a check rather than hanging.  Then the
+ * successor serves calls and the pool counts one death and one respawn.
+ *  - private: a call pinned to its worker (KNITK_CALL_WORKER).
+ *  - steal: KNITK_POOL_DISPATCH_STEAL, the worker found by its pid.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include "knitk.h"
+#include "knitk_pool.h"
+#include "tap.h"
+#include "pool_tasks.h"
+#include "pool_kill.h"
+#include "../pool/pool_internal.h"
+
+enum { D_MIX, D_PARK, D_NR };
+
+/* D_PARK: writes its worker's pid to fd (an i32 argument), then waits. */
+static int task_park(const void *in, size_t len, struct knitk_reply *out,
+		     void *ctx)
+{
+	struct timespec ts = { 0, 1000000 };
+	int32_t fd, pid = (int32_t)getpid();
+
+	(void)out;
+	if (len != sizeof(fd))
+		return -EINVAL;
+	memcpy(&fd, in, sizeof(fd));
+	if (write(fd, &pid, sizeof(pid)) != sizeof(pid))
+		return -EIO;
+	/* Until the test kills us (or an abort at teardown). */
+	while (!knitk_task_aborted(ctx))
+		nanosleep(&ts, NULL);
+	return -EINTR;
+}
+
+static const knitk_task_fn death_fns[D_NR] = { task_mix, task_park };
+static const struct knitk_task_table death_tasks = {
+	.tasks = death_fns, .nr_tasks = D_NR,
+};
+
+static struct knitk_call *parked;
+static _Atomic int waiter_ret, waiter_returned;
+static _Atomic int hook_calls, hook_held, returned_first;
+static _Thread_local bool in_waiter;
+
+static void *waiter_main(void *arg)
+{
+	(void)arg;
+	in_waiter = true;
+	atomic_store(&waiter_ret, knitk_call_wait(parked, KNITK_WAIT_FOREVER));
+	atomic_store(&waiter_returned, 1);
+	return NULL;
+}
+
+/*
+ * Before the respawn of the killed worker, nothing held: hold it until
+ * the waiter has returned.  On the waiter's own thread it cannot be held
+ * (that would deadlock): the waiter did not return first then.
+ */
+static void hook_hold_respawn(struct knitk_pool *pool, enum pool_hook point,
+			      unsigned int arg)
+{
+	(void)pool;
+	(void)arg;
+	if (point != POOL_HOOK_RESPAWN)
+		return;
+	atomic_fetch_add(&hook_calls, 1);
+	if (in_waiter)
+		return;
+	atomic_store(&hook_held, 1);
+	while (!atomic_load(&waiter_returned))
+		sched_yield();
+	atomic_store(&returned_first, 1);
+}
+
+static void death_wait(bool steal)
+{
+	struct knitk_pool_opts o = {
+		.size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+		.flags = KNITK_POOL_RESPAWN,
+		.dispatch = steal ? KNITK_POOL_DISPATCH_STEAL : KNITK_POOL_DISPATCH_PRIVATE,
+	};
+	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER,
+				       .worker = 1 };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool *pool;
+	unsigned int w, victim = 2, waiters;
+	int32_t fd, pid = 0;
+	unsigned long i, good = 0;
+	int pfd[2];
+	bool drains;
+	pthread_t th;
+
+	atomic_store(&waiter_returned, 0);
+	atomic_store(&hook_calls, 0);
+	atomic_store(&hook_held, 0);
+	atomic_store(&returned_first, 0);
+	REQUIRE(pipe(pfd) == 0);
+	REQUIRE(knitk_pool_create(&o, &death_tasks, &pool) == 0);
+	fd = pfd[1];
+	REQUIRE(knitk_pool_submit(pool, D_PARK, &fd, sizeof(fd), steal ? NULL : &pin,
+				  &parked) == 0);
+	/* The task runs: its worker is the one to kill. */
+	REQUIRE(read(pfd[0], &pid, sizeof(pid)) == sizeof(pid));
+	for (w = 0; w < 2; w++) {
+		knitk_pool_worker_info(pool, w, &wi);
+		if (wi.pid == pid)
+			victim = w;
+	}
+	REQUIRE(victim < 2);
+	if (!steal)
+		CHECK_EQ(victim, 1);
+	atomic_store(&knitk__test_hook, hook_hold_respawn);
+	REQUIRE(pthread_create(&th, NULL, waiter_main, NULL) == 0);
+	/* Parked: waiting, and the drainer role held by a waiter. */
+	do {
+		sched_yield();
+		pthread_mutex_lock(&pool->lock);
+		waiters = atomic_load(&pool->waiters);
+		drains = pool->draining && !pool->completer_draining;
+		pthread_mutex_unlock(&pool->lock);
+	} while (!waiters || (pool->leader && !drains));
+	CHECK_EQ(atomic_load(&waiter_returned), 0);
+	kill(pid, SIGKILL);
+	pthread_join(th, NULL);
+	CHECK_EQ(atomic_load(&waiter_ret), -EOWNERDEAD);
+	CHECK_EQ(knitk_call_worker(parked), victim);
+	/* The successor: the hook ran once, held the respawn, and let go. */
+	wait_deaths(pool, 1, 1);
+	atomic_store(&knitk__test_hook, NULL);
+	CHECK_EQ(atomic_load(&hook_calls), 1);
+	/* Failed here before the fix: the respawn ran on the waiter's thread. */
+	CHECK_EQ(atomic_load(&hook_held), 1);
+	CHECK_EQ(atomic_load(&returned_first), 1);
+	pin.worker = victim;
+	for (i = 0; i < 64; i++) {
+		uint64_t x = i * 977 + 3, y = 0;
+		size_t len = 0;
+
+		if (knitk_pool_call(pool, D_MIX, &x, 8, steal ? NULL : &pin, &y, 8,
+				    &len) == 0 && len == 8 && y == mix64(x))
+			good++;
+	}
+	CHECK_EQ(good, 64);
+	knitk_pool_worker_info(pool, victim, &wi);
+	CHECK(wi.pid > 0 && wi.pid != pid);
+	CHECK_EQ(wi.alive, 1);
+	knitk_pool_stats(pool, &st);
+	CHECK_EQ(st.deaths, 1);
+	CHECK_EQ(st.respawns, 1);
+	CHECK_EQ(st.ownerdead, 1);
+	knitk_call_release(parked);
+	knitk_pool_destroy(pool);
+	close(pfd[0]);
+	close(pfd[1]);
+}
+
+static void private_wait(void)
+{
+	death_wait(false);
+}
+
+static void steal_wait(void)
+{
+	death_wait(true);
+}
+
+int main(int argc, char **argv)
+{
+	if (knitk_worker_main(argc, argv, &death_tasks, NULL))
+		return 2;
+	TEST(private_wait);
+	TEST(steal_wait);
+	return tap_exit();
+}
