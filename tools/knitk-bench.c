@@ -306,12 +306,33 @@ static void json_num(FILE *f, int *first, const char *key, double v)
 	*first = 0;
 }
 
+/* The headline ratios of one run: a key and its value, NAN when not run. */
+#define BENCH_MAX_RATIOS	32
+/* Whole runs of --runs. */
+#define BENCH_MAX_RUNS		20
+_Static_assert(BENCH_MAX_RUNS <= BENCH_MAX_REPS, "median() sorts the runs in a BENCH_MAX_REPS array");
+
+struct ratios {
+	int n;
+	const char *key[BENCH_MAX_RATIOS];
+	double v[BENCH_MAX_RATIOS];
+};
+
+static void ratio_add(struct ratios *rs, const char *key, double v)
+{
+	if (rs->n < BENCH_MAX_RATIOS) {
+		rs->key[rs->n] = key;
+		rs->v[rs->n++] = v;
+	}
+}
+
 /*
- * The headline ratios (issue-tracked targets), null when a case they need
+ * The headline ratios (issue-tracked targets), NAN when a case they need
  * was not run.  Time ratios: knitk over baseline, lower is better;
  * throughput and bandwidth ratios: knitk over baseline, higher is better.
  */
-static void write_ratios(FILE *f, const struct row *rows, int nr, const char *backend)
+static void compute_ratios(struct ratios *rs, const struct row *rows, int nr,
+			   const char *backend)
 {
 	static const struct {
 		const char *key, *a, *b;
@@ -326,6 +347,8 @@ static void write_ratios(FILE *f, const struct row *rows, int nr, const char *ba
 		{ "payload_1mib_vs_memcpy", "payload-1M/knitk-threads", "payload-1M/memcpy", 1, 0 },
 		{ "pool_call_vs_lane_rtt", "pool-call/knitk-threads", "rtt-thread/knitk-busy", 0, 0 },
 		{ "park_cpu_vs_raw_futex", "rtt-process/knitk", "rtt-process/futex", 0, 1 },
+		{ "pool_park_vs_raw_futex", "pool-park/knitk-processes", "rtt-process/futex", 0, 0 },
+		{ "pool_park_cpu_vs_raw_futex", "pool-park/knitk-processes", "rtt-process/futex", 0, 1 },
 	};
 	static const struct {
 		const char *key, *a;
@@ -337,9 +360,10 @@ static void write_ratios(FILE *f, const struct row *rows, int nr, const char *ba
 		{ "death_wait_steal_vs_pidfd_p99", "death-wait/knitk-steal-respawn", 99 },
 	};
 	const struct row *idle = NULL;
-	int i, first = 1;
+	int i;
 	double v;
 
+	rs->n = 0;
 	for (i = 0; i < nr; i++)
 		if (ok_row(&rows[i]) && rows[i].r.has_idle)
 			idle = &rows[i];
@@ -347,30 +371,102 @@ static void write_ratios(FILE *f, const struct row *rows, int nr, const char *ba
 		v = ratio(rows, nr, rt[i].a, rt[i].b, rt[i].cpu);
 		if (rt[i].inv && v > 0)
 			v = 1 / v;
-		json_num(f, &first, rt[i].key, v > 0 ? v : NAN);
+		ratio_add(rs, rt[i].key, v > 0 ? v : NAN);
 		if (i == 2) {
 			/* Wakes of the idle pool's workers per call made. */
-			json_num(f, &first, "idle_wakes_per_call", idle && idle->r.idle.calls ?
-				 (double)(idle->r.idle.loaded_wakes + idle->r.idle.idle_wakes) /
-				 (double)idle->r.idle.calls : NAN);
-			json_num(f, &first, "idle_spurious_wakes", idle ?
-				 (double)idle->r.idle.spurious : NAN);
+			ratio_add(rs, "idle_wakes_per_call", idle && idle->r.idle.calls ?
+				  (double)(idle->r.idle.loaded_wakes + idle->r.idle.idle_wakes) /
+				  (double)idle->r.idle.calls : NAN);
+			ratio_add(rs, "idle_spurious_wakes", idle ?
+				  (double)idle->r.idle.spurious : NAN);
 		}
 	}
 	/* A waiter's wake at its worker's death against a pidfd's (p50, p99). */
 	for (i = 0; i < (int)(sizeof(dw) / sizeof(dw[0])); i++) {
 		v = lat_ratio(rows, nr, dw[i].a, "death-wait/pidfd", dw[i].q);
-		json_num(f, &first, dw[i].key, v > 0 ? v : NAN);
+		ratio_add(rs, dw[i].key, v > 0 ? v : NAN);
 	}
 	if (!strcmp(backend, "kmod")) {
 		/* The module's parked hop: ring and wait in one call (S9). */
 		v = ratio(rows, nr, "rtt-process/knitk-ringwait", "rtt-process/futex", 0);
-		json_num(f, &first, "kmod_park_vs_raw_futex", v > 0 ? v : NAN);
+		ratio_add(rs, "kmod_park_vs_raw_futex", v > 0 ? v : NAN);
+		v = ratio(rows, nr, "pool-park/knitk-processes", "rtt-process/futex", 0);
+		ratio_add(rs, "kmod_pool_park_vs_raw_futex", v > 0 ? v : NAN);
+	}
+}
+
+/*
+ * Ratio @k over @runs runs: its minimum, median and maximum (*@lo, *@mid,
+ * *@hi) over the runs that have it; NAN when none does.
+ */
+static void ratio_spread(const struct ratios *runs, int nruns, int k,
+			 double *lo, double *mid, double *hi)
+{
+	double v[BENCH_MAX_RUNS];
+	int i, n = 0;
+
+	for (i = 0; i < nruns; i++)
+		if (!isnan(runs[i].v[k]))
+			v[n++] = runs[i].v[k];
+	if (!n) {
+		*lo = *mid = *hi = NAN;
+		return;
+	}
+	*mid = median(v, n);
+	qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
+	*lo = v[0];
+	*hi = v[n - 1];
+}
+
+/*
+ * The 'ratios' object: each key's median over the runs; with more than
+ * one run, 'ratios_spread' too: [minimum, median, maximum] per key.
+ */
+static void write_ratios(FILE *f, const struct ratios *runs, int nruns)
+{
+	double lo, mid, hi;
+	int k, first = 1;
+
+	fprintf(f, "  \"ratios\": {");
+	for (k = 0; k < runs[0].n; k++) {
+		ratio_spread(runs, nruns, k, &lo, &mid, &hi);
+		json_num(f, &first, runs[0].key[k], mid);
+	}
+	fprintf(f, "\n  }");
+	if (nruns < 2)
+		return;
+	fprintf(f, ",\n  \"ratios_spread\": {");
+	first = 1;
+	for (k = 0; k < runs[0].n; k++) {
+		ratio_spread(runs, nruns, k, &lo, &mid, &hi);
+		fprintf(f, "%s\n    ", first ? "" : ",");
+		json_str(f, runs[0].key[k]);
+		if (isnan(mid))
+			fprintf(f, ": null");
+		else
+			fprintf(f, ": [%.6g, %.6g, %.6g]", lo, mid, hi);
+		first = 0;
+	}
+	fprintf(f, "\n  }");
+}
+
+/* The ratios' spread over the runs, as a table on stdout. */
+static void print_spread(const struct ratios *runs, int nruns)
+{
+	double lo, mid, hi;
+	int k;
+
+	printf("\nratios over %d runs: minimum, median, maximum\n", nruns);
+	for (k = 0; k < runs[0].n; k++) {
+		ratio_spread(runs, nruns, k, &lo, &mid, &hi);
+		if (!isnan(mid))
+			printf("  %-34s %10.4g %10.4g %10.4g\n", runs[0].key[k], lo, mid, hi);
 	}
 }
 
 static int write_json(const char *path, const struct row *rows, int nr,
-		      const struct bench_ctx *ctx, const char *backend)
+		      const struct bench_ctx *ctx, const char *backend,
+		      const struct ratios *runs, int nruns)
 {
 	FILE *f = fopen(path, "w");
 	int i, j, first;
@@ -478,9 +574,9 @@ static int write_json(const char *path, const struct row *rows, int nr,
 		}
 		fprintf(f, "}%s\n", i + 1 < nr ? "," : "");
 	}
-	fprintf(f, "  ],\n  \"ratios\": {");
-	write_ratios(f, rows, nr, backend);
-	fprintf(f, "\n  }\n}\n");
+	fprintf(f, "  ],\n  \"runs\": %d,\n", nruns);
+	write_ratios(f, runs, nruns);
+	fprintf(f, "\n}\n");
 	if (fclose(f))
 		return -errno;
 	return 0;
@@ -662,6 +758,10 @@ static void usage(FILE *f)
 		"                      when PAT has * ? or [); 'all' or nothing: every case\n"
 		"  --quick             fewer operations per repetition, 3 repetitions\n"
 		"  --reps N            repetitions, 1..%d (default 5, 3 with --quick)\n"
+		"  --runs N            the whole run N times, 1..%d (default 1): each\n"
+		"                      ratio's minimum, median and maximum over the runs\n"
+		"                      (JSON: 'ratios' holds the medians, 'ratios_spread'\n"
+		"                      [min, median, max]); the cases shown are the last run's\n"
 		"  --workers N         pool and steal workers, 1..%d (default: online CPUs)\n"
 		"  --backend B         futex or kmod (default: the library's choice,\n"
 		"                      KNITK_BACKEND)\n"
@@ -676,15 +776,17 @@ static void usage(FILE *f)
 		"  --help              this text\n"
 		"\n"
 		"Scenarios: rtt-* round trips (processes, threads); tput-* one-way\n"
-		"messages; pool-* pool calls against GThreadPool; idle/* the idle cost\n"
-		"of a pool (wakes, CPU from 1 ms after the last call); payload-* echo\n"
+		"messages; pool-* pool calls against GThreadPool (pool-park: one\n"
+		"worker that parks between calls, against the futex round trip);\n"
+		"idle/* the idle cost of a pool (wakes, CPU from 1 ms after the last\n"
+		"call); payload-* echo\n"
 		"bandwidth through the arena against memcpy; steal-* makespan of 2000\n"
 		"tasks (400 with --quick) with flat, random and skewed costs against\n"
 		"the ideal; death-wait/* how soon a thread parked in knitk_call_wait\n"
 		"learns that its process worker was SIGKILLed (300 kills, 30 with\n"
 		"--quick; p50 and p99) against a poll() on the pidfd of a killed child.\n"
 		"Ratios within one run are what to read.\n"
-		"\nCases:\n", BENCH_MAX_REPS, KNITK_MAX_WORKERS);
+		"\nCases:\n", BENCH_MAX_REPS, BENCH_MAX_RUNS, KNITK_MAX_WORKERS);
 }
 
 static void list_cases(FILE *f)
@@ -767,11 +869,67 @@ static void merge(struct row *row, const struct bench_result *one)
 	}
 }
 
+/*
+ * One whole run of the @nr selected cases, @reps rounds of them: round k
+ * runs repetition k of every case (A B A B, not A A B B).  Nonzero when a
+ * case failed.
+ */
+static int measure(struct row *rows, int nr, struct bench_ctx *ctx, int reps,
+		   int show, int tty)
+{
+	int i, j, ret, failed = 0;
+
+	ctx->reps = 1;
+	ctx->rounds = reps;
+	for (ctx->round = 0; ctx->round < reps; ctx->round++) {
+		for (i = 0; i < nr; i++) {
+			struct bench_result one = { 0 };
+
+			progress(show, tty, ctx->round * nr + i + 1, reps * nr, rows[i].c->name);
+			if (rows[i].r.failed)
+				continue;
+			if (ctx->verbose && !show) {
+				fprintf(stderr, "knitk-bench: %s ...\n", rows[i].c->name);
+				fflush(stderr);
+			}
+			ret = rows[i].c->run(rows[i].c, ctx, &one);
+			if (ret && !one.failed)
+				bench_fail(&one, "%s", strerror(-ret));
+			if (!ret && one.nreps == 0)
+				bench_fail(&one, "no repetition recorded");
+			merge(&rows[i], &one);
+			one.lat_us = NULL;
+		}
+	}
+	ctx->reps = reps;
+	for (i = 0; i < nr; i++) {
+		summarize(&rows[i]);
+		if (rows[i].r.failed) {
+			fprintf(stderr, "knitk-bench: %s: %s\n", rows[i].c->name,
+				rows[i].r.why);
+			failed = 1;
+		} else if (rows[i].r.has_msgs &&
+			   rows[i].r.msgs_moved != rows[i].r.msgs_expected) {
+			fprintf(stderr, "knitk-bench: %s: moved %llu messages of %llu\n",
+				rows[i].c->name,
+				(unsigned long long)rows[i].r.msgs_moved,
+				(unsigned long long)rows[i].r.msgs_expected);
+			failed = 1;
+		}
+	}
+	for (i = 0; i < nr; i++)
+		for (j = 0; j < nr && rows[i].c->baseline; j++)
+			if (!strcmp(rows[j].c->name, rows[i].c->baseline) && ok_row(&rows[j]))
+				rows[i].base = &rows[j];
+	return failed;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "quick", no_argument, NULL, 'q' },
 		{ "reps", required_argument, NULL, 'r' },
+		{ "runs", required_argument, NULL, 'R' },
 		{ "workers", required_argument, NULL, 'w' },
 		{ "only", required_argument, NULL, 'o' },
 		{ "backend", required_argument, NULL, 'b' },
@@ -788,14 +946,16 @@ int main(int argc, char **argv)
 	char only_buf[1024] = "", *only = NULL;
 	struct row *rows;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), v;
-	int opt, list = 0, nr = 0, i, j, f, ret, failed = 0, reps, show = 0, tty;
+	int opt, list = 0, nr = 0, i, f, ret, failed = 0, reps, show = 0, tty;
+	int nruns = 1, run;
+	static struct ratios runs[BENCH_MAX_RUNS];
 
 	/* Process workers of the pool cases re-run this program: they stop here. */
 	if (knitk_worker_main(argc, argv, &bench_tasks, NULL))
 		return 1;
 	ctx.workers = ncpu < 1 ? 1 : ncpu > KNITK_MAX_WORKERS ? KNITK_MAX_WORKERS :
 		      (unsigned int)ncpu;
-	while ((opt = getopt_long(argc, argv, "qr:w:o:b:j:p:Plvh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "qr:R:w:o:b:j:p:Plvh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'q': ctx.quick = 1; break;
 		case 'r':
@@ -806,6 +966,15 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			ctx.reps = (int)v;
+			break;
+		case 'R':
+			v = parse_num(optarg, 1, BENCH_MAX_RUNS);
+			if (v < 0) {
+				fprintf(stderr, "knitk-bench: --runs: '%s' is not a number"
+					" in 1..%d\n", optarg, BENCH_MAX_RUNS);
+				return 2;
+			}
+			nruns = (int)v;
 			break;
 		case 'w':
 			v = parse_num(optarg, 1, KNITK_MAX_WORKERS);
@@ -887,53 +1056,29 @@ int main(int argc, char **argv)
 	}
 	backend = backend_name(ctx.knot_flags);
 
-	/* Round k runs repetition k of every case: A B A B, not A A B B. */
-	ctx.reps = 1;
-	ctx.rounds = reps;
-	for (ctx.round = 0; ctx.round < reps; ctx.round++) {
-		for (i = 0; i < nr; i++) {
-			struct bench_result one = { 0 };
-
-			progress(show, tty, ctx.round * nr + i + 1, reps * nr, rows[i].c->name);
-			if (rows[i].r.failed)
-				continue;
-			if (ctx.verbose && !show) {
-				fprintf(stderr, "knitk-bench: %s ...\n", rows[i].c->name);
-				fflush(stderr);
+	/*
+	 * --runs: the whole measurement again, from fresh rows; the ratios
+	 * of each run are kept, the cases of the last one are reported.
+	 */
+	for (run = 0; run < nruns; run++) {
+		if (run) {
+			for (i = 0; i < nr; i++) {
+				free(rows[i].r.lat_us);
+				memset(&rows[i].r, 0, sizeof(rows[i].r));
+				rows[i].base = NULL;
 			}
-			ret = rows[i].c->run(rows[i].c, &ctx, &one);
-			if (ret && !one.failed)
-				bench_fail(&one, "%s", strerror(-ret));
-			if (!ret && one.nreps == 0)
-				bench_fail(&one, "no repetition recorded");
-			merge(&rows[i], &one);
-			one.lat_us = NULL;
+			if (show)
+				fprintf(stderr, "knitk-bench: run %d of %d\n", run + 1, nruns);
 		}
+		failed |= measure(rows, nr, &ctx, reps, show, tty);
+		compute_ratios(&runs[run], rows, nr, backend);
 	}
 	ctx.reps = reps;
-	for (i = 0; i < nr; i++) {
-		summarize(&rows[i]);
-		if (rows[i].r.failed) {
-			fprintf(stderr, "knitk-bench: %s: %s\n", rows[i].c->name,
-				rows[i].r.why);
-			failed = 1;
-		} else if (rows[i].r.has_msgs &&
-			   rows[i].r.msgs_moved != rows[i].r.msgs_expected) {
-			fprintf(stderr, "knitk-bench: %s: moved %llu messages of %llu\n",
-				rows[i].c->name,
-				(unsigned long long)rows[i].r.msgs_moved,
-				(unsigned long long)rows[i].r.msgs_expected);
-			failed = 1;
-		}
-	}
-	for (i = 0; i < nr; i++)
-		for (j = 0; j < nr && rows[i].c->baseline; j++)
-			if (!strcmp(rows[j].c->name, rows[i].c->baseline) && ok_row(&rows[j]))
-				rows[i].base = &rows[j];
-
 	print_table(rows, nr, &ctx, backend);
+	if (nruns > 1)
+		print_spread(runs, nruns);
 	if (json) {
-		ret = write_json(json, rows, nr, &ctx, backend);
+		ret = write_json(json, rows, nr, &ctx, backend, runs, nruns);
 		if (ret) {
 			fprintf(stderr, "knitk-bench: %s: %s\n", json, strerror(-ret));
 			failed = 1;

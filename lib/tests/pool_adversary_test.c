@@ -360,6 +360,9 @@ static void crash_kinds_respawn(void)
 		CHECK_EQ(kill(helper, 0), 0);
 		kill(helper, SIGKILL);
 	}
+	/* The successors start after the waiters learned of the deaths. */
+	while (knitk_pool_stats(p, &st) == 0 && st.respawns < 4)
+		sched_yield();
 	CHECK_EQ(knitk_pool_stats(p, &st), 0);
 	CHECK_EQ(st.deaths, 4);
 	CHECK_EQ(st.ownerdead, 4);

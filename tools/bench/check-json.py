@@ -25,7 +25,9 @@ RATIOS = ["pingpong_spin_vs_raw_spin", "pingpong_park_vs_raw_futex",
           "payload_1mib_vs_memcpy", "pool_call_vs_lane_rtt",
           "park_cpu_vs_raw_futex", "death_wait_vs_pidfd_p50",
           "death_wait_vs_pidfd_p99", "death_wait_steal_vs_pidfd_p50",
-          "death_wait_steal_vs_pidfd_p99"]
+          "death_wait_steal_vs_pidfd_p99", "pool_park_vs_raw_futex",
+          "pool_park_cpu_vs_raw_futex"]
+KMOD_RATIOS = ["kmod_park_vs_raw_futex", "kmod_pool_park_vs_raw_futex"]
 # Ratios whose cases are all built: they must carry a number.
 NEEDED = {"steal_skewed_vs_ideal", "steal_skewed_vs_private",
           "steal_skewed_vs_gthreadpool", "pingpong_spin_vs_raw_spin", "pingpong_park_vs_raw_futex",
@@ -33,7 +35,8 @@ NEEDED = {"steal_skewed_vs_ideal", "steal_skewed_vs_private",
           "idle_spurious_wakes", "payload_1mib_vs_memcpy",
           "pool_call_vs_lane_rtt", "park_cpu_vs_raw_futex",
           "death_wait_vs_pidfd_p50", "death_wait_vs_pidfd_p99",
-          "death_wait_steal_vs_pidfd_p50", "death_wait_steal_vs_pidfd_p99"}
+          "death_wait_steal_vs_pidfd_p50", "death_wait_steal_vs_pidfd_p99",
+          "pool_park_vs_raw_futex", "pool_park_cpu_vs_raw_futex"}
 
 
 def check(cond, name, why=""):
@@ -149,16 +152,35 @@ check(idle and fin(idle[0]["idle"].get("cpu_ns")) and
       "idle CPU time measured from 1 ms after the last call")
 
 ratios = doc.get("ratios")
-want = RATIOS + (["kmod_park_vs_raw_futex"] if backend == "kmod" else [])
+want = RATIOS + (KMOD_RATIOS if backend == "kmod" else [])
 check(isinstance(ratios, dict) and sorted(ratios) == sorted(want),
       "ratios has exactly the expected keys",
       "got %s" % (sorted(ratios) if isinstance(ratios, dict) else ratios))
 if isinstance(ratios, dict):
-    need = NEEDED | ({"kmod_park_vs_raw_futex"} if backend == "kmod" else set())
+    need = NEEDED | (set(KMOD_RATIOS) if backend == "kmod" else set())
     why = ["%s: %r" % (k, v) for k, v in ratios.items()
            if (v is not None and not (fin(v) and v >= 0)) or
               (k in need and v is None)]
     check(not why, "ratios are numbers (null only for a case not built)",
+          "; ".join(why))
+
+runs = doc.get("runs")
+check(isinstance(runs, int) and runs >= 1, "runs is the number of whole runs",
+      repr(runs))
+if isinstance(runs, int) and runs > 1:
+    spread = doc.get("ratios_spread")
+    why = []
+    if not isinstance(spread, dict) or sorted(spread) != sorted(want):
+        why.append("keys %r" % (sorted(spread) if isinstance(spread, dict) else spread))
+    else:
+        for k, v in spread.items():
+            if v is None:
+                if ratios.get(k) is not None:
+                    why.append("%s: null beside %r" % (k, ratios.get(k)))
+            elif not (isinstance(v, list) and len(v) == 3 and all(fin(x) for x in v)
+                      and v[0] <= v[1] <= v[2] and v[1] == ratios.get(k)):
+                why.append("%s: %r" % (k, v))
+    check(not why, "ratios_spread: [min, median, max] per key, the median the ratio's",
           "; ".join(why))
 
 if txt_path:

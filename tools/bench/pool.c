@@ -167,7 +167,11 @@ static int kp_batch(struct knitk_pool *pool, uint64_t base, uint64_t n,
 	return 0;
 }
 
-/* arg: kind | (batch << 4) */
+/*
+ * arg: kind | (batch << 4) | (park << 5).  park: one worker and a spin of
+ * one poll, so each call finds the worker parked and the host parks for
+ * the result: the pool's hop over the futex round trip (pool-park).
+ */
 static int kp_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		  struct bench_result *r)
 {
@@ -177,12 +181,16 @@ static int kp_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		.nr_workers = ctx->workers,
 		.knot_flags = ctx->knot_flags,
 	};
-	int batch = (int)(c->arg >> 4);
+	int batch = (int)((c->arg >> 4) & 1);
 	uint64_t n = bench_ops(c, ctx), good = 0, t0, base = 0;
 	struct knitk_pool *pool;
 	double c0;
 	int i, ret;
 
+	if (c->arg & (1 << 5)) {
+		o.nr_workers = 1;
+		o.spin = 1;
+	}
 	ret = knitk_pool_create(&o, &bench_tasks, &pool);
 	if (ret) {
 		bench_fail(r, "knitk_pool_create: %s", strerror(-ret));
@@ -439,6 +447,11 @@ const struct bench_case bench_pool_cases[] = {
 	GT("pool-batch", 1, 200000, 4000),
 	KP("pool-batch", "knitk-threads", KNITK_WORKER_THREADS, 1, 200000, 4000),
 	KP("pool-batch", "knitk-processes", KNITK_WORKER_PROCESSES, 1, 200000, 4000),
+	/* A call to a parked worker against the futex round trip. */
+	{ "pool-park/knitk-processes", "pool-park", "ns/op", "rtt-process/futex", 1,
+	  kp_run, KNITK_WORKER_PROCESSES | (1 << 5), 20000, 500 },
+	{ "pool-park/knitk-threads", "pool-park", "ns/op", "rtt-process/futex", 1,
+	  kp_run, KNITK_WORKER_THREADS | (1 << 5), 20000, 500 },
 	{ "idle/knitk-8-threads", "idle", "ns/op", NULL, 1, idle_run, 0,
 	  20000, 300 },
 	{ NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0 },

@@ -41,8 +41,28 @@ fi
 python3 "$top/tools/bench/check-json.py" "" futex "$tmp/list" "$tmp/out.json" \
 	"$tmp/out.txt" "$tmp/out.svg" || failed=1
 
+# --runs: the ratios' spread over whole runs (two quick runs of the
+# pool-park cases and their futex baseline).
+KNITK_BACKEND=futex timeout -s KILL "$watchdog" "$bench" --quick --runs 2 \
+	--only pool-park,rtt-process/futex --json "$tmp/runs.json" >"$tmp/runs.txt" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && python3 - "$tmp/runs.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = d["ratios_spread"]["pool_park_vs_raw_futex"]
+assert d["runs"] == 2 and len(s) == 3 and s[0] <= s[1] <= s[2]
+assert s[1] == d["ratios"]["pool_park_vs_raw_futex"]
+PY
+then
+	echo "ok - bench: --runs 2 reports each ratio's minimum, median and maximum"
+else
+	sed 's/^/# /' "$tmp/runs.txt"
+	echo "not ok - bench: --runs 2 reports each ratio's minimum, median and maximum"
+	failed=1
+fi
+
 # Bad values are errors; --help documents every option and case.
-for bad in "--reps abc" "--reps 0" "--workers 2x" "--backend nope" "--bogus"; do
+for bad in "--reps abc" "--reps 0" "--runs 0" "--runs 21" "--workers 2x" "--backend nope" "--bogus"; do
 	# shellcheck disable=SC2086 # split on purpose
 	if "$bench" $bad --list >/dev/null 2>&1; then
 		echo "not ok - bench: '$bad' rejected"
@@ -53,7 +73,7 @@ for bad in "--reps abc" "--reps 0" "--workers 2x" "--backend nope" "--bogus"; do
 done
 "$bench" --help >"$tmp/help" 2>&1
 why=""
-for w in --quick --reps --workers --only --backend --json --plot --progress \
+for w in --quick --reps --runs --workers --only --backend --json --plot --progress \
 	 --list --verbose --help default $(cat "$tmp/list"); do
 	grep -q -e "$w" "$tmp/help" || why="$why $w"
 done
