@@ -382,6 +382,14 @@ static void respawn_locked(struct knitk_pool *pool, unsigned int w)
 	pool->respawning--;
 	if (ret) {
 		pw->state = WORKER_DEAD;
+		/*
+		 * Gone for good: with no worker left, the calls nobody took
+		 * complete (-EPIPE), as after a death without respawn, and
+		 * submits waiting for this worker look again.
+		 */
+		if (pool->steal)
+			knitk__steal_orphans_locked(pool);
+		pool_progress_locked(pool);
 		return;
 	}
 	pw->state = WORKER_RUNNING;
