@@ -811,6 +811,17 @@ static long parse_num(const char *s, long lo, long hi)
 	return v;
 }
 
+/* Option @name's value @arg, a number in 1..@hi, or -1 (said on stderr). */
+static long option_num(const char *name, const char *arg, long hi)
+{
+	long v = parse_num(arg, 1, hi);
+
+	if (v < 0)
+		fprintf(stderr, "knitk-bench: %s: '%s' is not a number in 1..%ld\n",
+			name, arg, hi);
+	return v;
+}
+
 static void progress(int on, int tty, int k, int total, const char *name)
 {
 	if (!on)
@@ -959,30 +970,21 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'q': ctx.quick = 1; break;
 		case 'r':
-			v = parse_num(optarg, 1, BENCH_MAX_REPS);
-			if (v < 0) {
-				fprintf(stderr, "knitk-bench: --reps: '%s' is not a number"
-					" in 1..%d\n", optarg, BENCH_MAX_REPS);
+			v = option_num("--reps", optarg, BENCH_MAX_REPS);
+			if (v < 0)
 				return 2;
-			}
 			ctx.reps = (int)v;
 			break;
 		case 'R':
-			v = parse_num(optarg, 1, BENCH_MAX_RUNS);
-			if (v < 0) {
-				fprintf(stderr, "knitk-bench: --runs: '%s' is not a number"
-					" in 1..%d\n", optarg, BENCH_MAX_RUNS);
+			v = option_num("--runs", optarg, BENCH_MAX_RUNS);
+			if (v < 0)
 				return 2;
-			}
 			nruns = (int)v;
 			break;
 		case 'w':
-			v = parse_num(optarg, 1, KNITK_MAX_WORKERS);
-			if (v < 0) {
-				fprintf(stderr, "knitk-bench: --workers: '%s' is not a number"
-					" in 1..%d\n", optarg, KNITK_MAX_WORKERS);
+			v = option_num("--workers", optarg, KNITK_MAX_WORKERS);
+			if (v < 0)
 				return 2;
-			}
 			ctx.workers = (unsigned int)v;
 			break;
 		case 'o':

@@ -45,6 +45,7 @@
 #include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "pool_kill.h"
+#include "proc_count.h"
 #include "tap.h"
 
 #define HANG_MS		20000
@@ -798,49 +799,6 @@ static bool pid_gone(int pid)
 	return false;
 }
 
-/* Kill and reap every descendant left; how many there were. */
-static unsigned int reap_descendants(bool describe)
-{
-	unsigned int left = 0;
-
-	for (;;) {
-		DIR *d = opendir("/proc");
-		struct dirent *e;
-		bool any = false;
-
-		if (!d)
-			break;
-		while ((e = readdir(d))) {
-			char path[300], buf[512], *q;
-			pid_t p = (pid_t)atoi(e->d_name);
-			FILE *f;
-
-			if (p <= 0)
-				continue;
-			snprintf(path, sizeof(path), "/proc/%d/stat", (int)p);
-			f = fopen(path, "r");
-			if (!f)
-				continue;
-			q = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-			fclose(f);
-			if (q && atoi(q + 4) == (int)getpid()) {
-				if (describe)
-					printf("# left behind: %.200s", buf);
-				kill(p, SIGKILL);
-				kill(p, SIGCONT);
-				left++;
-				any = true;
-			}
-		}
-		closedir(d);
-		while (waitpid(-1, NULL, 0) > 0)
-			;
-		if (!any)
-			break;
-	}
-	return left;
-}
-
 /* One host, killed at @at: 0, or how many workers outlived it. */
 static unsigned int host_kill_one(enum host_at at, uint64_t *seed)
 {
@@ -938,7 +896,7 @@ static unsigned int host_kill_one(enum host_at at, uint64_t *seed)
 		usleep(1000);
 	}
 	/* Nothing else may be left. */
-	left += reap_descendants(true);
+	left += kill_children(true);
 	return left;
 }
 
@@ -1060,28 +1018,15 @@ static void waiter_start(struct waiter *w, struct knitk_pool *pool, int how,
 static int wrapper_pid(struct knitk_pool *pool, unsigned int workers)
 {
 	DIR *d = opendir("/proc");
-	struct dirent *e;
+	char stat[512];
 	int found = -1;
+	pid_t p;
 
 	if (!d)
 		return -1;
-	while ((e = readdir(d)) && found < 0) {
-		char path[300], buf[512], *q;
-		int p = atoi(e->d_name);
-		FILE *f;
-
-		if (p <= 0)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/stat", p);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		q = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-		fclose(f);
-		if (q && q[2] != 'Z' && atoi(q + 4) == (int)getpid() &&
-		    worker_of_pid(pool, workers, p) < 0)
+	while (found < 0 && (p = proc_next_child(d, stat, sizeof(stat))))
+		if (proc_stat_state(stat) != 'Z' && worker_of_pid(pool, workers, p) < 0)
 			found = p;
-	}
 	closedir(d);
 	return found;
 }
@@ -1093,26 +1038,14 @@ static int wrapper_pid(struct knitk_pool *pool, unsigned int workers)
 static void reap_sleepers(void)
 {
 	DIR *d = opendir("/proc");
-	struct dirent *e;
+	char stat[512];
+	pid_t p;
 
 	if (!d)
 		return;
-	while ((e = readdir(d))) {
-		char path[300], buf[512], *q;
-		int p = atoi(e->d_name);
-		FILE *f;
-
-		if (p <= 0)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/stat", p);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		q = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-		fclose(f);
-		if (q && atoi(q + 4) == (int)getpid() && strstr(buf, "(sleep)"))
+	while ((p = proc_next_child(d, stat, sizeof(stat))))
+		if (strstr(stat, "(sleep)"))
 			waitpid(p, NULL, 0);
-	}
 	closedir(d);
 }
 

@@ -14,7 +14,7 @@
  * client must have exited within CLIENT_GRACE_MS (a bound on a hang, not
  * a timing claim: they exit in milliseconds).  client_kills() counts what
  * was left behind, calls that ran twice (the run table) and calls that got
- * another call's result.  Include pool_tasks.h first; call
+ * another call's result.  Include pool_tasks.h and proc_count.h first; call
  * client_kill_setup() once, before the first pool.
  */
 #ifndef KNITK_CLIENT_KILL_H
@@ -221,25 +221,6 @@ static inline bool client_no_children(void)
 	return waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD;
 }
 
-/* One line on a descendant left behind: its name, state and CPU time. */
-static inline void client_describe(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return;
-	if (fgets(buf, sizeof(buf), f)) {
-		p = strchr(buf, '\n');
-		if (p)
-			*p = '\0';
-		printf("# left behind: %.200s\n", buf);
-	}
-	fclose(f);
-}
-
 /*
  * Reap every descendant (they are ours as the subreaper) until none is
  * left or the grace ran out; then SIGKILL and count the ones still there.
@@ -247,7 +228,6 @@ static inline void client_describe(pid_t pid)
 static inline unsigned int client_reap(void)
 {
 	uint64_t end = client_now_ms() + CLIENT_GRACE_MS;
-	unsigned int left = 0;
 	pid_t pid;
 
 	for (;;) {
@@ -261,42 +241,7 @@ static inline unsigned int client_reap(void)
 		usleep(1000);
 	}
 	/* Still running: describe, kill and reap them. */
-	for (;;) {
-		char path[64];
-		DIR *d = opendir("/proc");
-		struct dirent *e;
-		bool any = false;
-
-		if (!d)
-			break;
-		while ((e = readdir(d))) {
-			pid_t p = (pid_t)atoi(e->d_name);
-			char buf[512], *q;
-			FILE *f;
-
-			if (p <= 0)
-				continue;
-			snprintf(path, sizeof(path), "/proc/%d/stat", (int)p);
-			f = fopen(path, "r");
-			if (!f)
-				continue;
-			q = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-			fclose(f);
-			/* Field 4, after the state: the parent. */
-			if (q && atoi(q + 4) == (int)getpid()) {
-				client_describe(p);
-				kill(p, SIGKILL);
-				left++;
-				any = true;
-			}
-		}
-		closedir(d);
-		while (waitpid(-1, NULL, 0) > 0)
-			;
-		if (!any)
-			break;
-	}
-	return left;
+	return kill_children(true);
 }
 
 struct client_tally {

@@ -9,9 +9,13 @@
 #define KNITK_PROC_COUNT_H
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Open fds of this process, not the scan's own; with @pidfds only the pidfds. */
@@ -74,6 +78,77 @@ static inline int count_threads(void)
 			break;
 	}
 	return n;
+}
+
+/*
+ * The next child of this process in /proc (@dir, an opendir("/proc")), or
+ * 0 at the end; its stat line in @stat ("pid (comm) state ppid ...").  A
+ * child subreaper sees its orphaned descendants here too.
+ */
+static inline pid_t proc_next_child(DIR *dir, char *stat, size_t size)
+{
+	struct dirent *d;
+
+	while ((d = readdir(dir))) {
+		char path[64], *q;
+		pid_t p = (pid_t)atoi(d->d_name);
+		FILE *f;
+
+		if (p <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)p);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		q = fgets(stat, (int)size, f) ? strrchr(stat, ')') : NULL;
+		fclose(f);
+		/* Field 4, after the state: the parent. */
+		if (q && atoi(q + 4) == (int)getpid())
+			return p;
+	}
+	return 0;
+}
+
+/* The state letter of a stat line of proc_next_child ('Z': a zombie). */
+static inline char proc_stat_state(const char *stat)
+{
+	const char *q = strrchr(stat, ')');
+
+	return q && q[1] ? q[2] : '?';
+}
+
+/*
+ * SIGKILL (and SIGCONT, for a stopped one) every child left and reap them
+ * all, until none is left; each one on a "# left behind: <stat>" line with
+ * @describe.  Returns how many there were.
+ */
+static inline unsigned int kill_children(bool describe)
+{
+	unsigned int left = 0;
+	char stat[512];
+	bool any;
+	pid_t p;
+
+	do {
+		DIR *dir = opendir("/proc");
+
+		if (!dir)
+			break;
+		any = false;
+		while ((p = proc_next_child(dir, stat, sizeof(stat)))) {
+			if (describe)
+				printf("# left behind: %.200s%s", stat,
+				       strchr(stat, '\n') ? "" : "\n");
+			kill(p, SIGKILL);
+			kill(p, SIGCONT);
+			left++;
+			any = true;
+		}
+		closedir(dir);
+		while (waitpid(-1, NULL, 0) > 0)
+			;
+	} while (any);
+	return left;
 }
 
 #endif

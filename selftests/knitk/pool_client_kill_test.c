@@ -15,6 +15,7 @@
 #include "knitk.h"
 #include "knitk_pool.h"
 #include "knitk_pool_guest.h"
+#include "../../lib/tests/proc_count.h"
 #include "../../lib/tests/client_kill.h"
 #include "knitk_live.h"
 
