@@ -158,7 +158,7 @@ static int worker_exec(struct worker_loop *l, const struct knitk_msg *msg,
 	return l->a->table->tasks[h->function_id](msg->data, msg->len, &reply, &ctx);
 }
 
-/* Handle one request lane; returns 1 when the loop ends (stop message, host gone). */
+/* Handle one request lane; 1 when the loop ends (stop message, host gone). */
 static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 			 unsigned int lane)
 {
