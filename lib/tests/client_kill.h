@@ -216,11 +216,6 @@ static inline int client_count_shm(void)
 	return n;
 }
 
-static inline bool client_no_children(void)
-{
-	return waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD;
-}
-
 /*
  * Reap every descendant (they are ours as the subreaper) until none is
  * left or the grace ran out; then SIGKILL and count the ones still there.

@@ -224,11 +224,6 @@ static uint64_t after_ms(uint64_t ms)
 	return tap_now_ns() + ms * 1000000ULL;
 }
 
-static int no_children(void)
-{
-	return waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD;
-}
-
 static struct knitk_pool *make_pool(unsigned int kind, unsigned int workers,
 				    unsigned int flags)
 {

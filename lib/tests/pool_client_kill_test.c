@@ -34,7 +34,7 @@ static void kills(const struct client_config *cfg)
 	CHECK(t.ok > 0);
 	CHECK_EQ(count_fds(false), fds);
 	CHECK_EQ(client_count_shm(), shm);
-	CHECK(client_no_children());
+	CHECK(no_children());
 }
 
 static void threads_private(void) { kills(&client_configs[0]); }

@@ -9,6 +9,7 @@
 #define KNITK_PROC_COUNT_H
 
 #include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -78,6 +79,12 @@ static inline int count_threads(void)
 			break;
 	}
 	return n;
+}
+
+/* No child left, not even a zombie. */
+static inline bool no_children(void)
+{
+	return waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD;
 }
 
 /*

@@ -41,7 +41,7 @@ static void guest_client_kills(struct __test_metadata *_metadata,
 	EXPECT_EQ(0, t.bad);
 	EXPECT_EQ(0, t.wrong);
 	EXPECT_LT(0, t.ok);
-	EXPECT_TRUE(client_no_children());
+	EXPECT_TRUE(no_children());
 	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 
