@@ -187,6 +187,8 @@ void knitk_bell_init(struct knitk_bell *bell)
 	atomic_set(&bell->events_done, 0);
 	spin_lock_init(&bell->ringer_lock);
 	bell->ringer = NULL;
+	/* The first spin may take the whole of spin_ns. */
+	bell->spin_budget = U64_MAX;
 }
 
 /* The bell is unused by now: drop the ringer's reference. */
@@ -248,6 +250,36 @@ bool knitk_spin_peer_running(struct task_struct *peer)
 #else
 	return false;
 #endif
+}
+
+/**
+ * knitk_spin_adapt() - the next spin budget of a doorbell (S8)
+ * @budget: the budget of the wait that just ended, in ns
+ * @cap: spin_ns, the longest spin
+ * @spun: the spin ended the wait
+ * @woken: the wait ended with a wake (not a timeout, a signal or an error)
+ * @waited_ns: how long the wait took, spin and sleep
+ *
+ * A spin pays only when the ring comes within it, so the budget follows
+ * the waits, as KVM's halt polling does: a wait that slept and was woken
+ * within @cap could have been caught, so the budget doubles (from @cap /
+ * 16); one that lasted longer, or timed out, would have spun in vain, so
+ * it halves, and below @cap / 64 it is 0: no spin until a short wait
+ * comes again.  A wait the spin caught keeps it.  A task that runs long
+ * between rings stops costing its peer a spin after a few waits.
+ *
+ * Return: the budget for the next wait, at most @cap.
+ */
+u64 knitk_spin_adapt(u64 budget, u64 cap, bool spun, bool woken, u64 waited_ns)
+{
+	budget = min(budget, cap);
+	if (spun)
+		return budget;
+	if (woken && waited_ns <= cap)
+		return !budget ? max(cap / 16, 1ULL) :
+		       budget > cap / 2 ? cap : budget * 2;
+	budget /= 2;
+	return budget < cap / 64 ? 0 : budget;
 }
 
 /**
@@ -399,8 +431,8 @@ static bool knitk_wait_done(struct knitk_knot *knot, struct knitk_doorbell *db,
 
 /*
  * Spin while the wait is not done and the bell's ringer runs (S8), for at
- * most spin_ns and never past the wait's deadline.  Return: true when the
- * wait is done.
+ * most the bell's budget (knitk_spin_adapt(), at most spin_ns) and never
+ * past the wait's deadline.  Return: true when the wait is done.
  */
 static bool knitk_doorbell_spin(struct knitk_knot *knot, unsigned int d,
 				const struct knitk_role *r, u32 expected,
@@ -408,7 +440,8 @@ static bool knitk_doorbell_spin(struct knitk_knot *knot, unsigned int d,
 {
 	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
 	bool worker = d != KNITK_DOORBELL_HOST;
-	ulong budget = READ_ONCE(spin_ns);
+	u64 budget = min_t(u64, READ_ONCE(spin_ns),
+			   READ_ONCE(knot->bells[d].spin_budget));
 	struct task_struct *peer;
 	bool done = false;
 	u64 now, until;
@@ -557,6 +590,7 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 	struct knitk_bell *bell = &knot->bells[d];
 	bool spun = false;
 	u32 events_done;
+	u64 t0 = 0;
 	int ret;
 
 	if (d != KNITK_DOORBELL_HOST && knitk_peer_host_dead(knot->control))
@@ -575,6 +609,7 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 		return -EAGAIN;
 	}
 	if (flags & KNITK_WAIT_SPIN) {
+		t0 = ktime_get_ns();
 		spun = knitk_doorbell_spin(knot, d, r, expected, deadline_ns);
 		knitk_bell_count(bell, spun ? KNITK_BELL_SPIN_WAKES :
 					      KNITK_BELL_SPIN_SLEEPS);
@@ -587,6 +622,12 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 			knitk_bell_count(bell, KNITK_BELL_URING_WAITS);
 		ret = knitk_doorbell_sleep(knot, d, r, expected, deadline_ns);
 	}
+	/* The doorbell's owner alone waits on it: plain accesses suffice. */
+	if (flags & KNITK_WAIT_SPIN)
+		WRITE_ONCE(bell->spin_budget,
+			   knitk_spin_adapt(READ_ONCE(bell->spin_budget),
+					    READ_ONCE(spin_ns), spun, ret == 0,
+					    ktime_get_ns() - t0));
 	/* Pairs with the write of ended under knot->lock before the wake. */
 	if (ret == 0 && knitk_wait_role_ended(r))
 		return -ENOTCONN;

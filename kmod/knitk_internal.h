@@ -89,6 +89,7 @@ struct knitk_bell {
 	atomic_t events_done;
 	spinlock_t ringer_lock; /* ringer */
 	struct task_struct *ringer;
+	u64 spin_budget;	/* the owner's, see knitk_spin_adapt() */
 };
 
 static inline void knitk_bell_count(struct knitk_bell *bell,
@@ -197,6 +198,7 @@ bool knitk_doorbell_pending(const void *base, const struct knitk_geometry *g,
 enum knitk_verdict knitk_notify_verdict(bool pending, u32 sleeping);
 bool knitk_wait_spurious(bool pending, u32 events_begun, u32 events_done);
 bool knitk_spin_peer_running(struct task_struct *peer);
+u64 knitk_spin_adapt(u64 budget, u64 cap, bool spun, bool woken, u64 waited_ns);
 void knitk_bell_init(struct knitk_bell *bell);
 struct knitk_doorbell *knitk_doorbell_shared(struct knitk_knot *knot,
 					     unsigned int d);

@@ -1283,6 +1283,37 @@ static void knitk_spin_peer_checks(struct kunit *test)
 	put_task_struct(t);
 }
 
+/*
+ * S8: the spin budget follows the waits: kept when the spin caught the
+ * ring, doubled after a short sleep, halved to nothing after long waits
+ * and timeouts, never above the cap and never overflowing.
+ */
+static void knitk_spin_budget_adapts(struct kunit *test)
+{
+	const u64 cap = 1000000;
+	u64 b = cap;
+	int i;
+
+	KUNIT_EXPECT_EQ(test, knitk_spin_adapt(U64_MAX, cap, true, true, 10), cap);
+	KUNIT_EXPECT_EQ(test, knitk_spin_adapt(4000, cap, true, true, 3000), 4000ULL);
+	/* A task that runs 10 ms between rings: a few waits, then no spin. */
+	for (i = 0; i < 7 && b; i++)
+		b = knitk_spin_adapt(b, cap, false, true, 10 * cap);
+	KUNIT_EXPECT_EQ(test, b, 0ULL);
+	KUNIT_EXPECT_EQ(test, knitk_spin_adapt(cap / 32, cap, false, false, 5), 0ULL);
+	/* Short waits again: back from cap / 16, doubling up to the cap. */
+	b = knitk_spin_adapt(0, cap, false, true, 50000);
+	KUNIT_EXPECT_EQ(test, b, cap / 16);
+	for (i = 0; i < 10; i++)
+		b = knitk_spin_adapt(b, cap, false, true, 50000);
+	KUNIT_EXPECT_EQ(test, b, cap);
+	/* A wait just past the cap halves it; spin_ns 0 never spins. */
+	KUNIT_EXPECT_EQ(test, knitk_spin_adapt(cap, cap, false, true, cap + 1), cap / 2);
+	KUNIT_EXPECT_EQ(test, knitk_spin_adapt(cap, 0, false, true, 1), 0ULL);
+	KUNIT_EXPECT_EQ(test, knitk_spin_adapt(U64_MAX, U64_MAX, false, true, 1),
+			U64_MAX);
+}
+
 /* S8: only a delivered notify makes its caller the doorbell's ringer. */
 static void knitk_spin_ringer_recorded(struct kunit *test)
 {
@@ -1395,6 +1426,7 @@ static struct kunit_case knitk_wait_cases[] = {
 	KUNIT_CASE(knitk_wait_host_death_is_epipe),
 	KUNIT_CASE(knitk_wait_past_deadline_times_out),
 	KUNIT_CASE(knitk_spin_peer_checks),
+	KUNIT_CASE(knitk_spin_budget_adapts),
 	KUNIT_CASE(knitk_spin_ringer_recorded),
 	KUNIT_CASE(knitk_spin_sleeps_without_running_ringer),
 	KUNIT_CASE(knitk_notify_wait_rings_then_waits),

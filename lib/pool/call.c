@@ -257,11 +257,11 @@ static bool pool_busy_locked(struct knitk_pool *pool)
  * completer for a passive one, may take it now.
  */
 static void drain_round_locked(struct knitk_pool *pool, unsigned int k0,
-			       uint64_t until)
+			       uint64_t until, uint64_t *ring)
 {
 	pool->draining = true;
 	pthread_mutex_unlock(&pool->lock);
-	knitk__pool_drain_once(pool, k0, until);
+	knitk__pool_drain_once(pool, k0, until, ring);
 	pthread_mutex_lock(&pool->lock);
 	knitk__pool_held_apply_locked(pool);
 	pool->draining = false;
@@ -273,11 +273,13 @@ static void drain_round_locked(struct knitk_pool *pool, unsigned int k0,
 /*
  * Wait, under pool->lock, until @want of @calls are done (1: any, nr: all);
  * returns the index of a done call (any) or 0 (all), -EINPROGRESS at
- * @deadline_ns.
+ * @deadline_ns.  @ring: doorbells the caller's submit left unrung
+ * (knitk__pool_submit's @defer); rung by the first park, or before any
+ * other sleep, or at the end.
  */
 static int calls_wait_locked(struct knitk_pool *pool,
 			     struct knitk_call *const *calls, unsigned int nr,
-			     bool all, uint64_t deadline_ns)
+			     bool all, uint64_t deadline_ns, uint64_t ring)
 {
 	unsigned int i, done, k0;
 	int first;
@@ -315,11 +317,17 @@ static int calls_wait_locked(struct knitk_pool *pool,
 		}
 		if (pool_may_drain_locked(pool)) {
 			/* Leader: drain for everyone until our calls are done. */
-			drain_round_locked(pool, k0, until);
+			drain_round_locked(pool, k0, until, &ring);
 			continue;
 		}
+		if (ring)
+			knitk_doorbell_ring(pool->ep, ring);
+		ring = 0;
 		pool_sleep_locked(pool, until);
 	}
+	/* Done without a park (an abort, a death): no request left unrung. */
+	if (ring)
+		knitk_doorbell_ring(pool->ep, ring);
 	if (atomic_fetch_sub_explicit(&pool->waiters, 1, memory_order_seq_cst) == 1 &&
 	    pool->leader && pool_busy_locked(pool)) {
 		/*
@@ -341,7 +349,7 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 	int ret;
 
 	pthread_mutex_lock(&pool->lock);
-	ret = calls_wait_locked(pool, calls, nr, all, deadline_ns);
+	ret = calls_wait_locked(pool, calls, nr, all, deadline_ns, 0);
 	pthread_mutex_unlock(&pool->lock);
 	return ret;
 }
@@ -395,7 +403,9 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 		 * A poller makes progress as a waiter would, without parking:
 		 * with nobody waiting the completer may be lingering.
 		 */
-		drain_round_locked(pool, 0, 0);
+		uint64_t none = 0;
+
+		drain_round_locked(pool, 0, 0, &none);
 		now = 0;
 		call_expire_locked(call, &now);
 	}
@@ -415,7 +425,7 @@ KNITK_EXPORT int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns)
 		return call->status;
 	pool = call->pool;
 	pthread_mutex_lock(&pool->lock);
-	ret = calls_wait_locked(pool, &call, 1, false, deadline_ns);
+	ret = calls_wait_locked(pool, &call, 1, false, deadline_ns, 0);
 	/* Done (not -EINPROGRESS): its status, under the same lock. */
 	if (ret >= 0)
 		ret = call->status;
@@ -546,18 +556,24 @@ KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
 				 void *out, size_t cap, size_t *out_len)
 {
 	struct knitk_call *call;
+	uint64_t ring = 0;
 	bool last;
 	int ret;
 
 	if (!pool || (cap && !out))
 		return -EINVAL;
-	/* Its handle is its own: an event loop's reap never sees it. */
-	ret = knitk__pool_submit(pool, fn, in, len, opts, false, &call);
+	/*
+	 * Its handle is its own: an event loop's reap never sees it.  On a
+	 * backend that rings and waits in one syscall (S9), the worker's
+	 * ring waits for our park.
+	 */
+	ret = knitk__pool_submit(pool, fn, in, len, opts, false,
+				 pool->ring_wait ? &ring : NULL, &call);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&pool->lock);
 	/* Without a deadline the wait ends only with the call done. */
-	calls_wait_locked(pool, &call, 1, false, KNITK_WAIT_FOREVER);
+	calls_wait_locked(pool, &call, 1, false, KNITK_WAIT_FOREVER, ring);
 	ret = call->status;
 	if (out_len)
 		*out_len = call->len;

@@ -545,19 +545,26 @@ void knitk__pool_wait_passive_locked(struct knitk_pool *pool)
  * pool->lock when the caller last looked at its calls.  @deadline_ns 0:
  * one look, no spin, no park.  Results taken may be held: the caller
  * completes them with knitk__pool_held_apply_locked as soon as it holds
- * pool->lock again, before it leaves the role.
+ * pool->lock again, before it leaves the role.  *@ring: doorbells our
+ * caller published to and has not rung yet; the park rings them in the
+ * same syscall (S9), and clears *@ring.
  */
 int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
-			   uint64_t deadline_ns)
+			   uint64_t deadline_ns, uint64_t *ring)
 {
 	unsigned int i;
 	uint32_t seq;
+	int ret;
 
 	if (!deadline_ns) {
 		drain_all(pool, true);
 		return 0;
 	}
-	for (i = 0; i <= pool->opts.spin; i++) {
+	/*
+	 * With a ring due, the worker has not been woken yet: no spin of
+	 * ours, the ring-then-wait spins in the kernel while it runs (S8).
+	 */
+	for (i = 0; i <= (*ring ? 0 : pool->opts.spin); i++) {
 		if (drain_all(pool, true))
 			return 0;
 		pool_spin_relax(&pool->spin, i);
@@ -576,7 +583,10 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 		knitk_doorbell_cancel(pool->ep);
 		return 0;
 	}
-	return knitk_doorbell_wait(pool->ep, seq, deadline_ns);
+	/* The ring is sent whether or not the wait sleeps. */
+	ret = knitk_doorbell_ring_wait(pool->ep, *ring, seq, deadline_ns);
+	*ring = 0;
+	return ret;
 }
 
 /*

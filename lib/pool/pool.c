@@ -301,6 +301,8 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	if (!ret) {
 		/* Leader/follower needs a way to end another thread's park. */
 		pool->leader = knitk_doorbell_can_kick(pool->ep) == 1;
+		pool->ring_wait = pool->leader && !pool->steal &&
+				  knitk_doorbell_can_ring_wait(pool->ep) == 1;
 		ret = pool_start_workers(pool);
 	}
 	if (!ret)
@@ -498,15 +500,17 @@ static struct knitk_lane_header pool_request(const struct knitk_call *call,
  * Publish the requests of registered @calls (@subs their functions and
  * argument bytes), in order: per round one submitter lock, the requests
  * staged lane by lane, one pub store per worker's mailbox (L2) and one
- * ring of every worker published to (S2).  Returns how many are done: all
- * @nr, or the index of the first that was not published, with the reason
- * in *@err.  A call whose worker died first counts as done: the death
- * handler completes it (C3).
+ * ring of every worker published to (S2).  With @defer, the last ring
+ * is left to the caller's wait instead (*@defer: the doorbells to ring),
+ * which rings and parks in one syscall (S9).  Returns how many are done:
+ * all @nr, or the index of the first that was not published, with the
+ * reason in *@err.  A call whose worker died first counts as done: the
+ * death handler completes it (C3).
  */
 static unsigned int pool_publish(struct knitk_pool *pool,
 				 struct knitk_call *const *calls,
 				 const struct knitk_submission *subs,
-				 unsigned int nr, int *err)
+				 unsigned int nr, uint64_t *defer, int *err)
 {
 	uint64_t lanes[KNITK_MAX_WORKERS], progress, rung, m;
 	struct knitk_producer **producers;
@@ -567,7 +571,9 @@ static unsigned int pool_publish(struct knitk_pool *pool,
 		}
 		pthread_mutex_unlock(&pool->submitters[s].lock);
 		/* S2, after every publish: a no-op for the workers awake. */
-		if (rung)
+		if (rung && defer && i == nr)
+			*defer |= rung;
+		else if (rung)
 			knitk_doorbell_ring(pool->ep, rung);
 		if (i == nr)
 			break;
@@ -680,7 +686,8 @@ static void pool_published(struct knitk_pool *pool,
 static int pool_submit_calls(struct knitk_pool *pool,
 			     const struct knitk_submission *subs,
 			     const struct knitk_call_opts *const *cos,
-			     unsigned int nr, bool reap, struct knitk_call **calls)
+			     unsigned int nr, bool reap, uint64_t *defer,
+			     struct knitk_call **calls)
 {
 	unsigned int done = 0, n, k;
 	int ret = 0, err = 0;
@@ -690,7 +697,7 @@ static int pool_submit_calls(struct knitk_pool *pool,
 		if (ret < 0)
 			break;
 		n = (unsigned int)ret;
-		k = pool_publish(pool, calls + done, subs + done, n, &err);
+		k = pool_publish(pool, calls + done, subs + done, n, defer, &err);
 		pool_published(pool, calls + done, k);
 		done += k;
 		if (k < n) {
@@ -704,7 +711,7 @@ static int pool_submit_calls(struct knitk_pool *pool,
 
 int knitk__pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
 		       size_t len, const struct knitk_call_opts *opts, bool reap,
-		       struct knitk_call **callp)
+		       uint64_t *defer, struct knitk_call **callp)
 {
 	struct knitk_submission sub = { .fn = fn, .in = in, .len = len };
 	const struct knitk_call_opts *co;
@@ -716,7 +723,7 @@ int knitk__pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
 	ret = submission_check(pool, fn, in, len, opts, &o, &co);
 	if (ret)
 		return ret;
-	ret = pool_submit_calls(pool, &sub, &co, 1, reap, callp);
+	ret = pool_submit_calls(pool, &sub, &co, 1, reap, defer, callp);
 	return ret < 0 ? ret : 0;
 }
 
@@ -725,7 +732,7 @@ KNITK_EXPORT int knitk_pool_submit(struct knitk_pool *pool, uint32_t fn,
 				   const struct knitk_call_opts *opts,
 				   struct knitk_call **callp)
 {
-	return knitk__pool_submit(pool, fn, in, len, opts, true, callp);
+	return knitk__pool_submit(pool, fn, in, len, opts, true, NULL, callp);
 }
 
 /*
@@ -760,7 +767,7 @@ KNITK_EXPORT int knitk_pool_submit_batch(struct knitk_pool *pool,
 		}
 		if (!i)
 			break;
-		k = pool_submit_calls(pool, subs + done, cos, i, true, calls + done);
+		k = pool_submit_calls(pool, subs + done, cos, i, true, NULL, calls + done);
 		if (k < 0)
 			return done ? (int)done : k;
 		done += (unsigned int)k;

@@ -229,6 +229,11 @@ struct knitk_pool {
 	 * another thread can end the park); otherwise only the completer does.
 	 */
 	bool leader;
+	/*
+	 * knitk_pool_call rings the worker in its park (S9): private lanes,
+	 * a leader, and a backend with KNITK_IOC_NOTIFY_WAIT.
+	 */
+	bool ring_wait;
 	bool draining;			/* the role is held, pool->lock */
 	bool completer_draining;	/* ... by the completer, pool->lock */
 	_Atomic unsigned int waiters;	/* threads in calls_wait, changed under pool->lock */
@@ -302,10 +307,14 @@ void knitk__pool_cancel_all_locked(struct knitk_pool *pool);
 
 /* pool.c */
 void knitk__pool_free(struct knitk_pool *pool);
-/* knitk_pool_submit; with @reap false the call never reaches knitk_pool_reap. */
+/*
+ * knitk_pool_submit; with @reap false the call never reaches
+ * knitk_pool_reap.  With @defer, the ring of the workers published to
+ * may be left to the caller: *@defer, rung by its wait (S9).
+ */
 int knitk__pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
 		       size_t len, const struct knitk_call_opts *co, bool reap,
-		       struct knitk_call **callp);
+		       uint64_t *defer, struct knitk_call **callp);
 unsigned int knitk__submitter_acquire(struct knitk_pool *pool);
 /* Some worker serves, or will after a respawn (pool->lock held). */
 bool knitk__pool_has_workers_locked(struct knitk_pool *pool,
@@ -315,7 +324,7 @@ bool knitk__pool_has_workers_locked(struct knitk_pool *pool,
 int knitk__completer_start(struct knitk_pool *pool);
 void knitk__completer_drain_worker(struct knitk_pool *pool, unsigned int w);
 int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
-			   uint64_t deadline_ns);
+			   uint64_t deadline_ns, uint64_t *ring);
 int knitk__pool_held_init(struct knitk_pool *pool);
 /* Complete the results knitk__pool_drain_once held (the drainer, pool->lock). */
 void knitk__pool_held_apply_locked(struct knitk_pool *pool);

@@ -111,7 +111,22 @@ struct worker_loop {
 	_Atomic uint64_t *abort_words;
 	uint32_t abort_bits;
 	uint64_t max;
+	/*
+	 * Ring-then-wait (S9): the host's ring after our last result is
+	 * left to the park that follows it, one syscall for both.
+	 */
+	bool ring_wait;
+	bool ring_due;
 };
+
+/* Ring the host for the results published since the last ring. */
+static void worker_ring(struct worker_loop *l)
+{
+	if (!l->ring_due)
+		return;
+	l->ring_due = false;
+	knitk_producer_notify(l->ret);
+}
 
 /*
  * A free return lane: there always is one (POOL_CAP), but be safe; -EPIPE
@@ -167,6 +182,8 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	unsigned int rlane;
 	int err, status, stop, ret;
 
+	/* The last call's result is not held back while this one runs. */
+	worker_ring(l);
 	err = knitk_lane_decode(c, lane, &msg);
 	stop = !err && msg.header.function_id == POOL_FN_STOP;
 	ret = worker_claim_return(l);
@@ -183,7 +200,10 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	if (status < 0)
 		rh->flags |= KNITK_LANE_F_ERROR;
 	knitk_lane_publish(l->ret, rlane);
-	knitk_producer_notify(l->ret);
+	if (l->ring_wait && !stop)
+		l->ring_due = true;
+	else
+		knitk_producer_notify(l->ret);
 	return stop;
 }
 
@@ -237,6 +257,7 @@ int knitk__worker_run(const struct worker_args *a)
 	l.abort_bits = geom.abort_bits;
 	l.max = layout.arena_size > geom.inline_bytes ? layout.arena_size :
 							 geom.inline_bytes;
+	l.ring_wait = knitk_doorbell_can_ring_wait(a->ep) == 1;
 	l.req = calloc(geom.nr_submitters, sizeof(*l.req));
 	if (!l.req) {
 		if (a->thread)
@@ -307,18 +328,27 @@ int knitk__worker_run(const struct worker_args *a)
 			break;
 		if (words)
 			knitk__steal_search(words, a->worker);
-		if (spins < a->spin) {
+		/*
+		 * With a result to ring for, the ring-then-wait spins in the
+		 * kernel while the host runs (S8): no spin of ours first.
+		 */
+		if (spins < a->spin && !l.ring_due) {
 			pool_spin_relax(&spin, spins++);
 			continue;
 		}
 		spins = 0;
 		/* Stealing: not while a ring of ours or a publish is open. */
 		if (words && !knitk__steal_idle(words, a->worker)) {
+			worker_ring(&l);
 			sched_yield();
 			continue;
 		}
 		/* Lost-wakeup free; -EPIPE: the host is gone, stop. */
-		ret = knitk_doorbell_park(a->ep, KNITK_WAIT_FOREVER);
+		if (l.ring_due)
+			ret = knitk_producer_notify_park(l.ret, KNITK_WAIT_FOREVER);
+		else
+			ret = knitk_doorbell_park(a->ep, KNITK_WAIT_FOREVER);
+		l.ring_due = false;
 		round = 0;
 		if (words)
 			knitk__steal_awake(words, a->worker);
@@ -328,6 +358,7 @@ int knitk__worker_run(const struct worker_args *a)
 		}
 		ret = 0;
 	}
+	worker_ring(&l);
 	if (words)
 		knitk__steal_gone(words, a->worker);
 	for (s = 0; s < geom.nr_submitters; s++)
