@@ -1300,7 +1300,7 @@ static void knitk_spin_budget_adapts(struct kunit *test)
 	for (i = 0; i < 7 && b; i++)
 		b = knitk_spin_adapt(b, cap, false, true, 10 * cap);
 	KUNIT_EXPECT_EQ(test, b, 0ULL);
-	KUNIT_EXPECT_EQ(test, knitk_spin_adapt(cap / 32, cap, false, false, 5), 0ULL);
+	KUNIT_EXPECT_EQ(test, knitk_spin_adapt(cap / 64, cap, false, false, 5), 0ULL);
 	/* Short waits again: back from cap / 16, doubling up to the cap. */
 	b = knitk_spin_adapt(0, cap, false, true, 50000);
 	KUNIT_EXPECT_EQ(test, b, cap / 16);
