@@ -28,6 +28,7 @@
 #include <linux/time_namespace.h>
 
 #include "knitk_internal.h"
+#include "knitk_trace.h"
 
 /*
  * 1 ms: a hop between two tasks that each have a CPU takes a few
@@ -50,11 +51,17 @@ static u64 knitk_word(const void *base, u64 off)
  * @knot: the knot
  * @d: doorbell index, below KNITK_NR_DOORBELLS
  */
-struct knitk_doorbell *knitk_doorbell_shared(struct knitk_knot *knot,
+struct knitk_doorbell *knitk_doorbell_shared(const struct knitk_knot *knot,
 					     unsigned int d)
 {
 	return knot->base + knot->layout.doorbell_off +
 	       (u64)d * knot->layout.doorbell_stride;
+}
+
+/* Doorbell @d's seq as it is now, for the tracepoints. */
+u32 knitk_bell_seq(const struct knitk_knot *knot, unsigned int d)
+{
+	return READ_ONCE(knitk_doorbell_shared(knot, d)->seq);
 }
 
 /*
@@ -159,6 +166,60 @@ enum knitk_verdict knitk_notify_verdict(bool pending, u32 sleeping)
 	if (!sleeping)
 		return KNITK_NOTIFY_AWAKE;
 	return KNITK_NOTIFY_DELIVER;
+}
+
+/**
+ * knitk_notify_rang() - what a notify did to a doorbell, for its tracepoint
+ * @v: the idle filter's verdict
+ * @advanced: the notify advanced the doorbell's seq
+ */
+enum knitk_rang knitk_notify_rang(enum knitk_verdict v, bool advanced)
+{
+	switch (v) {
+	case KNITK_NOTIFY_IDLE:
+		return KNITK_RANG_IDLE;
+	case KNITK_NOTIFY_AWAKE:
+		return KNITK_RANG_AWAKE;
+	default:
+		return advanced ? KNITK_RANG_WOKEN : KNITK_RANG_RACED;
+	}
+}
+
+/**
+ * knitk_wait_outcome() - how a wait ended, for its tracepoint
+ * @ret: what knitk_doorbell_wait() returns
+ * @s: what the wait saw
+ * @death_seq: the knot's death_seq now
+ *
+ * A wake without work is an event's when one began since the seq check
+ * (the one the spurious count leaves out), and a death's when death_seq
+ * moved meanwhile; unknown (a kick) when the wait began untraced.
+ */
+enum knitk_waited knitk_wait_outcome(int ret, const struct knitk_wait_seen *s,
+				     u32 death_seq)
+{
+	switch (ret) {
+	case 0:
+		if (s->pending)
+			return KNITK_WAITED_WORK;
+		if (!s->event)
+			return KNITK_WAITED_SPURIOUS;
+		if (s->start_ns && death_seq != s->death_seq)
+			return KNITK_WAITED_DEATH;
+		return KNITK_WAITED_KICK;
+	case -EAGAIN:
+		return KNITK_WAITED_MISMATCH;
+	case -ETIMEDOUT:
+		return KNITK_WAITED_TIMEOUT;
+	case -ERESTARTSYS:
+		return KNITK_WAITED_SIGNAL;
+	case -EPIPE:
+		return KNITK_WAITED_HOST_DEAD;
+	case -ENOTCONN:
+		return KNITK_WAITED_ENDED;
+	default:
+		return KNITK_WAITED_ERROR;
+	}
 }
 
 /**
@@ -339,6 +400,7 @@ static void knitk_doorbell_kick_all(struct knitk_knot *knot, u64 doorbells)
 			continue;
 		knitk_doorbell_kick(knot, d);
 		knitk_bell_count(bell, KNITK_BELL_KICKS);
+		trace_knitk_kick(knot, d);
 	}
 }
 
@@ -368,6 +430,7 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 	if (flags & KNITK_NOTIFY_KICK) {
 		knitk_doorbell_kick_all(knot, doorbells);
 		*woken = doorbells;
+		trace_knitk_ring(knot, doorbells, *woken, flags, sync);
 		return 0;
 	}
 	*woken = 0;
@@ -379,6 +442,7 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 	smp_mb();
 	for (d = 0; d < KNITK_NR_DOORBELLS; d++) {
 		struct knitk_bell *bell = &knot->bells[d];
+		enum knitk_verdict verdict;
 		union knitk_bell_word w;
 		u64 *word;
 		bool pending;
@@ -389,7 +453,8 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 						 d);
 		word = (u64 *)knitk_doorbell_shared(knot, d);
 		w.word = READ_ONCE(*word);
-		switch (knitk_notify_verdict(pending, w.sleeping)) {
+		verdict = knitk_notify_verdict(pending, w.sleeping);
+		switch (verdict) {
 		case KNITK_NOTIFY_IDLE:
 			knitk_bell_count(bell, KNITK_BELL_SUPPRESSED_IDLE);
 			break;
@@ -411,7 +476,10 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 			*woken |= BIT_ULL(d);
 			break;
 		}
+		trace_knitk_notify(knot, d, verdict, w.seq, w.sleeping,
+				   *woken & BIT_ULL(d));
 	}
+	trace_knitk_ring(knot, doorbells, *woken, flags, sync);
 	return 0;
 }
 
@@ -429,6 +497,21 @@ static bool knitk_wait_done(struct knitk_knot *knot, struct knitk_doorbell *db,
 	       (worker && knitk_peer_host_dead(knot->control));
 }
 
+/* Must a spin on @peer stop, and why?  In the order the spin tests them. */
+static enum knitk_spin_end knitk_spin_stop(struct task_struct *peer,
+					   u64 until)
+{
+	if (!knitk_spin_peer_running(peer))
+		return KNITK_SPIN_RINGER_OFF;
+	if (need_resched())
+		return KNITK_SPIN_RESCHED;
+	if (signal_pending(current))
+		return KNITK_SPIN_SIGNAL;
+	if (ktime_get_ns() >= until)
+		return KNITK_SPIN_BUDGET;
+	return KNITK_SPIN_GO;
+}
+
 /*
  * Spin while the wait is not done and the bell's ringer runs (S8), for at
  * most the bell's budget (knitk_spin_adapt(), at most spin_ns) and never
@@ -442,17 +525,21 @@ static bool knitk_doorbell_spin(struct knitk_knot *knot, unsigned int d,
 	bool worker = d != KNITK_DOORBELL_HOST;
 	u64 budget = min_t(u64, READ_ONCE(spin_ns),
 			   READ_ONCE(knot->bells[d].spin_budget));
+	enum knitk_spin_end end;
 	struct task_struct *peer;
-	bool done = false;
 	u64 now, until;
 
 	now = ktime_get_ns();
-	if (!budget || deadline_ns <= now)
-		return false;
+	if (!budget || deadline_ns <= now) {
+		end = KNITK_SPIN_OFF;
+		goto out;
+	}
 	until = deadline_ns - now > budget ? now + budget : deadline_ns;
 	peer = knitk_bell_get_ringer(&knot->bells[d]);
-	if (!peer)
-		return false;
+	if (!peer) {
+		end = KNITK_SPIN_NO_RINGER;
+		goto out;
+	}
 	for (;;) {
 		/*
 		 * The same test as the sleep's, first: a ring that landed
@@ -460,15 +547,20 @@ static bool knitk_doorbell_spin(struct knitk_knot *knot, unsigned int d,
 		 * pairs with the fully ordered cmpxchg of
 		 * knitk_doorbell_advance().
 		 */
-		done = knitk_wait_done(knot, db, r, expected, worker);
-		if (done || !knitk_spin_peer_running(peer) || need_resched() ||
-		    signal_pending(current) || ktime_get_ns() >= until)
+		if (knitk_wait_done(knot, db, r, expected, worker)) {
+			end = KNITK_SPIN_WOKEN;
+			break;
+		}
+		end = knitk_spin_stop(peer, until);
+		if (end != KNITK_SPIN_GO)
 			break;
 		knitk_hook_spin(d);
 		cpu_relax();
 	}
 	put_task_struct(peer);
-	return done;
+out:
+	trace_knitk_spin(knot, d, now, end);
+	return end == KNITK_SPIN_WOKEN;
 }
 
 /* Sleep until the wait is done, the deadline passes or a signal arrives. */
@@ -555,41 +647,19 @@ static s64 knitk_caller_monotonic_offset(void)
 #endif
 }
 
-/**
- * knitk_doorbell_wait() - KNITK_IOC_WAIT on doorbell @d
- * @knot: the knot
- * @d: the caller's own doorbell
- * @r: the caller's role, holding @d (NULL: no role to watch)
- * @expected: the seq the caller saw before it set its sleeping flag
- * @flags: 0 or KNITK_WAIT_SPIN (checked by the caller; a uring wait
- *	passes 0)
- * @deadline_ns: absolute CLOCK_MONOTONIC deadline of the caller's time
- *	namespace, or KNITK_WAIT_FOREVER
- * @uring: a KNITK_URING_CMD_WAIT (counted in uring_waits too)
- *
- * With KNITK_WAIT_SPIN the wait spins first while the doorbell's ringer
- * runs (S8); a spin that ends the wait is counted in spin_wakes instead of
- * waits, and its wake is classified (spurious or not) like a sleep's.
- *
- * The doorbell belongs to the slot, which a later joiner may hold once @r
- * has ended: a wait whose role ends, before or while it sleeps, returns
- * -ENOTCONN, and never takes the next owner's wake for its own.
- *
- * Called in the waiting task (an io-wq worker shares its submitter's
- * namespaces), whose time namespace the deadline is read in.
- *
- * Return: 0 when woken, -EAGAIN if seq already moved, -ETIMEDOUT,
- * -ERESTARTSYS on a signal, -EPIPE for a worker whose host died (before
- * or during the wait), -ENOTCONN when @r ended.
+/*
+ * The wait of knitk_doorbell_wait(), which traces it; @seen: out, what a
+ * woken wait found (knitk_wait_outcome()).
  */
-int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
-			const struct knitk_role *r, u32 expected,
-			u32 flags, u64 deadline_ns, bool uring)
+static int knitk_doorbell_wait_seen(struct knitk_knot *knot, unsigned int d,
+				    const struct knitk_role *r, u32 expected,
+				    u32 flags, u64 deadline_ns, bool uring,
+				    struct knitk_wait_seen *seen)
 {
 	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
 	struct knitk_bell *bell = &knot->bells[d];
 	bool spun = false;
-	u32 events_done;
+	u32 events_done, events_begun;
 	u64 t0 = 0;
 	int ret;
 
@@ -648,15 +718,62 @@ int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 			break;
 		}
 		/* A death or a kick is an event, not a spurious wake. */
-		if (knitk_wait_spurious(knitk_doorbell_pending(knot->base,
-							       &knot->geometry,
-							       &knot->layout,
-							       d),
-					atomic_read(&bell->events_begun),
+		seen->pending = knitk_doorbell_pending(knot->base,
+						       &knot->geometry,
+						       &knot->layout, d);
+		events_begun = atomic_read(&bell->events_begun);
+		seen->event = events_begun != events_done;
+		if (knitk_wait_spurious(seen->pending, events_begun,
 					events_done))
 			knitk_bell_count(bell, KNITK_BELL_SPURIOUS);
 		break;
 	}
+	return ret;
+}
+
+/**
+ * knitk_doorbell_wait() - KNITK_IOC_WAIT on doorbell @d
+ * @knot: the knot
+ * @d: the caller's own doorbell
+ * @r: the caller's role, holding @d (NULL: no role to watch)
+ * @expected: the seq the caller saw before it set its sleeping flag
+ * @flags: 0 or KNITK_WAIT_SPIN (checked by the caller; a uring wait
+ *	passes 0)
+ * @deadline_ns: absolute CLOCK_MONOTONIC deadline of the caller's time
+ *	namespace, or KNITK_WAIT_FOREVER
+ * @uring: a KNITK_URING_CMD_WAIT (counted in uring_waits too)
+ *
+ * With KNITK_WAIT_SPIN the wait spins first while the doorbell's ringer
+ * runs (S8); a spin that ends the wait is counted in spin_wakes instead of
+ * waits, and its wake is classified (spurious or not) like a sleep's.
+ *
+ * The doorbell belongs to the slot, which a later joiner may hold once @r
+ * has ended: a wait whose role ends, before or while it sleeps, returns
+ * -ENOTCONN, and never takes the next owner's wake for its own.
+ *
+ * Called in the waiting task (an io-wq worker shares its submitter's
+ * namespaces), whose time namespace the deadline is read in.
+ *
+ * Return: 0 when woken, -EAGAIN if seq already moved, -ETIMEDOUT,
+ * -ERESTARTSYS on a signal, -EPIPE for a worker whose host died (before
+ * or during the wait), -ENOTCONN when @r ended.
+ */
+int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
+			const struct knitk_role *r, u32 expected,
+			u32 flags, u64 deadline_ns, bool uring)
+{
+	struct knitk_wait_seen seen = { };
+	int ret;
+
+	/* Only for the traced wait's length and death: a static key. */
+	if (trace_knitk_wait_end_enabled()) {
+		seen.start_ns = ktime_get_ns();
+		seen.death_seq = knitk_peer_death_seq(knot->control);
+	}
+	trace_knitk_wait_begin(knot, d, expected, flags, deadline_ns, uring);
+	ret = knitk_doorbell_wait_seen(knot, d, r, expected, flags,
+				       deadline_ns, uring, &seen);
+	trace_knitk_wait_end(knot, d, ret, &seen);
 	return ret;
 }
 

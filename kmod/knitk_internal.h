@@ -159,6 +159,7 @@ struct knitk_poller {
  * @owner: the joining thread group (a reference to its struct pid).
  * @exit_wait: entry on @owner's wait_pidfd, woken when the group exits.
  * @exit_work: ends the role after that wake, which runs in atomic context.
+ * @exit_ns: when that wake came, if knitk_role_end was traced then, else 0.
  */
 struct knitk_role {
 	struct knitk_knot *knot;
@@ -167,6 +168,7 @@ struct knitk_role {
 	struct pid *owner;
 	struct wait_queue_entry exit_wait;
 	struct work_struct exit_work;
+	u64 exit_ns;
 };
 
 /* knitk_layout.c: geometry validation and layout math, pure. */
@@ -192,6 +194,75 @@ enum knitk_verdict {
 	KNITK_NOTIFY_DELIVER,	/* advance seq and wake */
 };
 
+/*
+ * What the tracepoints (knitk_trace.h) report.  Each is decided by a pure
+ * helper from what the code path already knows, and only inside
+ * TP_fast_assign, so the decision costs nothing while tracing is off.
+ */
+
+/* What one notify did to one doorbell (knitk_notify). */
+enum knitk_rang {
+	KNITK_RANG_IDLE,	/* suppressed: nothing pending */
+	KNITK_RANG_AWAKE,	/* suppressed: the owner was not asleep */
+	/* suppressed_awake too: the owner woke, or another notify won. */
+	KNITK_RANG_RACED,
+	KNITK_RANG_WOKEN,	/* seq advanced, waiters woken */
+};
+
+/* How a wait ended (knitk_wait_end). */
+enum knitk_waited {
+	KNITK_WAITED_WORK,	/* woken, and work is pending */
+	KNITK_WAITED_KICK,	/* woken by a kick, nothing pending */
+	KNITK_WAITED_DEATH,	/* woken by a peer's death */
+	KNITK_WAITED_SPURIOUS,	/* woken for nothing (counted spurious) */
+	KNITK_WAITED_MISMATCH,	/* -EAGAIN: seq had moved already */
+	KNITK_WAITED_TIMEOUT,	/* -ETIMEDOUT */
+	KNITK_WAITED_SIGNAL,	/* -ERESTARTSYS */
+	KNITK_WAITED_HOST_DEAD,	/* -EPIPE: a worker's host died */
+	KNITK_WAITED_ENDED,	/* -ENOTCONN: the waiter's own role ended */
+	KNITK_WAITED_ERROR,	/* anything else */
+};
+
+/* Why a KNITK_WAIT_SPIN spin stopped (knitk_spin). */
+enum knitk_spin_end {
+	KNITK_SPIN_GO,		/* not stopped: spin on */
+	KNITK_SPIN_WOKEN,	/* the wait is done: seq moved, or a death */
+	KNITK_SPIN_OFF,		/* no budget (S8) or the deadline has passed */
+	KNITK_SPIN_NO_RINGER,	/* nobody rang this doorbell yet */
+	KNITK_SPIN_RINGER_OFF,	/* the ringer is not on a CPU, or exits */
+	KNITK_SPIN_RESCHED,	/* the spinner must give up its CPU */
+	KNITK_SPIN_SIGNAL,	/* a signal is pending */
+	KNITK_SPIN_BUDGET,	/* spin_ns or the deadline is reached */
+};
+
+/* Which path ended a role (knitk_role_end). */
+enum knitk_left {
+	KNITK_LEFT_CLOSE,	/* the owner closed its last fd */
+	KNITK_LEFT_EXIT,	/* the same close, by the owner's exit */
+	KNITK_LEFT_EXIT_WATCH,	/* the owner's exit, seen through its pid */
+	KNITK_LEFT_RELEASE,	/* the endpoint's file was released */
+	KNITK_LEFT_NO_FD,	/* the owner held no fd by the end of JOIN */
+};
+
+/**
+ * struct knitk_wait_seen - what one wait learnt, for knitk_wait_end
+ * @start_ns: when it began, or 0 when knitk_wait_end was off then.
+ * @death_seq: the knot's death_seq then (valid when @start_ns is).
+ * @pending: after a wake, a consumed mailbox held work.
+ * @event: after a wake, a kick or a death had begun since the seq check.
+ */
+struct knitk_wait_seen {
+	u64 start_ns;
+	u32 death_seq;
+	bool pending;
+	bool event;
+};
+
+enum knitk_rang knitk_notify_rang(enum knitk_verdict v, bool advanced);
+enum knitk_waited knitk_wait_outcome(int ret, const struct knitk_wait_seen *s,
+				     u32 death_seq);
+u64 knitk_role_kicks(const struct knitk_geometry *g, unsigned int slot);
+
 bool knitk_doorbell_valid(const struct knitk_geometry *g, unsigned int d);
 bool knitk_doorbell_pending(const void *base, const struct knitk_geometry *g,
 			    const struct knitk_layout *l, unsigned int d);
@@ -200,8 +271,9 @@ bool knitk_wait_spurious(bool pending, u32 events_begun, u32 events_done);
 bool knitk_spin_peer_running(struct task_struct *peer);
 u64 knitk_spin_adapt(u64 budget, u64 cap, bool spun, bool woken, u64 waited_ns);
 void knitk_bell_init(struct knitk_bell *bell);
-struct knitk_doorbell *knitk_doorbell_shared(struct knitk_knot *knot,
+struct knitk_doorbell *knitk_doorbell_shared(const struct knitk_knot *knot,
 					     unsigned int d);
+u32 knitk_bell_seq(const struct knitk_knot *knot, unsigned int d);
 void knitk_bell_destroy(struct knitk_bell *bell);
 void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d);
 int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
@@ -248,7 +320,7 @@ bool knitk_peer_end(struct knitk_control *ctl, struct knitk_role *r);
 void knitk_role_init(struct knitk_role *r);
 int knitk_role_join(struct knitk_role *r, struct knitk_knot *knot,
 		    struct file *file, unsigned int slot, u32 *generation);
-void knitk_role_end(struct knitk_role *r);
+void knitk_role_end(struct knitk_role *r, enum knitk_left why);
 void knitk_role_flush(struct knitk_role *r, struct file *file, fl_owner_t id);
 void knitk_role_release(struct knitk_role *r);
 

@@ -27,6 +27,7 @@
 #include <linux/vmalloc.h>
 
 #include "knitk_internal.h"
+#include "knitk_trace.h"
 
 static struct dentry *knitk_debugfs_root;
 static atomic64_t knitk_knot_ids = ATOMIC64_INIT(0);
@@ -235,6 +236,7 @@ struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 	snprintf(name, sizeof(name), "knot-%llu", knot->id);
 	knot->debugfs = debugfs_create_file(name, 0400, knitk_debugfs_root,
 					    knot, &knitk_knot_fops);
+	trace_knitk_knot_create(knot);
 	return knot;
 
 err_pages:
@@ -256,6 +258,7 @@ static void knitk_knot_free(struct kref *ref)
 	struct knitk_knot *knot = container_of(ref, struct knitk_knot, ref);
 	unsigned int i;
 
+	trace_knitk_knot_destroy(knot);
 	/* Waits for any reader of the file before the knot goes away. */
 	debugfs_remove(knot->debugfs);
 	/* No endpoint is left, so no wait or notify uses a bell any more. */

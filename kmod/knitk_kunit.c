@@ -3,7 +3,7 @@
  * KUnit suites for the pure logic of knitk: geometry validation, layout
  * math, the notify filter, the spurious-wake verdict and peer-death
  * bookkeeping, plus the wait path on a real knot with a sleeping kernel
- * thread and the poll state's wakes.  Linked into the
+ * thread, the poll state's wakes and what the tracepoints report.  Linked into the
  * module under CONFIG_KNITK_KUNIT_TEST, so the tests call the module's
  * internal functions directly.  Expected layouts are worked out by hand
  * from the formula in <linux/knitk.h>, not with the code under test.
@@ -829,7 +829,7 @@ static void knitk_peer_death_rings_doorbells(struct kunit *test)
 	knitk_role_init(&again);
 	KUNIT_EXPECT_EQ(test, knitk_role_join(&again, knot, NULL, 1, &gen), -EBUSY);
 
-	knitk_role_end(&w1);
+	knitk_role_end(&w1, KNITK_LEFT_RELEASE);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq,
 			1U);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 0U);
@@ -837,7 +837,7 @@ static void knitk_peer_death_rings_doorbells(struct kunit *test)
 	/* Done once its kick moved the host's seq. */
 	KUNIT_EXPECT_EQ(test, knot->control->death_done, 1U);
 
-	knitk_role_end(&host);
+	knitk_role_end(&host, KNITK_LEFT_RELEASE);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 0)->seq, 1U);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 1)->seq, 1U);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, 2)->seq, 1U);
@@ -903,7 +903,7 @@ static void knitk_role_release_after_end(struct kunit *test)
 	KUNIT_ASSERT_FALSE(test, IS_ERR(knot));
 	knitk_test_join(test, &w0, knot, 0);
 	knitk_test_join(test, &w1, knot, 1);
-	knitk_role_end(&w0);
+	knitk_role_end(&w0, KNITK_LEFT_RELEASE);
 	knitk_role_release(&w0);
 	KUNIT_EXPECT_EQ(test, knot->control->death_seq, 1U);
 	KUNIT_EXPECT_EQ(test, knitk_test_bell(knot, KNITK_DOORBELL_HOST)->seq,
@@ -1135,7 +1135,7 @@ static void knitk_wait_worker_death_wakes_host(struct kunit *test)
 	knitk_test_join(test, &host, knot, KNITK_SLOT_HOST);
 	knitk_test_join(test, &w0, knot, 0);
 	knitk_test_sleep_on(test, &s, knot, KNITK_DOORBELL_HOST);
-	knitk_role_end(&w0);
+	knitk_role_end(&w0, KNITK_LEFT_RELEASE);
 	wait_for_completion(&s.done);
 	KUNIT_EXPECT_EQ(test, s.ret, 0);
 	/* A peer event is not a spurious wake. */
@@ -1157,7 +1157,7 @@ static void knitk_wait_host_death_is_epipe(struct kunit *test)
 	knitk_test_join(test, &host, knot, KNITK_SLOT_HOST);
 	knitk_test_join(test, &w1, knot, 1);
 	knitk_test_sleep_on(test, &s, knot, 1);
-	knitk_role_end(&host);
+	knitk_role_end(&host, KNITK_LEFT_RELEASE);
 	wait_for_completion(&s.done);
 	KUNIT_EXPECT_EQ(test, s.ret, -EPIPE);
 	/* A new host lets the worker sleep again. */
@@ -1492,7 +1492,7 @@ static void knitk_poll_follows_watched_doorbell(struct kunit *test)
 
 	/* Worker 1's death rings only the host's doorbell, and the pollers. */
 	knitk_test_join(test, &w1, knot, 1);
-	knitk_role_end(&w1);
+	knitk_role_end(&w1, KNITK_LEFT_RELEASE);
 	knitk_role_release(&w1);
 	KUNIT_EXPECT_EQ(test, pe.wakes, 3);
 	KUNIT_EXPECT_TRUE(test, knitk_poll_mask(knot, 0) == EPOLLPRI);
@@ -1517,6 +1517,77 @@ static struct kunit_suite knitk_poll_suite = {
 	.test_cases = knitk_poll_cases,
 };
 
+/* ---- what the tracepoints report ------------------------------------- */
+
+static void knitk_trace_notify_results(struct kunit *test)
+{
+	KUNIT_EXPECT_EQ(test, knitk_notify_rang(KNITK_NOTIFY_IDLE, false),
+			KNITK_RANG_IDLE);
+	KUNIT_EXPECT_EQ(test, knitk_notify_rang(KNITK_NOTIFY_AWAKE, false),
+			KNITK_RANG_AWAKE);
+	KUNIT_EXPECT_EQ(test, knitk_notify_rang(KNITK_NOTIFY_DELIVER, true),
+			KNITK_RANG_WOKEN);
+	/* Delivered by the filter, but the seq's CAS failed. */
+	KUNIT_EXPECT_EQ(test, knitk_notify_rang(KNITK_NOTIFY_DELIVER, false),
+			KNITK_RANG_RACED);
+}
+
+static void knitk_trace_wait_outcomes(struct kunit *test)
+{
+	struct knitk_wait_seen s = { .start_ns = 1, .death_seq = 4 };
+
+	KUNIT_EXPECT_EQ(test, knitk_wait_outcome(-EAGAIN, &s, 4),
+			KNITK_WAITED_MISMATCH);
+	KUNIT_EXPECT_EQ(test, knitk_wait_outcome(-ETIMEDOUT, &s, 4),
+			KNITK_WAITED_TIMEOUT);
+	KUNIT_EXPECT_EQ(test, knitk_wait_outcome(-ERESTARTSYS, &s, 4),
+			KNITK_WAITED_SIGNAL);
+	KUNIT_EXPECT_EQ(test, knitk_wait_outcome(-EPIPE, &s, 5),
+			KNITK_WAITED_HOST_DEAD);
+	KUNIT_EXPECT_EQ(test, knitk_wait_outcome(-ENOTCONN, &s, 5),
+			KNITK_WAITED_ENDED);
+	KUNIT_EXPECT_EQ(test, knitk_wait_outcome(-EFAULT, &s, 4),
+			KNITK_WAITED_ERROR);
+	/* Woken with nothing pending and no event: spurious. */
+	KUNIT_EXPECT_EQ(test, knitk_wait_outcome(0, &s, 4),
+			KNITK_WAITED_SPURIOUS);
+	s.event = true;
+	KUNIT_EXPECT_EQ(test, knitk_wait_outcome(0, &s, 4), KNITK_WAITED_KICK);
+	KUNIT_EXPECT_EQ(test, knitk_wait_outcome(0, &s, 5), KNITK_WAITED_DEATH);
+	/* Begun untraced: the death_seq it began with is unknown. */
+	s.start_ns = 0;
+	KUNIT_EXPECT_EQ(test, knitk_wait_outcome(0, &s, 5), KNITK_WAITED_KICK);
+	/* Work pending wins over an event. */
+	s.pending = true;
+	KUNIT_EXPECT_EQ(test, knitk_wait_outcome(0, &s, 5), KNITK_WAITED_WORK);
+}
+
+static void knitk_trace_role_kicks(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(3, 1);
+
+	KUNIT_EXPECT_EQ(test, knitk_role_kicks(&g, 0),
+			BIT_ULL(KNITK_DOORBELL_HOST));
+	KUNIT_EXPECT_EQ(test, knitk_role_kicks(&g, 2),
+			BIT_ULL(KNITK_DOORBELL_HOST));
+	KUNIT_EXPECT_EQ(test, knitk_role_kicks(&g, KNITK_SLOT_HOST), 0x7ULL);
+	g.nr_workers = KNITK_MAX_WORKERS;
+	KUNIT_EXPECT_EQ(test, knitk_role_kicks(&g, KNITK_SLOT_HOST),
+			GENMASK_ULL(KNITK_MAX_WORKERS - 1, 0));
+}
+
+static struct kunit_case knitk_trace_cases[] = {
+	KUNIT_CASE(knitk_trace_notify_results),
+	KUNIT_CASE(knitk_trace_wait_outcomes),
+	KUNIT_CASE(knitk_trace_role_kicks),
+	{}
+};
+
+static struct kunit_suite knitk_trace_suite = {
+	.name = "knitk_trace",
+	.test_cases = knitk_trace_cases,
+};
+
 kunit_test_suites(&knitk_geometry_suite, &knitk_layout_suite,
 		  &knitk_notify_suite, &knitk_peer_suite, &knitk_wait_suite,
-		  &knitk_poll_suite);
+		  &knitk_poll_suite, &knitk_trace_suite);

@@ -28,6 +28,7 @@
 #include <linux/errno.h>
 #include <linux/fdtable.h>
 #include <linux/kernel.h>
+#include <linux/ktime.h>
 #include <linux/pid.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
@@ -35,6 +36,7 @@
 #include <linux/workqueue.h>
 
 #include "knitk_internal.h"
+#include "knitk_trace.h"
 
 /**
  * knitk_peer_slot() - the role slot asked for by KNITK_IOC_JOIN
@@ -174,13 +176,29 @@ bool knitk_peer_end(struct knitk_control *ctl, struct knitk_role *r)
 }
 
 /**
- * knitk_role_end() - end the role @r once and wake who must hear of it
- * @r: a joined role
+ * knitk_role_kicks() - the doorbells the end of role @slot kicks
+ * @g: the knot's geometry
+ * @slot: the role's slot
  *
  * A worker's death wakes the host; the host's death wakes every worker.
- * death_seq counts the death before the kicks, death_done after them.
  */
-void knitk_role_end(struct knitk_role *r)
+u64 knitk_role_kicks(const struct knitk_geometry *g, unsigned int slot)
+{
+	if (slot != KNITK_SLOT_HOST)
+		return BIT_ULL(KNITK_DOORBELL_HOST);
+	return g->nr_workers ? GENMASK_ULL(g->nr_workers - 1, 0) : 0;
+}
+
+/**
+ * knitk_role_end() - end the role @r once and wake who must hear of it
+ * @r: a joined role
+ * @why: the path that ends it, for the knitk_role_end tracepoint
+ *
+ * A worker's death wakes the host; the host's death wakes every worker
+ * (knitk_role_kicks()).  death_seq counts the death before the kicks,
+ * death_done after them.
+ */
+void knitk_role_end(struct knitk_role *r, enum knitk_left why)
 {
 	struct knitk_knot *knot = r->knot;
 	unsigned int w;
@@ -191,6 +209,7 @@ void knitk_role_end(struct knitk_role *r)
 	mutex_unlock(&knot->lock);
 	if (!ended)
 		return;
+	trace_knitk_role_end(knot, r, why);
 	knitk_knot_wake_pollers(knot);
 	/*
 	 * A wait of this role, on the slot's doorbell, returns -ENOTCONN:
@@ -224,7 +243,7 @@ static void knitk_role_exit_work(struct work_struct *work)
 
 	/* Also woken when a ptraced leader exits before its threads. */
 	if (thread_group_exited(r->owner))
-		knitk_role_end(r);
+		knitk_role_end(r, KNITK_LEFT_EXIT_WATCH);
 }
 
 /*
@@ -237,6 +256,9 @@ static int knitk_role_exit_wake(struct wait_queue_entry *wait,
 	struct knitk_role *r = container_of(wait, struct knitk_role,
 					    exit_wait);
 
+	/* The start of the notice's delay, only while it is traced. */
+	if (trace_knitk_role_end_enabled())
+		r->exit_ns = ktime_get_ns();
 	schedule_work(&r->exit_work);
 	return 0;
 }
@@ -251,6 +273,7 @@ void knitk_role_init(struct knitk_role *r)
 	r->slot = KNITK_NO_SLOT;
 	r->ended = false;
 	r->owner = NULL;
+	r->exit_ns = 0;
 	init_waitqueue_func_entry(&r->exit_wait, knitk_role_exit_wake);
 	INIT_WORK(&r->exit_work, knitk_role_exit_work);
 }
@@ -324,13 +347,14 @@ int knitk_role_join(struct knitk_role *r, struct knitk_knot *knot,
 	mutex_unlock(&knot->lock);
 	if (ret)
 		return ret;
+	trace_knitk_role_join(knot, slot, *generation);
 	/*
 	 * The fd tables' file_lock orders this look after the store above
 	 * for a close that removes the fd later, whose flush then sees the
 	 * role; a close that removed it earlier is seen here.
 	 */
 	if (file && !knitk_role_owner_holds(r, file)) {
-		knitk_role_end(r);
+		knitk_role_end(r, KNITK_LEFT_NO_FD);
 		return -EBADF;
 	}
 	return 0;
@@ -361,7 +385,7 @@ void knitk_role_flush(struct knitk_role *r, struct file *file, fl_owner_t id)
 	/* The fd being closed has left its table already. */
 	if (knitk_role_owner_holds(r, file))
 		return;
-	knitk_role_end(r);
+	knitk_role_end(r, KNITK_LEFT_CLOSE);
 }
 
 /**
@@ -377,6 +401,7 @@ void knitk_role_release(struct knitk_role *r)
 	/* No wake queues the work after this; then none runs or is queued. */
 	remove_wait_queue(&r->owner->wait_pidfd, &r->exit_wait);
 	cancel_work_sync(&r->exit_work);
+	/* The owner's pid, for the tracepoint, until the role has ended. */
+	knitk_role_end(r, KNITK_LEFT_RELEASE);
 	put_pid(r->owner);
-	knitk_role_end(r);
 }

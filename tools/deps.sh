@@ -15,7 +15,7 @@ packages="
 	flex bison bc libelf-dev libssl-dev xz-utils
 	sparse shellcheck spin dkms mandoc
 	qemu-system-x86 busybox-static cpio kmod
-	liburing-dev libglib2.0-dev
+	liburing-dev libglib2.0-dev libuv1-dev
 "
 
 missing=""

@@ -26,7 +26,8 @@
 #                     hooks: programs that need them skip or must be left
 #                     out), instead of building one
 #   VM_PROGS          the kselftest programs to run (default: all of
-#                     TEST_GEN_PROGS, then the demo)
+#                     TEST_GEN_PROGS, then the demo and the event-loop
+#                     examples); glib_pool and uv_pool name the examples
 #
 #   tools/vm-check.sh --parse CONSOLE PROG...   re-reads a saved console
 set -eu
@@ -248,18 +249,38 @@ if [ -f lib/Makefile ]; then
 fi
 build selftests make -k -C selftests/knitk OUTPUT="$ksft_out" || true
 build tools make -C tools OUTPUT="$tools_out" demo || true
+# The pool in GLib's and libuv's loops, with thread and process workers
+# (event mode with process workers needs the module: the host step runs
+# them with threads only).  Dynamic: vm.sh copies their libraries in.
+examples_out=$work/examples
+loop_examples="glib_pool uv_pool"
+build examples make -C lib/examples OUT="$examples_out" \
+	"$examples_out/glib_pool" "$examples_out/uv_pool" || true
 
 progs=()
 while IFS= read -r p; do
 	[ -n "$p" ] || continue
-	if [ -x "$ksft_out/$p" ]; then
-		progs+=("$ksft_out/$p")
+	case " $loop_examples " in
+	*" $p "*) prog=$examples_out/$p args=" -t -p" ;;
+	*) prog=$ksft_out/$p args= ;;
+	esac
+	if [ -x "$prog" ]; then
+		progs+=("$prog$args")
 	else
 		fail "$p: not built"
 	fi
 done < <(if [ -n "${VM_PROGS:-}" ]; then printf '%s\n' $VM_PROGS
 	  else make -s -C selftests/knitk list; fi)
 [ -z "${VM_PROGS:-}" ] && [ -x "$tools_out/knitk-demo" ] && progs+=("$tools_out/knitk-demo")
+if [ -z "${VM_PROGS:-}" ]; then
+	for p in $loop_examples; do
+		if [ -x "$examples_out/$p" ]; then
+			progs+=("$examples_out/$p -t -p")
+		else
+			fail "$p: not built"
+		fi
+	done
+fi
 # stat_test executes knitk-stat from its own directory (/bin in the guest).
 [ -x "$ksft_out/knitk-stat" ] && vm_opts+=(-a "$ksft_out/knitk-stat")
 [ "${#progs[@]}" -gt 0 ] || { fail "no selftest programs listed"; exit 1; }
@@ -277,7 +298,7 @@ sed 's/^/# /' "$work/vm.log"
 
 names=()
 for p in "${progs[@]}"; do
-	names+=("$(basename "$p")")
+	names+=("$(basename "${p%% *}")")
 done
 parse_console "$console" "$vm_rc" "${names[@]}"
 if [ "$failed" -ne 0 ]; then

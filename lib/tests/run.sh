@@ -56,6 +56,8 @@ done
 "$here/check_install.sh" "$here/.." || failed=1
 # The event-loop examples against their load generator.
 "$here/examples.sh" || failed=1
+# The pool in GLib's main loop and in libuv's.
+"$here/loop_examples.sh" || failed=1
 # knitk-bench --quick: structure and sanity of its output, not speed.
 "$TOP/tools/bench/smoke.sh" || failed=1
 
