@@ -214,7 +214,15 @@ struct knitk_call_opts {
 /*
  * knitk_pool_submit - start function @fn on @len bytes at @in (copied
  * once, before this returns) and return its handle in *@call.  Blocks
- * while every eligible worker is at capacity.  -EINVAL for bad arguments or
+ * while there is no room for the call: every eligible worker at capacity,
+ * or its request mailbox or arena full (backpressure: it waits for
+ * completions).  A call with @opts->deadline_ns waits no longer than that:
+ * at the deadline the submit returns -ETIMEDOUT and the call was never
+ * submitted (*@call is not set, nothing was published or counted in
+ * knitk_pool_stats, its in-flight entry and arena space are free again,
+ * and no other call is affected); without a deadline it waits as long as
+ * it takes.  A deadline already past when the call finds room does not
+ * stop it: it is submitted and completes -ETIMEDOUT.  -EINVAL for bad arguments or
  * an unknown @fn or @opts->worker, -EMSGSIZE when @len fits no lane or
  * arena, -ESHUTDOWN after shutdown, -EPIPE when no worker is left to run
  * it: none at all, or, for a call pinned with KNITK_CALL_WORKER, the
@@ -250,9 +258,12 @@ struct knitk_submission {
  * and one doorbell ring per run.  Calls of a batch that go to the same
  * worker start in array order.  A run that finds no room (every eligible
  * worker at capacity, an arena full) publishes what it has before it waits
- * for room; in event mode it does not wait and the batch ends there.
- * Returns how many were submitted (their handles in @calls[0..n-1]); stops
- * at the first error, which is returned if nothing was submitted.
+ * for room, as long as the deadline of the call that waits allows
+ * (-ETIMEDOUT, that call and the rest not submitted); in event mode it
+ * does not wait and the batch ends there.
+ * Returns how many were submitted (their handles in @calls[0..n-1]; no
+ * later entry of @calls is a handle); stops at the first error, which is
+ * returned if nothing was submitted.
  */
 int knitk_pool_submit_batch(struct knitk_pool *pool,
 			    const struct knitk_submission *subs,

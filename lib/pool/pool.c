@@ -372,7 +372,8 @@ static int pool_pick_locked(struct knitk_pool *pool,
 /*
  * A worker with room for a call of @co (pool->lock held): waits while
  * every eligible worker is at capacity, unless @may_wait is false
- * (-EBUSY then); -ESHUTDOWN, -EPIPE, or -EAGAIN in event mode.
+ * (-EBUSY then), and not past the call's deadline (-ETIMEDOUT then);
+ * -ESHUTDOWN, -EPIPE, or -EAGAIN in event mode.
  */
 static int pool_admit_locked(struct knitk_pool *pool,
 			     const struct knitk_call_opts *co, bool may_wait)
@@ -393,7 +394,8 @@ static int pool_admit_locked(struct knitk_pool *pool,
 		if (!may_wait)
 			return -EBUSY;
 		POOL_HOOK(pool, POOL_HOOK_SUBMIT_WAIT, 0);
-		knitk__pool_wait_passive_locked(pool);
+		if (knitk__pool_wait_passive_until_locked(pool, co ? co->deadline_ns : 0))
+			return -ETIMEDOUT;
 	}
 }
 
@@ -585,13 +587,21 @@ static unsigned int pool_publish(struct knitk_pool *pool,
 		 * Backpressure: the worker has not yet retired earlier
 		 * requests' arena bytes (ours just published among them).  It
 		 * does so before answering them, so wait for a completion
-		 * batch since our sample (or its death).
+		 * batch since our sample (or its death), but not past the
+		 * call's deadline: then it is not published at all.
 		 */
+		ret = 0;
 		pthread_mutex_lock(&pool->lock);
-		while (progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
+		while (!ret &&
+		       progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
 		       atomic_load(&pw->alive))
-			knitk__pool_wait_passive_locked(pool);
+			ret = knitk__pool_wait_passive_until_locked(pool,
+								    calls[i]->deadline_ns);
 		pthread_mutex_unlock(&pool->lock);
+		if (ret) {
+			*err = ret;
+			return i;
+		}
 	}
 	return nr;
 }
@@ -695,6 +705,8 @@ static int pool_submit_calls(struct knitk_pool *pool,
 		done += k;
 		if (k < n) {
 			pool_unpublished(pool, calls + done, n - k, err);
+			/* Gone: the caller is never left a freed handle. */
+			memset(calls + done, 0, (n - k) * sizeof(*calls));
 			ret = err;
 			break;
 		}

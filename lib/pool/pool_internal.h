@@ -321,6 +321,9 @@ int knitk__pool_held_init(struct knitk_pool *pool);
 void knitk__pool_held_apply_locked(struct knitk_pool *pool);
 void knitk__pool_kick_drainer_locked(struct knitk_pool *pool);
 void knitk__pool_wait_passive_locked(struct knitk_pool *pool);
+/* A submit waiting for room: no longer than its call's deadline. */
+int knitk__pool_wait_passive_until_locked(struct knitk_pool *pool,
+					  uint64_t deadline_ns);
 
 /* events.c */
 void knitk__events_queue_locked(struct knitk_pool *pool, struct knitk_call *call);
