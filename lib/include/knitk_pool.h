@@ -359,10 +359,15 @@ void *knitk_task_data(void *ctx);
  * (no KNITK_WORKER in the environment) it returns 0 at once.  In a worker
  * it attaches to the inherited knot, joins, runs @table until the pool
  * stops it and then exits the process; it never returns.  If the host
- * process ends without destroying its pool (killed, or leaving main), the
- * worker finishes the call it is running (a task waiting for room for its
- * result gets -EPIPE) and exits; calls still queued to it are lost with
- * the host.  Whatever else it is doing, it notices within one round of
+ * process ends without destroying its pool (killed, leaving main, _exit
+ * from any thread) or execs another program (from any thread; the pid
+ * lives on), the worker finishes the call it is running (a task waiting
+ * for room for its result gets -EPIPE) and exits; calls still queued to it
+ * are lost with the host.  On the futex backend the workers see an exec
+ * as the hang-up of a pipe whose write end only the host holds
+ * (O_CLOEXEC); a child the host forked without exec shares that end, and
+ * the workers of a host that exec'd then stop only once that child has
+ * exec'd or exited too.  Whatever else it is doing, it notices within one round of
  * that loop: parked (the death rings it), spinning or yielding for work,
  * a return lane or a stealing region; it starts no call once it knows.
  * -EINVAL for a bad @table.

@@ -267,6 +267,8 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	pool->nr_submitters = pool->opts.nr_submitters;
 	pool->monitor_efd = -1;
 	pool->host_pidfd = -1;
+	pool->host_pipe[0] = -1;
+	pool->host_pipe[1] = -1;
 	pool->event_fd = -1;
 	pthread_mutex_init(&pool->lock, NULL);
 	pthread_condattr_init(&ca);
