@@ -95,6 +95,7 @@ struct knitk_endpoint {
 	struct knitk_layout layout;
 	struct knitk_geometry geom;
 	int doorbell;			/* the joined role's doorbell, -1 before JOIN */
+	uint32_t join_gen;		/* the generation our JOIN gave the role */
 	uint32_t nonce;			/* last sleeping-flag value written */
 	uint32_t death_seq;		/* death_seq seen at prepare */
 	uint32_t death_done;		/* death_done seen at prepare */

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -155,6 +156,7 @@ KNITK_EXPORT int knitk_endpoint_join(struct knitk_endpoint *ep, unsigned int rol
 	if (ret < 0)
 		return ret;
 	ep->doorbell = role == KNITK_ROLE_HOST ? KNITK_DOORBELL_HOST : (int)worker;
+	ep->join_gen = gen;
 	/*
 	 * The 32-bit generation as an int >= 1 (knitk.h): itself up to
 	 * INT_MAX, then counting on from 1, also across its wrap to 0.
@@ -283,6 +285,55 @@ KNITK_EXPORT int knitk_endpoint_host_dead(const struct knitk_endpoint *ep)
 	if (!ep)
 		return -EINVAL;
 	return knot_host_dead(ep);
+}
+
+/*
+ * The endpoint's role has ended: its live bit is clear, or a later JOIN
+ * took the role (another generation).  Acquire loads as in
+ * knitk_endpoint_role: a live bit seen comes with its join's generation.
+ */
+static bool knot_role_ended(const struct knitk_endpoint *ep)
+{
+	const struct knitk_control *ctl = knot_control(ep);
+	unsigned int d = (unsigned int)ep->doorbell;
+	uint64_t live = atomic_load_explicit(A64(&ctl->live), memory_order_acquire);
+	uint32_t gen = atomic_load_explicit(A32(&ctl->generation[d]),
+					    memory_order_acquire);
+
+	return !(live & (1ULL << d)) || gen != ep->join_gen;
+}
+
+KNITK_EXPORT int knitk_endpoint_poll(const struct knitk_endpoint *ep)
+{
+	unsigned int d;
+	uint32_t seq;
+	uint64_t dead;
+	int mask = 0;
+
+	if (!ep)
+		return -EINVAL;
+	if (ep->ops->kind == KNITK_BACKEND_KMOD) {
+		struct pollfd p = { .fd = ep->fd, .events = POLLIN | POLLPRI };
+		int n;
+
+		while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR)
+			;
+		if (n < 0)
+			return -errno;
+		return n ? p.revents : 0;
+	}
+	/* The module's poll() (kmod/knitk_poll.c), from the control page. */
+	if (ep->doorbell >= 0 && knot_role_ended(ep))
+		return POLLHUP | POLLERR;
+	d = ep->doorbell >= 0 ? (unsigned int)ep->doorbell : KNITK_DOORBELL_HOST;
+	if (knitk__endpoint_doorbell_pending(ep, d))
+		mask |= POLLIN;
+	knitk_endpoint_deaths(ep, &seq, &dead);
+	if (dead)
+		mask |= POLLPRI;
+	if (d != KNITK_DOORBELL_HOST && knot_host_dead(ep))
+		mask |= POLLHUP;
+	return mask;
 }
 
 KNITK_EXPORT int knitk_endpoint_set_event_fd(struct knitk_endpoint *ep, int efd)

@@ -196,6 +196,24 @@ int knitk_endpoint_role(const struct knitk_endpoint *ep, unsigned int doorbell,
 int knitk_endpoint_host_dead(const struct knitk_endpoint *ep);
 
 /*
+ * knitk_endpoint_poll - the endpoint's readiness now, without blocking, as
+ * poll() of a module endpoint reports it: a mask of <poll.h> bits.  POLLIN
+ * while a mailbox its doorbell (the host's before knitk_endpoint_join)
+ * consumes holds a pending lane, POLLPRI while some role is dead, POLLHUP
+ * for a worker whose host died.  Once the endpoint's own role has ended
+ * (its process exited or closed it on the module, a knitk_endpoint_mark_dead
+ * of it on the futex backend, or a later join took the role) it reports
+ * POLLHUP | POLLERR and nothing else: never the state of the doorbell the
+ * role owned, which may be a new owner's.  On the module this is poll() of
+ * knitk_endpoint_fd (whose pollers the role's end wakes); on the futex
+ * backend, where the memfd cannot be polled for it, it reads the control
+ * page, and the end of the host's role also signals the event fd of the
+ * endpoint that marks it (knitk_endpoint_set_event_fd), so an event loop
+ * waiting there wakes to find it.  -EINVAL for a NULL @ep.
+ */
+int knitk_endpoint_poll(const struct knitk_endpoint *ep);
+
+/*
  * knitk_endpoint_doorbell - the doorbell of the endpoint's role: worker id, or
  * KNITK_DOORBELL_HOST; -ENOTCONN before knitk_endpoint_join().
  */
@@ -657,7 +675,9 @@ int knitk_doorbell_can_kick(const struct knitk_endpoint *ep);
  * is set: a result or a death delivered to a host that declared it will
  * sleep (knitk_doorbell_prepare), never a ring the flag suppresses nor a
  * kick (knitk_doorbell_kick_self), so an event loop can wait on @efd
- * instead of the futex.  Every endpoint that
+ * instead of the futex; and when this endpoint ends the host's role (its
+ * release, or knitk_endpoint_mark_dead of the host), which
+ * knitk_endpoint_poll then reports.  Every endpoint that
  * may wake the host (its workers, and the host itself for deaths it marks)
  * needs it.  @efd -1 stops it.  The caller keeps @efd open while set.
  * -EOPNOTSUPP on the module, whose endpoint fd polls instead; -EINVAL for
