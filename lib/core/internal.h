@@ -168,6 +168,11 @@ static inline bool knot_mailbox_steals(const struct knitk_endpoint *k,
 	return (k->geom.flags & KNITK_GEOM_STEAL) && m < k->layout.nr_request;
 }
 
+/* knot.c: the calling thread's knitk_last_error() message. */
+void knitk__error_clear(void);
+void knitk__error_set(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
 /* @layout is valid and the one knitk_layout_compute gives for @geom. */
 bool knitk__layout_matches_geometry(const struct knitk_geometry *geom,
 				    const struct knitk_layout *layout);

@@ -8,12 +8,41 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
+
+/*
+ * knitk_last_error(): one message per thread, as errno is; set and cleared
+ * only by knitk_endpoint_create (and through it knitk_pool_create).
+ */
+static _Thread_local char knot_error[512];
+static _Thread_local bool knot_error_set;
+
+void knitk__error_clear(void)
+{
+	knot_error_set = false;
+}
+
+void knitk__error_set(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(knot_error, sizeof(knot_error), fmt, ap);
+	va_end(ap);
+	knot_error_set = true;
+}
+
+KNITK_EXPORT const char *knitk_last_error(void)
+{
+	return knot_error_set ? knot_error : NULL;
+}
 
 static struct knitk_endpoint *knot_alloc(const struct knitk_backend_ops *ops)
 {
@@ -87,19 +116,31 @@ KNITK_EXPORT int knitk_endpoint_create(const struct knitk_geometry *geom,
 	struct knitk_layout layout;
 	int ret;
 
-	if (!geom || !ep || (flags & ~(KNITK_KNOT_KMOD | KNITK_KNOT_FUTEX)))
+	knitk__error_clear();
+	if (!geom || !ep ||
+	    (flags & ~(KNITK_KNOT_KMOD | KNITK_KNOT_FUTEX | KNITK_KNOT_FALLBACK_FUTEX)) ||
+	    (flags & (KNITK_KNOT_KMOD | KNITK_KNOT_FALLBACK_FUTEX)) ==
+	    (KNITK_KNOT_KMOD | KNITK_KNOT_FALLBACK_FUTEX))
 		return -EINVAL;
 	ret = knitk_layout_compute(geom, &layout);
 	if (ret)
 		return ret;
-	ret = knot_pick_backend(flags, &ops);
+	ret = knot_pick_backend(flags & ~KNITK_KNOT_FALLBACK_FUTEX, &ops);
 	if (ret)
 		return ret;
-	if (ops)
-		return knot_create_with(ops, geom, &layout, ep);
-	ret = knot_create_with(&knitk_backend_kmod, geom, &layout, ep);
-	if (ret != -ENODEV)
-		return ret;
+	if (ops != &knitk_backend_futex) {
+		ret = knot_create_with(&knitk_backend_kmod, geom, &layout, ep);
+		/*
+		 * The module refused it for RLIMIT_MEMLOCK (the message is
+		 * set): the futex backend only when the caller asked, and
+		 * the message stays to say so.
+		 */
+		if (ret == -ENOMEM && knitk_last_error() &&
+		    (flags & KNITK_KNOT_FALLBACK_FUTEX))
+			return knot_create_with(&knitk_backend_futex, geom, &layout, ep);
+		if (ops || ret != -ENODEV)
+			return ret;
+	}
 	return knot_create_with(&knitk_backend_futex, geom, &layout, ep);
 }
 

@@ -99,6 +99,14 @@ int knitk_layout_compute(const struct knitk_geometry *geom,
 /* knitk_endpoint_create() flags: force a backend (default: automatic). */
 #define KNITK_KNOT_KMOD			(1U << 0)
 #define KNITK_KNOT_FUTEX		(1U << 1)
+/*
+ * Opt-in: when the module refuses the knot for RLIMIT_MEMLOCK, make it on
+ * the futex backend instead (never without this flag; not with
+ * KNITK_KNOT_KMOD, which forbids it: -EINVAL).  knitk_last_error() still
+ * describes the refusal, and knitk_endpoint_backend() tells which backend
+ * the knot got.
+ */
+#define KNITK_KNOT_FALLBACK_FUTEX	(1U << 2)
 
 /* knitk_endpoint_attach() flags. */
 #define KNITK_ATTACH_TAKE_FD		(1U << 0)	/* close @fd on success */
@@ -111,12 +119,28 @@ struct knitk_endpoint;
  * backend is forced but /dev/knitk does not open, -E2BIG when the module
  * refuses the size, -ENOMEM when memory runs out or, on the module, when
  * the knot would take the user past RLIMIT_MEMLOCK (the module charges
- * knot pages to it unless the caller has CAP_IPC_LOCK; there is no
- * fallback to the futex backend then: raise the limit, or force
- * KNITK_KNOT_FUTEX).
+ * knot pages to it unless the caller has CAP_IPC_LOCK): then
+ * knitk_last_error() names the limit, the bytes the knot needs and the
+ * knobs (ulimit -l, systemd's LimitMEMLOCK=, CAP_IPC_LOCK), and there is
+ * no fallback to the futex backend unless @flags asks for it
+ * (KNITK_KNOT_FALLBACK_FUTEX).
  */
 int knitk_endpoint_create(const struct knitk_geometry *geom, unsigned int flags,
 			  struct knitk_endpoint **ep);
+
+/*
+ * knitk_last_error - what the last knitk_endpoint_create() of the calling
+ * thread (knitk_pool_create() makes one for its knot) had to say beyond
+ * its errno, or NULL.  Set when the module refused a knot for RLIMIT_MEMLOCK (the
+ * call failed with -ENOMEM, or fell back to the futex backend as
+ * KNITK_KNOT_FALLBACK_FUTEX or KNITK_POOL_FALLBACK_FUTEX asked): one
+ * line naming RLIMIT_MEMLOCK and its value, the bytes the knot needs, and
+ * how to raise it (ulimit -l, LimitMEMLOCK= in a systemd unit,
+ * CAP_IPC_LOCK) or use the futex backend.  Cleared (NULL) by every other
+ * return of knitk_endpoint_create().  Per thread, as errno; the string is
+ * valid until that thread's next knitk_endpoint_create().
+ */
+const char *knitk_last_error(void);
 
 /*
  * knitk_endpoint_attach - a new endpoint on the knot that @fd belongs to (an fd

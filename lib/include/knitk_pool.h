@@ -70,6 +70,16 @@ struct knitk_task_table {
 /* struct knitk_pool_opts.flags */
 /* Restart dead workers; process workers only (-EINVAL with threads). */
 #define KNITK_POOL_RESPAWN		(1U << 0)
+/*
+ * Opt-in: when the module refuses the pool's knot for RLIMIT_MEMLOCK
+ * (about 0.4 MiB per worker with the default geometry), run the pool on
+ * the futex backend instead of failing with -ENOMEM (KNITK_KNOT_FALLBACK_FUTEX
+ * for the knot).  Never silent: knitk_last_error() keeps the refusal's
+ * message after the create returns 0, and knitk_endpoint_backend() of
+ * knitk_pool_endpoint() gives KNITK_BACKEND_FUTEX.  -EINVAL with
+ * KNITK_KNOT_KMOD in @knot_flags.
+ */
+#define KNITK_POOL_FALLBACK_FUTEX	(1U << 1)
 
 /**
  * struct knitk_pool_opts - how to build a pool (zero means default)
@@ -153,7 +163,10 @@ struct knitk_pool_opts {
  * running and joined when this returns.  -EINVAL for bad options or an
  * empty table, -ECHILD when a process worker exits before joining, or the
  * errors of knitk_endpoint_create, posix_spawn and pthread_create; for @opts
- * the sized-struct errors (knitk.h).
+ * the sized-struct errors (knitk.h).  -ENOMEM when the module refuses the
+ * knot for RLIMIT_MEMLOCK (without KNITK_POOL_FALLBACK_FUTEX): then
+ * knitk_last_error() names the limit, the bytes the knot needs and the
+ * knobs to raise it (ulimit -l, LimitMEMLOCK=, CAP_IPC_LOCK).
  */
 int knitk_pool_create(const struct knitk_pool_opts *opts,
 		      const struct knitk_task_table *table,

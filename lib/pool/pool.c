@@ -68,7 +68,10 @@ static int opts_check(const struct knitk_pool_opts *o,
 			return -EINVAL;
 	if (o->kind != KNITK_WORKER_THREADS && o->kind != KNITK_WORKER_PROCESSES)
 		return -EINVAL;
-	if (o->flags & ~KNITK_POOL_RESPAWN)
+	if (o->flags & ~(KNITK_POOL_RESPAWN | KNITK_POOL_FALLBACK_FUTEX))
+		return -EINVAL;
+	/* A fallback the caller forbids by forcing the module. */
+	if ((o->flags & KNITK_POOL_FALLBACK_FUTEX) && (o->knot_flags & KNITK_KNOT_KMOD))
 		return -EINVAL;
 	if (o->nr_workers < 1 || o->nr_workers > KNITK_MAX_WORKERS ||
 	    o->nr_submitters < 1 || o->nr_submitters > KNITK_MAX_SUBMITTERS)
@@ -188,7 +191,9 @@ static int pool_setup(struct knitk_pool *pool)
 	void *base;
 	int ret;
 
-	ret = knitk_endpoint_create(&geom, pool->opts.knot_flags, &pool->ep);
+	ret = knitk_endpoint_create(&geom, pool->opts.knot_flags |
+				    (pool->opts.flags & KNITK_POOL_FALLBACK_FUTEX ?
+				     KNITK_KNOT_FALLBACK_FUTEX : 0), &pool->ep);
 	if (ret)
 		return ret;
 	ret = knitk_endpoint_join(pool->ep, KNITK_ROLE_HOST, 0);

@@ -413,6 +413,27 @@ static void host_end_signals_event_fd(void)
 	close(pfd.fd);
 }
 
+/*
+ * The RLIMIT_MEMLOCK fallback is opt-in and never forced past
+ * KNITK_KNOT_KMOD; knitk_last_error() says nothing when nothing was
+ * refused.  (The refusal itself needs the module: the guest's knot_test
+ * memlock_refusal_explained_and_fallback.)
+ */
+static void memlock_fallback_flags(void)
+{
+	struct knitk_endpoint *k;
+
+	CHECK(knitk_last_error() == NULL);
+	CHECK_EQ(knitk_endpoint_create(&geom2, KNITK_KNOT_KMOD | KNITK_KNOT_FALLBACK_FUTEX,
+				       &k), -EINVAL);
+	CHECK_EQ(knitk_endpoint_create(&geom2, 1U << 3, &k), -EINVAL);
+	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_FUTEX | KNITK_KNOT_FALLBACK_FUTEX,
+				      &k) == 0);
+	CHECK_EQ(knitk_endpoint_backend(k), KNITK_BACKEND_FUTEX);
+	CHECK(knitk_last_error() == NULL);
+	knitk_endpoint_destroy(k);
+}
+
 static void kmod_not_supported_calls(void)
 {
 	struct knitk_endpoint *k;
@@ -441,5 +462,6 @@ int main(void)
 	TEST(kmod_not_supported_calls);
 	TEST(ended_role_polls_hangup);
 	TEST(host_end_signals_event_fd);
+	TEST(memlock_fallback_flags);
 	return tap_exit();
 }
