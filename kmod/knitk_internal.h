@@ -306,6 +306,7 @@ void knitk_poller_register(struct knitk_poller *p, struct file *file,
 			   struct poll_table_struct *pt);
 __poll_t knitk_poll_mask(struct knitk_knot *knot, unsigned int d);
 void knitk_knot_wake_pollers(struct knitk_knot *knot);
+bool knitk_poll_role_ended(const struct knitk_role *r);
 
 /* knitk_peer.c: roles, join and death bookkeeping. */
 int knitk_peer_slot(const struct knitk_geometry *g, u32 role, u32 worker);

@@ -35,6 +35,8 @@
  *                                         not joined): POLLIN while work is
  *                                         pending, POLLPRI while a role is
  *                                         dead, POLLHUP when the host died;
+ *                                         POLLHUP | POLLERR alone once the
+ *                                         endpoint's own role has ended;
  *                                         epoll may register at any time
  *   close(fd)                             the joining process's last close
  *                                         of the endpoint, or its exit,
@@ -432,6 +434,8 @@ static __poll_t knitk_poll(struct file *file, struct poll_table_struct *pt)
 	slot = READ_ONCE(ep->role.slot);
 	if (slot == KNITK_NO_SLOT)
 		slot = KNITK_DOORBELL_HOST;
+	else if (knitk_poll_role_ended(&ep->role))
+		return EPOLLHUP | EPOLLERR;
 	return knitk_poll_mask(knot, slot);
 }
 

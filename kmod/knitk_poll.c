@@ -8,8 +8,9 @@
  * queue is woken by everything that can make a state poll() reports
  * become true: the doorbell the endpoint watches (the host's once attached, its
  * own once joined; entries chained on the doorbell's wait queue, moved on
- * JOIN), the knot's deaths (knitk_knot_wake_pollers()), and CREATE, ATTACH
- * and JOIN themselves, which change what poll() reports.
+ * JOIN), the knot's deaths (knitk_knot_wake_pollers()), the end of the
+ * endpoint's own role among them, and CREATE, ATTACH and JOIN themselves,
+ * which change what poll() reports.
  */
 #include <linux/poll.h>
 #include <linux/wait.h>
@@ -101,11 +102,30 @@ void knitk_poller_release(struct knitk_poller *p)
  *
  * For a change of the knot's roles, after the control page shows it: a
  * death raises EPOLLPRI everywhere and, for the host's, EPOLLHUP on the
- * workers.
+ * workers; the endpoint whose role ended reports EPOLLHUP | EPOLLERR.
  */
 void knitk_knot_wake_pollers(struct knitk_knot *knot)
 {
-	wake_up_interruptible_poll(&knot->pollers, EPOLLPRI | EPOLLHUP);
+	wake_up_interruptible_poll(&knot->pollers,
+				   EPOLLPRI | EPOLLHUP | EPOLLERR);
+}
+
+/**
+ * knitk_poll_role_ended() - has the endpoint's joined role ended?
+ * @r: the endpoint's role, joined
+ *
+ * Then poll() reports EPOLLHUP | EPOLLERR and nothing else: the doorbell
+ * the role owned is no longer the endpoint's (a later joiner may own it),
+ * and its waits return -ENOTCONN.  Read after the registration: @r->ended
+ * is set under knot->lock before knitk_role_end() wakes the knot's
+ * pollers, whose queue locks (the knot's, then the endpoint's, chained)
+ * order that store before this load, or the wake after the registration.
+ *
+ * Return: true once the role has ended.
+ */
+bool knitk_poll_role_ended(const struct knitk_role *r)
+{
+	return READ_ONCE(r->ended);
 }
 
 /**
@@ -130,7 +150,9 @@ void knitk_poller_register(struct knitk_poller *p, struct file *file,
  *
  * Level-triggered: EPOLLIN while a mailbox the doorbell consumes holds a
  * pending lane, EPOLLPRI while some role is dead and not joined again,
- * EPOLLHUP for a worker whose host died.  A poller is woken by delivered
+ * EPOLLHUP for a worker whose host died.  Not for an endpoint whose role
+ * has ended (knitk_poll_role_ended()): that one reports EPOLLHUP |
+ * EPOLLERR alone.  A poller is woken by delivered
  * notifies (so it sets its sleeping flag and re-checks first, as before
  * KNITK_IOC_WAIT), kicks and deaths.
  */

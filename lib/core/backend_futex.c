@@ -308,6 +308,12 @@ static int futex_mark_dead(struct knitk_endpoint *k, unsigned int doorbell)
 	if (doorbell == KNITK_DOORBELL_HOST) {
 		for (w = 0; w < k->geom.nr_workers; w++)
 			doorbell_kick(k, w);
+		/*
+		 * The host's role ended: an event loop of the host waiting
+		 * on its event fd wakes and finds knitk_endpoint_poll()
+		 * reporting the end (POLLHUP | POLLERR), whatever it awaited.
+		 */
+		host_event_signal(k);
 	} else if (doorbell_kick(k, KNITK_DOORBELL_HOST)) {
 		/* A death delivered to a host that sleeps: its event fd too. */
 		host_event_signal(k);

@@ -8,9 +8,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -96,6 +99,43 @@ static int kmod_open_ioctl(struct knitk_endpoint *k, unsigned long cmd, void *ar
 	return 0;
 }
 
+/* The calling process has CAP_IPC_LOCK in its effective set. */
+static bool kmod_cap_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d) < 0)
+		return false;
+	return d[CAP_IPC_LOCK / 32].effective & (1U << (CAP_IPC_LOCK % 32));
+}
+
+/*
+ * CREATE failed with -ENOMEM: when RLIMIT_MEMLOCK is what refused it (a
+ * finite limit, no CAP_IPC_LOCK: the module charges the knot's pages to
+ * the user's locked memory then, see kmod/knitk_knot.c), say so in
+ * knitk_last_error(), with the bytes needed and the knobs.
+ */
+static void kmod_memlock_explain(const struct knitk_endpoint *k)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY ||
+	    kmod_cap_ipc_lock())
+		return;
+	knitk__error_set("knitk: the module refused a knot of %llu bytes for "
+			 "RLIMIT_MEMLOCK: it pins them as the user's locked memory, "
+			 "%llu bytes at most (shared with the user's other knots "
+			 "and mlock()); raise it (ulimit -l, LimitMEMLOCK= in a "
+			 "systemd unit, /etc/security/limits.conf), give the "
+			 "process CAP_IPC_LOCK, or use the futex backend "
+			 "(KNITK_POOL_FALLBACK_FUTEX, KNITK_KNOT_FALLBACK_FUTEX "
+			 "or KNITK_KNOT_FUTEX)",
+			 (unsigned long long)k->layout.size,
+			 (unsigned long long)rl.rlim_cur);
+}
+
 static int kmod_create(struct knitk_endpoint *k)
 {
 	struct knitk_create c;
@@ -104,6 +144,8 @@ static int kmod_create(struct knitk_endpoint *k)
 	memset(&c, 0, sizeof(c));
 	c.geometry = k->geom;
 	ret = kmod_open_ioctl(k, KNITK_IOC_CREATE, &c);
+	if (ret == -ENOMEM)
+		kmod_memlock_explain(k);
 	if (ret)
 		return ret;
 	/* The module and knitk_layout_compute must agree on every offset. */

@@ -95,6 +95,7 @@ struct knitk_endpoint {
 	struct knitk_layout layout;
 	struct knitk_geometry geom;
 	int doorbell;			/* the joined role's doorbell, -1 before JOIN */
+	uint32_t join_gen;		/* the generation our JOIN gave the role */
 	uint32_t nonce;			/* last sleeping-flag value written */
 	uint32_t death_seq;		/* death_seq seen at prepare */
 	uint32_t death_done;		/* death_done seen at prepare */
@@ -166,6 +167,11 @@ static inline bool knot_mailbox_steals(const struct knitk_endpoint *k,
 {
 	return (k->geom.flags & KNITK_GEOM_STEAL) && m < k->layout.nr_request;
 }
+
+/* knot.c: the calling thread's knitk_last_error() message. */
+void knitk__error_clear(void);
+void knitk__error_set(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
 
 /* @layout is valid and the one knitk_layout_compute gives for @geom. */
 bool knitk__layout_matches_geometry(const struct knitk_geometry *geom,

@@ -7,12 +7,42 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
+
+/*
+ * knitk_last_error(): one message per thread, as errno is; set and cleared
+ * only by knitk_endpoint_create (and through it knitk_pool_create).
+ */
+static _Thread_local char knot_error[512];
+static _Thread_local bool knot_error_set;
+
+void knitk__error_clear(void)
+{
+	knot_error_set = false;
+}
+
+void knitk__error_set(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(knot_error, sizeof(knot_error), fmt, ap);
+	va_end(ap);
+	knot_error_set = true;
+}
+
+KNITK_EXPORT const char *knitk_last_error(void)
+{
+	return knot_error_set ? knot_error : NULL;
+}
 
 static struct knitk_endpoint *knot_alloc(const struct knitk_backend_ops *ops)
 {
@@ -86,19 +116,31 @@ KNITK_EXPORT int knitk_endpoint_create(const struct knitk_geometry *geom,
 	struct knitk_layout layout;
 	int ret;
 
-	if (!geom || !ep || (flags & ~(KNITK_KNOT_KMOD | KNITK_KNOT_FUTEX)))
+	knitk__error_clear();
+	if (!geom || !ep ||
+	    (flags & ~(KNITK_KNOT_KMOD | KNITK_KNOT_FUTEX | KNITK_KNOT_FALLBACK_FUTEX)) ||
+	    (flags & (KNITK_KNOT_KMOD | KNITK_KNOT_FALLBACK_FUTEX)) ==
+	    (KNITK_KNOT_KMOD | KNITK_KNOT_FALLBACK_FUTEX))
 		return -EINVAL;
 	ret = knitk_layout_compute(geom, &layout);
 	if (ret)
 		return ret;
-	ret = knot_pick_backend(flags, &ops);
+	ret = knot_pick_backend(flags & ~KNITK_KNOT_FALLBACK_FUTEX, &ops);
 	if (ret)
 		return ret;
-	if (ops)
-		return knot_create_with(ops, geom, &layout, ep);
-	ret = knot_create_with(&knitk_backend_kmod, geom, &layout, ep);
-	if (ret != -ENODEV)
-		return ret;
+	if (ops != &knitk_backend_futex) {
+		ret = knot_create_with(&knitk_backend_kmod, geom, &layout, ep);
+		/*
+		 * The module refused it for RLIMIT_MEMLOCK (the message is
+		 * set): the futex backend only when the caller asked, and
+		 * the message stays to say so.
+		 */
+		if (ret == -ENOMEM && knitk_last_error() &&
+		    (flags & KNITK_KNOT_FALLBACK_FUTEX))
+			return knot_create_with(&knitk_backend_futex, geom, &layout, ep);
+		if (ops || ret != -ENODEV)
+			return ret;
+	}
 	return knot_create_with(&knitk_backend_futex, geom, &layout, ep);
 }
 
@@ -155,6 +197,7 @@ KNITK_EXPORT int knitk_endpoint_join(struct knitk_endpoint *ep, unsigned int rol
 	if (ret < 0)
 		return ret;
 	ep->doorbell = role == KNITK_ROLE_HOST ? KNITK_DOORBELL_HOST : (int)worker;
+	ep->join_gen = gen;
 	/*
 	 * The 32-bit generation as an int >= 1 (knitk.h): itself up to
 	 * INT_MAX, then counting on from 1, also across its wrap to 0.
@@ -283,6 +326,55 @@ KNITK_EXPORT int knitk_endpoint_host_dead(const struct knitk_endpoint *ep)
 	if (!ep)
 		return -EINVAL;
 	return knot_host_dead(ep);
+}
+
+/*
+ * The endpoint's role has ended: its live bit is clear, or a later JOIN
+ * took the role (another generation).  Acquire loads as in
+ * knitk_endpoint_role: a live bit seen comes with its join's generation.
+ */
+static bool knot_role_ended(const struct knitk_endpoint *ep)
+{
+	const struct knitk_control *ctl = knot_control(ep);
+	unsigned int d = (unsigned int)ep->doorbell;
+	uint64_t live = atomic_load_explicit(A64(&ctl->live), memory_order_acquire);
+	uint32_t gen = atomic_load_explicit(A32(&ctl->generation[d]),
+					    memory_order_acquire);
+
+	return !(live & (1ULL << d)) || gen != ep->join_gen;
+}
+
+KNITK_EXPORT int knitk_endpoint_poll(const struct knitk_endpoint *ep)
+{
+	unsigned int d;
+	uint32_t seq;
+	uint64_t dead;
+	int mask = 0;
+
+	if (!ep)
+		return -EINVAL;
+	if (ep->ops->kind == KNITK_BACKEND_KMOD) {
+		struct pollfd p = { .fd = ep->fd, .events = POLLIN | POLLPRI };
+		int n;
+
+		while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR)
+			;
+		if (n < 0)
+			return -errno;
+		return n ? p.revents : 0;
+	}
+	/* The module's poll() (kmod/knitk_poll.c), from the control page. */
+	if (ep->doorbell >= 0 && knot_role_ended(ep))
+		return POLLHUP | POLLERR;
+	d = ep->doorbell >= 0 ? (unsigned int)ep->doorbell : KNITK_DOORBELL_HOST;
+	if (knitk__endpoint_doorbell_pending(ep, d))
+		mask |= POLLIN;
+	knitk_endpoint_deaths(ep, &seq, &dead);
+	if (dead)
+		mask |= POLLPRI;
+	if (d != KNITK_DOORBELL_HOST && knot_host_dead(ep))
+		mask |= POLLHUP;
+	return mask;
 }
 
 KNITK_EXPORT int knitk_endpoint_set_event_fd(struct knitk_endpoint *ep, int efd)

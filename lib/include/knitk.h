@@ -99,6 +99,14 @@ int knitk_layout_compute(const struct knitk_geometry *geom,
 /* knitk_endpoint_create() flags: force a backend (default: automatic). */
 #define KNITK_KNOT_KMOD			(1U << 0)
 #define KNITK_KNOT_FUTEX		(1U << 1)
+/*
+ * Opt-in: when the module refuses the knot for RLIMIT_MEMLOCK, make it on
+ * the futex backend instead (never without this flag; not with
+ * KNITK_KNOT_KMOD, which forbids it: -EINVAL).  knitk_last_error() still
+ * describes the refusal, and knitk_endpoint_backend() tells which backend
+ * the knot got.
+ */
+#define KNITK_KNOT_FALLBACK_FUTEX	(1U << 2)
 
 /* knitk_endpoint_attach() flags. */
 #define KNITK_ATTACH_TAKE_FD		(1U << 0)	/* close @fd on success */
@@ -111,12 +119,28 @@ struct knitk_endpoint;
  * backend is forced but /dev/knitk does not open, -E2BIG when the module
  * refuses the size, -ENOMEM when memory runs out or, on the module, when
  * the knot would take the user past RLIMIT_MEMLOCK (the module charges
- * knot pages to it unless the caller has CAP_IPC_LOCK; there is no
- * fallback to the futex backend then: raise the limit, or force
- * KNITK_KNOT_FUTEX).
+ * knot pages to it unless the caller has CAP_IPC_LOCK): then
+ * knitk_last_error() names the limit, the bytes the knot needs and the
+ * knobs (ulimit -l, systemd's LimitMEMLOCK=, CAP_IPC_LOCK), and there is
+ * no fallback to the futex backend unless @flags asks for it
+ * (KNITK_KNOT_FALLBACK_FUTEX).
  */
 int knitk_endpoint_create(const struct knitk_geometry *geom, unsigned int flags,
 			  struct knitk_endpoint **ep);
+
+/*
+ * knitk_last_error - what the last knitk_endpoint_create() of the calling
+ * thread (knitk_pool_create() makes one for its knot) had to say beyond
+ * its errno, or NULL.  Set when the module refused a knot for RLIMIT_MEMLOCK (the
+ * call failed with -ENOMEM, or fell back to the futex backend as
+ * KNITK_KNOT_FALLBACK_FUTEX or KNITK_POOL_FALLBACK_FUTEX asked): one
+ * line naming RLIMIT_MEMLOCK and its value, the bytes the knot needs, and
+ * how to raise it (ulimit -l, LimitMEMLOCK= in a systemd unit,
+ * CAP_IPC_LOCK) or use the futex backend.  Cleared (NULL) by every other
+ * return of knitk_endpoint_create().  Per thread, as errno; the string is
+ * valid until that thread's next knitk_endpoint_create().
+ */
+const char *knitk_last_error(void);
 
 /*
  * knitk_endpoint_attach - a new endpoint on the knot that @fd belongs to (an fd
@@ -194,6 +218,24 @@ int knitk_endpoint_role(const struct knitk_endpoint *ep, unsigned int doorbell,
  * has since been released or marked dead (a worker's cue to stop), else 0.
  */
 int knitk_endpoint_host_dead(const struct knitk_endpoint *ep);
+
+/*
+ * knitk_endpoint_poll - the endpoint's readiness now, without blocking, as
+ * poll() of a module endpoint reports it: a mask of <poll.h> bits.  POLLIN
+ * while a mailbox its doorbell (the host's before knitk_endpoint_join)
+ * consumes holds a pending lane, POLLPRI while some role is dead, POLLHUP
+ * for a worker whose host died.  Once the endpoint's own role has ended
+ * (its process exited or closed it on the module, a knitk_endpoint_mark_dead
+ * of it on the futex backend, or a later join took the role) it reports
+ * POLLHUP | POLLERR and nothing else: never the state of the doorbell the
+ * role owned, which may be a new owner's.  On the module this is poll() of
+ * knitk_endpoint_fd (whose pollers the role's end wakes); on the futex
+ * backend, where the memfd cannot be polled for it, it reads the control
+ * page, and the end of the host's role also signals the event fd of the
+ * endpoint that marks it (knitk_endpoint_set_event_fd), so an event loop
+ * waiting there wakes to find it.  -EINVAL for a NULL @ep.
+ */
+int knitk_endpoint_poll(const struct knitk_endpoint *ep);
 
 /*
  * knitk_endpoint_doorbell - the doorbell of the endpoint's role: worker id, or
@@ -657,7 +699,9 @@ int knitk_doorbell_can_kick(const struct knitk_endpoint *ep);
  * is set: a result or a death delivered to a host that declared it will
  * sleep (knitk_doorbell_prepare), never a ring the flag suppresses nor a
  * kick (knitk_doorbell_kick_self), so an event loop can wait on @efd
- * instead of the futex.  Every endpoint that
+ * instead of the futex; and when this endpoint ends the host's role (its
+ * release, or knitk_endpoint_mark_dead of the host), which
+ * knitk_endpoint_poll then reports.  Every endpoint that
  * may wake the host (its workers, and the host itself for deaths it marks)
  * needs it.  @efd -1 stops it.  The caller keeps @efd open while set.
  * -EOPNOTSUPP on the module, whose endpoint fd polls instead; -EINVAL for

@@ -70,6 +70,16 @@ struct knitk_task_table {
 /* struct knitk_pool_opts.flags */
 /* Restart dead workers; process workers only (-EINVAL with threads). */
 #define KNITK_POOL_RESPAWN		(1U << 0)
+/*
+ * Opt-in: when the module refuses the pool's knot for RLIMIT_MEMLOCK
+ * (about 0.4 MiB per worker with the default geometry), run the pool on
+ * the futex backend instead of failing with -ENOMEM (KNITK_KNOT_FALLBACK_FUTEX
+ * for the knot).  Never silent: knitk_last_error() keeps the refusal's
+ * message after the create returns 0, and knitk_endpoint_backend() of
+ * knitk_pool_endpoint() gives KNITK_BACKEND_FUTEX.  -EINVAL with
+ * KNITK_KNOT_KMOD in @knot_flags.
+ */
+#define KNITK_POOL_FALLBACK_FUTEX	(1U << 1)
 
 /**
  * struct knitk_pool_opts - how to build a pool (zero means default)
@@ -153,7 +163,10 @@ struct knitk_pool_opts {
  * running and joined when this returns.  -EINVAL for bad options or an
  * empty table, -ECHILD when a process worker exits before joining, or the
  * errors of knitk_endpoint_create, posix_spawn and pthread_create; for @opts
- * the sized-struct errors (knitk.h).
+ * the sized-struct errors (knitk.h).  -ENOMEM when the module refuses the
+ * knot for RLIMIT_MEMLOCK (without KNITK_POOL_FALLBACK_FUTEX): then
+ * knitk_last_error() names the limit, the bytes the knot needs and the
+ * knobs to raise it (ulimit -l, LimitMEMLOCK=, CAP_IPC_LOCK).
  */
 int knitk_pool_create(const struct knitk_pool_opts *opts,
 		      const struct knitk_task_table *table,
@@ -214,7 +227,15 @@ struct knitk_call_opts {
 /*
  * knitk_pool_submit - start function @fn on @len bytes at @in (copied
  * once, before this returns) and return its handle in *@call.  Blocks
- * while every eligible worker is at capacity.  -EINVAL for bad arguments or
+ * while there is no room for the call: every eligible worker at capacity,
+ * or its request mailbox or arena full (backpressure: it waits for
+ * completions).  A call with @opts->deadline_ns waits no longer than that:
+ * at the deadline the submit returns -ETIMEDOUT and the call was never
+ * submitted (*@call is not set, nothing was published or counted in
+ * knitk_pool_stats, its in-flight entry and arena space are free again,
+ * and no other call is affected); without a deadline it waits as long as
+ * it takes.  A deadline already past when the call finds room does not
+ * stop it: it is submitted and completes -ETIMEDOUT.  -EINVAL for bad arguments or
  * an unknown @fn or @opts->worker, -EMSGSIZE when @len fits no lane or
  * arena, -ESHUTDOWN after shutdown, -EPIPE when no worker is left to run
  * it: none at all, or, for a call pinned with KNITK_CALL_WORKER, the
@@ -250,9 +271,12 @@ struct knitk_submission {
  * and one doorbell ring per run.  Calls of a batch that go to the same
  * worker start in array order.  A run that finds no room (every eligible
  * worker at capacity, an arena full) publishes what it has before it waits
- * for room; in event mode it does not wait and the batch ends there.
- * Returns how many were submitted (their handles in @calls[0..n-1]); stops
- * at the first error, which is returned if nothing was submitted.
+ * for room, as long as the deadline of the call that waits allows
+ * (-ETIMEDOUT, that call and the rest not submitted); in event mode it
+ * does not wait and the batch ends there.
+ * Returns how many were submitted (their handles in @calls[0..n-1]; no
+ * later entry of @calls is a handle); stops at the first error, which is
+ * returned if nothing was submitted.
  */
 int knitk_pool_submit_batch(struct knitk_pool *pool,
 			    const struct knitk_submission *subs,
@@ -348,10 +372,15 @@ void *knitk_task_data(void *ctx);
  * (no KNITK_WORKER in the environment) it returns 0 at once.  In a worker
  * it attaches to the inherited knot, joins, runs @table until the pool
  * stops it and then exits the process; it never returns.  If the host
- * process ends without destroying its pool (killed, or leaving main), the
- * worker finishes the call it is running (a task waiting for room for its
- * result gets -EPIPE) and exits; calls still queued to it are lost with
- * the host.  Whatever else it is doing, it notices within one round of
+ * process ends without destroying its pool (killed, leaving main, _exit
+ * from any thread) or execs another program (from any thread; the pid
+ * lives on), the worker finishes the call it is running (a task waiting
+ * for room for its result gets -EPIPE) and exits; calls still queued to it
+ * are lost with the host.  On the futex backend the workers see an exec
+ * as the hang-up of a pipe whose write end only the host holds
+ * (O_CLOEXEC); a child the host forked without exec shares that end, and
+ * the workers of a host that exec'd then stop only once that child has
+ * exec'd or exited too.  Whatever else it is doing, it notices within one round of
  * that loop: parked (the death rings it), spinning or yielding for work,
  * a return lane or a stealing region; it starts no call once it knows.
  * -EINVAL for a bad @table.

@@ -532,10 +532,36 @@ void knitk__pool_kick_drainer_locked(struct knitk_pool *pool)
  */
 void knitk__pool_wait_passive_locked(struct knitk_pool *pool)
 {
+	knitk__pool_wait_passive_until_locked(pool, 0);
+}
+
+/*
+ * The same, but not past @deadline_ns (absolute CLOCK_MONOTONIC, 0 or
+ * KNITK_WAIT_FOREVER: none): -ETIMEDOUT, without waiting, once it has
+ * passed; else 0 after one wait (progress, or the deadline reached: the
+ * caller looks at its condition, then calls again).
+ */
+int knitk__pool_wait_passive_until_locked(struct knitk_pool *pool,
+					  uint64_t deadline_ns)
+{
+	bool timed = deadline_ns && deadline_ns != KNITK_WAIT_FOREVER;
+	struct timespec ts;
+
+	if (timed) {
+		if (pool_now_ns() >= deadline_ns)
+			return -ETIMEDOUT;
+		ts.tv_sec = (time_t)(deadline_ns / 1000000000ULL);
+		ts.tv_nsec = (long)(deadline_ns % 1000000000ULL);
+	}
 	pool->passive++;
 	pthread_cond_signal(&pool->ccond);
-	pthread_cond_wait(&pool->cond, &pool->lock);
+	/* pool->cond runs on CLOCK_MONOTONIC (knitk_pool_create). */
+	if (timed)
+		pthread_cond_timedwait(&pool->cond, &pool->lock, &ts);
+	else
+		pthread_cond_wait(&pool->cond, &pool->lock);
 	pool->passive--;
+	return 0;
 }
 
 /*

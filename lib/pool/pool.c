@@ -68,7 +68,10 @@ static int opts_check(const struct knitk_pool_opts *o,
 			return -EINVAL;
 	if (o->kind != KNITK_WORKER_THREADS && o->kind != KNITK_WORKER_PROCESSES)
 		return -EINVAL;
-	if (o->flags & ~KNITK_POOL_RESPAWN)
+	if (o->flags & ~(KNITK_POOL_RESPAWN | KNITK_POOL_FALLBACK_FUTEX))
+		return -EINVAL;
+	/* A fallback the caller forbids by forcing the module. */
+	if ((o->flags & KNITK_POOL_FALLBACK_FUTEX) && (o->knot_flags & KNITK_KNOT_KMOD))
 		return -EINVAL;
 	if (o->nr_workers < 1 || o->nr_workers > KNITK_MAX_WORKERS ||
 	    o->nr_submitters < 1 || o->nr_submitters > KNITK_MAX_SUBMITTERS)
@@ -188,7 +191,9 @@ static int pool_setup(struct knitk_pool *pool)
 	void *base;
 	int ret;
 
-	ret = knitk_endpoint_create(&geom, pool->opts.knot_flags, &pool->ep);
+	ret = knitk_endpoint_create(&geom, pool->opts.knot_flags |
+				    (pool->opts.flags & KNITK_POOL_FALLBACK_FUTEX ?
+				     KNITK_KNOT_FALLBACK_FUTEX : 0), &pool->ep);
 	if (ret)
 		return ret;
 	ret = knitk_endpoint_join(pool->ep, KNITK_ROLE_HOST, 0);
@@ -267,6 +272,8 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	pool->nr_submitters = pool->opts.nr_submitters;
 	pool->monitor_efd = -1;
 	pool->host_pidfd = -1;
+	pool->host_pipe[0] = -1;
+	pool->host_pipe[1] = -1;
 	pool->event_fd = -1;
 	pthread_mutex_init(&pool->lock, NULL);
 	pthread_condattr_init(&ca);
@@ -374,7 +381,8 @@ static int pool_pick_locked(struct knitk_pool *pool,
 /*
  * A worker with room for a call of @co (pool->lock held): waits while
  * every eligible worker is at capacity, unless @may_wait is false
- * (-EBUSY then); -ESHUTDOWN, -EPIPE, or -EAGAIN in event mode.
+ * (-EBUSY then), and not past the call's deadline (-ETIMEDOUT then);
+ * -ESHUTDOWN, -EPIPE, or -EAGAIN in event mode.
  */
 static int pool_admit_locked(struct knitk_pool *pool,
 			     const struct knitk_call_opts *co, bool may_wait)
@@ -395,7 +403,8 @@ static int pool_admit_locked(struct knitk_pool *pool,
 		if (!may_wait)
 			return -EBUSY;
 		POOL_HOOK(pool, POOL_HOOK_SUBMIT_WAIT, 0);
-		knitk__pool_wait_passive_locked(pool);
+		if (knitk__pool_wait_passive_until_locked(pool, co ? co->deadline_ns : 0))
+			return -ETIMEDOUT;
 	}
 }
 
@@ -591,13 +600,21 @@ static unsigned int pool_publish(struct knitk_pool *pool,
 		 * Backpressure: the worker has not yet retired earlier
 		 * requests' arena bytes (ours just published among them).  It
 		 * does so before answering them, so wait for a completion
-		 * batch since our sample (or its death).
+		 * batch since our sample (or its death), but not past the
+		 * call's deadline: then it is not published at all.
 		 */
+		ret = 0;
 		pthread_mutex_lock(&pool->lock);
-		while (progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
+		while (!ret &&
+		       progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
 		       atomic_load(&pw->alive))
-			knitk__pool_wait_passive_locked(pool);
+			ret = knitk__pool_wait_passive_until_locked(pool,
+								    calls[i]->deadline_ns);
 		pthread_mutex_unlock(&pool->lock);
+		if (ret) {
+			*err = ret;
+			return i;
+		}
 	}
 	return nr;
 }
@@ -702,6 +719,8 @@ static int pool_submit_calls(struct knitk_pool *pool,
 		done += k;
 		if (k < n) {
 			pool_unpublished(pool, calls + done, n - k, err);
+			/* Gone: the caller is never left a freed handle. */
+			memset(calls + done, 0, (n - k) * sizeof(*calls));
 			ret = err;
 			break;
 		}

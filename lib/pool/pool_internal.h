@@ -260,6 +260,12 @@ struct knitk_pool {
 	int monitor_efd;
 	bool monitor_stop;		/* pool->lock */
 	int host_pidfd;			/* futex: ours, inherited by workers */
+	/*
+	 * futex: a pipe whose write end only we hold (O_CLOEXEC, so an exec
+	 * closes it as an exit does) and whose read end the workers watch
+	 * for the hang-up (spawn.c); -1 without.
+	 */
+	int host_pipe[2];
 };
 
 static inline uint64_t pool_now_ns(void)
@@ -330,6 +336,9 @@ int knitk__pool_held_init(struct knitk_pool *pool);
 void knitk__pool_held_apply_locked(struct knitk_pool *pool);
 void knitk__pool_kick_drainer_locked(struct knitk_pool *pool);
 void knitk__pool_wait_passive_locked(struct knitk_pool *pool);
+/* A submit waiting for room: no longer than its call's deadline. */
+int knitk__pool_wait_passive_until_locked(struct knitk_pool *pool,
+					  uint64_t deadline_ns);
 
 /* events.c */
 void knitk__events_queue_locked(struct knitk_pool *pool, struct knitk_call *call);
@@ -397,12 +406,13 @@ void knitk__monitor_stop(struct knitk_pool *pool);
 struct host_watch {
 	struct knitk_endpoint *ep;
 	int pidfd;
+	int pipefd;			/* the host pipe's read end, or -1 */
 	int efd;			/* ends the watch */
 	pthread_t thread;
 	bool started;
 };
 int knitk__host_watch_start(struct host_watch *hw, struct knitk_endpoint *ep,
-			    int host_pidfd);
+			    int host_pidfd, int host_pipe);
 void knitk__host_watch_stop(struct host_watch *hw);
 
 /* A completion batch or a death: a submitter waiting for room looks again. */

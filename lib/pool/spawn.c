@@ -4,10 +4,12 @@
  *
  * A worker process is started with posix_spawn (never fork in a threaded
  * host): [prefix argv...] worker_path [worker argv...], with POOL_ENV set
- * to "fd,worker,spin,hostfd,g" (g: stealing region lanes, 0 = private).  The knot fd crosses by inheritance: it is
+ * to "fd,worker,spin,hostfd,g,pipefd" (g: stealing region lanes, 0 =
+ * private).  The knot fd crosses by inheritance: it is
  * O_CLOEXEC in the host, and a dup2 onto itself in the spawn's file actions
  * clears the flag in the child only, so no other child inherits it; so
- * does hostfd, the host's own pidfd, on the futex backend (else -1).  The child
+ * do hostfd, the host's own pidfd, and pipefd, the read end of the host
+ * pipe, on the futex backend (else -1).  The child
  * calls knitk_worker_main(), attaches with KNITK_ATTACH_TAKE_FD and joins.
  * knitk__spawn_worker() returns once the role shows the new join (a one-time
  * handshake: it polls the child's pidfd with a short timeout so a child
@@ -18,9 +20,16 @@
  * and rings the host, or, when the host goes, every worker.  On the futex
  * backend the monitor thread polls every worker's pidfd and calls
  * knitk_endpoint_mark_dead(), which does the same; and in each worker process
- * a watch thread polls the host's pidfd and marks the host dead, so a
- * worker whose host was killed, or left without destroying its pool, sees
- * the host gone (-EPIPE) when it parks or between two calls, and exits.
+ * a watch thread polls the host's pidfd and the host pipe and marks the
+ * host dead, so a worker whose host was killed, left without destroying its
+ * pool or exec'd another program, sees the host gone (-EPIPE) when it
+ * parks or between two calls, and exits.  The pidfd fires when the host
+ * exits (however: a signal, exit, _exit from any thread); an exec keeps
+ * the pid, so the pidfd never fires for it, but it closes the write end
+ * of the host pipe, which only the host holds (O_CLOEXEC: the workers
+ * get only the read end), and the watch sees the hang-up.  A child the
+ * host forks without exec shares that end, and keeps the pipe open after
+ * the host's exec until it execs or exits too.
  * A pidfd, not PR_SET_PDEATHSIG: that fires when the spawning *thread*
  * ends (the first workers start on the creating thread, respawns on the
  * completer) and not at all through a
@@ -120,8 +129,9 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 	pid_t pid;
 	int ret, pidfd;
 
-	snprintf(var, sizeof(var), POOL_ENV "=%d,%u,%u,%d,%u", fd, w,
-		 pool->opts.spin, pool->host_pidfd, pool->steal_g);
+	snprintf(var, sizeof(var), POOL_ENV "=%d,%u,%u,%d,%u,%d", fd, w,
+		 pool->opts.spin, pool->host_pidfd, pool->steal_g,
+		 pool->host_pipe[0]);
 	argv = calloc(np + na + 2, sizeof(*argv));
 	env = worker_env(var);
 	if (!argv || !env) {
@@ -144,6 +154,10 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 		if (!ret && pool->host_pidfd >= 0)
 			ret = posix_spawn_file_actions_adddup2(&fa, pool->host_pidfd,
 							       pool->host_pidfd);
+		/* The read end only: the write end stays the host's alone. */
+		if (!ret && pool->host_pipe[0] >= 0)
+			ret = posix_spawn_file_actions_adddup2(&fa, pool->host_pipe[0],
+							       pool->host_pipe[0]);
 		if (!ret)
 			ret = posix_spawnp(&pid, argv[0], &fa, NULL, argv, env);
 		posix_spawn_file_actions_destroy(&fa);
@@ -249,6 +263,12 @@ int knitk__monitor_start(struct knitk_pool *pool)
 	pool->host_pidfd = pidfd_open_(getpid());
 	if (pool->host_pidfd < 0)
 		return pool->host_pidfd;
+	/* Both ends O_CLOEXEC: an exec of the host closes the write end. */
+	if (pipe2(pool->host_pipe, O_CLOEXEC) < 0) {
+		pool->host_pipe[0] = -1;
+		pool->host_pipe[1] = -1;
+		return -errno;
+	}
 	pool->monitor_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (pool->monitor_efd < 0)
 		return -errno;
@@ -265,6 +285,12 @@ void knitk__monitor_stop(struct knitk_pool *pool)
 	if (pool->host_pidfd >= 0)
 		close(pool->host_pidfd);
 	pool->host_pidfd = -1;
+	if (pool->host_pipe[0] >= 0)
+		close(pool->host_pipe[0]);
+	if (pool->host_pipe[1] >= 0)
+		close(pool->host_pipe[1]);
+	pool->host_pipe[0] = -1;
+	pool->host_pipe[1] = -1;
 	if (!pool->monitor_started)
 		return;
 	pthread_mutex_lock(&pool->lock);
@@ -280,39 +306,48 @@ void knitk__monitor_stop(struct knitk_pool *pool)
 static void *host_watch_main(void *arg)
 {
 	struct host_watch *hw = arg;
-	struct pollfd pfd[2] = {
+	/* A negative fd is skipped by poll(): a host without the pipe. */
+	struct pollfd pfd[3] = {
 		{ .fd = hw->pidfd, .events = POLLIN },
 		{ .fd = hw->efd, .events = POLLIN },
+		{ .fd = hw->pipefd, .events = POLLIN },
 	};
 
 	for (;;) {
-		if (poll(pfd, 2, -1) < 0)
+		if (poll(pfd, 3, -1) < 0)
 			continue;
 		if (pfd[1].revents)
 			return NULL;
-		if (pfd[0].revents) {
-			/*
-			 * The host exited: as its own release would, this
-			 * kicks every worker doorbell, and the worker loop
-			 * sees the host dead.
-			 */
+		/*
+		 * The host exited (pidfd), or exec'd or exited (the pipe:
+		 * POLLHUP once its only write end is closed; nobody writes
+		 * to it, so any event is that).  As the host's own release
+		 * would, this kicks every worker doorbell, and the worker
+		 * loop sees the host dead.
+		 */
+		if (pfd[0].revents || pfd[2].revents) {
 			knitk_endpoint_mark_dead(hw->ep, KNITK_DOORBELL_HOST);
 			return NULL;
 		}
 	}
 }
 
-/* In the worker, before it joins: watch the host of pidfd @host_pidfd. */
+/*
+ * In the worker, before it joins: watch the host of pidfd @host_pidfd and
+ * of the host pipe's read end @host_pipe (-1: a host without it).
+ */
 int knitk__host_watch_start(struct host_watch *hw, struct knitk_endpoint *ep,
-			    int host_pidfd)
+			    int host_pidfd, int host_pipe)
 {
 	int ret;
 
 	memset(hw, 0, sizeof(*hw));
 	hw->ep = ep;
 	hw->pidfd = host_pidfd;
-	/* The inherited fd lost O_CLOEXEC: our own children must not get it. */
-	if (fcntl(host_pidfd, F_SETFD, FD_CLOEXEC) < 0)
+	hw->pipefd = host_pipe;
+	/* The inherited fds lost O_CLOEXEC: our own children must not get them. */
+	if (fcntl(host_pidfd, F_SETFD, FD_CLOEXEC) < 0 ||
+	    (host_pipe >= 0 && fcntl(host_pipe, F_SETFD, FD_CLOEXEC) < 0))
 		return -errno;
 	hw->efd = eventfd(0, EFD_CLOEXEC);
 	if (hw->efd < 0)
@@ -339,5 +374,7 @@ void knitk__host_watch_stop(struct host_watch *hw)
 	pthread_join(hw->thread, NULL);
 	close(hw->efd);
 	close(hw->pidfd);
+	if (hw->pipefd >= 0)
+		close(hw->pipefd);
 	hw->started = false;
 }

@@ -501,8 +501,8 @@ static int steal_publish_once(struct knitk_pool *pool, int s,
 /*
  * Publish registered @call into a slot's stealing mailbox; 0, or a
  * negative errno when it was not published.  Backpressure as in
- * pool_publish: wait for a completion batch since the sample, or -EAGAIN
- * in event mode.
+ * pool_publish: wait for a completion batch since the sample, but not
+ * past the call's deadline (-ETIMEDOUT), or -EAGAIN in event mode.
  */
 int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 			 const struct knitk_lane_header *h, const void *in,
@@ -511,7 +511,6 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 	uint64_t progress;
 	int ret;
 
-	(void)call;
 	for (;;) {
 		/* Acquire pairs with the release in pool_progress_locked. */
 		progress = atomic_load_explicit(&pool->progress, memory_order_acquire);
@@ -524,11 +523,16 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 		/* As in pool_publish: an event loop reaps, then submits again. */
 		if (atomic_load_explicit(&pool->evmode, memory_order_relaxed))
 			return -EAGAIN;
+		ret = 0;
 		pthread_mutex_lock(&pool->lock);
-		while (progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
+		while (!ret &&
+		       progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
 		       knitk__pool_has_workers_locked(pool, NULL))
-			knitk__pool_wait_passive_locked(pool);
+			ret = knitk__pool_wait_passive_until_locked(pool,
+								    call->deadline_ns);
 		pthread_mutex_unlock(&pool->lock);
+		if (ret)
+			return ret;
 	}
 }
 

@@ -387,12 +387,14 @@ void *knitk__worker_thread_main(void *arg)
 }
 
 /*
- * A process worker: POOL_ENV is "fd,worker,spin,hostfd,g", set by
- * knitk__spawn_worker().  The knot fd came by inheritance; attaching with
+ * A process worker: POOL_ENV is "fd,worker,spin,hostfd,g,pipefd", set by
+ * knitk__spawn_worker() (a host of a library before pipefd gives the first
+ * five).  The knot fd came by inheritance; attaching with
  * KNITK_ATTACH_TAKE_FD closes it, so our own endpoint is the only one this
  * process holds and our exit is seen as our death.  hostfd (futex backend,
- * else -1) is the host's pidfd: the watch of it marks the host dead when it
- * exits (see spawn.c).
+ * else -1) is the host's pidfd, pipefd (futex backend, else -1) the read
+ * end of the host pipe: the watch of them marks the host dead when it
+ * exits or execs (see spawn.c).
  */
 KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 				   const struct knitk_task_table *table,
@@ -403,7 +405,7 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 	struct host_watch hw = { 0 };
 	int fd, ret;
 	char *end;
-	long v[5];
+	long v[6] = { [5] = -1 };
 	int i;
 
 	(void)argc;
@@ -412,10 +414,15 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 		return -EINVAL;
 	if (!env)
 		return 0;
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < 6; i++) {
 		v[i] = strtol(env, &end, 10);
-		if (end == env || v[i] < (i == 3 ? -1 : 0) || v[i] > INT_MAX ||
-		    (*end != (i < 4 ? ',' : '\0')))
+		if (end == env || v[i] < (i == 3 || i == 5 ? -1 : 0) ||
+		    v[i] > INT_MAX)
+			exit(127);
+		/* Five fields or six. */
+		if (!*end && i >= 4)
+			break;
+		if (*end != ',' || i == 5)
 			exit(127);
 		env = end + 1;
 	}
@@ -429,7 +436,7 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 	if (ret)
 		exit(126);
 	/* Before the join: a host gone meanwhile is seen at the first park. */
-	if (v[3] >= 0 && knitk__host_watch_start(&hw, a.ep, (int)v[3])) {
+	if (v[3] >= 0 && knitk__host_watch_start(&hw, a.ep, (int)v[3], (int)v[5])) {
 		knitk_endpoint_destroy(a.ep);
 		exit(124);
 	}

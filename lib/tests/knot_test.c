@@ -7,7 +7,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stddef.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -329,6 +331,109 @@ static void process_worker_by_fd(void)
 	knitk_endpoint_destroy(h);
 }
 
+/* Publish one request for worker 0 (mailbox (0, 0)) from @host. */
+static int request_worker0(struct knitk_endpoint *host, struct knitk_producer **p)
+{
+	struct knitk_lane_header h = { .function_id = 1, .task_id = 1 };
+	int ret = knitk_producer_create(host,
+			(unsigned int)knitk_endpoint_request_mailbox(host, 0, 0), p);
+
+	return ret ? ret : knitk_producer_send(*p, &h, "x", 1) < 0;
+}
+
+/*
+ * knitk_endpoint_poll on the futex backend, as poll() on the module: the
+ * own doorbell's level, and POLLHUP | POLLERR alone once the role ended,
+ * never the doorbell it owned (pending work, a new owner's state).
+ */
+static void ended_role_polls_hangup(void)
+{
+	struct knitk_endpoint *host, *w0, *w0b, *un;
+	struct knitk_producer *p = NULL;
+
+	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_FUTEX, &host) == 0);
+	REQUIRE(knitk_endpoint_join(host, KNITK_ROLE_HOST, 0) >= 1);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &w0) == 0);
+	REQUIRE(knitk_endpoint_join(w0, KNITK_ROLE_WORKER, 0) >= 1);
+	CHECK_EQ(knitk_endpoint_poll(NULL), -EINVAL);
+	CHECK_EQ(knitk_endpoint_poll(w0), 0);
+	CHECK_EQ(knitk_endpoint_poll(host), 0);
+	REQUIRE(request_worker0(host, &p) == 0);
+	CHECK_EQ(knitk_endpoint_poll(w0), POLLIN);
+	CHECK_EQ(knitk_endpoint_poll(host), 0);
+	/* The pool's monitor saw w0's process die: its role ended. */
+	CHECK_EQ(knitk_endpoint_mark_dead(host, 0), 0);
+	CHECK_EQ(knitk_endpoint_poll(w0), POLLHUP | POLLERR);
+	CHECK_EQ(knitk_endpoint_poll(host), POLLPRI);
+	/* A new owner of worker 0: its state is its own, not the old one's. */
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &w0b) == 0);
+	REQUIRE(knitk_endpoint_join(w0b, KNITK_ROLE_WORKER, 0) >= 1);
+	CHECK_EQ(knitk_endpoint_poll(w0b), POLLIN);
+	CHECK_EQ(knitk_endpoint_poll(w0), POLLHUP | POLLERR);
+	CHECK_EQ(knitk_endpoint_poll(host), 0);
+	/* Unjoined: the host's doorbell; the host's end hangs up the workers. */
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &un) == 0);
+	CHECK_EQ(knitk_endpoint_poll(un), 0);
+	CHECK_EQ(knitk_endpoint_mark_dead(w0b, KNITK_DOORBELL_HOST), 0);
+	CHECK_EQ(knitk_endpoint_poll(host), POLLHUP | POLLERR);
+	CHECK_EQ(knitk_endpoint_poll(w0b), POLLIN | POLLPRI | POLLHUP);
+	CHECK_EQ(knitk_endpoint_poll(un), POLLPRI);
+	knitk_producer_destroy(p);
+	knitk_endpoint_destroy(un);
+	knitk_endpoint_destroy(w0b);
+	knitk_endpoint_destroy(w0);
+	knitk_endpoint_destroy(host);
+}
+
+/*
+ * The futex backend's pollable fd is the host's event fd: the end of the
+ * host's role signals it, so a loop waiting there does not sleep on.
+ */
+static void host_end_signals_event_fd(void)
+{
+	struct pollfd pfd = { .events = POLLIN };
+	struct knitk_endpoint *host, *w0;
+	uint64_t v;
+
+	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_FUTEX, &host) == 0);
+	REQUIRE(knitk_endpoint_join(host, KNITK_ROLE_HOST, 0) >= 1);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &w0) == 0);
+	REQUIRE(knitk_endpoint_join(w0, KNITK_ROLE_WORKER, 0) >= 1);
+	pfd.fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	REQUIRE(pfd.fd >= 0);
+	CHECK_EQ(knitk_endpoint_set_event_fd(host, pfd.fd), 0);
+	CHECK_EQ(knitk_endpoint_set_event_fd(w0, pfd.fd), 0);
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	/* A worker's watch saw the host's process go (spawn.c). */
+	CHECK_EQ(knitk_endpoint_mark_dead(w0, KNITK_DOORBELL_HOST), 0);
+	CHECK_EQ(poll(&pfd, 1, 0), 1);
+	CHECK_EQ(read(pfd.fd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	knitk_endpoint_destroy(w0);
+	knitk_endpoint_destroy(host);
+	close(pfd.fd);
+}
+
+/*
+ * The RLIMIT_MEMLOCK fallback is opt-in and never forced past
+ * KNITK_KNOT_KMOD; knitk_last_error() says nothing when nothing was
+ * refused.  (The refusal itself needs the module: the guest's knot_test
+ * memlock_refusal_explained_and_fallback.)
+ */
+static void memlock_fallback_flags(void)
+{
+	struct knitk_endpoint *k;
+
+	CHECK(knitk_last_error() == NULL);
+	CHECK_EQ(knitk_endpoint_create(&geom2, KNITK_KNOT_KMOD | KNITK_KNOT_FALLBACK_FUTEX,
+				       &k), -EINVAL);
+	CHECK_EQ(knitk_endpoint_create(&geom2, 1U << 3, &k), -EINVAL);
+	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_FUTEX | KNITK_KNOT_FALLBACK_FUTEX,
+				      &k) == 0);
+	CHECK_EQ(knitk_endpoint_backend(k), KNITK_BACKEND_FUTEX);
+	CHECK(knitk_last_error() == NULL);
+	knitk_endpoint_destroy(k);
+}
+
 static void kmod_not_supported_calls(void)
 {
 	struct knitk_endpoint *k;
@@ -355,5 +460,8 @@ int main(void)
 	TEST(attach_rejects_other_fds);
 	TEST(process_worker_by_fd);
 	TEST(kmod_not_supported_calls);
+	TEST(ended_role_polls_hangup);
+	TEST(host_end_signals_event_fd);
+	TEST(memlock_fallback_flags);
 	return tap_exit();
 }

@@ -9,7 +9,9 @@
  * its workers idle, SIGKILLed while one runs a task, SIGKILLed while one
  * waits for room for its result, SIGKILLed under load (submitting threads
  * keep both workers busy and their mailboxes full), or returns from main
- * (or calls _exit) without destroying the pool.  Every worker must exit:
+ * (or calls _exit, also from a thread other than main) without destroying
+ * the pool, or it replaces itself with another program (exec, from main or
+ * from another thread: the pid lives on).  Every worker must exit:
  * an idle one at once, a busy one after its task.  The workers are not our children: we
  * watch them with pidfds, with no timeout (a hang is the watchdog's).
  *
@@ -28,12 +30,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "knitk.h"
 #include "knitk_pool.h"
+#include "proc_count.h"
 
 #define ORPHAN_WORKERS	2
 #define ORPHAN_ARENA	4096
@@ -45,6 +49,12 @@
 /* The pipes between us, the host and its workers (inherited, no CLOEXEC). */
 enum { REPORT_R, REPORT_W, CMD_R, CMD_W, READY_R, READY_W, GATE_R, GATE_W,
        NR_FDS };
+
+/*
+ * How long the workers of a host that exec'd or exited from a thread have
+ * to exit, in ms: far above the watch's notice, which is immediate.
+ */
+#define ORPHAN_GRACE_MS	30000
 
 /* The host's pool, reachable until the host's end (no leak reported). */
 static struct knitk_pool *orphan_pool;
@@ -81,10 +91,20 @@ static void *orphan_load(void *arg)
 	}
 }
 
+/* "thread_exit", "thread_exec": what a thread other than main does. */
+static void *orphan_thread_leaves(void *arg)
+{
+	char *const parked[] = { "/proc/self/exe", "--parked", NULL };
+
+	if (arg)
+		execv(parked[0], parked);
+	_exit(0);
+}
+
 /*
  * With argv "--host <mode> <knot flags> <fds...>": be the host - make the
  * pool, report, then do as @mode says - and return the exit status;
- * else -1.
+ * with "--parked" (what "exec" runs): sleep until killed; else -1.
  */
 static int orphan_host_main(int argc, char **argv)
 {
@@ -100,6 +120,9 @@ static int orphan_host_main(int argc, char **argv)
 	const char *mode;
 	char b;
 
+	if (argc == 2 && !strcmp(argv[1], "--parked"))
+		for (;;)
+			pause();
 	if (argc != 4 + NR_FDS || strcmp(argv[1], "--host"))
 		return -1;
 	mode = argv[2];
@@ -149,6 +172,22 @@ static int orphan_host_main(int argc, char **argv)
 	/* "return" and "_exit": leave with the pool and its calls as they are. */
 	if (!strcmp(mode, "_exit"))
 		_exit(0);
+	if (!strcmp(mode, "exec")) {
+		char *const parked[] = { "/proc/self/exe", "--parked", NULL };
+
+		execv(parked[0], parked);
+		return 16;
+	}
+	if (!strcmp(mode, "thread_exit") || !strcmp(mode, "thread_exec")) {
+		pthread_t th;
+
+		if (pthread_create(&th, NULL, orphan_thread_leaves,
+				   strcmp(mode, "thread_exec") ? NULL : (void *)mode))
+			return 17;
+		/* The thread ends the process (or its program) under us. */
+		for (;;)
+			pause();
+	}
 	return 0;
 }
 
@@ -217,6 +256,18 @@ static bool orphan_worker_exits(struct orphan_host *h, unsigned int w)
 	int n;
 
 	while ((n = poll(&p, 1, -1)) < 0 && errno == EINTR)
+		;
+	return n == 1 && (p.revents & POLLIN);
+}
+
+/* Worker @w has exited within @ms (a bounded grace). */
+static bool orphan_worker_exits_within(struct orphan_host *h, unsigned int w,
+				       int ms)
+{
+	struct pollfd p = { .fd = h->pidfd[w], .events = POLLIN };
+	int n;
+
+	while ((n = poll(&p, 1, ms)) < 0 && errno == EINTR)
 		;
 	return n == 1 && (p.revents & POLLIN);
 }
@@ -358,6 +409,68 @@ static const char *orphan_host_leaves(unsigned int knot_flags,
 	ORPHAN_CHECK(orphan_worker_exits(&h, 0));
 	ORPHAN_CHECK(orphan_worker_exits(&h, 1));
 	return orphan_end(&h, NULL);
+}
+
+/*
+ * The host leaves without destroying its pool in a way its pid outlives
+ * ("exec", "thread_exec": it runs another program) or from a thread other
+ * than main ("thread_exit").  Every worker exits within the grace; then
+ * nothing is left: we are the subreaper of the host's workers, and once
+ * the host is gone we reap every one of them, none still running.
+ */
+static const char *orphan_host_replaced(unsigned int knot_flags, const char *mode)
+{
+	bool execs = strstr(mode, "exec") != NULL;
+	struct orphan_host h;
+	const char *fail = NULL;
+	char stat[512];
+	unsigned int w, running = 0;
+	int status;
+	DIR *dir;
+	pid_t p;
+
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+		return "prctl(PR_SET_CHILD_SUBREAPER)";
+	if (orphan_start(&h, mode, knot_flags)) {
+		fail = "orphan_start";
+		goto out;
+	}
+	if (write(h.fd[CMD_W], "x", 1) != 1) {
+		fail = "write(CMD_W)";
+		goto out;
+	}
+	if (!execs && !orphan_host_ended(&h, 0)) {
+		fail = "the host exited with status 0";
+		goto out;
+	}
+	for (w = 0; w < ORPHAN_WORKERS; w++) {
+		if (!orphan_worker_exits_within(&h, w, ORPHAN_GRACE_MS)) {
+			printf("# worker %u still runs %d ms after the host's %s\n",
+			       w, ORPHAN_GRACE_MS, mode);
+			fail = "every worker exits within the grace";
+		}
+	}
+	/* The pid lived on: the host runs its new program. */
+	if (execs && waitpid(h.pid, &status, WNOHANG) != 0)
+		fail = fail ? fail : "the exec'd host still runs";
+out:
+	/* A worker left running by a failure is killed, not left behind. */
+	for (w = 0; w < ORPHAN_WORKERS; w++)
+		if (h.pidfd[w] >= 0)
+			syscall(SYS_pidfd_send_signal, h.pidfd[w], SIGKILL, NULL, 0);
+	orphan_end(&h, NULL);
+	/* The host's children are ours now: none may still run. */
+	dir = opendir("/proc");
+	while (dir && (p = proc_next_child(dir, stat, sizeof(stat))))
+		running += proc_stat_state(stat) != 'Z';
+	if (dir)
+		closedir(dir);
+	while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+		;
+	prctl(PR_SET_CHILD_SUBREAPER, 0);
+	if (!fail && running)
+		fail = "a child of the host still runs after it";
+	return fail;
 }
 
 #endif /* KNITK_ORPHAN_H */

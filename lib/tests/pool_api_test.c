@@ -210,6 +210,32 @@ static void process_workers_after_binary_deleted(void)
 	unlink(copy);
 }
 
+/*
+ * KNITK_POOL_FALLBACK_FUTEX is opt-in and refused with KNITK_KNOT_KMOD;
+ * without a refusal knitk_last_error() stays NULL.  (The RLIMIT_MEMLOCK
+ * refusal itself needs the module: the guest's knot_test
+ * memlock_refusal_explained_and_fallback.)
+ */
+static void fallback_futex_flag(void)
+{
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 1,
+				     .flags = KNITK_POOL_FALLBACK_FUTEX };
+	struct knitk_endpoint *ep;
+	struct knitk_pool *pool;
+
+	o.knot_flags = KNITK_KNOT_KMOD;
+	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
+	o.knot_flags = KNITK_KNOT_FUTEX;
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	CHECK(knitk_last_error() == NULL);
+	CHECK_EQ(knitk_pool_endpoint(pool, &ep), 0);
+	CHECK_EQ(knitk_endpoint_backend(ep), KNITK_BACKEND_FUTEX);
+	CHECK_EQ(mix_calls_good(pool, 10, NULL, 1, 1), 10);
+	knitk_pool_destroy(pool);
+	o.flags = 1U << 2;
+	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
@@ -220,5 +246,6 @@ int main(int argc, char **argv)
 	TEST(call_args);
 	TEST(handle_outlives_pool);
 	TEST(process_workers_after_binary_deleted);
+	TEST(fallback_futex_flag);
 	return tap_exit();
 }

@@ -13,6 +13,7 @@
 #include "knitk.h"
 #include "knitk_pool.h"
 #include "pool_tasks.h"
+#include "backpressure.h"
 #include "tap.h"
 
 static unsigned long nr_calls = 20000;
@@ -215,6 +216,65 @@ static void abort_mixed(void)
 	knitk_pool_destroy(pool);
 }
 
+static void bp_check(const char *fail)
+{
+	if (fail) {
+		printf("# %s\n", fail);
+		tap_case_failed = 1;
+	}
+}
+
+/* A submit waiting for arena space gives up at its deadline. */
+static void submit_arena_full_times_out(void)
+{
+	bp_check(bp_submit_times_out(&tasks, KNITK_WORKER_THREADS,
+				     KNITK_POOL_DISPATCH_PRIVATE, KNITK_KNOT_FUTEX,
+				     BP_ARENA, false));
+}
+
+static void submit_arena_full_times_out_steal(void)
+{
+	bp_check(bp_submit_times_out(&tasks, KNITK_WORKER_THREADS,
+				     KNITK_POOL_DISPATCH_STEAL, KNITK_KNOT_FUTEX,
+				     BP_ARENA, false));
+}
+
+static void submit_arena_full_times_out_processes(void)
+{
+	bp_check(bp_submit_times_out(&tasks, KNITK_WORKER_PROCESSES,
+				     KNITK_POOL_DISPATCH_PRIVATE, KNITK_KNOT_FUTEX,
+				     BP_ARENA, false));
+}
+
+static void batch_arena_full_times_out(void)
+{
+	bp_check(bp_submit_times_out(&tasks, KNITK_WORKER_THREADS,
+				     KNITK_POOL_DISPATCH_PRIVATE, KNITK_KNOT_FUTEX,
+				     BP_ARENA, true));
+}
+
+/* A submit waiting for a worker below capacity gives up at its deadline. */
+static void submit_at_capacity_times_out(void)
+{
+	bp_check(bp_submit_times_out(&tasks, KNITK_WORKER_THREADS,
+				     KNITK_POOL_DISPATCH_PRIVATE, KNITK_KNOT_FUTEX,
+				     BP_CAPACITY, false));
+}
+
+static void submit_at_capacity_times_out_steal(void)
+{
+	bp_check(bp_submit_times_out(&tasks, KNITK_WORKER_THREADS,
+				     KNITK_POOL_DISPATCH_STEAL, KNITK_KNOT_FUTEX,
+				     BP_CAPACITY, false));
+}
+
+static void batch_at_capacity_times_out(void)
+{
+	bp_check(bp_submit_times_out(&tasks, KNITK_WORKER_THREADS,
+				     KNITK_POOL_DISPATCH_STEAL, KNITK_KNOT_FUTEX,
+				     BP_CAPACITY, true));
+}
+
 int main(int argc, char **argv)
 {
 	if (pool_test_start(argc, argv, &tasks, &nr_calls, 100000))
@@ -224,5 +284,12 @@ int main(int argc, char **argv)
 	TEST(deadline_without_waiter);
 	TEST(abort_running);
 	TEST(abort_mixed);
+	TEST(submit_arena_full_times_out);
+	TEST(submit_arena_full_times_out_steal);
+	TEST(submit_arena_full_times_out_processes);
+	TEST(batch_arena_full_times_out);
+	TEST(submit_at_capacity_times_out);
+	TEST(submit_at_capacity_times_out_steal);
+	TEST(batch_at_capacity_times_out);
 	return tap_exit();
 }

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Process workers do not outlive their host, on the futex backend, where
- * each worker watches a pidfd of its host (the scenarios: orphan.h).
+ * each worker watches a pidfd of its host and the hang-up of a pipe whose
+ * write end only the host holds, which its exec closes (the scenarios:
+ * orphan.h).
  */
 #include <stdio.h>
 
@@ -49,6 +51,22 @@ static void exit_without_destroy(void)
 	orphan_check(orphan_host_leaves(KNITK_KNOT_FUTEX, "_exit"));
 }
 
+/* The host execs: its pid lives on, its workers must not. */
+static void exec_without_destroy(void)
+{
+	orphan_check(orphan_host_replaced(KNITK_KNOT_FUTEX, "exec"));
+}
+
+static void exec_from_thread(void)
+{
+	orphan_check(orphan_host_replaced(KNITK_KNOT_FUTEX, "thread_exec"));
+}
+
+static void exit_from_thread(void)
+{
+	orphan_check(orphan_host_replaced(KNITK_KNOT_FUTEX, "thread_exit"));
+}
+
 int main(int argc, char **argv)
 {
 	int ret;
@@ -64,5 +82,8 @@ int main(int argc, char **argv)
 	TEST(kill_loaded);
 	TEST(return_from_main);
 	TEST(exit_without_destroy);
+	TEST(exec_without_destroy);
+	TEST(exec_from_thread);
+	TEST(exit_from_thread);
 	return tap_exit();
 }

@@ -12,6 +12,7 @@
 
 #include "knitk_harness.h"
 #include "knitk.h"
+#include "knitk_pool.h"
 #include "knitk_test.h"
 
 #define MAX_KNOT_BYTES	KNITK_SYSMOD "/parameters/max_knot_bytes"
@@ -252,6 +253,118 @@ static int run_child(int (*fn)(void))
 	if (waitpid(pid, &status, 0) != pid)
 		return -errno;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int echo_task(const void *in, size_t len, struct knitk_reply *out,
+		     void *ctx)
+{
+	(void)ctx;
+	return knitk_reply_set(out, in, len);
+}
+
+/* The knobs a RLIMIT_MEMLOCK refusal names; NULL when all are there. */
+static const char *memlock_message_lacks(const char *msg, unsigned long long limit)
+{
+	static const char *const want[] = {
+		"RLIMIT_MEMLOCK", "ulimit -l", "LimitMEMLOCK=", "CAP_IPC_LOCK",
+		"KNITK_POOL_FALLBACK_FUTEX",
+	};
+	static char num[32];
+	unsigned int i;
+
+	if (!msg)
+		return "a message";
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (!strstr(msg, want[i]))
+			return want[i];
+	snprintf(num, sizeof(num), "%llu bytes", limit);
+	return strstr(msg, num) ? NULL : num;
+}
+
+#define MEMLOCK_POOL_LIMIT	(64 * 1024)
+
+/*
+ * The child of memlock_refusal_explained_and_fallback: nobody, with a
+ * memlock limit below any pool's knot.  Exit status: 0, or the failed step.
+ */
+static int memlock_pool_child(void)
+{
+	static const knitk_task_fn fns[] = { echo_task };
+	const struct knitk_task_table table = { .tasks = fns, .nr_tasks = 1 };
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 2 };
+	struct knitk_layout lay;
+	struct knitk_endpoint *ep;
+	struct knitk_pool *pool;
+	const char *msg, *lacks;
+	char needed[48], out[8];
+	struct rlimit rl;
+	size_t len;
+	int ret;
+
+	rl.rlim_cur = rl.rlim_max = MEMLOCK_POOL_LIMIT;
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		return 10;
+	if (setgroups(0, NULL) || setresgid(NOBODY, NOBODY, NOBODY) ||
+	    setresuid(NOBODY, NOBODY, NOBODY) || geteuid() != NOBODY)
+		return 11;
+	/* Refused, and told why: the limit, the bytes and the knobs. */
+	ret = knitk_pool_create(&o, &table, &pool);
+	msg = knitk_last_error();
+	printf("# %d: %s\n", ret, msg ? msg : "(no message)");
+	if (ret != -ENOMEM)
+		return 12;
+	lacks = memlock_message_lacks(msg, MEMLOCK_POOL_LIMIT);
+	if (lacks)
+		return printf("# the message lacks \"%s\"\n", lacks), 13;
+	/* No fallback unless asked: the module's backend forced, neither. */
+	o.flags = KNITK_POOL_FALLBACK_FUTEX;
+	o.knot_flags = KNITK_KNOT_KMOD;
+	if (knitk_pool_create(&o, &table, &pool) != -EINVAL)
+		return 14;
+	/* Asked: the pool runs on the futex backend, and says so. */
+	o.knot_flags = 0;
+	ret = knitk_pool_create(&o, &table, &pool);
+	if (ret)
+		return printf("# fallback: %d\n", ret), 15;
+	msg = knitk_last_error();
+	if (memlock_message_lacks(msg, MEMLOCK_POOL_LIMIT))
+		return 16;
+	if (knitk_pool_endpoint(pool, &ep) ||
+	    knitk_endpoint_backend(ep) != KNITK_BACKEND_FUTEX ||
+	    knitk_endpoint_layout(ep, &lay, NULL))
+		return 17;
+	/* The bytes needed: the knot's size, which the futex backend got. */
+	snprintf(needed, sizeof(needed), "knot of %llu bytes",
+		 (unsigned long long)lay.size);
+	if (!strstr(msg, needed))
+		return printf("# the message lacks \"%s\"\n", needed), 18;
+	printf("# the knot needs %llu bytes, %.1f KiB per worker\n",
+	       (unsigned long long)lay.size, lay.size / 1024.0 / o.nr_workers);
+	len = 0;
+	if (knitk_pool_call(pool, 0, "memlock", 7, NULL, out, sizeof(out), &len) ||
+	    len != 7 || memcmp(out, "memlock", 7))
+		return 19;
+	knitk_pool_destroy(pool);
+	/* A knot made without a refusal clears the message. */
+	o.flags = 0;
+	o.knot_flags = KNITK_KNOT_FUTEX;
+	if (knitk_pool_create(&o, &table, &pool) || knitk_last_error())
+		return 20;
+	knitk_pool_destroy(pool);
+	return 0;
+}
+
+/*
+ * A pool the module refuses for RLIMIT_MEMLOCK fails with -ENOMEM and a
+ * message naming the limit, the bytes needed and the knobs; with
+ * KNITK_POOL_FALLBACK_FUTEX, and only then, it runs on the futex backend.
+ */
+TEST(memlock_refusal_explained_and_fallback)
+{
+	KNITK_REQUIRE_DEV();
+	if (geteuid() != 0)
+		SKIP(return, "needs root to drop to uid %d", NOBODY);
+	EXPECT_EQ(0, run_child(memlock_pool_child));
 }
 
 /*

@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/epoll.h>
+#include <sys/wait.h>
 
 #include "knitk_harness.h"
 #include "knitk_test.h"
@@ -459,6 +460,87 @@ TEST_F(knot_poll, host_death_wakes_worker_registered_before_join)
 	ev = epoll_events(ep, HANG_GUARD_MS);
 	EXPECT_EQ(EPOLLHUP, ev & EPOLLHUP);
 	close(ep);
+	close(fd);
+}
+
+/*
+ * An endpoint whose role has ended (its owner, a child, exited; we still
+ * hold the fd) reports POLLHUP | POLLERR and nothing else: not the pending
+ * lane of the doorbell it owned, nor, once another endpoint joined that
+ * role, the new owner's state.  A poller registered before is woken.
+ */
+TEST_F(knot_poll, ended_role_hangs_up)
+{
+	struct knitk_sector *req_own = knot_mailbox(&self->k, 0);
+	int fd, ep, status;
+	pid_t pid;
+	__u32 ev;
+
+	close(self->worker);
+	self->worker = -1;
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, knitk_attach(fd, self->k.fd, NULL));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(knitk_join(fd, KNITK_ROLE_WORKER, 0, NULL) ? 1 : 0);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* Work for doorbell 0, whose owner is gone. */
+	knot_lane_publish(req_own, 63);
+	EXPECT_EQ(POLLHUP | POLLERR, poll_now(fd));
+	ep = epoll_on(fd, EPOLLIN | EPOLLPRI);
+	ASSERT_LE(0, ep);
+	ev = epoll_events(ep, 0);
+	EXPECT_EQ(EPOLLHUP | EPOLLERR, ev);
+	close(ep);
+	/* A new owner of worker 0 has its own state; the old fd keeps its end. */
+	self->worker = knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0);
+	ASSERT_LE(0, self->worker);
+	EXPECT_EQ(POLLIN, poll_now(self->worker) & (POLLIN | POLLHUP | POLLERR));
+	EXPECT_EQ(POLLHUP | POLLERR, poll_now(fd));
+	knot_lane_ack(&req_own->ack, 63);
+	EXPECT_EQ(POLLHUP | POLLERR, poll_now(fd));
+	close(fd);
+}
+
+/* A poller asleep on a joined endpoint is woken when its role ends. */
+TEST_F(knot_poll, role_end_wakes_its_poller)
+{
+	int fd, ep, status, up[2], go[2];
+	pid_t pid;
+	char b;
+
+	close(self->worker);
+	self->worker = -1;
+	fd = knitk_open();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, knitk_attach(fd, self->k.fd, NULL));
+	ASSERT_EQ(0, pipe(up));
+	ASSERT_EQ(0, pipe(go));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		/* Joined, then ended by our exit once the parent watches. */
+		if (knitk_join(fd, KNITK_ROLE_WORKER, 0, NULL) ||
+		    write(up[1], "j", 1) != 1 || read(go[0], &b, 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	ASSERT_EQ(1, read(up[0], &b, 1));
+	ep = epoll_on(fd, EPOLLIN);
+	ASSERT_LE(0, ep);
+	EXPECT_EQ(0, epoll_events(ep, 0));
+	ASSERT_EQ(1, write(go[1], "x", 1));
+	EXPECT_EQ(EPOLLHUP | EPOLLERR, epoll_events(ep, HANG_GUARD_MS));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(ep);
+	close(up[0]);
+	close(up[1]);
+	close(go[0]);
+	close(go[1]);
 	close(fd);
 }
 

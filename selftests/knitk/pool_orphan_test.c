@@ -59,6 +59,28 @@ TEST(exit_without_destroy)
 	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 
+/* The host execs (from main or a thread) or a thread calls _exit. */
+TEST(exec_without_destroy)
+{
+	REQUIRE_KNITK();
+	ASSERT_EQ(NULL, orphan_host_replaced(KNITK_KNOT_KMOD, "exec"));
+	EXPECT_EQ(0, knitk_live_wait_zero());
+}
+
+TEST(exec_from_thread)
+{
+	REQUIRE_KNITK();
+	ASSERT_EQ(NULL, orphan_host_replaced(KNITK_KNOT_KMOD, "thread_exec"));
+	EXPECT_EQ(0, knitk_live_wait_zero());
+}
+
+TEST(exit_from_thread)
+{
+	REQUIRE_KNITK();
+	ASSERT_EQ(NULL, orphan_host_replaced(KNITK_KNOT_KMOD, "thread_exit"));
+	EXPECT_EQ(0, knitk_live_wait_zero());
+}
+
 int main(int argc, char **argv)
 {
 	int ret;

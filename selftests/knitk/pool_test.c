@@ -25,6 +25,7 @@
 #include "knitk_pool.h"
 #include "knitk_pool_guest.h"
 #include "../../lib/tests/pool_kill.h"
+#include "../../lib/tests/backpressure.h"
 #include "knitk_live.h"
 
 #define THREADS	4
@@ -430,6 +431,39 @@ TEST(reap_signals)
 	}
 	EXPECT_EQ(children, count_children());
 	sigaction(SIGUSR1, &old, NULL);
+}
+
+/*
+ * A submit blocked on backpressure (a full request arena, a worker at
+ * capacity) returns -ETIMEDOUT at its call's deadline, having taken
+ * nothing (lib/tests/backpressure.h).
+ */
+TEST(submit_backpressure_deadline)
+{
+	static const struct {
+		unsigned int kind, dispatch;
+		enum bp_room room;
+		bool batch;
+	} c[] = {
+		{ KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, BP_ARENA, false },
+		{ KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_STEAL, BP_ARENA, false },
+		{ KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, BP_ARENA, false },
+		{ KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_STEAL, BP_ARENA, true },
+		{ KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, BP_CAPACITY, false },
+		{ KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_STEAL, BP_CAPACITY, true },
+	};
+	unsigned int i;
+
+	REQUIRE_KNITK();
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		const char *fail = bp_submit_times_out(&test_tasks, c[i].kind,
+						       c[i].dispatch, KNITK_KNOT_KMOD,
+						       c[i].room, c[i].batch);
+
+		if (fail)
+			TH_LOG("case %u: %s", i, fail);
+		EXPECT_EQ(NULL, fail);
+	}
 }
 
 int main(int argc, char **argv)
