@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "../trace.h"
 
 /*
  * The pool words of the wake policy (T12), in the ack line of request
@@ -81,8 +82,10 @@ static int steal_pick_idle(_Atomic uint64_t *words)
 					     memory_order_seq_cst) & b)
 			continue;
 		if (atomic_fetch_and_explicit(&words[STEAL_IDLE], ~b,
-					      memory_order_seq_cst) & b)
+					      memory_order_seq_cst) & b) {
+			KNITK_TRACE(KT_PICK, __builtin_ctzll(b), idle, 0);
 			return __builtin_ctzll(b);
+		}
 		atomic_fetch_and_explicit(&words[STEAL_RINGING], ~b,
 					  memory_order_seq_cst);
 	}
@@ -102,6 +105,7 @@ void knitk__steal_unpick(_Atomic uint64_t *words, int w)
 {
 	if (w < 0)
 		return;
+	KNITK_TRACE(KT_UNPICK, w, 0, 0);
 	atomic_fetch_or_explicit(&words[STEAL_IDLE], 1ULL << w, memory_order_seq_cst);
 	atomic_fetch_and_explicit(&words[STEAL_RINGING], ~(1ULL << w),
 				  memory_order_seq_cst);
@@ -114,9 +118,13 @@ void knitk__steal_unpick(_Atomic uint64_t *words, int w)
  */
 void knitk__steal_ring(struct knitk_endpoint *ep, _Atomic uint64_t *words, int w)
 {
+	int r;
+
 	if (w < 0)
 		return;
-	knitk_doorbell_ring(ep, 1ULL << w);
+	r = knitk_doorbell_ring(ep, 1ULL << w);
+	KNITK_TRACE(KT_RING, w, r, 0);
+	(void)r;
 	atomic_fetch_and_explicit(&words[STEAL_RINGING], ~(1ULL << w),
 				  memory_order_seq_cst);
 }
@@ -148,6 +156,7 @@ void knitk__steal_awake(_Atomic uint64_t *words, unsigned int w)
 {
 	uint64_t bit = 1ULL << w;
 
+	KNITK_TRACE(KT_AWAKE, w, 0, 0);
 	atomic_fetch_or_explicit(&words[STEAL_SEARCHING], bit, memory_order_seq_cst);
 	atomic_fetch_and_explicit(&words[STEAL_IDLE], ~bit, memory_order_seq_cst);
 }
@@ -165,8 +174,11 @@ bool knitk__steal_idle(_Atomic uint64_t *words, unsigned int w)
 	atomic_fetch_or_explicit(&words[STEAL_IDLE], bit, memory_order_seq_cst);
 	atomic_fetch_and_explicit(&words[STEAL_SEARCHING], ~bit, memory_order_seq_cst);
 	if (!(atomic_load_explicit(&words[STEAL_RINGING], memory_order_seq_cst) & bit) &&
-	    !atomic_load_explicit(&words[STEAL_WINDOW], memory_order_seq_cst))
+	    !atomic_load_explicit(&words[STEAL_WINDOW], memory_order_seq_cst)) {
+		KNITK_TRACE(KT_IDLE, w, 1, 0);
 		return true;
+	}
+	KNITK_TRACE(KT_IDLE, w, 0, 0);
 	knitk__steal_awake(words, w);
 	return false;
 }
@@ -202,6 +214,7 @@ void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 	atomic_store_explicit(ring, (uint64_t)to + 1, memory_order_seq_cst);
 	for (m = 0; m < nr_mailboxes && n <= 0; m++)
 		n = knitk_steal_hand_off(c[m], (unsigned int)to);
+	KNITK_TRACE(KT_HAND_OFF, to, n, m - 1);
 	/*
 	 * Given back, @to may have made a publish meanwhile pick nobody:
 	 * we scan again after this claim, and take that lane then.
@@ -287,6 +300,7 @@ static void steal_give(struct knitk_pool *pool, int to)
 			n = knitk_producer_hand_off(sl->producers[0], (unsigned int)to,
 						    pool->steal_g);
 			pthread_mutex_unlock(&sl->lock);
+			KNITK_TRACE(KT_P_HAND_OFF, to, n, s);
 		}
 		if (n > 0) {
 			knitk__steal_ring(pool->ep, words, to);
@@ -461,6 +475,7 @@ static int steal_send(struct knitk_pool *pool, unsigned int s, int to,
 	}
 	if (ret >= 0)
 		sl->lane_task[ret] = h->task_id;
+	KNITK_TRACE(KT_SEND, to, ret, s);
 	return ret;
 }
 

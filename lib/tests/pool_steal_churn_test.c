@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "pool_tasks.h"
+/* A hang prints the library's trace (a test build, lib/trace.h). */
+#define KNITK_CHURN_TRACE
 #include "pool_churn.h"
 #include "tap.h"
 
@@ -109,6 +111,11 @@ int main(int argc, char **argv)
 
 	if (pool_test_start(argc, argv, &test_tasks, &nr_calls, ~0UL))
 		return 1;
+	/* Before any pool: its process workers inherit the ring. */
+	if (knitk__trace_open()) {
+		printf("not ok - knitk__trace_open\n");
+		return 1;
+	}
 	nr_pools = nr_calls >= 100000 ? 600 : 24;
 	v = getenv("KNITK_CHURN_POOLS");
 	if (v)
