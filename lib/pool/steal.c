@@ -266,17 +266,25 @@ static bool steal_unreserved(struct knitk_pool *pool)
  * are closed its lane is seen: the seq_cst load of the window reads the
  * publisher's close, an RMW after its pub store (release sequence).  A
  * worker still searching after the unpick goes idle only after it saw
- * that window too (knitk__steal_idle), so it covers the lane; else, with
- * a lane nobody reserved, pick again.
+ * that window too (knitk__steal_idle), so it covers the lane, if it runs
+ * (@searchers); else, with a lane nobody reserved, pick again.
+ *
+ * A rescue does not count on searchers (!@searchers): it is there
+ * because they may not run (T14), and its own hand-off may have turned a
+ * claimant away.  A producer's hand-off announces with its reservation
+ * and withdraws when it sees a claimant's want in the region; that
+ * claimant may have seen the reservation first and left the lanes (T13),
+ * so neither took them, and the claimant may be idle by now.
  */
-static bool steal_unpick_recheck(struct knitk_pool *pool, int w)
+static bool steal_unpick_recheck(struct knitk_pool *pool, int w, bool searchers)
 {
 	_Atomic uint64_t *words = pool->steal_words;
 
 	knitk__steal_unpick(words, w);
 	while (atomic_load_explicit(&words[STEAL_WINDOW], memory_order_seq_cst))
 		sched_yield();
-	if (atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
+	if (searchers &&
+	    atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
 		return false;
 	return steal_unreserved(pool);
 }
@@ -284,9 +292,9 @@ static bool steal_unpick_recheck(struct knitk_pool *pool, int w)
 /*
  * Hand one region of the lanes nobody claimed or reserved to idle worker
  * @to (picked) and ring it; with nothing handed over, give it back and
- * try again while steal_unpick_recheck says so.
+ * try again while steal_unpick_recheck says so (@searchers: as it says).
  */
-static void steal_give(struct knitk_pool *pool, int to)
+static void steal_give(struct knitk_pool *pool, int to, bool searchers)
 {
 	_Atomic uint64_t *words = pool->steal_words;
 	unsigned int s, tries;
@@ -307,7 +315,7 @@ static void steal_give(struct knitk_pool *pool, int to)
 			return;
 		}
 		POOL_HOOK(pool, POOL_HOOK_RESCUE_EMPTY, (unsigned int)to);
-		if (!steal_unpick_recheck(pool, to))
+		if (!steal_unpick_recheck(pool, to, searchers))
 			return;
 		to = steal_pick_idle(words);
 	}
@@ -330,7 +338,7 @@ void knitk__steal_rescue(struct knitk_pool *pool)
 
 	if (!atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
 		return;
-	steal_give(pool, steal_pick_idle(words));
+	steal_give(pool, steal_pick_idle(words), false);
 }
 
 /* Worker @w leaves (stopped, or its host is gone): neither idle nor searching. */
@@ -505,8 +513,8 @@ static int steal_publish_once(struct knitk_pool *pool, int s,
 	knitk__steal_window(words, false);
 	if (ret < 0) {
 		/* A publish that found @to ours meanwhile woke nobody. */
-		if (to >= 0 && steal_unpick_recheck(pool, to))
-			steal_give(pool, steal_pick_idle(words));
+		if (to >= 0 && steal_unpick_recheck(pool, to, true))
+			steal_give(pool, steal_pick_idle(words), true);
 		return ret;
 	}
 	knitk__steal_ring(pool->ep, words, to);
