@@ -8,7 +8,7 @@
  *
  * argv[1] (tests/run.sh): calls of the throughput cases; below 100000
  * (the sanitizer builds) the churn is smaller.  KNITK_CHURN_POOLS sets
- * the pools per case (make stress).
+ * the pools of the plain case, a quarter of it in the others (make stress).
  */
 #include <errno.h>
 #include <sched.h>
