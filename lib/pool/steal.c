@@ -269,12 +269,12 @@ static bool steal_unreserved(struct knitk_pool *pool)
  * that window too (knitk__steal_idle), so it covers the lane, if it runs
  * (@searchers); else, with a lane nobody reserved, pick again.
  *
- * A rescue does not count on searchers (!@searchers): it is there
- * because they may not run (T14), and its own hand-off may have turned a
- * claimant away.  A producer's hand-off announces with its reservation
- * and withdraws when it sees a claimant's want in the region; that
- * claimant may have seen the reservation first and left the lanes (T13),
- * so neither took them, and the claimant may be idle by now.
+ * After a producer's hand-off that handed nothing over we count on no
+ * searcher (!@searchers): the hand-off announces with its reservation and
+ * withdraws when it sees a claimant's want in the region, and that
+ * claimant may have seen the reservation first and left the lanes (T13):
+ * neither took them, the claimant may be idle by now, and the searcher
+ * may not run (T14: the rescue is there because it may not).
  */
 static bool steal_unpick_recheck(struct knitk_pool *pool, int w, bool searchers)
 {
@@ -292,9 +292,9 @@ static bool steal_unpick_recheck(struct knitk_pool *pool, int w, bool searchers)
 /*
  * Hand one region of the lanes nobody claimed or reserved to idle worker
  * @to (picked) and ring it; with nothing handed over, give it back and
- * try again while steal_unpick_recheck says so (@searchers: as it says).
+ * try again while steal_unpick_recheck says so.
  */
-static void steal_give(struct knitk_pool *pool, int to, bool searchers)
+static void steal_give(struct knitk_pool *pool, int to)
 {
 	_Atomic uint64_t *words = pool->steal_words;
 	unsigned int s, tries;
@@ -315,7 +315,7 @@ static void steal_give(struct knitk_pool *pool, int to, bool searchers)
 			return;
 		}
 		POOL_HOOK(pool, POOL_HOOK_RESCUE_EMPTY, (unsigned int)to);
-		if (!steal_unpick_recheck(pool, to, searchers))
+		if (!steal_unpick_recheck(pool, to, false))
 			return;
 		to = steal_pick_idle(words);
 	}
@@ -338,7 +338,7 @@ void knitk__steal_rescue(struct knitk_pool *pool)
 
 	if (!atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
 		return;
-	steal_give(pool, steal_pick_idle(words), false);
+	steal_give(pool, steal_pick_idle(words));
 }
 
 /* Worker @w leaves (stopped, or its host is gone): neither idle nor searching. */
@@ -514,7 +514,7 @@ static int steal_publish_once(struct knitk_pool *pool, int s,
 	if (ret < 0) {
 		/* A publish that found @to ours meanwhile woke nobody. */
 		if (to >= 0 && steal_unpick_recheck(pool, to, true))
-			steal_give(pool, steal_pick_idle(words), true);
+			steal_give(pool, steal_pick_idle(words));
 		return ret;
 	}
 	knitk__steal_ring(pool->ep, words, to);
