@@ -7,7 +7,8 @@
 # and the ASan+UBSan builds, and the client kills of every pool kind
 # (pool_client_kill_test with KNITK_CLIENT_KILLS, default 10000 per kind;
 # make check runs 300) and the stealing pool churn (pool_steal_churn_test,
-# KNITK_CHURN_POOLS pools per case, default 3000) in the plain build.  Prints flat TAP lines,
+# KNITK_CHURN_POOLS pools plainly and a quarter of that in each other case,
+# default 3000; make check runs 600) in the plain build.  Prints flat TAP lines,
 # "ok - stress-host: <build> <program>: <case>", and the figures as
 # comments.
 #
@@ -56,7 +57,7 @@ for v in plain asan; do
 	KNITK_STORM_KILLS=$kills run "$v" pool_kill_test
 done
 KNITK_CLIENT_KILLS=$client_kills run plain pool_client_kill_test
-# The stealing pool churn: it still finds a rare lost wake (see
-# docs/guarantees.md), so it runs here rather than in make check.
+# The stealing pool churn, longer than make check's (600 pools, and 150
+# per case under CPU pressure and with stopped workers).
 KNITK_CHURN_POOLS=${KNITK_CHURN_POOLS:-3000} run plain pool_steal_churn_test
 exit $failed

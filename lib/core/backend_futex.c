@@ -22,6 +22,7 @@
 
 #include "internal.h"
 #include "knot_hooks.h"
+#include "../trace.h"
 
 static long sys_futex(void *addr, int op, uint32_t val,
 		      const struct timespec *ts, uint32_t val3)
@@ -236,17 +237,21 @@ static int futex_notify(struct knitk_endpoint *k, uint64_t mask, uint64_t *woken
 
 		if (!dbw_sleeping(w)) {
 			knot_count(k, KC_SUPPRESSED_AWAKE, 1);
+			KNITK_TRACE(KT_NOTIFY, d, KT_AWAKE_FLAG, w);
 			continue;
 		}
 		/* The module's idle filter: nothing pending, nothing to do. */
 		if (!knitk__endpoint_doorbell_pending(k, d)) {
 			knot_count(k, KC_SUPPRESSED_IDLE, 1);
+			KNITK_TRACE(KT_NOTIFY, d, KT_FILTERED, w);
 			continue;
 		}
 		if (!doorbell_advance(db, w)) {
 			knot_count(k, KC_SUPPRESSED_AWAKE, 1);
+			KNITK_TRACE(KT_NOTIFY, d, KT_CAS_FAILED, w);
 			continue;
 		}
+		KNITK_TRACE(KT_NOTIFY, d, KT_SENT, w);
 		sys_futex(&db->seq, FUTEX_WAKE, INT_MAX, NULL, 0);
 		if (d == KNITK_DOORBELL_HOST)
 			host_event_signal(k);

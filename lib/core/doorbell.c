@@ -18,18 +18,97 @@
  * wake from a spurious one by the event's begun and done counts (see
  * knitk_doorbell_prepare).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "knot_hooks.h"
 #include "../sized.h"
+#include "../trace.h"
 
 KNITK__SIZED_VER0(knitk_wake_stats, KNITK_WAKE_STATS_SIZE_VER1);
 
 #ifdef KNITK_TEST_HOOKS
 _Atomic(knot_hook_fn) knitk__endpoint_hook;
+
+struct knitk_trace *knitk__trace;
+uint32_t knitk__trace_pid;
+
+static int trace_map(int fd)
+{
+	void *p = mmap(NULL, sizeof(struct knitk_trace), PROT_READ | PROT_WRITE,
+		       MAP_SHARED, fd, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	knitk__trace_pid = (uint32_t)getpid();
+	knitk__trace = p;
+	return 0;
+}
+
+int knitk__trace_open(void)
+{
+	char v[16];
+	int fd, ret;
+
+	if (knitk__trace)
+		return 0;
+	/* Not close-on-exec: process workers inherit it (trace.h). */
+	fd = memfd_create("knitk-trace", 0);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, sizeof(struct knitk_trace)) < 0 || (ret = trace_map(fd))) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	snprintf(v, sizeof(v), "%d", fd);
+	return setenv(KNITK_TRACE_ENV, v, 1) ? -errno : 0;
+}
+
+/* A process worker of a traced test: the ring its host made. */
+__attribute__((constructor)) static void trace_attach(void)
+{
+	const char *v = getenv(KNITK_TRACE_ENV);
+
+	if (v)
+		trace_map(atoi(v));
+}
+
+static const char *const trace_names[KT_NR] = {
+	"-", "pick", "unpick", "ring", "notify", "idle", "park", "awake",
+	"claimed", "hand-off", "p-hand-off", "p-drop", "send", "nap",
+};
+
+void knitk__trace_dump(FILE *f, unsigned int n)
+{
+	struct knitk_trace *t = knitk__trace;
+	uint64_t end, i;
+
+	if (!t)
+		return;
+	end = atomic_load(&t->next);
+	if (n > KNITK_TRACE_ENTRIES)
+		n = KNITK_TRACE_ENTRIES;
+	for (i = end > n ? end - n : 0; i < end; i++) {
+		struct knitk_trace_entry *e = &t->e[i % KNITK_TRACE_ENTRIES];
+		uint64_t w = atomic_load(&e->what);
+		unsigned int ev = (unsigned int)(w & 0xff);
+
+		if (atomic_load(&e->seq) != i + 1)
+			continue;
+		fprintf(f, "#   %8llu pid %-7u %-10s w%-3d a %#llx b %#llx\n",
+			(unsigned long long)i, (unsigned int)(w >> 32),
+			ev < KT_NR ? trace_names[ev] : "?", (int)(int8_t)(w >> 8),
+			(unsigned long long)atomic_load(&e->a),
+			(unsigned long long)atomic_load(&e->b));
+	}
+}
 #endif
 
 /* Set (nonce) or clear (0) the own sleeping flag, keeping seq. */
@@ -189,10 +268,12 @@ static uint64_t doorbell_flagged(struct knitk_endpoint *ep, uint64_t doorbells)
 		uint64_t w = atomic_load_explicit(doorbell_word(knot_doorbell(ep, d)),
 						  memory_order_seq_cst);
 
-		if (dbw_sleeping(w))
+		if (dbw_sleeping(w)) {
 			flagged |= 1ULL << d;
-		else
+		} else {
 			knot_count(ep, KC_SUPPRESSED_AWAKE, 1);
+			KNITK_TRACE(KT_NOTIFY, d, KT_AWAKE_FLAG, w);
+		}
 	}
 	return flagged;
 }

@@ -33,6 +33,7 @@
 #include "arena.h"
 #include "internal.h"
 #include "knot_hooks.h"
+#include "../trace.h"
 
 /* Pause rounds before a senior sleeps while a junior holds its region. */
 #define STEAL_SPIN		64
@@ -239,10 +240,12 @@ static void steal_backoff(struct knitk_steal *st, unsigned int round)
 	 */
 	if (knitk_doorbell_prepare(st->ep, &seq))
 		return;
+	KNITK_TRACE(KT_NAP, st->me, 0, 0);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	st->ep->ops->wait(st->ep, seq, (uint64_t)ts.tv_sec * 1000000000ULL +
 			  (uint64_t)ts.tv_nsec + STEAL_NAP_NS);
 	knitk_doorbell_cancel(st->ep);
+	KNITK_TRACE(KT_NAP, st->me, 1, 0);
 }
 
 static void want_store(struct knitk_steal *st, uint64_t v)
@@ -481,6 +484,7 @@ uint64_t knitk__steal_producer_hand_off(struct knitk_endpoint *k,
 		if ((live & (1ULL << p)) &&
 		    (peer_want(&st, p, memory_order_seq_cst) & rbit)) {
 			atomic_fetch_and_explicit(resv, ~t, memory_order_relaxed);
+			KNITK_TRACE(KT_P_DROP, to, t, 1);
 			return 0;
 		}
 	}
@@ -494,8 +498,10 @@ uint64_t knitk__steal_producer_hand_off(struct knitk_endpoint *k,
 	 */
 	live = steal_live(&st) & ~(1ULL << to);
 	pending = steal_pending(&st) & ~reserved_others(&st, live, &mine);
-	if (t & ~pending)
+	if (t & ~pending) {
 		atomic_fetch_and_explicit(resv, ~(t & ~pending), memory_order_relaxed);
+		KNITK_TRACE(KT_P_DROP, to, t & ~pending, 2);
+	}
 	return t & pending;
 }
 

@@ -108,8 +108,13 @@ KNITK_EXPORT int knitk_mailbox_pending(const struct knitk_endpoint *ep,
 
 /*
  * T13: the lanes of stealing mailbox @m reserved for live workers other
- * than @d: not work for d.  Loaded after pub (mailbox_pending): its acquire
- * pairs with the release of pub after each reservation.
+ * than @d and not for d: not work for d.  A lane reserved for d is d's
+ * work even while another reservation of it stands: a producer's hand-off
+ * announces with its reservation and drops the lanes it then finds
+ * reserved for another worker (T14), and until it does, the worker they
+ * were handed to must neither sleep past them nor have its ring filtered
+ * out (nobody rings it again).  Loaded after pub (mailbox_pending): its
+ * acquire pairs with the release of pub after each reservation.
  */
 static uint64_t steal_reserved_others(const struct knitk_endpoint *k,
 				      unsigned int m, unsigned int d)
@@ -123,6 +128,9 @@ static uint64_t steal_reserved_others(const struct knitk_endpoint *k,
 		if (w != d && (live & (1ULL << w)))
 			r |= atomic_load_explicit(A64(&knot_steal_line(k, m, w)->resv),
 						  memory_order_relaxed);
+	if (d < k->geom.nr_workers)
+		r &= ~atomic_load_explicit(A64(&knot_steal_line(k, m, d)->resv),
+					   memory_order_relaxed);
 	return r;
 }
 

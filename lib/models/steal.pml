@@ -77,6 +77,14 @@
  *  - every lane a hand-off gives a live `to` is still pending then, or
  *    `to` took it: the ring for it is never spurious; and it is reserved
  *    for no other live worker (else neither would take it);
+ *  - with FILTER, in every state: each pending lane reserved for a live
+ *    worker d is work for d in d's doorbell re-check and in the notify
+ *    filter of a ring of d (topology.c: pending lanes reserved for d, or
+ *    for no other live worker), also while a producer's hand-off holds
+ *    the same lanes for its worker between its announce and its drop;
+ *    else d sleeps past them, or its ring is filtered out, and nobody
+ *    rings it again (an observer process; it is never blocked, so these
+ *    entries do not look for deadlocks);
  *  - every message is retired exactly once (by one ack store, dead or
  *    alive); the producer writes a lane only while it is free; after the
  *    drain every message was retired, and a lost one or a senior waiting
@@ -104,6 +112,10 @@
  *    handed the region to another worker after the producer's choice
  *    leaves it pending, and the lane ends up reserved for two live
  *    workers, neither of which takes it (the lost call).
+ *  - BROKEN_FILTER_OTHERS (with FILTER): the re-check and the filter
+ *    leave out every lane reserved for another live worker, also one
+ *    reserved for d: during a producer's hand-off that chose a region a
+ *    claimant then handed to d, d's lanes are not d's work.
  */
 
 #ifndef CLAIMANTS
@@ -589,6 +601,45 @@ retry:
 		}
 	}
 }
+
+#ifdef FILTER
+/*
+ * The doorbell re-check and the notify filter of each live worker d, at
+ * any moment (one atomic look; the code loads word by word, and every
+ * word it needs is d's own reservation or keeps its lanes out).
+ */
+active proctype filter()
+{
+	byte d, x, o, p;
+
+end:
+	do
+	:: d_step {
+		d = 0;
+		do
+		:: d == CLAIMANTS -> break
+		:: d < CLAIMANTS && !BIT(live, d) -> d++
+		:: d < CLAIMANTS && BIT(live, d) ->
+			x = (pub ^ ACKS) & LMASK;
+			o = 0;
+			p = 0;
+			do
+			:: p == CLAIMANTS -> break
+			:: p < CLAIMANTS && p != d && BIT(live, p) ->
+				o = o | resv[p]; p++
+			:: else -> p++
+			od;
+#ifndef BROKEN_FILTER_OTHERS
+			o = o & ~resv[d];
+#endif
+			assert((x & resv[d] & ~(x & ~o)) == 0);
+			d++
+		od;
+		d = 0; x = 0; o = 0; p = 0
+	   }
+	od
+}
+#endif
 
 init
 {

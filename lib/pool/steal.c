@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "../trace.h"
 
 /*
  * The pool words of the wake policy (T12), in the ack line of request
@@ -81,8 +82,10 @@ static int steal_pick_idle(_Atomic uint64_t *words)
 					     memory_order_seq_cst) & b)
 			continue;
 		if (atomic_fetch_and_explicit(&words[STEAL_IDLE], ~b,
-					      memory_order_seq_cst) & b)
+					      memory_order_seq_cst) & b) {
+			KNITK_TRACE(KT_PICK, __builtin_ctzll(b), idle, 0);
 			return __builtin_ctzll(b);
+		}
 		atomic_fetch_and_explicit(&words[STEAL_RINGING], ~b,
 					  memory_order_seq_cst);
 	}
@@ -102,6 +105,7 @@ void knitk__steal_unpick(_Atomic uint64_t *words, int w)
 {
 	if (w < 0)
 		return;
+	KNITK_TRACE(KT_UNPICK, w, 0, 0);
 	atomic_fetch_or_explicit(&words[STEAL_IDLE], 1ULL << w, memory_order_seq_cst);
 	atomic_fetch_and_explicit(&words[STEAL_RINGING], ~(1ULL << w),
 				  memory_order_seq_cst);
@@ -114,9 +118,13 @@ void knitk__steal_unpick(_Atomic uint64_t *words, int w)
  */
 void knitk__steal_ring(struct knitk_endpoint *ep, _Atomic uint64_t *words, int w)
 {
+	int r;
+
 	if (w < 0)
 		return;
-	knitk_doorbell_ring(ep, 1ULL << w);
+	r = knitk_doorbell_ring(ep, 1ULL << w);
+	KNITK_TRACE(KT_RING, w, r, 0);
+	(void)r;
 	atomic_fetch_and_explicit(&words[STEAL_RINGING], ~(1ULL << w),
 				  memory_order_seq_cst);
 }
@@ -148,6 +156,7 @@ void knitk__steal_awake(_Atomic uint64_t *words, unsigned int w)
 {
 	uint64_t bit = 1ULL << w;
 
+	KNITK_TRACE(KT_AWAKE, w, 0, 0);
 	atomic_fetch_or_explicit(&words[STEAL_SEARCHING], bit, memory_order_seq_cst);
 	atomic_fetch_and_explicit(&words[STEAL_IDLE], ~bit, memory_order_seq_cst);
 }
@@ -165,8 +174,11 @@ bool knitk__steal_idle(_Atomic uint64_t *words, unsigned int w)
 	atomic_fetch_or_explicit(&words[STEAL_IDLE], bit, memory_order_seq_cst);
 	atomic_fetch_and_explicit(&words[STEAL_SEARCHING], ~bit, memory_order_seq_cst);
 	if (!(atomic_load_explicit(&words[STEAL_RINGING], memory_order_seq_cst) & bit) &&
-	    !atomic_load_explicit(&words[STEAL_WINDOW], memory_order_seq_cst))
+	    !atomic_load_explicit(&words[STEAL_WINDOW], memory_order_seq_cst)) {
+		KNITK_TRACE(KT_IDLE, w, 1, 0);
 		return true;
+	}
+	KNITK_TRACE(KT_IDLE, w, 0, 0);
 	knitk__steal_awake(words, w);
 	return false;
 }
@@ -202,6 +214,7 @@ void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 	atomic_store_explicit(ring, (uint64_t)to + 1, memory_order_seq_cst);
 	for (m = 0; m < nr_mailboxes && n <= 0; m++)
 		n = knitk_steal_hand_off(c[m], (unsigned int)to);
+	KNITK_TRACE(KT_HAND_OFF, to, n, m - 1);
 	/*
 	 * Given back, @to may have made a publish meanwhile pick nobody:
 	 * we scan again after this claim, and take that lane then.
@@ -253,17 +266,25 @@ static bool steal_unreserved(struct knitk_pool *pool)
  * are closed its lane is seen: the seq_cst load of the window reads the
  * publisher's close, an RMW after its pub store (release sequence).  A
  * worker still searching after the unpick goes idle only after it saw
- * that window too (knitk__steal_idle), so it covers the lane; else, with
- * a lane nobody reserved, pick again.
+ * that window too (knitk__steal_idle), so it covers the lane, if it runs
+ * (@searchers); else, with a lane nobody reserved, pick again.
+ *
+ * After a producer's hand-off that handed nothing over we count on no
+ * searcher (!@searchers): the hand-off announces with its reservation and
+ * withdraws when it sees a claimant's want in the region, and that
+ * claimant may have seen the reservation first and left the lanes (T13):
+ * neither took them, the claimant may be idle by now, and the searcher
+ * may not run (T14: the rescue is there because it may not).
  */
-static bool steal_unpick_recheck(struct knitk_pool *pool, int w)
+static bool steal_unpick_recheck(struct knitk_pool *pool, int w, bool searchers)
 {
 	_Atomic uint64_t *words = pool->steal_words;
 
 	knitk__steal_unpick(words, w);
 	while (atomic_load_explicit(&words[STEAL_WINDOW], memory_order_seq_cst))
 		sched_yield();
-	if (atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
+	if (searchers &&
+	    atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
 		return false;
 	return steal_unreserved(pool);
 }
@@ -287,13 +308,14 @@ static void steal_give(struct knitk_pool *pool, int to)
 			n = knitk_producer_hand_off(sl->producers[0], (unsigned int)to,
 						    pool->steal_g);
 			pthread_mutex_unlock(&sl->lock);
+			KNITK_TRACE(KT_P_HAND_OFF, to, n, s);
 		}
 		if (n > 0) {
 			knitk__steal_ring(pool->ep, words, to);
 			return;
 		}
 		POOL_HOOK(pool, POOL_HOOK_RESCUE_EMPTY, (unsigned int)to);
-		if (!steal_unpick_recheck(pool, to))
+		if (!steal_unpick_recheck(pool, to, false))
 			return;
 		to = steal_pick_idle(words);
 	}
@@ -461,6 +483,7 @@ static int steal_send(struct knitk_pool *pool, unsigned int s, int to,
 	}
 	if (ret >= 0)
 		sl->lane_task[ret] = h->task_id;
+	KNITK_TRACE(KT_SEND, to, ret, s);
 	return ret;
 }
 
@@ -490,7 +513,7 @@ static int steal_publish_once(struct knitk_pool *pool, int s,
 	knitk__steal_window(words, false);
 	if (ret < 0) {
 		/* A publish that found @to ours meanwhile woke nobody. */
-		if (to >= 0 && steal_unpick_recheck(pool, to))
+		if (to >= 0 && steal_unpick_recheck(pool, to, true))
 			steal_give(pool, steal_pick_idle(words));
 		return ret;
 	}

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "pool_internal.h"
+#include "../trace.h"
 
 struct knitk_reply {
 	struct knitk_endpoint *ep;
@@ -301,9 +302,11 @@ int knitk__worker_run(const struct worker_args *a)
 				continue;
 			any = true;
 			seen |= 1ULL << s;
-			if (words)
+			if (words) {
+				KNITK_TRACE(KT_CLAIMED, a->worker, pending, s);
 				knitk__steal_claimed(a->ep, words, a->worker,
 						     l.req, l.nr_submitters);
+			}
 			while (!done && (lane = knitk_lane_next(l.req[s], &pending)) >= 0) {
 				/*
 				 * A host gone (killed: its calls are lost with
@@ -344,11 +347,15 @@ int knitk__worker_run(const struct worker_args *a)
 			continue;
 		}
 		/* Lost-wakeup free; -EPIPE: the host is gone, stop. */
+		if (words)
+			KNITK_TRACE(KT_PARK, a->worker, 0, 0);
 		if (l.ring_due)
 			ret = knitk_producer_notify_park(l.ret, KNITK_WAIT_FOREVER);
 		else
 			ret = knitk_doorbell_park(a->ep, KNITK_WAIT_FOREVER);
 		l.ring_due = false;
+		if (words)
+			KNITK_TRACE(KT_PARK, a->worker, 1, ret);
 		round = 0;
 		if (words)
 			knitk__steal_awake(words, a->worker);

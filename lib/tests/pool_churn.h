@@ -12,9 +12,12 @@
  * Every wait has a deadline of CHURN_WAIT_MS, far beyond any call here:
  * it is the hang detector, not a timing check.  A call still in flight at
  * it is a lost claim or a lost wake: churn_dump prints the pool's state
- * (stats, workers, the wake policy's words, each request mailbox's
- * pending, reserved and wanted lanes), rings every worker once to tell a
- * lost wake from a lost claim, and the pool is left as it is.
+ * (stats, workers with their doorbell words and what the kernel says they
+ * do, the wake policy's words, each request mailbox's pending lanes and
+ * every steal line's want, resv and ack words, the host's wake counters,
+ * and with KNITK_CHURN_TRACE the library's trace, lib/trace.h), then
+ * rings every worker once to tell a lost wake from a lost claim, and the
+ * pool is left as it is.
  *
  * Needs pool_tasks.h (T_RUN, the run table, opened by the caller).
  */
@@ -27,6 +30,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +39,9 @@
 
 #include "knitk.h"
 #include "knitk_pool.h"
+#ifdef KNITK_CHURN_TRACE
+#include "../trace.h"
+#endif
 
 /* xorshift64*: the churn's choices, from a seed a failure prints. */
 static inline uint64_t churn_rand(uint64_t *s)
@@ -75,6 +82,33 @@ struct churn_thread {
 	uint64_t stuck_id;
 };
 
+/* One line of /proc/@pid[/task/@tid]/stat's state and its wchan. */
+static void churn_proc(const char *dir)
+{
+	char path[96], buf[512], wchan[64] = "?", *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/stat", dir);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = 0;
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/wchan", dir);
+	f = fopen(path, "r");
+	if (f) {
+		if (!fgets(wchan, sizeof(wchan), f))
+			wchan[0] = 0;
+		fclose(f);
+	}
+	/* "pid (comm) S ...": up to the state. */
+	p = strrchr(buf, ')');
+	if (p && p[1] && p[2])
+		p[3] = 0;
+	printf("#    %s: %s wchan %s\n", dir, buf, wchan);
+}
+
 /* The state of @pool, for a hang report. */
 static void churn_dump(struct churn_pool *cp, struct knitk_call *stuck,
 		       uint64_t id)
@@ -86,6 +120,7 @@ static void churn_dump(struct churn_pool *cp, struct knitk_call *stuck,
 	struct knitk_layout l;
 	unsigned int w, s;
 	void *base;
+	char dir[64];
 
 	printf("# hang: call id %llu status %d; pool of %u %s workers, g %u,"
 	       " %u threads, respawn %d\n", (unsigned long long)id,
@@ -112,6 +147,24 @@ static void churn_dump(struct churn_pool *cp, struct knitk_call *stuck,
 			       (unsigned long long)wi.db.wakes,
 			       (unsigned long long)wi.db.spurious);
 		printf("\n");
+		if (cp->kind == KNITK_WORKER_PROCESSES && wi.pid > 0) {
+			snprintf(dir, sizeof(dir), "/proc/%d", wi.pid);
+			churn_proc(dir);
+		}
+	}
+	if (cp->kind == KNITK_WORKER_THREADS) {
+		/* Thread workers: every thread of ours. */
+		DIR *d = opendir("/proc/self/task");
+		struct dirent *de;
+
+		while (d && (de = readdir(d)))
+			if (de->d_name[0] != '.') {
+				snprintf(dir, sizeof(dir), "/proc/self/task/%.16s",
+					 de->d_name);
+				churn_proc(dir);
+			}
+		if (d)
+			closedir(d);
 	}
 	if (knitk_pool_endpoint(pool, &ep) || knitk_endpoint_layout(ep, &l, &geo) ||
 	    knitk_endpoint_base(ep, &base))
@@ -122,12 +175,35 @@ static void churn_dump(struct churn_pool *cp, struct knitk_call *stuck,
 			((char *)base + l.mailbox_off + offsetof(struct knitk_sector, ack));
 		const struct knitk_control *ctl = base;
 
+		struct knitk_wake_stats ws = { .size = sizeof(ws) };
+
 		printf("#  idle %#llx searching %#llx ringing %#llx window %llu live %#llx\n",
 		       (unsigned long long)atomic_load(&pw[0]),
 		       (unsigned long long)atomic_load(&pw[1]),
 		       (unsigned long long)atomic_load(&pw[2]),
 		       (unsigned long long)atomic_load(&pw[3]),
 		       (unsigned long long)ctl->live);
+		/* Each worker's doorbell word: seq, and its sleep's nonce or 0. */
+		printf("#  doorbells:");
+		for (w = 0; w < geo.nr_workers; w++) {
+			const volatile struct knitk_doorbell *db = (const void *)
+				((char *)base + l.doorbell_off +
+				 (uint64_t)w * l.doorbell_stride);
+
+			printf(" w%u seq %u sleeping %u;", w, db->seq, db->sleeping);
+		}
+		printf("\n");
+		/* The host's endpoint: the rings of the submitters and waiters. */
+		if (!knitk_endpoint_wake_stats(ep, &ws))
+			printf("#  host rings: sent %llu suppressed awake %llu idle %llu;"
+			       " waits %llu wakes %llu spurious %llu kicks %llu\n",
+			       (unsigned long long)ws.sent,
+			       (unsigned long long)ws.suppressed_awake,
+			       (unsigned long long)ws.suppressed_idle,
+			       (unsigned long long)ws.waits,
+			       (unsigned long long)ws.wakes,
+			       (unsigned long long)ws.spurious,
+			       (unsigned long long)ws.kicks);
 	}
 	for (s = 0; s < geo.nr_submitters; s++) {
 		int m = knitk_endpoint_request_mailbox(ep, s, 0);
@@ -142,13 +218,19 @@ static void churn_dump(struct churn_pool *cp, struct knitk_call *stuck,
 				((char *)base + l.steal_off +
 				 (uint64_t)(s * geo.nr_workers + w) * l.steal_stride);
 
-			printf("; w%u want %#llx resv %#llx user %llu", w,
+			printf("; w%u want %#llx resv %#llx ack %#llx user %llu", w,
 			       (unsigned long long)sl->want,
 			       (unsigned long long)sl->resv,
+			       (unsigned long long)sl->ack,
 			       (unsigned long long)sl->user);
 		}
 		printf("\n");
 	}
+#ifdef KNITK_CHURN_TRACE
+	printf("#  trace, the last events:\n");
+	knitk__trace_dump(stdout, 600);
+#endif
+	fflush(stdout);
 	/* A ring of every worker: does the call complete then (a lost wake)? */
 	knitk_doorbell_ring(ep, geo.nr_workers == 64 ? ~0ULL :
 				(1ULL << geo.nr_workers) - 1);

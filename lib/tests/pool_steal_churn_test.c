@@ -8,7 +8,10 @@
  *
  * argv[1] (tests/run.sh): calls of the throughput cases; below 100000
  * (the sanitizer builds) the churn is smaller.  KNITK_CHURN_POOLS sets
- * the pools per case (make stress).
+ * the pools of the plain case, a quarter of it in the others (make stress).
+ * KNITK_CHURN_WIDEN=1 yields inside every producer's hand-off, between
+ * its choice and its reservation and between its reservation and its
+ * look at the claimants (knot_hooks.h): windows of T14 made wider.
  */
 #include <errno.h>
 #include <sched.h>
@@ -17,10 +20,22 @@
 #include <unistd.h>
 
 #include "pool_tasks.h"
+/* A hang prints the library's trace (a test build, lib/trace.h). */
+#define KNITK_CHURN_TRACE
 #include "pool_churn.h"
 #include "tap.h"
+#include "../core/knot_hooks.h"
 
 static unsigned long nr_calls = 1000000;
+
+static void widen_hook(struct knitk_endpoint *k, enum knot_hook point,
+		       unsigned int arg)
+{
+	(void)k;
+	(void)arg;
+	if (point == KNOT_HOOK_HAND_OFF_CHOSEN || point == KNOT_HOOK_HAND_OFF)
+		sched_yield();
+}
 static unsigned int nr_pools;
 
 /* Burn the CPU the pool runs on (the churn's CPU pressure). */
@@ -109,6 +124,14 @@ int main(int argc, char **argv)
 
 	if (pool_test_start(argc, argv, &test_tasks, &nr_calls, ~0UL))
 		return 1;
+	/* Before any pool: its process workers inherit the ring. */
+	v = getenv("KNITK_CHURN_WIDEN");
+	if (v && atoi(v))
+		atomic_store(&knitk__endpoint_hook, widen_hook);
+	if (knitk__trace_open()) {
+		printf("not ok - knitk__trace_open\n");
+		return 1;
+	}
 	nr_pools = nr_calls >= 100000 ? 600 : 24;
 	v = getenv("KNITK_CHURN_POOLS");
 	if (v)

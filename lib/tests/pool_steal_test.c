@@ -603,6 +603,120 @@ static void rescue_gives_back(void)
 }
 
 /*
+ * The hooks of a rescue's hand-off that withdraws (T14): a claimant (the
+ * busy worker's steal line) announces the region after the hand-off's
+ * reservation, and leaves it again without the lanes, which it saw
+ * reserved for the worker handed to.
+ */
+static struct knitk_endpoint *withdraw_ep;
+static _Atomic uint64_t *withdraw_want;	/* the claimant's want word */
+static _Atomic int withdraw_fired, withdraw_empty;
+
+static void withdraw_knot_hook(struct knitk_endpoint *k, enum knot_hook point,
+			       unsigned int to)
+{
+	struct knitk_geometry g;
+	struct knitk_layout l;
+	unsigned int m, g_lanes;
+	uint64_t resv;
+	void *base;
+	char *line;
+
+	(void)k;
+	if (point != KNOT_HOOK_HAND_OFF || atomic_load(&withdraw_fired))
+		return;
+	knitk_endpoint_layout(withdraw_ep, &l, &g);
+	knitk_endpoint_base(withdraw_ep, &base);
+	g_lanes = g.region_lanes;
+	for (m = 0; m < g.nr_submitters; m++) {
+		line = (char *)base + l.steal_off +
+		       (uint64_t)(m * g.nr_workers + to) * l.steal_stride;
+		resv = atomic_load((_Atomic uint64_t *)(line +
+				offsetof(struct knitk_steal_line, resv)));
+		if (!resv)
+			continue;
+		line = (char *)base + l.steal_off +
+		       (uint64_t)(m * g.nr_workers + rescue_busy) * l.steal_stride;
+		withdraw_want = (_Atomic uint64_t *)(line +
+				offsetof(struct knitk_steal_line, want));
+		/* Its announce of the region of the reserved lane. */
+		atomic_store(withdraw_want,
+			     1ULL << ((unsigned int)__builtin_ctzll(resv) / g_lanes));
+		atomic_store(&withdraw_fired, 1);
+		return;
+	}
+}
+
+static void withdraw_pool_hook(struct knitk_pool *pool, enum pool_hook point,
+			       unsigned int arg)
+{
+	(void)arg;
+	if (point != POOL_HOOK_RESCUE_EMPTY || pool != rescue_pool ||
+	    !atomic_load(&withdraw_fired) || atomic_exchange(&withdraw_empty, 1))
+		return;
+	/* Its T6 found the lanes reserved: nothing claimed, want cleared. */
+	atomic_store(withdraw_want, 0);
+}
+
+/*
+ * T14: a rescue's hand-off and a claimant meet in the region of the call
+ * it rescues: the claimant sees the hand-off's reservation (its announce)
+ * and leaves the lanes, the hand-off sees the claimant's want and
+ * withdraws.  Nobody took the call, and the worker that searches does
+ * not run (here: it runs a call until aborted; its searching bit is set
+ * as if it were stopped while it searched).  The rescue must try again
+ * rather than count on that searcher: it is there because the searcher
+ * may never run.  Without that the call waits for the searcher (for ever
+ * under a debugger's stop).
+ */
+static void rescue_after_a_withdrawal(void)
+{
+	struct knitk_call *run, *call = NULL;
+	struct knitk_endpoint *ep;
+	struct knitk_layout l;
+	struct knitk_pool *pool;
+	unsigned int i;
+	uint64_t x = 11;
+	void *base;
+
+	pool = steal_pool(KNITK_WORKER_THREADS, 2, 0, 0, NULL);
+	REQUIRE(pool);
+	REQUIRE(knitk_pool_endpoint(pool, &ep) == 0);
+	knitk_endpoint_layout(ep, &l, NULL);
+	knitk_endpoint_base(ep, &base);
+	rescue_words = (_Atomic uint64_t *)((char *)base + l.mailbox_off +
+					    offsetof(struct knitk_sector, ack));
+	wait_workers_parked(ep, 2);
+	i = atomic_load(&sleeps_begun);
+	REQUIRE(knitk_pool_submit(pool, S_SLEEP, NULL, 0, NULL, &run) == 0);
+	while (atomic_load(&sleeps_begun) == i)
+		sched_yield();
+	rescue_busy = worker_parked(ep, 0) ? 1 : 0;
+	/* Its searching bit (word 1), as if stopped while it searched. */
+	atomic_fetch_or(&rescue_words[1], 1ULL << rescue_busy);
+	/* A searcher: the publish picks nobody, the lane is nobody's. */
+	REQUIRE(knitk_pool_submit(pool, S_MIX, &x, 8, NULL, &call) == 0);
+	withdraw_ep = ep;
+	rescue_pool = pool;
+	atomic_store(&knitk__endpoint_hook, withdraw_knot_hook);
+	atomic_store(&knitk__test_hook, withdraw_pool_hook);
+	/* Bounded: the hang detector, the call runs in microseconds. */
+	CHECK_EQ(knitk_call_wait(call, tap_now_ns() + 10000000000ULL), 0);
+	atomic_store(&knitk__test_hook, NULL);
+	atomic_store(&knitk__endpoint_hook, NULL);
+	CHECK(atomic_load(&withdraw_fired));
+	CHECK(atomic_load(&withdraw_empty));
+	CHECK(mix_ok(call, x, 2));
+	CHECK_EQ(knitk_call_worker(call), 1 - (int)rescue_busy);
+	knitk_call_release(call);
+	atomic_fetch_and(&rescue_words[1], ~(1ULL << rescue_busy));
+	CHECK_EQ(knitk_call_status(run), -EINPROGRESS);
+	CHECK_EQ(knitk_call_abort(run), 0);
+	knitk_call_release(run);
+	knitk_pool_destroy(pool);
+}
+
+/*
  * A process worker of die_at(): KNITK_STEAL_DIE is "point,worker,path";
  * worker @worker kills itself at hook @point, once (the first to create
  * @path), so its respawned successor lives.
@@ -774,6 +888,7 @@ int main(int argc, char **argv)
 	TEST(last_worker_dies);
 	TEST(burst_spreads);
 	TEST(rescue_gives_back);
+	TEST(rescue_after_a_withdrawal);
 	TEST(exactly_once_threads);
 	TEST(exactly_once_processes);
 	return tap_exit();

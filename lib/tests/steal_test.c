@@ -693,6 +693,90 @@ static void hand_off_after_a_hand_off(void)
 }
 
 /*
+ * The hooks of a producer's hand-off to worker 1 that loses its region:
+ * worker 0 hands the region to worker 2 after the producer chose it, and
+ * the producer's reservation, its announce, then stands beside worker
+ * 2's until the producer drops it.  Meanwhile worker 2, parked, re-checks
+ * its mailboxes and is rung for its lanes.
+ */
+static struct rig *overlap_rig;
+static struct knitk_consumer *overlap_c0;
+static int overlap_handed = -1, overlap_recheck = 1, overlap_rung = -1;
+static uint64_t overlap_resv1;
+
+static void overlap_hook(struct knitk_endpoint *k, enum knot_hook point,
+			 unsigned int arg)
+{
+	struct rig *r = overlap_rig;
+	uint32_t seq;
+
+	(void)k;
+	if (arg != 1)
+		return;
+	if (point == KNOT_HOOK_HAND_OFF_CHOSEN) {
+		overlap_handed = knitk_steal_hand_off(overlap_c0, 2);
+		return;
+	}
+	if (point != KNOT_HOOK_HAND_OFF)
+		return;
+	overlap_resv1 = atomic_load((_Atomic uint64_t *)&line_of(r, 0, 1)->resv);
+	/*
+	 * Worker 2's park: its re-check must find its lanes (a deadline
+	 * that has passed: 0 when it found work, else -ETIMEDOUT).
+	 */
+	REQUIRE(knitk_doorbell_prepare(r->w[2], &seq) == 0);
+	overlap_recheck = knitk_doorbell_wait(r->w[2], seq, 1);
+	/* Asleep: worker 0's ring of it must get through (1 woken). */
+	REQUIRE(knitk_doorbell_prepare(r->w[2], &seq) == 0);
+	overlap_rung = knitk_doorbell_ring(r->w[0], 1ULL << 2);
+	knitk_doorbell_cancel(r->w[2]);
+}
+
+/*
+ * T13, T14: lanes reserved for worker 2 are worker 2's work, also while a
+ * producer's hand-off that chose them before worker 2's reservation holds
+ * its own reservation of them, between its announce and its drop.  The
+ * doorbell re-check and the notify filter of worker 2 count them: a
+ * filter that left out every lane reserved for another worker suppressed
+ * the ring of worker 2 ("idle") and let it sleep, and nobody else rang it
+ * (pool_steal_churn_test: a parked worker, its idle bit clear, its lanes
+ * reserved, no ring under way).
+ */
+static void ring_during_a_dropped_hand_off(void)
+{
+	_Atomic uint64_t *resv1, *resv2;
+	struct knitk_consumer *c0, *c2;
+	struct rig r;
+	uint64_t pend;
+
+	REQUIRE(rig_init(&r, 3, 1, 16) == 0);
+	resv1 = (_Atomic uint64_t *)&line_of(&r, 0, 1)->resv;
+	resv2 = (_Atomic uint64_t *)&line_of(&r, 0, 2)->resv;
+	c0 = claimant(&r, 0);
+	c2 = claimant(&r, 2);
+	REQUIRE(c0 && c2);
+	send_values(&r, 16);		/* region 0 */
+	overlap_rig = &r;
+	overlap_c0 = c0;
+	atomic_store(&knitk__endpoint_hook, overlap_hook);
+	CHECK_EQ(knitk_producer_hand_off(r.p[0], 1, 16), 0);
+	atomic_store(&knitk__endpoint_hook, NULL);
+	CHECK_EQ(overlap_handed, 16);
+	/* The window was there: both reservations at once. */
+	CHECK_EQ(overlap_resv1, 0xffffULL);
+	CHECK_EQ(overlap_recheck, 0);
+	CHECK_EQ(overlap_rung, 1);
+	CHECK_EQ(atomic_load(resv1), 0);
+	CHECK_EQ(atomic_load(resv2), 0xffffULL);
+	CHECK_EQ(knitk_lane_scan(c2, &pend), 16);
+	CHECK_EQ(knitk_lane_ack(c2, pend), 0);
+	CHECK_EQ(atomic_load(resv2), 0);
+	knitk_consumer_destroy(c2);
+	knitk_consumer_destroy(c0);
+	rig_fini(&r);
+}
+
+/*
  * T1: a claimant and a hand-off take the knot's region size, asked for by
  * 0 or by itself; any other size, legal for the workers or not, is
  * -EINVAL and changes nothing of the worker's steal line.
@@ -786,6 +870,7 @@ int main(int argc, char **argv)
 	TEST(claim_reported_after_reuse);
 	TEST(producer_hand_off);
 	TEST(hand_off_after_a_hand_off);
+	TEST(ring_during_a_dropped_hand_off);
 	TEST(region_size_of_the_knot);
 	TEST(exactly_once_every_g);
 	return tap_exit();
