@@ -32,7 +32,8 @@
  * leaks); then reset w's request mailboxes by acknowledging every pending
  * lane as a stand-in consumer (their calls have completed; this frees their
  * arena slots), and, with KNITK_POOL_RESPAWN, start a new process as worker
- * w.  The new worker builds its consumers from the shared ack and free words
+ * w: those last two by the completer (aftercare_locked), so that a waiter
+ * that handled the death returns as soon as its call completed.  The new worker builds its consumers from the shared ack and free words
  * we left, and its producer from a return mailbox we have fully drained:
  * half-consumed lanes of the dead worker are neither lost (their calls
  * completed) nor run twice.
@@ -341,25 +342,20 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	if (pool->steal)
 		knitk__steal_orphans_locked(pool);
 	pool_progress_locked(pool);
-	pthread_cond_broadcast(&pool->cond);
-	pthread_mutex_unlock(&pool->lock);
-
-	POOL_HOOK(pool, POOL_HOOK_RESET, w);
-	if (!pool->steal)
-		reset_requests(pool, w);
 	/*
-	 * The slow rest, reaping the dead process and starting the next
-	 * one, is the completer's (aftercare_locked): the drainer may be a
-	 * thread waiting for one of the calls just completed, and must
-	 * return to it now, not once a new worker has joined.  After the
-	 * reset: the new worker starts from the request mailboxes we left.
+	 * The rest, resetting w's request mailboxes, reaping the dead
+	 * process and starting the next one, is the completer's
+	 * (aftercare_locked), in this order: the drainer may be a thread
+	 * waiting for one of the calls just completed, and returns to it
+	 * now.  Nobody publishes to w meanwhile (alive is clear).
 	 */
-	pthread_mutex_lock(&pool->lock);
 	pw->dead_pid = pid;
 	pw->respawn = respawn;
 	atomic_fetch_or_explicit(&pool->aftercare, 1ULL << w, memory_order_relaxed);
 	pthread_cond_signal(&pool->ccond);
+	pthread_cond_broadcast(&pool->cond);
 	pthread_mutex_unlock(&pool->lock);
+	POOL_HOOK(pool, POOL_HOOK_RESET, w);
 }
 
 /*
@@ -422,11 +418,13 @@ static void aftercare_locked(struct knitk_pool *pool)
 		pid_t pid = pw->dead_pid;
 
 		pw->dead_pid = 0;
-		if (pid > 0) {
-			pthread_mutex_unlock(&pool->lock);
+		pthread_mutex_unlock(&pool->lock);
+		/* Before a new worker w starts from what it leaves. */
+		if (!pool->steal)
+			reset_requests(pool, w);
+		if (pid > 0)
 			knitk__spawn_reap(pid);
-			pthread_mutex_lock(&pool->lock);
-		}
+		pthread_mutex_lock(&pool->lock);
 		if (pw->respawn) {
 			pw->respawn = false;
 			respawn_locked(pool, w);
@@ -552,6 +550,7 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 {
 	unsigned int i;
 	uint32_t seq;
+	int ret;
 
 	if (!deadline_ns) {
 		drain_all(pool, true);
@@ -576,7 +575,14 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 		knitk_doorbell_cancel(pool->ep);
 		return 0;
 	}
-	return knitk_doorbell_wait(pool->ep, seq, deadline_ns);
+	ret = knitk_doorbell_wait(pool->ep, seq, deadline_ns);
+	/*
+	 * What woke us, at once: a death's calls complete in this round,
+	 * not after another hold of pool->lock and another look.
+	 */
+	if (!ret)
+		drain_all(pool, true);
+	return ret;
 }
 
 /*

@@ -24,7 +24,8 @@ enum pool_hook {
 	POOL_HOOK_DEATH,
 	/*
 	 * handle_death: worker @arg's calls completed, its request
-	 * mailboxes not reset yet; no lock held.
+	 * mailboxes not reset yet (the completer's aftercare does it);
+	 * no lock held.
 	 */
 	POOL_HOOK_RESET,
 	/*
