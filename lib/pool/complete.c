@@ -419,11 +419,12 @@ static void aftercare_locked(struct knitk_pool *pool)
 
 		pw->dead_pid = 0;
 		pthread_mutex_unlock(&pool->lock);
+		POOL_HOOK(pool, POOL_HOOK_AFTERCARE, w);
 		/* Before a new worker w starts from what it leaves. */
 		if (!pool->steal)
 			reset_requests(pool, w);
 		if (pid > 0)
-			knitk__spawn_reap(pid);
+			knitk__spawn_reap_dead(pid);
 		pthread_mutex_lock(&pool->lock);
 		if (pw->respawn) {
 			pw->respawn = false;
