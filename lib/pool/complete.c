@@ -347,12 +347,14 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	 * process and starting the next one, is the completer's
 	 * (aftercare_locked), in this order: the drainer may be a thread
 	 * waiting for one of the calls just completed, and returns to it
-	 * now.  Nobody publishes to w meanwhile (alive is clear).
+	 * now.  Nobody publishes to w meanwhile (alive is clear).  The
+	 * completer is told when the drainer leaves its role (or finds it
+	 * when it is the drainer), so that it does not take pool->lock and
+	 * a CPU from that thread on its way back.
 	 */
 	pw->dead_pid = pid;
 	pw->respawn = respawn;
 	atomic_fetch_or_explicit(&pool->aftercare, 1ULL << w, memory_order_relaxed);
-	pthread_cond_signal(&pool->ccond);
 	pthread_cond_broadcast(&pool->cond);
 	pthread_mutex_unlock(&pool->lock);
 	POOL_HOOK(pool, POOL_HOOK_RESET, w);
