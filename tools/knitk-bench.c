@@ -53,6 +53,7 @@ struct row {
 static const struct bench_case *const families[] = {
 	bench_pingpong_cases, bench_throughput_cases, bench_pool_cases,
 	bench_payload_cases, bench_steal_cases, bench_death_cases,
+	bench_notice_cases,
 };
 
 static int selected(const char *name, const char *only)
@@ -385,6 +386,31 @@ static void compute_ratios(struct ratios *rs, const struct row *rows, int nr,
 	for (i = 0; i < (int)(sizeof(dw) / sizeof(dw[0])); i++) {
 		v = lat_ratio(rows, nr, dw[i].a, "death-wait/pidfd", dw[i].q);
 		ratio_add(rs, dw[i].key, v > 0 ? v : NAN);
+	}
+	/*
+	 * A survivor's wait at a peer's death: the worst p99 of the ways to
+	 * wait (us, not a ratio: the target is absolute), and the kills none
+	 * of them saw (must be 0).
+	 */
+	{
+		static const char *const dn[] = {
+			"death-notice/worker-wait", "death-notice/client-wait",
+			"death-notice/client-epoll",
+		};
+		double p99 = 0, missed = 0;
+		int have = 0;
+
+		for (i = 0; i < (int)(sizeof(dn) / sizeof(dn[0])); i++) {
+			const struct row *x = find(rows, nr, dn[i]);
+
+			if (!x || !x->r.has_lat)
+				continue;
+			have++;
+			p99 = x->p99_us > p99 ? x->p99_us : p99;
+			missed += (double)(x->r.msgs_expected - x->r.msgs_moved);
+		}
+		ratio_add(rs, "death_notice_p99_us", have ? p99 : NAN);
+		ratio_add(rs, "death_notice_missed", have ? missed : NAN);
 	}
 	if (!strcmp(backend, "kmod")) {
 		/* The module's parked hop: ring and wait in one call (S9). */
@@ -784,7 +810,10 @@ static void usage(FILE *f)
 		"tasks (400 with --quick) with flat, random and skewed costs against\n"
 		"the ideal; death-wait/* how soon a thread parked in knitk_call_wait\n"
 		"learns that its process worker was SIGKILLed (300 kills, 30 with\n"
-		"--quick; p50 and p99) against a poll() on the pidfd of a killed child.\n"
+		"--quick; p50 and p99) against a poll() on the pidfd of a killed child;\n"
+		"death-notice/* the same floor against a pool's worker (worker-wait)\n"
+		"and a bare knot's client process (client-wait: a parked doorbell\n"
+		"wait; client-epoll: epoll readiness), with the deaths missed.\n"
 		"Ratios within one run are what to read.\n"
 		"\nCases:\n", BENCH_MAX_REPS, BENCH_MAX_RUNS, KNITK_MAX_WORKERS);
 }

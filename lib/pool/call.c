@@ -266,7 +266,8 @@ static void drain_round_locked(struct knitk_pool *pool, unsigned int k0,
 	knitk__pool_held_apply_locked(pool);
 	pool->draining = false;
 	pthread_cond_broadcast(&pool->cond);
-	if (pool->passive)
+	/* A death we handled leaves the completer its aftercare. */
+	if (pool->passive || atomic_load_explicit(&pool->aftercare, memory_order_relaxed))
 		pthread_cond_signal(&pool->ccond);
 }
 

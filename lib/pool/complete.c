@@ -32,7 +32,8 @@
  * leaks); then reset w's request mailboxes by acknowledging every pending
  * lane as a stand-in consumer (their calls have completed; this frees their
  * arena slots), and, with KNITK_POOL_RESPAWN, start a new process as worker
- * w.  The new worker builds its consumers from the shared ack and free words
+ * w: those last two by the completer (aftercare_locked), so that a waiter
+ * that handled the death returns as soon as its call completed.  The new worker builds its consumers from the shared ack and free words
  * we left, and its producer from a return mailbox we have fully drained:
  * half-consumed lanes of the dead worker are neither lost (their calls
  * completed) nor run twice.
@@ -341,25 +342,22 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	if (pool->steal)
 		knitk__steal_orphans_locked(pool);
 	pool_progress_locked(pool);
-	pthread_cond_broadcast(&pool->cond);
-	pthread_mutex_unlock(&pool->lock);
-
-	POOL_HOOK(pool, POOL_HOOK_RESET, w);
-	if (!pool->steal)
-		reset_requests(pool, w);
 	/*
-	 * The slow rest, reaping the dead process and starting the next
-	 * one, is the completer's (aftercare_locked): the drainer may be a
-	 * thread waiting for one of the calls just completed, and must
-	 * return to it now, not once a new worker has joined.  After the
-	 * reset: the new worker starts from the request mailboxes we left.
+	 * The rest, resetting w's request mailboxes, reaping the dead
+	 * process and starting the next one, is the completer's
+	 * (aftercare_locked), in this order: the drainer may be a thread
+	 * waiting for one of the calls just completed, and returns to it
+	 * now.  Nobody publishes to w meanwhile (alive is clear).  The
+	 * completer is told when the drainer leaves its role (or finds it
+	 * when it is the drainer), so that it does not take pool->lock and
+	 * a CPU from that thread on its way back.
 	 */
-	pthread_mutex_lock(&pool->lock);
 	pw->dead_pid = pid;
 	pw->respawn = respawn;
 	atomic_fetch_or_explicit(&pool->aftercare, 1ULL << w, memory_order_relaxed);
-	pthread_cond_signal(&pool->ccond);
+	pthread_cond_broadcast(&pool->cond);
 	pthread_mutex_unlock(&pool->lock);
+	POOL_HOOK(pool, POOL_HOOK_RESET, w);
 }
 
 /*
@@ -422,11 +420,14 @@ static void aftercare_locked(struct knitk_pool *pool)
 		pid_t pid = pw->dead_pid;
 
 		pw->dead_pid = 0;
-		if (pid > 0) {
-			pthread_mutex_unlock(&pool->lock);
-			knitk__spawn_reap(pid);
-			pthread_mutex_lock(&pool->lock);
-		}
+		pthread_mutex_unlock(&pool->lock);
+		POOL_HOOK(pool, POOL_HOOK_AFTERCARE, w);
+		/* Before a new worker w starts from what it leaves. */
+		if (!pool->steal)
+			reset_requests(pool, w);
+		if (pid > 0)
+			knitk__spawn_reap_dead(pid);
+		pthread_mutex_lock(&pool->lock);
 		if (pw->respawn) {
 			pw->respawn = false;
 			respawn_locked(pool, w);
@@ -612,6 +613,12 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 	/* The ring is sent whether or not the wait sleeps. */
 	ret = knitk_doorbell_ring_wait(pool->ep, *ring, seq, deadline_ns);
 	*ring = 0;
+	/*
+	 * What woke us, at once: a death's calls complete in this round,
+	 * not after another hold of pool->lock and another look.
+	 */
+	if (!ret)
+		drain_all(pool, true);
 	return ret;
 }
 

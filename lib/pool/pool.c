@@ -274,6 +274,7 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	pool->host_pidfd = -1;
 	pool->host_pipe[0] = -1;
 	pool->host_pipe[1] = -1;
+	pool->lifeline_fd = -1;
 	pool->event_fd = -1;
 	pthread_mutex_init(&pool->lock, NULL);
 	pthread_condattr_init(&ca);
@@ -901,7 +902,7 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 			knitk__spawn_reap(pool->workers[w].pid);
 		/* A death handled after the completer was gone. */
 		if (pool->workers[w].dead_pid > 0)
-			knitk__spawn_reap(pool->workers[w].dead_pid);
+			knitk__spawn_reap_dead(pool->workers[w].dead_pid);
 	}
 	for (w = 0; pool->workers && w < pool->nr_workers; w++)
 		if (pool->workers[w].pidfd >= 0)

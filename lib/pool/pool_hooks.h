@@ -24,7 +24,8 @@ enum pool_hook {
 	POOL_HOOK_DEATH,
 	/*
 	 * handle_death: worker @arg's calls completed, its request
-	 * mailboxes not reset yet; no lock held.
+	 * mailboxes not reset yet (the completer's aftercare does it);
+	 * no lock held.
 	 */
 	POOL_HOOK_RESET,
 	/*
@@ -47,6 +48,11 @@ enum pool_hook {
 	 * completed and its waiters were released); no lock held.
 	 */
 	POOL_HOOK_RESPAWN,
+	/*
+	 * The completer is about to reset dead worker @arg's request
+	 * mailboxes and reap it (its calls completed); no lock held.
+	 */
+	POOL_HOOK_AFTERCARE,
 };
 
 typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,

@@ -152,6 +152,12 @@ struct pool_worker {
 	pid_t dead_pid;
 	bool respawn;
 	int pidfd;			/* futex: owned by the monitor once started */
+	/*
+	 * Futex backend: POOL_WATCH_ARMED | the join generation of the
+	 * process serving as w while its death is not yet reported, else 0
+	 * (knitk__death_notice).
+	 */
+	_Atomic uint64_t watch;
 	/* The drainer's consumer of the worker's return mailbox. */
 	struct knitk_consumer *ret;
 };
@@ -266,6 +272,13 @@ struct knitk_pool {
 	 * for the hang-up (spawn.c); -1 without.
 	 */
 	int host_pipe[2];
+	/* Futex backend: the workers' lifelines (lifeline.c). */
+	int lifeline_fd;		/* inherited by workers, -1: none */
+	void *lifelines;
+	size_t lifeline_bytes;
+	pthread_t lifeline_thread;
+	bool lifeline_started;
+	_Atomic uint32_t lifeline_poke;	/* a private futex word */
 };
 
 static inline uint64_t pool_now_ns(void)
@@ -402,6 +415,23 @@ void knitk__spawn_reap(pid_t pid);
 int knitk__monitor_start(struct knitk_pool *pool);
 void knitk__monitor_poke(struct knitk_pool *pool);
 void knitk__monitor_stop(struct knitk_pool *pool);
+#define POOL_WATCH_ARMED	(1ULL << 32)
+void knitk__death_notice(struct knitk_pool *pool, unsigned int w, uint32_t gen);
+void knitk__spawn_reap_dead(pid_t pid);
+
+/* lifeline.c */
+int knitk__lifeline_start(struct knitk_pool *pool);
+void knitk__lifeline_poke(struct knitk_pool *pool);
+void knitk__lifeline_stop(struct knitk_pool *pool);
+/* A process worker's own lifeline. */
+struct lifeline_hold {
+	void *base;
+	size_t bytes;
+	struct lifeline *held;		/* locked by us, NULL: none */
+};
+void knitk__lifeline_hold(struct lifeline_hold *h, int fd, unsigned int w);
+void knitk__lifeline_drop(struct lifeline_hold *h);
+
 /* A process worker on the futex backend watching its host's pidfd. */
 struct host_watch {
 	struct knitk_endpoint *ep;

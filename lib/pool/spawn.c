@@ -4,12 +4,12 @@
  *
  * A worker process is started with posix_spawn (never fork in a threaded
  * host): [prefix argv...] worker_path [worker argv...], with POOL_ENV set
- * to "fd,worker,spin,hostfd,g,pipefd" (g: stealing region lanes, 0 =
- * private).  The knot fd crosses by inheritance: it is
- * O_CLOEXEC in the host, and a dup2 onto itself in the spawn's file actions
- * clears the flag in the child only, so no other child inherits it; so
- * do hostfd, the host's own pidfd, and pipefd, the read end of the host
- * pipe, on the futex backend (else -1).  The child
+ * to "fd,worker,spin,hostfd,g,pipefd,lifefd" (g: stealing region lanes,
+ * 0 = private).  The knot fd crosses by inheritance: it is O_CLOEXEC in the
+ * host, and a dup2 onto itself in the spawn's file actions clears the flag
+ * in the child only, so no other child inherits it; so do hostfd, the
+ * host's own pidfd, pipefd, the read end of the host pipe, and lifefd, the
+ * page of lifelines (lifeline.c), on the futex backend (else -1).  The child
  * calls knitk_worker_main(), attaches with KNITK_ATTACH_TAKE_FD and joins.
  * knitk__spawn_worker() returns once the role shows the new join (a one-time
  * handshake: it polls the child's pidfd with a short timeout so a child
@@ -18,7 +18,9 @@
  * Deaths: with the module, the kernel marks a worker's role dead when its
  * process exits or closes its endpoint (whatever children it forked hold)
  * and rings the host, or, when the host goes, every worker.  On the futex
- * backend the monitor thread polls every worker's pidfd and calls
+ * backend the lifeline thread (lifeline.c) sees a worker's loop thread
+ * exit, and the monitor thread polls every worker's pidfd (for a worker
+ * without a lifeline, and as a backstop); the first of them calls
  * knitk_endpoint_mark_dead(), which does the same; and in each worker process
  * a watch thread polls the host's pidfd and the host pipe and marks the
  * host dead, so a worker whose host was killed, left without destroying its
@@ -129,9 +131,9 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 	pid_t pid;
 	int ret, pidfd;
 
-	snprintf(var, sizeof(var), POOL_ENV "=%d,%u,%u,%d,%u,%d", fd, w,
+	snprintf(var, sizeof(var), POOL_ENV "=%d,%u,%u,%d,%u,%d,%d", fd, w,
 		 pool->opts.spin, pool->host_pidfd, pool->steal_g,
-		 pool->host_pipe[0]);
+		 pool->host_pipe[0], pool->lifeline_fd);
 	argv = calloc(np + na + 2, sizeof(*argv));
 	env = worker_env(var);
 	if (!argv || !env) {
@@ -158,6 +160,9 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 		if (!ret && pool->host_pipe[0] >= 0)
 			ret = posix_spawn_file_actions_adddup2(&fa, pool->host_pipe[0],
 							       pool->host_pipe[0]);
+		if (!ret && pool->lifeline_fd >= 0)
+			ret = posix_spawn_file_actions_adddup2(&fa, pool->lifeline_fd,
+							       pool->lifeline_fd);
 		if (!ret)
 			ret = posix_spawnp(&pid, argv[0], &fa, NULL, argv, env);
 		posix_spawn_file_actions_destroy(&fa);
@@ -188,12 +193,43 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 	pw->pid = pid;
 	pw->pidfd = pidfd;
 	pw->join_gen = joined;
+	/* Its death is reported once, by the first to see it. */
+	atomic_store_explicit(&pw->watch, POOL_WATCH_ARMED | joined,
+			      memory_order_relaxed);
 	pthread_mutex_unlock(&pool->lock);
 	knitk__monitor_poke(pool);
 	return 0;
 }
 
+/*
+ * A worker the pool saw die: its process may outlive the thread that
+ * served (an exec, a task that ended that thread), so end it, then reap.
+ * Not reaped yet, so the pid is still our child's.
+ */
+void knitk__spawn_reap_dead(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	knitk__spawn_reap(pid);
+}
+
 /* ------------------------------------------------ futex: death monitor */
+
+/*
+ * The process of join generation @gen serving as worker @w is gone: mark
+ * it dead, unless this incarnation's death was reported already (by the
+ * lifeline or the pidfd, whichever came second) or a successor replaced
+ * it (the CAS fails for a stale @gen).
+ */
+void knitk__death_notice(struct knitk_pool *pool, unsigned int w, uint32_t gen)
+{
+	uint64_t want = POOL_WATCH_ARMED | gen;
+
+	/* Relaxed: mark_dead's own seq_cst RMWs publish the death. */
+	if (atomic_compare_exchange_strong_explicit(&pool->workers[w].watch, &want, 0,
+			memory_order_relaxed, memory_order_relaxed))
+		/* -ENOENT: it had left its role already (clean stop). */
+		knitk_endpoint_mark_dead(pool->ep, w);
+}
 
 void knitk__monitor_poke(struct knitk_pool *pool)
 {
@@ -202,6 +238,7 @@ void knitk__monitor_poke(struct knitk_pool *pool)
 	if (pool->monitor_efd >= 0 && write(pool->monitor_efd, &one, sizeof(one)) < 0) {
 		/* The counter cannot overflow in practice; nothing to do. */
 	}
+	knitk__lifeline_poke(pool);
 }
 
 static void *monitor_main(void *arg)
@@ -209,6 +246,7 @@ static void *monitor_main(void *arg)
 	struct knitk_pool *pool = arg;
 	struct pollfd pfd[KNITK_MAX_WORKERS + 1];
 	unsigned int who[KNITK_MAX_WORKERS + 1];
+	uint32_t gen[KNITK_MAX_WORKERS + 1];
 
 	for (;;) {
 		unsigned int n = 1, i, w;
@@ -226,6 +264,7 @@ static void *monitor_main(void *arg)
 				continue;
 			pfd[n].fd = pool->workers[w].pidfd;
 			pfd[n].events = POLLIN;
+			gen[n] = pool->workers[w].join_gen;
 			who[n++] = w;
 		}
 		pthread_mutex_unlock(&pool->lock);
@@ -248,8 +287,7 @@ static void *monitor_main(void *arg)
 			pool->workers[w].pidfd = -1;
 			pthread_mutex_unlock(&pool->lock);
 			close(pfd[i].fd);
-			/* -ENOENT: it had left its role already (clean stop). */
-			knitk_endpoint_mark_dead(pool->ep, w);
+			knitk__death_notice(pool, w, gen[i]);
 		}
 	}
 	return NULL;
@@ -276,7 +314,7 @@ int knitk__monitor_start(struct knitk_pool *pool)
 	if (ret)
 		return -ret;
 	pool->monitor_started = true;
-	return 0;
+	return knitk__lifeline_start(pool);
 }
 
 void knitk__monitor_stop(struct knitk_pool *pool)
@@ -299,6 +337,7 @@ void knitk__monitor_stop(struct knitk_pool *pool)
 	knitk__monitor_poke(pool);
 	pthread_join(pool->monitor, NULL);
 	pool->monitor_started = false;
+	knitk__lifeline_stop(pool);
 }
 
 /* ------------------------------------ futex: the worker's watch of its host */

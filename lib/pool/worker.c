@@ -394,14 +394,15 @@ void *knitk__worker_thread_main(void *arg)
 }
 
 /*
- * A process worker: POOL_ENV is "fd,worker,spin,hostfd,g,pipefd", set by
- * knitk__spawn_worker() (a host of a library before pipefd gives the first
- * five).  The knot fd came by inheritance; attaching with
+ * A process worker: POOL_ENV is "fd,worker,spin,hostfd,g,pipefd,lifefd",
+ * set by knitk__spawn_worker() (a host of an older library gives the first
+ * five or six).  The knot fd came by inheritance; attaching with
  * KNITK_ATTACH_TAKE_FD closes it, so our own endpoint is the only one this
  * process holds and our exit is seen as our death.  hostfd (futex backend,
  * else -1) is the host's pidfd, pipefd (futex backend, else -1) the read
  * end of the host pipe: the watch of them marks the host dead when it
- * exits or execs (see spawn.c).
+ * exits or execs (see spawn.c).  lifefd (futex backend, else -1) is the
+ * page of lifelines: this thread holds ours while it serves (lifeline.c).
  */
 KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 				   const struct knitk_task_table *table,
@@ -410,9 +411,10 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 	struct worker_args a = { .table = table, .task_data = task_data };
 	const char *env = getenv(POOL_ENV);
 	struct host_watch hw = { 0 };
+	struct lifeline_hold lh;
 	int fd, ret;
 	char *end;
-	long v[6] = { [5] = -1 };
+	long v[7] = { [5] = -1, [6] = -1 };
 	int i;
 
 	(void)argc;
@@ -421,15 +423,15 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 		return -EINVAL;
 	if (!env)
 		return 0;
-	for (i = 0; i < 6; i++) {
+	for (i = 0; i < 7; i++) {
 		v[i] = strtol(env, &end, 10);
-		if (end == env || v[i] < (i == 3 || i == 5 ? -1 : 0) ||
+		if (end == env || v[i] < (i == 3 || i >= 5 ? -1 : 0) ||
 		    v[i] > INT_MAX)
 			exit(127);
-		/* Five fields or six. */
+		/* Five fields, six or seven. */
 		if (!*end && i >= 4)
 			break;
-		if (*end != ',' || i == 5)
+		if (*end != ',' || i == 6)
 			exit(127);
 		env = end + 1;
 	}
@@ -447,6 +449,8 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 		knitk_endpoint_destroy(a.ep);
 		exit(124);
 	}
+	/* Held from before the join: the host arms it once we joined. */
+	knitk__lifeline_hold(&lh, (int)v[6], a.worker);
 	ret = knitk_endpoint_join(a.ep, KNITK_ROLE_WORKER, a.worker);
 	if (ret < 0) {
 		knitk__host_watch_stop(&hw);
@@ -456,5 +460,7 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 	ret = knitk__worker_run(&a);
 	knitk__host_watch_stop(&hw);
 	knitk_endpoint_destroy(a.ep);
+	/* The role is left: the notice this causes finds it so. */
+	knitk__lifeline_drop(&lh);
 	exit(ret ? 1 : 0);
 }

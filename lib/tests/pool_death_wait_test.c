@@ -12,6 +12,9 @@
  * successor serves calls and the pool counts one death and one respawn.
  *  - private: a call pinned to its worker (KNITK_CALL_WORKER).
  *  - steal: KNITK_POOL_DISPATCH_STEAL, the worker found by its pid.
+ * The same with or without KNITK_POOL_RESPAWN, holding the completer at
+ * POOL_HOOK_AFTERCARE instead, before it resets the dead worker's request
+ * mailboxes and reaps it: the waiter returns before either.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -56,6 +59,7 @@ static const struct knitk_task_table death_tasks = {
 static struct knitk_call *parked;
 static _Atomic int waiter_ret, waiter_returned;
 static _Atomic int hook_calls, hook_held, returned_first;
+static _Atomic int hold_point, hook_done;
 static _Thread_local bool in_waiter;
 
 static void *waiter_main(void *arg)
@@ -77,22 +81,23 @@ static void hook_hold_respawn(struct knitk_pool *pool, enum pool_hook point,
 {
 	(void)pool;
 	(void)arg;
-	if (point != POOL_HOOK_RESPAWN)
+	if ((int)point != atomic_load(&hold_point))
 		return;
 	atomic_fetch_add(&hook_calls, 1);
-	if (in_waiter)
-		return;
-	atomic_store(&hook_held, 1);
-	while (!atomic_load(&waiter_returned))
-		sched_yield();
-	atomic_store(&returned_first, 1);
+	if (!in_waiter) {
+		atomic_store(&hook_held, 1);
+		while (!atomic_load(&waiter_returned))
+			sched_yield();
+		atomic_store(&returned_first, 1);
+	}
+	atomic_store(&hook_done, 1);
 }
 
-static void death_wait(bool steal)
+static void death_wait(bool steal, bool respawn, enum pool_hook point)
 {
 	struct knitk_pool_opts o = {
 		.size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
-		.flags = KNITK_POOL_RESPAWN,
+		.flags = respawn ? KNITK_POOL_RESPAWN : 0,
 		.dispatch = steal ? KNITK_POOL_DISPATCH_STEAL : KNITK_POOL_DISPATCH_PRIVATE,
 	};
 	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER,
@@ -111,6 +116,8 @@ static void death_wait(bool steal)
 	atomic_store(&hook_calls, 0);
 	atomic_store(&hook_held, 0);
 	atomic_store(&returned_first, 0);
+	atomic_store(&hold_point, (int)point);
+	atomic_store(&hook_done, 0);
 	REQUIRE(pipe(pfd) == 0);
 	REQUIRE(knitk_pool_create(&o, &death_tasks, &pool) == 0);
 	fd = pfd[1];
@@ -142,13 +149,16 @@ static void death_wait(bool steal)
 	CHECK_EQ(atomic_load(&waiter_ret), -EOWNERDEAD);
 	CHECK_EQ(knitk_call_worker(parked), victim);
 	/* The successor: the hook ran once, held the respawn, and let go. */
-	wait_deaths(pool, 1, 1);
+	wait_deaths(pool, 1, respawn);
+	/* Without a respawn, nothing after the hook to wait for. */
+	while (!atomic_load(&hook_done))
+		sched_yield();
 	atomic_store(&knitk__test_hook, NULL);
 	CHECK_EQ(atomic_load(&hook_calls), 1);
 	/* Failed here before the fix: the respawn ran on the waiter's thread. */
 	CHECK_EQ(atomic_load(&hook_held), 1);
 	CHECK_EQ(atomic_load(&returned_first), 1);
-	pin.worker = victim;
+	pin.worker = respawn ? victim : 1 - victim;
 	for (i = 0; i < 64; i++) {
 		uint64_t x = i * 977 + 3, y = 0;
 		size_t len = 0;
@@ -159,11 +169,15 @@ static void death_wait(bool steal)
 	}
 	CHECK_EQ(good, 64);
 	knitk_pool_worker_info(pool, victim, &wi);
-	CHECK(wi.pid > 0 && wi.pid != pid);
-	CHECK_EQ(wi.alive, 1);
+	if (respawn) {
+		CHECK(wi.pid > 0 && wi.pid != pid);
+		CHECK_EQ(wi.alive, 1);
+	} else {
+		CHECK_EQ(wi.alive, 0);
+	}
 	knitk_pool_stats(pool, &st);
 	CHECK_EQ(st.deaths, 1);
-	CHECK_EQ(st.respawns, 1);
+	CHECK_EQ(st.respawns, respawn ? 1 : 0);
 	CHECK_EQ(st.ownerdead, 1);
 	knitk_call_release(parked);
 	knitk_pool_destroy(pool);
@@ -173,12 +187,24 @@ static void death_wait(bool steal)
 
 static void private_wait(void)
 {
-	death_wait(false);
+	death_wait(false, true, POOL_HOOK_RESPAWN);
 }
 
 static void steal_wait(void)
 {
-	death_wait(true);
+	death_wait(true, true, POOL_HOOK_RESPAWN);
+}
+
+static void private_wait_before_reset(void)
+{
+	death_wait(false, false, POOL_HOOK_AFTERCARE);
+	death_wait(false, true, POOL_HOOK_AFTERCARE);
+}
+
+static void steal_wait_before_reap(void)
+{
+	death_wait(true, false, POOL_HOOK_AFTERCARE);
+	death_wait(true, true, POOL_HOOK_AFTERCARE);
 }
 
 int main(int argc, char **argv)
@@ -187,5 +213,7 @@ int main(int argc, char **argv)
 		return 2;
 	TEST(private_wait);
 	TEST(steal_wait);
+	TEST(private_wait_before_reset);
+	TEST(steal_wait_before_reap);
 	return tap_exit();
 }

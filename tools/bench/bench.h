@@ -105,6 +105,18 @@ extern const struct bench_case bench_pool_cases[];
 extern const struct bench_case bench_payload_cases[];
 extern const struct bench_case bench_steal_cases[];
 extern const struct bench_case bench_death_cases[];
+extern const struct bench_case bench_notice_cases[];
+
+/*
+ * death.c, also for notice.c: the pidfd floor (arg BENCH_DEATH_PIDFD) or
+ * a pool's process worker killed under a waiting thread, with respawn
+ * (BENCH_DEATH_WORKER); every kill's latency kept in @r for p50 and p99.
+ */
+#define BENCH_DEATH_PIDFD	0
+#define BENCH_DEATH_WORKER	17
+int bench_death_run(const struct bench_case *c, const struct bench_ctx *ctx,
+		    struct bench_result *r);
+int bench_keep_lat(struct bench_result *r, const uint64_t *lat, uint64_t n);
 
 /* The pool task table: process workers re-run this program. */
 #define BENCH_TASK_INC		0	/* u64 x -> x + 1 */

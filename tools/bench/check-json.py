@@ -26,7 +26,8 @@ RATIOS = ["pingpong_spin_vs_raw_spin", "pingpong_park_vs_raw_futex",
           "park_cpu_vs_raw_futex", "death_wait_vs_pidfd_p50",
           "death_wait_vs_pidfd_p99", "death_wait_steal_vs_pidfd_p50",
           "death_wait_steal_vs_pidfd_p99", "pool_park_vs_raw_futex",
-          "pool_park_cpu_vs_raw_futex"]
+          "pool_park_cpu_vs_raw_futex", "death_notice_p99_us",
+          "death_notice_missed"]
 KMOD_RATIOS = ["kmod_park_vs_raw_futex", "kmod_pool_park_vs_raw_futex"]
 # Ratios whose cases are all built: they must carry a number.
 NEEDED = {"steal_skewed_vs_ideal", "steal_skewed_vs_private",
@@ -36,7 +37,8 @@ NEEDED = {"steal_skewed_vs_ideal", "steal_skewed_vs_private",
           "pool_call_vs_lane_rtt", "park_cpu_vs_raw_futex",
           "death_wait_vs_pidfd_p50", "death_wait_vs_pidfd_p99",
           "death_wait_steal_vs_pidfd_p50", "death_wait_steal_vs_pidfd_p99",
-          "pool_park_vs_raw_futex", "pool_park_cpu_vs_raw_futex"}
+          "pool_park_vs_raw_futex", "pool_park_cpu_vs_raw_futex",
+          "death_notice_p99_us", "death_notice_missed"}
 
 
 def check(cond, name, why=""):
@@ -128,17 +130,17 @@ for n, c in cases.items():
         why.append("%s: %r" % (n, pc))
 check(not why, "stealing rows report calls per claim", "; ".join(why[:5]))
 
-# The death-wait rows: p50 and p99 over every kill of the run.
+# The death-wait and death-notice rows: p50 and p99 over every kill of the run.
 why = []
 for n, c in cases.items():
-    if not (c.get("ok") and n.startswith("death-wait/")):
+    if not (c.get("ok") and n.startswith(("death-wait/", "death-notice/"))):
         continue
     lat = c.get("latency_us") or {}
     if lat.get("ops") != c.get("ops_per_rep", 0) * doc.get("reps", 0) or \
        not (fin(lat.get("p50")) and fin(lat.get("p99")) and
             0 < lat["p50"] <= lat["p99"]):
         why.append("%s: %r" % (n, lat))
-check(not why, "death-wait rows report p50 and p99 over every kill",
+check(not why, "death-wait and death-notice rows report p50 and p99 over every kill",
       "; ".join(why[:5]))
 
 idle = [c for c in cases.values() if "idle" in c]
@@ -152,6 +154,10 @@ check(idle and fin(idle[0]["idle"].get("cpu_ns")) and
       "idle CPU time measured from 1 ms after the last call")
 
 ratios = doc.get("ratios")
+# A death no survivor saw is a defect, not a speed: none may be missed.
+if isinstance(ratios, dict) and "death_notice_missed" in ratios:
+    check(ratios["death_notice_missed"] == 0, "no death missed (death_notice_missed 0)",
+          repr(ratios["death_notice_missed"]))
 want = RATIOS + (KMOD_RATIOS if backend == "kmod" else [])
 check(isinstance(ratios, dict) and sorted(ratios) == sorted(want),
       "ratios has exactly the expected keys",

@@ -43,8 +43,9 @@
 /* After the waiter is seen asleep, before the kill: it stays parked. */
 #define DW_SETTLE_NS	100000L
 
-enum { DW_PIDFD, DW_PRIVATE, DW_STEAL };
+enum { DW_PIDFD = BENCH_DEATH_PIDFD, DW_PRIVATE, DW_STEAL };
 #define DW_RESPAWN	16
+_Static_assert(BENCH_DEATH_WORKER == (DW_PRIVATE | DW_RESPAWN), "death arg");
 
 static pid_t dw_gettid(void)
 {
@@ -247,7 +248,7 @@ static int dw_pool_once(struct dw_pool *p, long arg, uint64_t *ns, int *moved)
 }
 
 /* Every kill's latency over the run: p50 and p99 come from all of them. */
-static int dw_keep(struct bench_result *r, const uint64_t *lat, uint64_t n)
+int bench_keep_lat(struct bench_result *r, const uint64_t *lat, uint64_t n)
 {
 	double *v = realloc(r->lat_us, (r->nlat + n) * sizeof(*v));
 	uint64_t i;
@@ -261,7 +262,7 @@ static int dw_keep(struct bench_result *r, const uint64_t *lat, uint64_t n)
 }
 
 /* arg: DW_PIDFD, or DW_PRIVATE / DW_STEAL | DW_RESPAWN */
-static int dw_run(const struct bench_case *c, const struct bench_ctx *ctx,
+int bench_death_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		  struct bench_result *r)
 {
 	uint64_t n = bench_ops(c, ctx), *lat, sum;
@@ -317,7 +318,7 @@ static int dw_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		r->cpu[r->nreps++] = (bench_cpu_ns(p.pool) - c0) / (double)m;
 		r->msgs_expected += m;
 		r->msgs_moved += good;
-		ret = dw_keep(r, lat, m);
+		ret = bench_keep_lat(r, lat, m);
 	}
 	knitk_pool_destroy(p.pool);
 	if (c->arg != DW_PIDFD) {
@@ -329,10 +330,10 @@ static int dw_run(const struct bench_case *c, const struct bench_ctx *ctx,
 }
 
 #define DW(name, arg, base)						\
-	{ "death-wait/" name, "death-wait", "ns/op", base, 1, dw_run, arg, 60, 10 }
+	{ "death-wait/" name, "death-wait", "ns/op", base, 1, bench_death_run, arg, 60, 10 }
 
 const struct bench_case bench_death_cases[] = {
-	{ "death-wait/pidfd", "death-wait", "ns/op", NULL, 0, dw_run, DW_PIDFD,
+	{ "death-wait/pidfd", "death-wait", "ns/op", NULL, 0, bench_death_run, DW_PIDFD,
 	  60, 10 },
 	DW("knitk-respawn", DW_PRIVATE | DW_RESPAWN, "death-wait/pidfd"),
 	DW("knitk", DW_PRIVATE, "death-wait/pidfd"),

@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
+/*
+ * Lifelines: how the host learns, on the futex backend, that a process
+ * worker died, long before its pidfd says so.
+ *
+ * Each process worker holds, for its whole life, a robust process-shared
+ * mutex in a page of its own (a memfd the host makes, inherited like the
+ * knot fd, one slot per worker), locked by the thread that runs the worker
+ * loop before it joins.  When that thread exits, however it dies, the
+ * kernel walks its robust list in exit_mm_release(): before the address
+ * space is torn down and long before exit_notify() makes a pidfd readable.
+ * It sets FUTEX_OWNER_DIED in the mutex's word and, if FUTEX_WAITERS is
+ * set, wakes one waiter (a shared futex wake).  The host's lifeline thread
+ * sets FUTEX_WAITERS in every armed worker's word and waits on all of
+ * them at once (futex_waitv(2)), plus a private word of its own for
+ * pokes.  An exec is a death too (the kernel walks the list then as well);
+ * a worker that stops cleanly leaves its role first and then unlocks, and
+ * the notice it causes finds the role left (-ENOENT) as the pidfd's would.
+ *
+ * The word is the one the kernel will touch: the worker finds it through
+ * its own robust list (get_robust_list(2); glibc owns the list, we only
+ * read it) and publishes its offset; the host checks it lies inside the
+ * slot's mutex.  The pidfd monitor (spawn.c) stays: a worker that could
+ * not publish a word, a kernel without futex_waitv, a robust list the
+ * kernel gave up on.  Both go through knitk__death_notice(), which
+ * reports each incarnation once.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pool_internal.h"
+
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449	/* the same on every architecture */
+#endif
+
+/* One slot per worker: a mutex and the offset of its futex word. */
+#define LIFELINE_SLOT	128
+/* Robust list entries looked at before giving up (the kernel's is 2048). */
+#define LIFELINE_WALK	64
+
+struct lifeline {
+	pthread_mutex_t mutex;
+	/* Offset of the mutex's futex word + 1; 0: none published. */
+	_Atomic uint32_t word;
+};
+_Static_assert(sizeof(struct lifeline) <= LIFELINE_SLOT, "lifeline slot");
+
+static struct lifeline *lifeline_slot(void *base, unsigned int w)
+{
+	return (struct lifeline *)((char *)base + (size_t)w * LIFELINE_SLOT);
+}
+
+static size_t lifeline_bytes(unsigned int nr_workers)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return ((size_t)nr_workers * LIFELINE_SLOT + page - 1) / page * page;
+}
+
+/* -------------------------------------------------------- the worker */
+
+/* The futex word of @m, as the kernel will find it from our robust list. */
+static int lifeline_find_word(pthread_mutex_t *m, uint32_t *off)
+{
+	struct robust_list_head *head;
+	struct robust_list *e;
+	size_t len;
+	unsigned int n;
+
+	if (syscall(SYS_get_robust_list, 0, &head, &len) < 0 || !head ||
+	    len != sizeof(*head))
+		return -ENOENT;
+	e = head->list.next;
+	for (n = 0; n < LIFELINE_WALK && e && e != &head->list; n++) {
+		/* Bit 0 marks a PI mutex; the address is the rest. */
+		char *p = (char *)((uintptr_t)e & ~(uintptr_t)1);
+		char *word = p + head->futex_offset;
+
+		if (word >= (char *)m &&
+		    word + sizeof(uint32_t) <= (char *)m + sizeof(*m) &&
+		    !((uintptr_t)word % sizeof(uint32_t))) {
+			*off = (uint32_t)(word - (char *)m);
+			return 0;
+		}
+		e = ((struct robust_list *)p)->next;
+	}
+	return -ENOENT;
+}
+
+/*
+ * In a process worker, on the thread that will run the worker loop,
+ * before it joins: take lifeline @w of the page in @fd (inherited; closed
+ * here).  Any failure leaves no lifeline: the pidfd still sees the death.
+ */
+void knitk__lifeline_hold(struct lifeline_hold *h, int fd, unsigned int w)
+{
+	pthread_mutexattr_t a;
+	struct lifeline *l;
+	struct stat st;
+	uint32_t off;
+	void *p;
+
+	memset(h, 0, sizeof(*h));
+	if (fd < 0)
+		return;
+	p = MAP_FAILED;
+	if (!fstat(fd, &st) && (uint64_t)st.st_size >= (uint64_t)(w + 1) * LIFELINE_SLOT)
+		p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+			 MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return;
+	h->base = p;
+	h->bytes = (size_t)st.st_size;
+	l = lifeline_slot(p, w);
+	/* Our predecessor in this slot is gone (reaped): a fresh mutex. */
+	if (pthread_mutexattr_init(&a))
+		return;
+	if (!pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) &&
+	    !pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST) &&
+	    !pthread_mutex_init(&l->mutex, &a)) {
+		if (!pthread_mutex_lock(&l->mutex)) {
+			h->held = l;
+			/* Release: the host reads the mutex's word after it. */
+			if (!lifeline_find_word(&l->mutex, &off))
+				atomic_store_explicit(&l->word, off + 1,
+						      memory_order_release);
+		}
+	}
+	pthread_mutexattr_destroy(&a);
+}
+
+/* A clean stop, after the role was left: not a death. */
+void knitk__lifeline_drop(struct lifeline_hold *h)
+{
+	if (h->held)
+		pthread_mutex_unlock(&h->held->mutex);
+	if (h->base)
+		munmap(h->base, h->bytes);
+	memset(h, 0, sizeof(*h));
+}
+
+/* ---------------------------------------------------------- the host */
+
+static long futex_waitv_(struct futex_waitv *v, unsigned int n)
+{
+	return syscall(SYS_futex_waitv, v, n, 0, NULL, CLOCK_MONOTONIC);
+}
+
+/* The word of worker @w's mutex, if it published a valid one, else NULL. */
+static _Atomic uint32_t *lifeline_word(struct knitk_pool *pool, unsigned int w)
+{
+	struct lifeline *l = lifeline_slot(pool->lifelines, w);
+	/* Pairs with the release in knitk__lifeline_hold. */
+	uint32_t off = atomic_load_explicit(&l->word, memory_order_acquire);
+
+	if (!off || off - 1 > sizeof(l->mutex) - sizeof(uint32_t) ||
+	    (off - 1) % sizeof(uint32_t))
+		return NULL;
+	return (_Atomic uint32_t *)((char *)&l->mutex + off - 1);
+}
+
+/*
+ * Set FUTEX_WAITERS in @word unless its owner is gone; the value to wait
+ * for in *@v.  False: the owner is gone (died, exec'd, or unlocked it).
+ */
+static bool lifeline_arm(_Atomic uint32_t *word, uint32_t *v)
+{
+	uint32_t x = atomic_load_explicit(word, memory_order_acquire);
+
+	for (;;) {
+		if ((x & FUTEX_OWNER_DIED) || !(x & FUTEX_TID_MASK))
+			return false;
+		if (x & FUTEX_WAITERS)
+			break;
+		/*
+		 * seq_cst: before our wait, as the kernel's robust-list walk
+		 * reads the word; either it sees the bit and wakes us, or
+		 * its OWNER_DIED store fails our CAS or our wait's compare.
+		 */
+		if (atomic_compare_exchange_weak_explicit(word, &x, x | FUTEX_WAITERS,
+				memory_order_seq_cst, memory_order_acquire)) {
+			x |= FUTEX_WAITERS;
+			break;
+		}
+	}
+	*v = x;
+	return true;
+}
+
+static void *lifeline_main(void *arg)
+{
+	struct knitk_pool *pool = arg;
+	struct futex_waitv v[KNITK_MAX_WORKERS + 1];
+	_Atomic uint32_t *word[KNITK_MAX_WORKERS];
+	unsigned int who[KNITK_MAX_WORKERS];
+	uint32_t gen[KNITK_MAX_WORKERS];
+
+	for (;;) {
+		/* Before the look: a poke after it fails the wait's compare. */
+		uint32_t poke = atomic_load_explicit(&pool->lifeline_poke,
+						     memory_order_seq_cst);
+		unsigned int n = 0, i, k = 1, w;
+		bool gone = false;
+
+		pthread_mutex_lock(&pool->lock);
+		if (pool->monitor_stop) {
+			pthread_mutex_unlock(&pool->lock);
+			break;
+		}
+		for (w = 0; w < pool->nr_workers; w++) {
+			uint64_t watch = atomic_load_explicit(&pool->workers[w].watch,
+							      memory_order_relaxed);
+
+			if (!(watch & POOL_WATCH_ARMED) || !(word[n] = lifeline_word(pool, w)))
+				continue;
+			who[n] = w;
+			gen[n++] = (uint32_t)watch;
+		}
+		pthread_mutex_unlock(&pool->lock);
+
+		memset(v, 0, sizeof(v));
+		v[0].uaddr = (uintptr_t)&pool->lifeline_poke;
+		v[0].val = poke;
+		v[0].flags = FUTEX_32 | FUTEX_PRIVATE_FLAG;
+		for (i = 0; i < n; i++) {
+			uint32_t x;
+
+			if (!lifeline_arm(word[i], &x)) {
+				/* Once per incarnation: a stale @gen does nothing. */
+				knitk__death_notice(pool, who[i], gen[i]);
+				gone = true;
+				continue;
+			}
+			v[k].uaddr = (uintptr_t)word[i];
+			v[k].val = x;
+			/* Shared: keyed on the page, as the kernel's wake is. */
+			v[k++].flags = FUTEX_32;
+		}
+		if (gone)
+			continue;
+		/* Any return (a wake, a changed word, a signal): look again. */
+		futex_waitv_(v, k);
+	}
+	return NULL;
+}
+
+void knitk__lifeline_poke(struct knitk_pool *pool)
+{
+	if (!pool->lifeline_started)
+		return;
+	/* seq_cst: pairs with the load before the thread's look. */
+	atomic_fetch_add_explicit(&pool->lifeline_poke, 1, memory_order_seq_cst);
+	syscall(SYS_futex, &pool->lifeline_poke, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/*
+ * With the pidfd monitor, on the futex backend: the page of lifelines and
+ * its thread.  No futex_waitv (before Linux 5.16) or no memfd: no
+ * lifelines, which is not an error (the pidfds see every death).
+ */
+int knitk__lifeline_start(struct knitk_pool *pool)
+{
+	size_t bytes = lifeline_bytes(pool->nr_workers);
+	void *p;
+	int fd, ret;
+
+	/* An empty vector is -EINVAL where the call exists. */
+	if (futex_waitv_(NULL, 0) == 0 || errno != EINVAL)
+		return 0;
+	fd = memfd_create("knitk-lifelines", MFD_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (ftruncate(fd, (off_t)bytes) < 0) {
+		close(fd);
+		return 0;
+	}
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		close(fd);
+		return 0;
+	}
+	pool->lifeline_fd = fd;
+	pool->lifelines = p;
+	pool->lifeline_bytes = bytes;
+	ret = pthread_create(&pool->lifeline_thread, NULL, lifeline_main, pool);
+	if (ret)
+		return -ret;
+	pool->lifeline_started = true;
+	return 0;
+}
+
+/* Destroy, after monitor_stop was set: no worker is started after this. */
+void knitk__lifeline_stop(struct knitk_pool *pool)
+{
+	if (pool->lifeline_started) {
+		knitk__lifeline_poke(pool);
+		pthread_join(pool->lifeline_thread, NULL);
+		pool->lifeline_started = false;
+	}
+	if (pool->lifelines)
+		munmap(pool->lifelines, pool->lifeline_bytes);
+	pool->lifelines = NULL;
+	if (pool->lifeline_fd >= 0)
+		close(pool->lifeline_fd);
+	pool->lifeline_fd = -1;
+}
