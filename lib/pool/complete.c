@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pool_internal.h"
 
@@ -418,6 +419,7 @@ static void aftercare_locked(struct knitk_pool *pool)
 		unsigned int w = (unsigned int)__builtin_ctzll(m);
 		struct pool_worker *pw = &pool->workers[w];
 		pid_t pid = pw->dead_pid;
+		int pidfd;
 
 		pw->dead_pid = 0;
 		pthread_mutex_unlock(&pool->lock);
@@ -428,6 +430,12 @@ static void aftercare_locked(struct knitk_pool *pool)
 		if (pid > 0)
 			knitk__spawn_reap_dead(pid);
 		pthread_mutex_lock(&pool->lock);
+		pidfd = knitk__spawn_take_pidfd(pool, w);
+		if (pidfd >= 0) {
+			pthread_mutex_unlock(&pool->lock);
+			close(pidfd);
+			pthread_mutex_lock(&pool->lock);
+		}
 		if (pw->respawn) {
 			pw->respawn = false;
 			respawn_locked(pool, w);

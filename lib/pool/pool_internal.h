@@ -418,6 +418,7 @@ void knitk__monitor_stop(struct knitk_pool *pool);
 #define POOL_WATCH_ARMED	(1ULL << 32)
 void knitk__death_notice(struct knitk_pool *pool, unsigned int w, uint32_t gen);
 void knitk__spawn_reap_dead(pid_t pid);
+int knitk__spawn_take_pidfd(struct knitk_pool *pool, unsigned int w);
 
 /* lifeline.c */
 int knitk__lifeline_start(struct knitk_pool *pool);

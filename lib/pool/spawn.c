@@ -212,6 +212,19 @@ void knitk__spawn_reap_dead(pid_t pid)
 	knitk__spawn_reap(pid);
 }
 
+/*
+ * The completer, after reaping dead worker @w's process, pool->lock held:
+ * its pidfd, if the monitor has not closed it yet (the lifeline saw the
+ * death first), is ours to close, before a successor's takes its place.
+ */
+int knitk__spawn_take_pidfd(struct knitk_pool *pool, unsigned int w)
+{
+	int fd = pool->workers[w].pidfd;
+
+	pool->workers[w].pidfd = -1;
+	return fd;
+}
+
 /* ------------------------------------------------ futex: death monitor */
 
 /*
@@ -250,6 +263,7 @@ static void *monitor_main(void *arg)
 
 	for (;;) {
 		unsigned int n = 1, i, w;
+		bool mine;
 		uint64_t v;
 
 		pfd[0].fd = pool->monitor_efd;
@@ -280,13 +294,19 @@ static void *monitor_main(void *arg)
 				continue;
 			w = who[i];
 			/*
-			 * We own the pidfds of started workers: only we close
-			 * them, so pfd[i].fd is still this worker's.
+			 * Whoever takes a pidfd out of its worker, under
+			 * pool->lock, closes it: we, or the completer after a
+			 * death the lifeline saw first (knitk__spawn_take_pidfd),
+			 * in which case the number may already be a successor's.
 			 */
 			pthread_mutex_lock(&pool->lock);
-			pool->workers[w].pidfd = -1;
+			mine = pool->workers[w].pidfd == pfd[i].fd &&
+			       pool->workers[w].join_gen == gen[i];
+			if (mine)
+				pool->workers[w].pidfd = -1;
 			pthread_mutex_unlock(&pool->lock);
-			close(pfd[i].fd);
+			if (mine)
+				close(pfd[i].fd);
 			knitk__death_notice(pool, w, gen[i]);
 		}
 	}
