@@ -258,7 +258,12 @@ int knitk__worker_run(const struct worker_args *a)
 	l.abort_bits = geom.abort_bits;
 	l.max = layout.arena_size > geom.inline_bytes ? layout.arena_size :
 							 geom.inline_bytes;
-	l.ring_wait = knitk_doorbell_can_ring_wait(a->ep) == 1;
+	/*
+	 * Not for a stealing worker: after an answer it stays a searcher for
+	 * its spin, which the producers count on to skip a wake (T12), and a
+	 * deferred ring would park it at once.
+	 */
+	l.ring_wait = !words && knitk_doorbell_can_ring_wait(a->ep) == 1;
 	l.req = calloc(geom.nr_submitters, sizeof(*l.req));
 	if (!l.req) {
 		if (a->thread)
