@@ -47,28 +47,12 @@ static gboolean on_pool(gint fd, GIOCondition cond, gpointer data)
 
 static int run_kind(const struct loop_opts *o, unsigned int kind)
 {
-	struct knitk_pool *pool;
 	struct run r = { .edge = -1 };
-	const char *backend;
-	int fd, ret;
+	int ret;
 
-	ret = loop_pool(o, kind, &pool, &fd);
-	if (ret == 1) {
-		printf("glib_pool: processes: not run, event mode with process workers needs /dev/knitk\n");
-		return 0;
-	}
-	if (ret) {
-		printf("glib_pool: %s: FAILED: no pool in event mode: %s\n",
-		       loop_kind_name(kind), strerror(-ret));
-		return 1;
-	}
-	backend = loop_backend(pool);
-	r.edge = loop_edge_fd(fd);
-	if (r.edge < 0 || loop_calls_init(&r.lc, pool, o->calls, o->window)) {
-		printf("glib_pool: FAILED: set-up\n");
-		knitk_pool_destroy(pool);
-		return 1;
-	}
+	ret = loop_open("glib_pool", o, kind, &r.lc, &r.edge);
+	if (ret)
+		return ret < 0;
 	r.loop = g_main_loop_new(NULL, FALSE);
 	/* The first step arms the fd and submits the first window. */
 	r.status = loop_calls_step(&r.lc);
@@ -76,11 +60,9 @@ static int run_kind(const struct loop_opts *o, unsigned int kind)
 		g_unix_fd_add(r.edge, G_IO_IN, on_pool, &r);
 		g_main_loop_run(r.loop);
 	}
-	ret = loop_report("glib_pool", kind, &r.lc, backend);
+	ret = loop_report("glib_pool", kind, &r.lc);
 	g_main_loop_unref(r.loop);
-	loop_calls_free(&r.lc);
-	knitk_pool_destroy(pool);
-	close(r.edge);
+	loop_close(&r.lc, r.edge);
 	return ret;
 }
 

@@ -292,29 +292,6 @@ static inline const char *loop_kind_name(unsigned int kind)
  * workers cannot use event mode here (the futex backend: they need the
  * module) and they were not asked for by name; else a negative errno.
  */
-static inline int loop_pool(const struct loop_opts *o, unsigned int kind,
-			    struct knitk_pool **pool, int *fd)
-{
-	struct knitk_pool_opts po = { .size = sizeof(po) };
-	int ret;
-
-	po.kind = kind;
-	po.nr_workers = o->workers;
-	ret = knitk_pool_create(&po, &loop_tasks, pool);
-	if (ret)
-		return ret;
-	*fd = knitk_pool_event_fd(*pool);
-	if (*fd >= 0)
-		return 0;
-	ret = *fd;
-	knitk_pool_destroy(*pool);
-	*pool = NULL;
-	if (ret == -EOPNOTSUPP && kind == KNITK_WORKER_PROCESSES &&
-	    !o->explicit_kinds)
-		return 1;
-	return ret;
-}
-
 static inline const char *loop_backend(struct knitk_pool *pool)
 {
 	struct knitk_endpoint *ep;
@@ -325,9 +302,64 @@ static inline const char *loop_backend(struct knitk_pool *pool)
 									 "futex";
 }
 
+/*
+ * A pool of @kind in event mode, its fd's edge view and the calls of one
+ * run in @lc: 0 when ready, 1 when not run (process workers in event mode
+ * need the module), -1 when it failed; both said on stdout as @name.
+ */
+static inline int loop_open(const char *name, const struct loop_opts *o,
+			    unsigned int kind, struct loop_calls *lc,
+			    int *edge)
+{
+	struct knitk_pool_opts po = { .size = sizeof(po) };
+	struct knitk_pool *pool;
+	int fd, ret;
+
+	po.kind = kind;
+	po.nr_workers = o->workers;
+	ret = knitk_pool_create(&po, &loop_tasks, &pool);
+	if (ret)
+		goto failed;
+	fd = knitk_pool_event_fd(pool);
+	if (fd < 0) {
+		knitk_pool_destroy(pool);
+		ret = fd;
+		if (ret == -EOPNOTSUPP && kind == KNITK_WORKER_PROCESSES &&
+		    !o->explicit_kinds) {
+			printf("%s: processes: not run, event mode with process workers needs /dev/knitk\n",
+			       name);
+			return 1;
+		}
+		goto failed;
+	}
+	*edge = loop_edge_fd(fd);
+	if (*edge < 0 || loop_calls_init(lc, pool, o->calls, o->window)) {
+		printf("%s: FAILED: set-up\n", name);
+		if (*edge >= 0)
+			close(*edge);
+		knitk_pool_destroy(pool);
+		return -1;
+	}
+	return 0;
+failed:
+	printf("%s: %s: FAILED: no pool in event mode: %s\n", name,
+	       loop_kind_name(kind), strerror(-ret));
+	return -1;
+}
+
+/* What loop_open() made, undone. */
+static inline void loop_close(struct loop_calls *lc, int edge)
+{
+	struct knitk_pool *pool = lc->pool;
+
+	loop_calls_free(lc);
+	knitk_pool_destroy(pool);
+	close(edge);
+}
+
 /* The verdict of one run, on stdout; 0 when every call came back right. */
 static inline int loop_report(const char *name, unsigned int kind,
-			      const struct loop_calls *lc, const char *backend)
+			      const struct loop_calls *lc)
 {
 	if (lc->error || lc->completed != lc->total) {
 		printf("%s: %s: FAILED: %s (call %llu); %u of %u calls checked\n",
@@ -337,7 +369,8 @@ static inline int loop_report(const char *name, unsigned int kind,
 		return 1;
 	}
 	printf("%s: %s: %u calls on the %s backend, every result checked by its call's id\n",
-	       name, loop_kind_name(kind), lc->completed, backend);
+	       name, loop_kind_name(kind), lc->completed,
+	       loop_backend(lc->pool));
 	return 0;
 }
 

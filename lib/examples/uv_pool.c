@@ -50,27 +50,15 @@ static void on_pool(uv_poll_t *poll, int status, int events)
 static int run_kind(uv_loop_t *loop, const struct loop_opts *o,
 		    unsigned int kind)
 {
-	struct knitk_pool *pool;
 	struct run r = { .edge = -1 };
-	const char *backend;
-	int fd, ret;
+	int ret;
 
-	ret = loop_pool(o, kind, &pool, &fd);
-	if (ret == 1) {
-		printf("uv_pool: processes: not run, event mode with process workers needs /dev/knitk\n");
-		return 0;
-	}
-	if (ret) {
-		printf("uv_pool: %s: FAILED: no pool in event mode: %s\n",
-		       loop_kind_name(kind), strerror(-ret));
-		return 1;
-	}
-	backend = loop_backend(pool);
-	r.edge = loop_edge_fd(fd);
-	if (r.edge < 0 || loop_calls_init(&r.lc, pool, o->calls, o->window) ||
-	    uv_poll_init(loop, &r.poll, r.edge)) {
+	ret = loop_open("uv_pool", o, kind, &r.lc, &r.edge);
+	if (ret)
+		return ret < 0;
+	if (uv_poll_init(loop, &r.poll, r.edge)) {
 		printf("uv_pool: FAILED: set-up\n");
-		knitk_pool_destroy(pool);
+		loop_close(&r.lc, r.edge);
 		return 1;
 	}
 	r.poll.data = &r;
@@ -82,10 +70,8 @@ static int run_kind(uv_loop_t *loop, const struct loop_opts *o,
 		uv_close((uv_handle_t *)&r.poll, NULL);
 	/* Until the callback has closed the handle. */
 	uv_run(loop, UV_RUN_DEFAULT);
-	ret = loop_report("uv_pool", kind, &r.lc, backend);
-	loop_calls_free(&r.lc);
-	knitk_pool_destroy(pool);
-	close(r.edge);
+	ret = loop_report("uv_pool", kind, &r.lc);
+	loop_close(&r.lc, r.edge);
 	return ret;
 }
 
