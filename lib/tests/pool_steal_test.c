@@ -549,6 +549,41 @@ static void rescue_hook(struct knitk_pool *pool, enum pool_hook point,
 }
 
 /*
+ * A stealing pool of two parked thread workers, one of them woken for a
+ * sleeping call *@run and running it (past its claim, T12): rescue_busy
+ * says which, rescue_words point at the steal words.
+ */
+static struct knitk_pool *rescue_pool_busy(struct knitk_endpoint **ep,
+					   struct knitk_call **run)
+{
+	struct knitk_pool *pool;
+	struct knitk_layout l;
+	unsigned int i;
+	void *base;
+
+	pool = steal_pool(KNITK_WORKER_THREADS, 2, 0, 0, NULL);
+	if (!pool || knitk_pool_endpoint(pool, ep)) {
+		if (pool)
+			knitk_pool_destroy(pool);
+		return NULL;
+	}
+	knitk_endpoint_layout(*ep, &l, NULL);
+	knitk_endpoint_base(*ep, &base);
+	rescue_words = (_Atomic uint64_t *)((char *)base + l.mailbox_off +
+					    offsetof(struct knitk_sector, ack));
+	wait_workers_parked(*ep, 2);
+	i = atomic_load(&sleeps_begun);
+	if (knitk_pool_submit(pool, S_SLEEP, NULL, 0, NULL, run)) {
+		knitk_pool_destroy(pool);
+		return NULL;
+	}
+	while (atomic_load(&sleeps_begun) == i)
+		sched_yield();
+	rescue_busy = worker_parked(*ep, 0) ? 1 : 0;
+	return pool;
+}
+
+/*
  * T12, T14: a waiter's rescue picks the idle worker and finds nothing to
  * hand it; meanwhile a publish finds that worker taken, the other busy
  * and nobody searching, so it reserves nothing and rings nobody.  Given
@@ -560,26 +595,12 @@ static void rescue_hook(struct knitk_pool *pool, enum pool_hook point,
 static void rescue_gives_back(void)
 {
 	struct knitk_endpoint *ep;
-	struct knitk_layout l;
 	struct knitk_call *run;
 	struct knitk_pool *pool;
 	unsigned int i;
-	void *base;
 
-	pool = steal_pool(KNITK_WORKER_THREADS, 2, 0, 0, NULL);
+	pool = rescue_pool_busy(&ep, &run);
 	REQUIRE(pool);
-	REQUIRE(knitk_pool_endpoint(pool, &ep) == 0);
-	knitk_endpoint_layout(ep, &l, NULL);
-	knitk_endpoint_base(ep, &base);
-	rescue_words = (_Atomic uint64_t *)((char *)base + l.mailbox_off +
-					    offsetof(struct knitk_sector, ack));
-	wait_workers_parked(ep, 2);
-	/* One worker is woken for it and runs it: past its claim (T12). */
-	i = atomic_load(&sleeps_begun);
-	REQUIRE(knitk_pool_submit(pool, S_SLEEP, NULL, 0, NULL, &run) == 0);
-	while (atomic_load(&sleeps_begun) == i)
-		sched_yield();
-	rescue_busy = worker_parked(ep, 0) ? 1 : 0;
 	/* The busy worker searched when the waiter looked (T14). */
 	atomic_fetch_or(&rescue_words[1], 1ULL << rescue_busy);
 	rescue_pool = pool;
@@ -673,25 +694,12 @@ static void rescue_after_a_withdrawal(void)
 {
 	struct knitk_call *run, *call = NULL;
 	struct knitk_endpoint *ep;
-	struct knitk_layout l;
 	struct knitk_pool *pool;
 	unsigned int i;
 	uint64_t x = 11;
-	void *base;
 
-	pool = steal_pool(KNITK_WORKER_THREADS, 2, 0, 0, NULL);
+	pool = rescue_pool_busy(&ep, &run);
 	REQUIRE(pool);
-	REQUIRE(knitk_pool_endpoint(pool, &ep) == 0);
-	knitk_endpoint_layout(ep, &l, NULL);
-	knitk_endpoint_base(ep, &base);
-	rescue_words = (_Atomic uint64_t *)((char *)base + l.mailbox_off +
-					    offsetof(struct knitk_sector, ack));
-	wait_workers_parked(ep, 2);
-	i = atomic_load(&sleeps_begun);
-	REQUIRE(knitk_pool_submit(pool, S_SLEEP, NULL, 0, NULL, &run) == 0);
-	while (atomic_load(&sleeps_begun) == i)
-		sched_yield();
-	rescue_busy = worker_parked(ep, 0) ? 1 : 0;
 	/* Its searching bit (word 1), as if stopped while it searched. */
 	atomic_fetch_or(&rescue_words[1], 1ULL << rescue_busy);
 	/* A searcher: the publish picks nobody, the lane is nobody's. */
