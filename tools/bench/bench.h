@@ -116,7 +116,17 @@ extern const struct bench_case bench_notice_cases[];
 #define BENCH_DEATH_WORKER	17
 int bench_death_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		    struct bench_result *r);
-int bench_keep_lat(struct bench_result *r, const uint64_t *lat, uint64_t n);
+/*
+ * The kill loop of the death cases: a warm-up of two kills, then
+ * ctx->reps reps of bench_ops() kills, each made by @once, which gives the
+ * time until the survivor heard of the death (ns) and whether it did; CPU
+ * per kill counts *@pool's workers too (when @pool is given).
+ */
+struct knitk_pool;
+typedef int (*bench_kill_fn)(void *arg, uint64_t *ns, int *seen);
+int bench_kill_reps(const struct bench_case *c, const struct bench_ctx *ctx,
+		    struct bench_result *r, bench_kill_fn once, void *arg,
+		    struct knitk_pool *const *pool);
 
 /* The pool task table: process workers re-run this program. */
 #define BENCH_TASK_INC		0	/* u64 x -> x + 1 */

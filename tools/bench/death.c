@@ -248,7 +248,7 @@ static int dw_pool_once(struct dw_pool *p, long arg, uint64_t *ns, int *moved)
 }
 
 /* Every kill's latency over the run: p50 and p99 come from all of them. */
-int bench_keep_lat(struct bench_result *r, const uint64_t *lat, uint64_t n)
+static int keep_lat(struct bench_result *r, const uint64_t *lat, uint64_t n)
 {
 	double *v = realloc(r->lat_us, (r->nlat + n) * sizeof(*v));
 	uint64_t i;
@@ -261,51 +261,31 @@ int bench_keep_lat(struct bench_result *r, const uint64_t *lat, uint64_t n)
 	return 0;
 }
 
-/* arg: DW_PIDFD, or DW_PRIVATE / DW_STEAL | DW_RESPAWN */
-int bench_death_run(const struct bench_case *c, const struct bench_ctx *ctx,
-		  struct bench_result *r)
+int bench_kill_reps(const struct bench_case *c, const struct bench_ctx *ctx,
+		    struct bench_result *r, bench_kill_fn once, void *arg,
+		    struct knitk_pool *const *pool)
 {
-	uint64_t n = bench_ops(c, ctx), *lat, sum;
-	struct dw_pool p = { .pool = NULL };
-	int i, ret = 0, moved;
-	uint64_t k, good;
+	uint64_t n = bench_ops(c, ctx), *lat, sum, k, seen_n;
+	int i, ret = 0, seen;
 	double c0;
 
 	lat = calloc(n, sizeof(*lat));
 	if (!lat)
 		return -ENOMEM;
-	/* Inherited by the workers (no O_CLOEXEC), respawned ones too. */
-	if (c->arg != DW_PIDFD && pipe(p.fds)) {
-		free(lat);
-		return -errno;
-	}
 	r->ops = n;
 	r->has_msgs = 1;
 	r->has_lat = 1;
 	for (i = -1; i < ctx->reps && !ret; i++) {
 		uint64_t m = i < 0 ? 2 : n;	/* rep -1: warm-up */
 
-		good = 0;
 		sum = 0;
-		c0 = bench_cpu_ns(p.pool);
+		seen_n = 0;
+		c0 = bench_cpu_ns(pool ? *pool : NULL);
 		for (k = 0; k < m && !ret; k++) {
-			moved = 0;
-			if (c->arg == DW_PIDFD) {
-				ret = dw_pidfd_once(&lat[k]);
-				moved = !ret;
-			} else {
-				if (p.pool && !(c->arg & DW_RESPAWN) &&
-				    p.kills == DW_WORKERS) {
-					knitk_pool_destroy(p.pool);
-					p.pool = NULL;
-				}
-				if (!p.pool)
-					ret = dw_pool_open(&p, c->arg, ctx);
-				if (!ret)
-					ret = dw_pool_once(&p, c->arg, &lat[k], &moved);
-			}
+			seen = 0;
+			ret = once(arg, &lat[k], &seen);
 			sum += lat[k];
-			good += (uint64_t)moved;
+			seen_n += (uint64_t)seen;
 		}
 		if (ret) {
 			bench_fail(r, "kill %llu: %s", (unsigned long long)k,
@@ -315,17 +295,58 @@ int bench_death_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		if (i < 0)
 			continue;
 		r->ns[r->nreps] = (double)sum / (double)m;
-		r->cpu[r->nreps++] = (bench_cpu_ns(p.pool) - c0) / (double)m;
+		r->cpu[r->nreps++] = (bench_cpu_ns(pool ? *pool : NULL) - c0) /
+				     (double)m;
 		r->msgs_expected += m;
-		r->msgs_moved += good;
-		ret = bench_keep_lat(r, lat, m);
-	}
-	knitk_pool_destroy(p.pool);
-	if (c->arg != DW_PIDFD) {
-		close(p.fds[0]);
-		close(p.fds[1]);
+		r->msgs_moved += seen_n;
+		ret = keep_lat(r, lat, m);
 	}
 	free(lat);
+	return ret;
+}
+
+struct dw_run {
+	struct dw_pool p;
+	long arg;
+	const struct bench_ctx *ctx;
+};
+
+static int dw_once(void *v, uint64_t *ns, int *moved)
+{
+	struct dw_run *d = v;
+	struct dw_pool *p = &d->p;
+	int ret;
+
+	if (d->arg == DW_PIDFD) {
+		ret = dw_pidfd_once(ns);
+		*moved = !ret;
+		return ret;
+	}
+	/* Without respawn, a new pool once each worker was killed. */
+	if (p->pool && !(d->arg & DW_RESPAWN) && p->kills == DW_WORKERS) {
+		knitk_pool_destroy(p->pool);
+		p->pool = NULL;
+	}
+	ret = p->pool ? 0 : dw_pool_open(p, d->arg, d->ctx);
+	return ret ? ret : dw_pool_once(p, d->arg, ns, moved);
+}
+
+/* arg: DW_PIDFD, or DW_PRIVATE / DW_STEAL | DW_RESPAWN */
+int bench_death_run(const struct bench_case *c, const struct bench_ctx *ctx,
+		    struct bench_result *r)
+{
+	struct dw_run d = { .p.pool = NULL, .arg = c->arg, .ctx = ctx };
+	int ret;
+
+	/* Inherited by the workers (no O_CLOEXEC), respawned ones too. */
+	if (c->arg != DW_PIDFD && pipe(d.p.fds))
+		return -errno;
+	ret = bench_kill_reps(c, ctx, r, dw_once, &d, &d.p.pool);
+	knitk_pool_destroy(d.p.pool);
+	if (c->arg != DW_PIDFD) {
+		close(d.p.fds[0]);
+		close(d.p.fds[1]);
+	}
 	return ret;
 }
 

@@ -252,46 +252,24 @@ out_kp:
 	return ret;
 }
 
+struct dn_run {
+	int mode;
+	const struct bench_ctx *ctx;
+};
+
+static int dn_once(void *v, uint64_t *ns, int *seen)
+{
+	struct dn_run *d = v;
+
+	return dn_client_once(d->mode, d->ctx, ns, seen);
+}
+
 static int dn_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		  struct bench_result *r)
 {
-	uint64_t n = bench_ops(c, ctx), *lat, sum, k, seen_n;
-	int i, ret = 0, seen;
-	double c0;
+	struct dn_run d = { .mode = (int)c->arg, .ctx = ctx };
 
-	lat = calloc(n, sizeof(*lat));
-	if (!lat)
-		return -ENOMEM;
-	r->ops = n;
-	r->has_msgs = 1;
-	r->has_lat = 1;
-	for (i = -1; i < ctx->reps && !ret; i++) {
-		uint64_t m = i < 0 ? 2 : n;	/* rep -1: warm-up */
-
-		sum = 0;
-		seen_n = 0;
-		c0 = bench_cpu_ns(NULL);
-		for (k = 0; k < m && !ret; k++) {
-			seen = 0;
-			ret = dn_client_once((int)c->arg, ctx, &lat[k], &seen);
-			sum += lat[k];
-			seen_n += (uint64_t)seen;
-		}
-		if (ret) {
-			bench_fail(r, "kill %llu: %s", (unsigned long long)k,
-				   strerror(-ret));
-			break;
-		}
-		if (i < 0)
-			continue;
-		r->ns[r->nreps] = (double)sum / (double)m;
-		r->cpu[r->nreps++] = (bench_cpu_ns(NULL) - c0) / (double)m;
-		r->msgs_expected += m;
-		r->msgs_moved += seen_n;
-		ret = bench_keep_lat(r, lat, m);
-	}
-	free(lat);
-	return ret;
+	return bench_kill_reps(c, ctx, r, dn_once, &d, NULL);
 }
 
 const struct bench_case bench_notice_cases[] = {
