@@ -169,7 +169,14 @@ struct knitk_role {
 	struct wait_queue_entry exit_wait;
 	struct work_struct exit_work;
 	u64 exit_ns;
+	struct knitk_mm_watch *mm_watch;	/* knitk_mm.c, or NULL */
+	struct list_head mm_node;		/* in mm_watch->roles */
 };
+
+/* knitk_mm.c: the owner's mm, for the earliest sign of its death. */
+void knitk_mm_watch_add(struct knitk_role *r);
+void knitk_mm_watch_remove(struct knitk_role *r);
+void knitk_mm_watch_exit(void);
 
 /* knitk_layout.c: geometry validation and layout math, pure. */
 int knitk_geometry_check(const struct knitk_geometry *g);
@@ -242,6 +249,7 @@ enum knitk_left {
 	KNITK_LEFT_EXIT_WATCH,	/* the owner's exit, seen through its pid */
 	KNITK_LEFT_RELEASE,	/* the endpoint's file was released */
 	KNITK_LEFT_NO_FD,	/* the owner held no fd by the end of JOIN */
+	KNITK_LEFT_MM,		/* the owner's exit tore down its mm */
 };
 
 /**

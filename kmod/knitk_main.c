@@ -538,6 +538,7 @@ static void __exit knitk_exit(void)
 {
 	misc_deregister(&knitk_misc);
 	knitk_knot_debugfs_exit();
+	knitk_mm_watch_exit();
 }
 
 module_init(knitk_init);

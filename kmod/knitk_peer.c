@@ -22,7 +22,9 @@
  *  - exit: the joining process has exited, seen from its struct pid the
  *    way a pidfd sees it, for the case where its file table outlives it
  *    (shared with another process through CLONE_FILES);
- *  - release: the last reference to the file goes.
+ *  - release: the last reference to the file goes;
+ *  - mm: the joining process's exit tears down its address space, the
+ *    earliest of the signs of its death (knitk_mm.c).
  */
 #include <linux/bits.h>
 #include <linux/errno.h>
@@ -274,6 +276,7 @@ void knitk_role_init(struct knitk_role *r)
 	r->ended = false;
 	r->owner = NULL;
 	r->exit_ns = 0;
+	r->mm_watch = NULL;
 	init_waitqueue_func_entry(&r->exit_wait, knitk_role_exit_wake);
 	INIT_WORK(&r->exit_work, knitk_role_exit_work);
 }
@@ -357,6 +360,8 @@ int knitk_role_join(struct knitk_role *r, struct knitk_knot *knot,
 		knitk_role_end(r, KNITK_LEFT_NO_FD);
 		return -EBADF;
 	}
+	if (file)
+		knitk_mm_watch_add(r);
 	return 0;
 }
 
@@ -398,6 +403,7 @@ void knitk_role_release(struct knitk_role *r)
 {
 	if (!r->knot)
 		return;
+	knitk_mm_watch_remove(r);
 	/* No wake queues the work after this; then none runs or is queued. */
 	remove_wait_queue(&r->owner->wait_pidfd, &r->exit_wait);
 	cancel_work_sync(&r->exit_work);

@@ -51,6 +51,7 @@ TRACE_DEFINE_ENUM(KNITK_LEFT_EXIT);
 TRACE_DEFINE_ENUM(KNITK_LEFT_EXIT_WATCH);
 TRACE_DEFINE_ENUM(KNITK_LEFT_RELEASE);
 TRACE_DEFINE_ENUM(KNITK_LEFT_NO_FD);
+TRACE_DEFINE_ENUM(KNITK_LEFT_MM);
 
 #define knitk_show_role(d)	((d) == KNITK_DOORBELL_HOST ? "host" : "worker")
 
@@ -154,7 +155,8 @@ TRACE_EVENT(knitk_role_end,
 				       { KNITK_LEFT_EXIT, "exit" },
 				       { KNITK_LEFT_EXIT_WATCH, "exit_watch" },
 				       { KNITK_LEFT_RELEASE, "release" },
-				       { KNITK_LEFT_NO_FD, "no_fd" }),
+				       { KNITK_LEFT_NO_FD, "no_fd" },
+				       { KNITK_LEFT_MM, "mm" }),
 		      __entry->exit_code, __entry->delay_ns,
 		      __entry->death_seq, __entry->kicks)
 );
