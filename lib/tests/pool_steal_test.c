@@ -695,7 +695,6 @@ static void rescue_after_a_withdrawal(void)
 	struct knitk_call *run, *call = NULL;
 	struct knitk_endpoint *ep;
 	struct knitk_pool *pool;
-	unsigned int i;
 	uint64_t x = 11;
 
 	pool = rescue_pool_busy(&ep, &run);
