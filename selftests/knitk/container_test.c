@@ -338,7 +338,8 @@ FIXTURE_SETUP(ctr)
 	struct knitk_geometry g;
 
 	self->k.fd = -1;
-	self->sv[0] = self->sv[1] = -1;
+	self->sv[0] = -1;
+	self->sv[1] = -1;
 	KNITK_REQUIRE_DEV();
 	ASSERT_EQ(0, getuid());
 	knitk_geom_small(&g);
@@ -639,8 +640,8 @@ static int memcg_up(bool *mounted)
 	}
 	if (knitk_read_file(CG_DIR "/cgroup.controllers", buf, sizeof(buf)))
 		return -EIO;
-	for (tok = strtok_r(buf, " \n", &save); tok;
-	     tok = strtok_r(NULL, " \n", &save))
+	for (tok = strtok_r(buf, "\n ", &save); tok;
+	     tok = strtok_r(NULL, "\n ", &save))
 		if (!strcmp(tok, "memory"))
 			return write_str(CG_DIR "/cgroup.subtree_control",
 					 "+memory");
