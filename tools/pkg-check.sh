@@ -10,6 +10,8 @@
 #                                  program exits KSFT_SKIP, run_tests: # SKIP
 #   ok - pkg: man: ...             mandoc -T lint, a page per public function,
 #                                  references that resolve
+#   ok - pkg: udev: ...            the udev rule parses and sets exactly the
+#                                  group and mode documented (udev-check.sh)
 # (make install/uninstall: lib/tests/check_install.sh; DKMS: tools/dkms-check.sh.)
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -98,6 +100,9 @@ else
 	printf '# dangling: %s\n' "$dangling"
 	not_ok "man: every reference to a knitk page resolves"
 fi
+
+# The udev rule: it parses, and sets the group and mode the docs state.
+tools/udev-check.sh || failed=1
 
 # The kselftests from a fresh clone: the files git sees (tracked or
 # not, nothing ignored, so nothing built).
