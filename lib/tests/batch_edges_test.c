@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Adversarial cases of the batch calls (futex backend, one process):
- * knitk_producer_send_batch and knitk_lane_decode_batch at the ring's
- * wrap and at the inline/arena edge, and a knitk_lane_reserve that fails.
+ * The batch calls keep publish order and lose nothing at their edges
+ * (futex backend, one process): knitk_producer_send_batch and
+ * knitk_lane_decode_batch at the ring's wrap and at the inline/arena edge,
+ * staged lanes and batches in publish order, a knitk_lane_reserve that
+ * fails, the region size a knot records, and doorbell stats' sizes.
  */
 #include <errno.h>
 #include <knitk.h>
