@@ -79,6 +79,16 @@ file_of() {	# file_of <side> <prog>
 }
 
 rc=0
+report() {	# report <count> <what, when ok> <what, when not>: from $t/bad
+	if [ "$1" -gt 0 ] && [ ! -s "$t/bad" ]; then
+		echo "ok - lib: guarantees: $2"
+	else
+		sed 's/^/# /' "$t/bad"
+		echo "not ok - lib: guarantees: $3"
+		rc=1
+	fi
+}
+
 # 1. Every program named exists.
 : >"$t/bad"
 while read -r side prog _; do
@@ -86,13 +96,8 @@ while read -r side prog _; do
 	[ -f "$f" ] || echo "$side $prog: no ${f#"$top"/}" >>"$t/bad"
 done < <(awk 'NF == 2' "$t/names" | sort -u)
 nprogs=$(awk 'NF == 2' "$t/names" | sort -u | wc -l)
-if [ "$nprogs" -gt 0 ] && [ ! -s "$t/bad" ]; then
-	echo "ok - lib: guarantees: the $nprogs test programs named in docs/guarantees.md exist"
-else
-	sed 's/^/# /' "$t/bad"
-	echo "not ok - lib: guarantees: the test programs named in docs/guarantees.md exist"
-	rc=1
-fi
+report "$nprogs" "the $nprogs test programs named in docs/guarantees.md exist" \
+	"the test programs named in docs/guarantees.md exist"
 
 # 2. Every case named is in its program.
 has_case() {	# has_case <file> <case> <previous full case>
@@ -122,13 +127,8 @@ while read -r side prog c; do
 	fi
 	case $c in _*|*'*'*) ;; *) prev=$c ;; esac
 done < <(awk 'NF == 3' "$t/names")
-if [ "$ncases" -gt 0 ] && [ ! -s "$t/bad" ]; then
-	echo "ok - lib: guarantees: the $ncases cases named in docs/guarantees.md are in their programs"
-else
-	sed 's/^/# /' "$t/bad"
-	echo "not ok - lib: guarantees: the cases named in docs/guarantees.md are in their programs"
-	rc=1
-fi
+report "$ncases" "the $ncases cases named in docs/guarantees.md are in their programs" \
+	"the cases named in docs/guarantees.md are in their programs"
 
 # 3. Every test file is named in docs/guarantees.md or its folder's README.
 for side in host guest; do
@@ -143,12 +143,7 @@ for side in host guest; do
 		[ -f "$readme" ] && grep -q -- "^- \`$p\.c\`" "$readme" && continue
 		echo "$side $p: named neither in docs/guarantees.md nor in ${readme#"$top"/}" >>"$t/bad"
 	done
-	if [ ! -s "$t/bad" ]; then
-		echo "ok - lib: guarantees: the $n $side test files are named in docs/guarantees.md or ${readme#"$top"/}"
-	else
-		sed 's/^/# /' "$t/bad"
-		echo "not ok - lib: guarantees: every $side test file is named in docs/guarantees.md or ${readme#"$top"/}"
-		rc=1
-	fi
+	report "$n" "the $n $side test files are named in docs/guarantees.md or ${readme#"$top"/}" \
+		"every $side test file is named in docs/guarantees.md or ${readme#"$top"/}"
 done
 exit $rc

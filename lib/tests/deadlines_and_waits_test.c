@@ -227,11 +227,8 @@ static void batch_stops_at_bad_sized_opts(void)
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
-		return 1;
-	if (argc > 2)
-		setenv("TAP_ONLY", argv[2], 1);
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
+	    tests_init(argc, argv, true))
 		return 1;
 	TEST(far_deadlines_are_not_past);
 	TEST(past_deadlines);

@@ -398,9 +398,8 @@ static void last_worker_gone_no_respawn_steal(void) { last_worker_gone(0); }
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
-		return 1;
-	if (deaths_init(argc, argv))
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
+	    deaths_init(argc, argv))
 		return 1;
 	TEST(death_wait_respawn_held_private);
 	TEST(death_wait_respawn_held_steal);

@@ -35,6 +35,20 @@
 #define ARENA	(64 * 1024)
 
 /*
+ * The start of a pool test's main, after knitk_worker_main: argv[2] runs
+ * that case alone (TAP_ONLY), and with @subreaper the test becomes the
+ * subreaper of its workers' children.  0, or 1 when that failed.
+ */
+static inline int tests_init(int argc, char **argv, bool subreaper)
+{
+	if (argc > 2)
+		setenv("TAP_ONLY", argv[2], 1);
+	if (subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1))
+		return 1;
+	return 0;
+}
+
+/*
  * Event-mode pools (event_fd_test, event_reap_test, steal_*_test).
  */
 
@@ -158,19 +172,10 @@ static inline void fx_fini(struct fx *f)
 	knitk_endpoint_destroy(f->k);
 }
 
+/* Open fds of this process, the scan's own not counted (proc_count.h). */
 static inline int open_fds(void)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1;
+	return count_fds(false);
 }
 
 static inline int new_pool_one_submitter(unsigned int kind, unsigned int dispatch,
@@ -186,19 +191,10 @@ static inline int new_pool_one_submitter(unsigned int kind, unsigned int dispatc
 	return knitk_pool_create(&o, &test_tasks, pool);
 }
 
+/* Threads listed in /proc/self/task now (proc_count.h). */
 static inline int nr_threads(void)
 {
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
+	return count_tasks_once();
 }
 
 #ifdef KNITK_POOL_KILL_H
@@ -322,9 +318,7 @@ static inline int deaths_init(int argc, char **argv)
 {
 	if (argc > 1)
 		knob = strtoul(argv[1], NULL, 0);
-	if (argc > 2)
-		setenv("TAP_ONLY", argv[2], 1);
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+	if (tests_init(argc, argv, true))
 		return 1;
 	snprintf(hold_path, sizeof(hold_path), "/tmp/knitk-deaths-%d-hold", (int)getpid());
 	snprintf(fail_path, sizeof(fail_path), "/tmp/knitk-deaths-%d-fail", (int)getpid());

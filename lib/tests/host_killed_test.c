@@ -313,9 +313,8 @@ static void host_killed_respawn_under_way(void) { host_kills(H_RESPAWN, scaled(2
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
-		return 1;
-	if (deaths_init(argc, argv))
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
+	    deaths_init(argc, argv))
 		return 1;
 	TEST(host_killed_results_piling_up);
 	TEST(host_killed_worker_stopped);

@@ -25,6 +25,7 @@
 #include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
+#include "fixtures.h"
 
 /*
  * Run @expr in a child: 0 when it returned a negative errno (or, for a
@@ -153,11 +154,8 @@ static void null_everywhere_core(void)
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
-		return 1;
-	if (argc > 2)
-		setenv("TAP_ONLY", argv[2], 1);
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
+	    tests_init(argc, argv, true))
 		return 1;
 	TEST(null_everywhere_core);
 	return tap_exit();

@@ -451,11 +451,8 @@ static void pool_at_the_limits_steal(void)
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
-		return 1;
-	if (argc > 2)
-		setenv("TAP_ONLY", argv[2], 1);
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
+	    tests_init(argc, argv, true))
 		return 1;
 	TEST(pool_create_failures_leak_nothing);
 	TEST(create_destroy_loop);

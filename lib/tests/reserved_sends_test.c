@@ -16,6 +16,7 @@
 #include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
+#include "fixtures.h"
 
 /* A stealing knot: the host, @workers claimants of request mailbox 0. */
 struct rig3 {
@@ -313,10 +314,9 @@ static void stage_release_and_refusals(void)
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
+	    tests_init(argc, argv, false))
 		return 1;
-	if (argc > 2)
-		setenv("TAP_ONLY", argv[2], 1);
 	TEST(send_to_refusals);
 	TEST(send_to_live_dead_unjoined);
 	TEST(hand_off_reserves_for_peer);

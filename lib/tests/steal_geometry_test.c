@@ -272,11 +272,8 @@ static void steal_arena_sized_processes(void)
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
-		return 1;
-	if (argc > 2)
-		setenv("TAP_ONLY", argv[2], 1);
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
+	    tests_init(argc, argv, true))
 		return 1;
 	TEST(steal_geometry_matrix);
 	TEST(sized_steal_opts_and_stats);

@@ -634,9 +634,8 @@ static void fresh_steal_pools_burst(void)
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
-		return 1;
-	if (deaths_init(argc, argv))
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
+	    deaths_init(argc, argv))
 		return 1;
 	TEST(steal_kills_every_region);
 	TEST(steal_kills_many_submitters_few_slots);

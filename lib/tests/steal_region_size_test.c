@@ -23,6 +23,7 @@
 #include "pool_parked.h"
 #include "pool_tasks.h"
 #include "tap.h"
+#include "fixtures.h"
 #include "../core/knot_hooks.h"
 #include "../pool/pool_hooks.h"
 #include "../pool/pool_internal.h"
@@ -196,11 +197,8 @@ static void steal_mixed_region_sizes(void)
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
-		return 1;
-	if (argc > 2)
-		setenv("TAP_ONLY", argv[2], 1);
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
+	    tests_init(argc, argv, true))
 		return 1;
 	TEST(hand_off_einval);
 	TEST(steal_mixed_region_sizes);

@@ -16,6 +16,7 @@
 #include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
+#include "fixtures.h"
 
 static int new_pool3(unsigned int dispatch, unsigned int workers,
 		     struct knitk_pool **pool)
@@ -501,10 +502,9 @@ static void sized_outputs_odd_sizes(void)
 
 int main(int argc, char **argv)
 {
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
+	    tests_init(argc, argv, false))
 		return 1;
-	if (argc > 2)
-		setenv("TAP_ONLY", argv[2], 1);
 	TEST(batch_runs_and_bad_entry);
 	TEST(batch_pinned_among_free);
 	TEST(batch_event_mode_part_way_private);
