@@ -27,6 +27,7 @@
 #include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
+#define FIXTURES_ONE_SUBMITTER
 #include "fixtures.h"
 
 /*
@@ -108,7 +109,7 @@ static void create_fails_each_alloc(unsigned int kind, unsigned int dispatch)
 		int ret;
 
 		fail_arm(n);
-		ret = new_pool_one_submitter(kind, dispatch, 2, 0, &pool);
+		ret = new_pool(kind, dispatch, 2, 0, &pool);
 		hit = fail_disarm();
 		if (!hit) {
 			CHECK_EQ(ret, 0);
@@ -169,7 +170,7 @@ static void worker_thread_setup_fails(unsigned int dispatch)
 	fail_exempt = true;
 	atomic_store(&others_failed, 0);
 	atomic_store(&fail_others, 1);
-	ret = new_pool_one_submitter(KNITK_WORKER_THREADS, dispatch, 1, 0, &pool);
+	ret = new_pool(KNITK_WORKER_THREADS, dispatch, 1, 0, &pool);
 	/* A create that did not wait: until the worker's setup has failed. */
 	while (!ret && !atomic_load(&others_failed))
 		sched_yield();
@@ -183,7 +184,7 @@ static void worker_thread_setup_fails(unsigned int dispatch)
 	}
 	CHECK_EQ(open_fds(), fds);
 	CHECK_EQ(nr_threads(), threads);
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, dispatch, 1, 0, &pool) == 0);
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, dispatch, 1, 0, &pool) == 0);
 	CHECK_EQ(mix_calls_good(pool, 4, NULL, 1, 1), 4);
 	knitk_pool_destroy(pool);
 }
@@ -214,7 +215,7 @@ static void calls_fail_each_alloc(unsigned int dispatch)
 	uint64_t x[4], before;
 	unsigned long ok = 0;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, dispatch, 2, 0, &pool) == 0);
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, dispatch, 2, 0, &pool) == 0);
 	for (op = 0; op < 4; op++) {
 		for (n = 1; n < 50; n++) {
 			static unsigned char big[4000];
@@ -306,7 +307,7 @@ static void event_mode_fails_each_alloc(void)
 	for (n = 1; n < 50; n++) {
 		bool hit;
 
-		REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE,
+		REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE,
 				 1, 0, &pool) == 0);
 		fail_arm(n);
 		fd = knitk_pool_event_fd(pool);
@@ -371,7 +372,7 @@ static void result_copy_fails(void)
 	/* Before the workers start (so TSan sees the pipes made first). */
 	for (round = 0; round < ROUNDS; round++)
 		REQUIRE(gate_open(&gs[round]) == 0);
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
 			 0, &pool) == 0);
 	for (round = 0; round < ROUNDS && !hits; round++) {
 		struct gate *g = &gs[round];

@@ -26,6 +26,7 @@
 #include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
+#define FIXTURES_ONE_SUBMITTER
 #include "fixtures.h"
 
 struct srig {

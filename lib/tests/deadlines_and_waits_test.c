@@ -26,6 +26,7 @@
 #include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
+#define FIXTURES_ONE_SUBMITTER
 #include "fixtures.h"
 
 /*
@@ -42,7 +43,7 @@ static void far_deadlines_are_not_past(void)
 	struct knitk_pool *pool;
 	unsigned int i;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
 			 0, &pool) == 0);
 	for (i = 0; i < sizeof(far) / sizeof(far[0]); i++) {
 		struct knitk_call_opts co = { .size = sizeof(co),
@@ -83,7 +84,7 @@ static void past_deadlines(void)
 	uint32_t ms = 200;
 	uint64_t x = 5;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
 			 0, &pool) == 0);
 	REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, &co, &c) == 0);
 	CHECK_EQ(knitk_call_wait(c, KNITK_WAIT_FOREVER), -ETIMEDOUT);
@@ -113,7 +114,7 @@ static void duplicate_handles_in_waits(void)
 	uint32_t ms = 20;
 	int r;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
 			 0, &pool) == 0);
 	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c[0]) == 0);
 	c[1] = c[0];
@@ -145,7 +146,7 @@ static void long_batch_to_one_worker(void)
 	uint64_t prev = 0;
 
 	for (w = 1; w <= 2; w++) {
-		REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE,
+		REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE,
 				 w, 0, &pool) == 0);
 		for (i = 0; i < 300; i++)
 			subs[i] = (struct knitk_submission){
@@ -188,7 +189,7 @@ static void batch_stops_at_bad_sized_opts(void)
 	unsigned int i, k;
 	int ret;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
 			 0, &pool) == 0);
 	for (k = 0; k < 4; k++) {
 		memset(raw, 0, sizeof(raw));

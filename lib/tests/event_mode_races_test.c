@@ -27,6 +27,7 @@
 #include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
+#define FIXTURES_ONE_SUBMITTER
 #include "fixtures.h"
 
 /*
@@ -42,7 +43,7 @@ static void released_handles_never_reaped(void)
 	uint64_t x = 9;
 	int n, total = 0, i;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
 			 0, &pool) == 0);
 	REQUIRE(knitk_pool_event_fd(pool) >= 0);
 	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c[0]) == 0);
@@ -146,7 +147,7 @@ static void aborts_race_results_in_event_mode(unsigned int dispatch)
 	pthread_t th;
 	int n, k;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, dispatch, 2, 0, &pool) == 0);
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, dispatch, 2, 0, &pool) == 0);
 	REQUIRE(knitk_pool_event_fd(pool) >= 0);
 	memset(seen, 0, sizeof(seen));
 	for (i = 0; i < N; i++)
@@ -224,7 +225,7 @@ static void many_threads_wait_the_same_calls(void)
 	uint64_t x[64];
 	unsigned int i;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
 			 0, &pool) == 0);
 	for (i = 0; i < 64; i++) {
 		x[i] = i;
@@ -256,7 +257,7 @@ static void reap_of_zero_takes_nothing(void)
 	struct knitk_pool *pool;
 	uint32_t ms = 60000;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
 			 0, &pool) == 0);
 	REQUIRE(knitk_pool_event_fd(pool) >= 0);
 	CHECK_EQ(knitk_pool_reap(pool, NULL, 0), 0);
@@ -302,7 +303,7 @@ static void event_fd_switch_from_many_threads(void)
 	int fds;
 
 	for (round = 0; round < 10; round++) {
-		REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, round & 1 ? KNITK_POOL_DISPATCH_STEAL :
+		REQUIRE(new_pool(KNITK_WORKER_THREADS, round & 1 ? KNITK_POOL_DISPATCH_STEAL :
 				 KNITK_POOL_DISPATCH_PRIVATE, 1, 0, &pool) == 0);
 		fds = open_fds();
 		atomic_store(&go, 0);
@@ -360,7 +361,7 @@ static void destroy_wakes_event_mode_waiters(unsigned int dispatch)
 	uint32_t ms = 60000;
 	unsigned int i;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, dispatch, 2, 0, &pool) == 0);
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, dispatch, 2, 0, &pool) == 0);
 	REQUIRE(knitk_pool_event_fd(pool) >= 0);
 	for (i = 0; i < 4; i++)
 		REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c[i]) == 0);
@@ -405,7 +406,7 @@ static void bad_shutdown_mode_changes_nothing(void)
 	struct knitk_call *c;
 	uint32_t ms = 30;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
 			 0, &pool) == 0);
 	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c) == 0);
 	CHECK_EQ(knitk_pool_shutdown(pool, 3), -EINVAL);

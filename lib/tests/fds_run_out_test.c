@@ -27,6 +27,7 @@
 #include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
+#define FIXTURES_ONE_SUBMITTER
 #include "fixtures.h"
 
 /*
@@ -46,7 +47,7 @@ static void create_at_each_fd_limit(unsigned int kind)
 		r = old;
 		r.rlim_cur = (rlim_t)(fds + k);
 		setrlimit(RLIMIT_NOFILE, &r);
-		ret = new_pool_one_submitter(kind, KNITK_POOL_DISPATCH_PRIVATE, 2, 0, &pool);
+		ret = new_pool(kind, KNITK_POOL_DISPATCH_PRIVATE, 2, 0, &pool);
 		setrlimit(RLIMIT_NOFILE, &old);
 		if (!ret) {
 			CHECK_EQ(mix_calls_good(pool, 4, NULL, 1, 1), 4);
@@ -89,7 +90,7 @@ static void respawn_fails_without_fds(void)
 	uint64_t x = 3;
 	int ret;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, 1,
+	REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, 1,
 			 KNITK_POOL_RESPAWN, &pool) == 0);
 	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
 	getrlimit(RLIMIT_NOFILE, &old);
@@ -130,7 +131,7 @@ static void pinned_while_respawn_fails(void)
 	uint64_t x = 8;
 	int ret;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, 2,
+	REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, 2,
 			 KNITK_POOL_RESPAWN, &pool) == 0);
 	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
 	getrlimit(RLIMIT_NOFILE, &old);
@@ -161,7 +162,7 @@ static void pool_call_without_room(void)
 	struct knitk_pool *pool;
 	size_t len = 0;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
 			 0, &pool) == 0);
 	CHECK_EQ(knitk_pool_call(pool, T_ECHO, "hello", 5, NULL, NULL, 0, &len), 0);
 	CHECK_EQ(len, 5);
@@ -209,7 +210,7 @@ static void event_fd_without_fds(void)
 	struct no_fds nf;
 	int fd;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
 			 0, &pool) == 0);
 	fds_exhaust(&nf);
 	fd = knitk_pool_event_fd(pool);
@@ -240,7 +241,7 @@ static void respawn_without_fds(void)
 	uint64_t x = 3;
 	int r;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, 1,
+	REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, 1,
 			 KNITK_POOL_RESPAWN, &pool) == 0);
 	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
 	fds_exhaust(&nf);
@@ -302,7 +303,7 @@ static void create_in_little_address_space(void)
 		r = old;
 		r.rlim_cur = (rlim_t)(base + mib * 1024) * 1024;
 		setrlimit(RLIMIT_AS, &r);
-		ret = new_pool_one_submitter(KNITK_WORKER_THREADS, mib & 1 ? KNITK_POOL_DISPATCH_STEAL :
+		ret = new_pool(KNITK_WORKER_THREADS, mib & 1 ? KNITK_POOL_DISPATCH_STEAL :
 			       KNITK_POOL_DISPATCH_PRIVATE, 4, 0, &pool);
 		setrlimit(RLIMIT_AS, &old);
 		if (!ret) {

@@ -52,6 +52,25 @@ static inline int tests_init(int argc, char **argv, bool subreaper)
  * Event-mode pools (event_fd_test, event_reap_test, steal_*_test).
  */
 
+/*
+ * A futex pool of @workers workers of @kind: with the test arena, or, in
+ * a test that defines FIXTURES_ONE_SUBMITTER first, with one submitter's
+ * lanes and the default arena.
+ */
+#ifdef FIXTURES_ONE_SUBMITTER
+static inline int new_pool(unsigned int kind, unsigned int dispatch,
+		           unsigned int workers, unsigned int flags,
+		           struct knitk_pool **pool)
+{
+	struct knitk_pool_opts o = {
+		.size = sizeof(o), .kind = kind, .nr_workers = workers,
+		.flags = flags, .knot_flags = KNITK_KNOT_FUTEX,
+		.dispatch = dispatch, .nr_submitters = 1,
+	};
+
+	return knitk_pool_create(&o, &test_tasks, pool);
+}
+#else
 static inline int new_pool(unsigned int kind, unsigned int dispatch,
 		           unsigned int workers, unsigned int flags,
 		           struct knitk_pool **pool)
@@ -64,6 +83,7 @@ static inline int new_pool(unsigned int kind, unsigned int dispatch,
 
 	return knitk_pool_create(&o, &test_tasks, pool);
 }
+#endif
 
 /* Reap until 0 (one pass), releasing or keeping into @keep. */
 static inline int reap_all(struct knitk_pool *pool, struct knitk_call **keep,
@@ -178,18 +198,6 @@ static inline int open_fds(void)
 	return count_fds(false);
 }
 
-static inline int new_pool_one_submitter(unsigned int kind, unsigned int dispatch,
-		           unsigned int workers, unsigned int flags,
-		           struct knitk_pool **pool)
-{
-	struct knitk_pool_opts o = {
-		.size = sizeof(o), .kind = kind, .nr_workers = workers,
-		.flags = flags, .knot_flags = KNITK_KNOT_FUTEX,
-		.dispatch = dispatch, .nr_submitters = 1,
-	};
-
-	return knitk_pool_create(&o, &test_tasks, pool);
-}
 
 /* Threads listed in /proc/self/task now (proc_count.h). */
 static inline int nr_threads(void)

@@ -26,6 +26,7 @@
 #include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
+#define FIXTURES_ONE_SUBMITTER
 #include "fixtures.h"
 
 struct busy {
@@ -67,7 +68,7 @@ static void fork_while_busy_child_makes_a_pool(void)
 	 */
 	SKIP("allocations after a multi-threaded fork: not under ASan or TSan");
 #endif
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
 			 0, &pool) == 0);
 	for (i = 0; i < 2; i++) {
 		b[i].pool = pool;
@@ -82,7 +83,7 @@ static void fork_while_busy_child_makes_a_pool(void)
 			int ok;
 
 			alarm(60);
-			if (new_pool_one_submitter(KNITK_WORKER_THREADS,
+			if (new_pool(KNITK_WORKER_THREADS,
 				     k & 1 ? KNITK_POOL_DISPATCH_STEAL :
 					     KNITK_POOL_DISPATCH_PRIVATE, 2, 0, &mine))
 				_exit(2);
@@ -140,7 +141,7 @@ static void submitted_before_death_seen(unsigned int flags)
 	pid_t dead;
 
 	for (round = 0; round < 5; round++) {
-		REQUIRE(new_pool_one_submitter(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE,
+		REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE,
 				 2, flags, &pool) == 0);
 		REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
 		dead = wi.pid;
@@ -198,7 +199,7 @@ static void child_exit_takes_nothing(void)
 	int status;
 	pid_t pid;
 
-	REQUIRE(new_pool_one_submitter(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 2,
 			 0, &pool) == 0);
 	for (i = 0; i < 16; i++) {
 		x[i] = i;

@@ -27,6 +27,7 @@
 #include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
+#define FIXTURES_ONE_SUBMITTER
 #include "fixtures.h"
 
 /* Lanes pending on @f's mailbox (-1 on error). */
