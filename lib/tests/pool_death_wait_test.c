@@ -32,25 +32,6 @@
 
 enum { D_MIX, D_PARK, D_NR };
 
-/* D_PARK: writes its worker's pid to fd (an i32 argument), then waits. */
-static int task_park(const void *in, size_t len, struct knitk_reply *out,
-		     void *ctx)
-{
-	struct timespec ts = { 0, 1000000 };
-	int32_t fd, pid = (int32_t)getpid();
-
-	(void)out;
-	if (len != sizeof(fd))
-		return -EINVAL;
-	memcpy(&fd, in, sizeof(fd));
-	if (write(fd, &pid, sizeof(pid)) != sizeof(pid))
-		return -EIO;
-	/* Until the test kills us (or an abort at teardown). */
-	while (!knitk_task_aborted(ctx))
-		nanosleep(&ts, NULL);
-	return -EINTR;
-}
-
 static const knitk_task_fn death_fns[D_NR] = { task_mix, task_park };
 static const struct knitk_task_table death_tasks = {
 	.tasks = death_fns, .nr_tasks = D_NR,

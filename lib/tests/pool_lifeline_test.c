@@ -52,24 +52,6 @@ static int task_exec(const void *in, size_t len, struct knitk_reply *out,
 	return -errno;
 }
 
-/* L_PARK: writes its worker's pid to fd, then runs until killed. */
-static int task_park(const void *in, size_t len, struct knitk_reply *out,
-		     void *ctx)
-{
-	struct timespec ts = { 0, 1000000 };
-	int32_t fd, pid = (int32_t)getpid();
-
-	(void)out;
-	if (len != sizeof(fd))
-		return -EINVAL;
-	memcpy(&fd, in, sizeof(fd));
-	if (write(fd, &pid, sizeof(pid)) != sizeof(pid))
-		return -EIO;
-	while (!knitk_task_aborted(ctx))
-		nanosleep(&ts, NULL);
-	return -EINTR;
-}
-
 static const knitk_task_fn lifeline_fns[L_NR] = { task_mix, task_exec, task_park };
 static const struct knitk_task_table lifeline_tasks = {
 	.tasks = lifeline_fns, .nr_tasks = L_NR,
