@@ -32,7 +32,7 @@
 
 enum { D_MIX, D_PARK, D_NR };
 
-static const knitk_task_fn death_fns[D_NR] = { task_mix, task_park_pid };
+static const knitk_task_fn death_fns[D_NR] = { task_mix, task_park };
 static const struct knitk_task_table death_tasks = {
 	.tasks = death_fns, .nr_tasks = D_NR,
 };

@@ -525,26 +525,4 @@ out:
 	return step;
 }
 
-/*
- * A task that writes its worker's pid to the fd (an i32 argument, the
- * write end of a pipe the worker inherited), then runs until the test
- * kills its worker (or an abort at teardown).
- */
-static inline int task_park_pid(const void *in, size_t len,
-				struct knitk_reply *out, void *ctx)
-{
-	struct timespec ts = { 0, 1000000 };
-	int32_t fd, pid = (int32_t)getpid();
-
-	(void)out;
-	if (len != sizeof(fd))
-		return -EINVAL;
-	memcpy(&fd, in, sizeof(fd));
-	if (write(fd, &pid, sizeof(pid)) != sizeof(pid))
-		return -EIO;
-	while (!knitk_task_aborted(ctx))
-		nanosleep(&ts, NULL);
-	return -EINTR;
-}
-
 #endif /* KNITK_POOL_KILL_H */

@@ -52,7 +52,7 @@ static int task_exec(const void *in, size_t len, struct knitk_reply *out,
 	return -errno;
 }
 
-static const knitk_task_fn lifeline_fns[L_NR] = { task_mix, task_exec, task_park_pid };
+static const knitk_task_fn lifeline_fns[L_NR] = { task_mix, task_exec, task_park };
 static const struct knitk_task_table lifeline_tasks = {
 	.tasks = lifeline_fns, .nr_tasks = L_NR,
 };

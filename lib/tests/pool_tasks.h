@@ -582,4 +582,27 @@ static inline int pool_test_start(int argc, char **argv,
 	return 0;
 }
 
+/*
+ * A task that writes its worker's pid to the fd given as its i32
+ * argument, then runs until the test kills its worker (or an abort at
+ * teardown ends it, -EINTR): the call held by the worker a test kills
+ * (pool_death_wait_test's D_PARK, pool_lifeline_test's L_PARK).
+ */
+static inline int task_park(const void *in, size_t len, struct knitk_reply *out,
+			    void *ctx)
+{
+	struct timespec ts = { 0, 1000000 };
+	int32_t fd, pid = (int32_t)getpid();
+
+	(void)out;
+	if (len != sizeof(fd))
+		return -EINVAL;
+	memcpy(&fd, in, sizeof(fd));
+	if (write(fd, &pid, sizeof(pid)) != sizeof(pid))
+		return -EIO;
+	while (!knitk_task_aborted(ctx))
+		nanosleep(&ts, NULL);
+	return -EINTR;
+}
+
 #endif /* KNITK_POOL_TASKS_H */

@@ -53,6 +53,9 @@ done
 	<(cat "$here/../include/knitk.h" "$here/../include/knitk_pool.h") "$here/../libknitk.map" \
 	"$BUILD/libknitk.a" || failed=1
 "$here/check_layers.sh" || failed=1
+# Every test and case docs/guarantees.md names exists; every test file is
+# named there or in its folder's README.md.
+"$here/check_guarantees.sh" || failed=1
 "$here/check_install.sh" "$here/.." || failed=1
 # The event-loop examples against their load generator.
 "$here/examples.sh" || failed=1

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Adversarial tests of libknitk's pool on the module, from the public
- * headers and man pages (the host's lib/tests/adversary7_test.c on the
- * futex backend): a create failing each of its allocations in turn
+ * headers and man pages (the host's lib/tests/alloc_failure_test.c,
+ * fds_run_out_test.c and fork_and_death_seen_test.c on the futex
+ * backend): a create failing each of its allocations in turn
  * (-Wl,--wrap of the allocators, armed per thread) and under every
  * RLIMIT_NOFILE from the fds open up, each failure leaving no fd, child
  * or knot; the event fd, which on the module is the host endpoint, when

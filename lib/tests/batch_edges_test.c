@@ -1,44 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Adversarial cases of the batch calls (futex backend, one process):
- * knitk_producer_send_batch and knitk_lane_decode_batch at the ring's
- * wrap and at the inline/arena edge, and a knitk_lane_reserve that fails.
+ * The batch calls keep publish order and lose nothing at their edges
+ * (futex backend, one process): knitk_producer_send_batch and
+ * knitk_lane_decode_batch at the ring's wrap and at the inline/arena edge,
+ * staged lanes and batches in publish order, a knitk_lane_reserve that
+ * fails, the region size a knot records, and doorbell stats' sizes.
  */
 #include <errno.h>
 #include <knitk.h>
 
 #include "tap.h"
-
-struct fx {
-	struct knitk_endpoint *k;
-	struct knitk_producer *p;
-	struct knitk_consumer *c;
-};
-
-static int fx_init(struct fx *f, uint32_t inline_bytes, uint64_t arena)
-{
-	struct knitk_geometry g = {
-		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
-		.inline_bytes = inline_bytes, .arena_bytes = arena,
-	};
-	int mb;
-
-	memset(f, 0, sizeof(*f));
-	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &f->k))
-		return -1;
-	mb = knitk_endpoint_request_mailbox(f->k, 0, 0);
-	if (mb < 0 || knitk_producer_create(f->k, (unsigned int)mb, &f->p) ||
-	    knitk_consumer_create(f->k, (unsigned int)mb, &f->c))
-		return -1;
-	return 0;
-}
-
-static void fx_fini(struct fx *f)
-{
-	knitk_consumer_destroy(f->c);
-	knitk_producer_destroy(f->p);
-	knitk_endpoint_destroy(f->k);
-}
+#include "fixtures.h"
 
 /* Send @n values task_id = @base + i in one batch; 0 when all went. */
 static int send_ids(struct fx *f, uint64_t base, unsigned int n)
