@@ -1862,7 +1862,8 @@ static int usubmit(struct uround *u, uint64_t *s)
 	struct urec *r = NULL;
 	uint32_t seq;
 
-	if (u->nr_live >= UREC_MAX_LIVE)
+	/* Room for the command and its timeout (SQPOLL's thread may lag). */
+	if (u->nr_live >= UREC_MAX_LIVE || io_uring_sq_space_left(&u->ring) < 2)
 		return 0;
 	for (slot = 0; slot < NR_UREC; slot++)
 		if (!u->rec[slot].live) {
@@ -2081,10 +2082,12 @@ static int uround_run(struct uround *u, uint64_t *s, unsigned long ops)
 			usleep(below(s, 2000));
 		}
 	}
+	if (atomic_load(&u->stop) == 2)
+		ret = -1;
 	/* Every role ends: every command left completes, none is lost. */
 	for (e = 0; e < NR_UE; e++)
 		uround_close(u, e);
-	if (!ret && atomic_load(&u->stop) != 2)
+	if (!ret)
 		ret = ureap(u, 1);
 	atomic_store(&u->stop, 1);
 	pthread_join(kicker, NULL);
@@ -2299,7 +2302,8 @@ static void *nw_signaller(void *arg)
 	struct nwracer *x = arg;
 	struct nwrace *r = x->r;
 
-	while (!atomic_load(&r->stop_kick)) {
+	/* Stopped before the waiters are joined: never a joined thread. */
+	while (!atomic_load(&r->stop)) {
 		pthread_kill(r->waiters[below(&x->s, 2)], SIGUSR1);
 		usleep(below(&x->s, 3000));
 	}
@@ -2389,12 +2393,13 @@ static int notify_wait_body(void)
 			closes++;
 			usleep(below(&seed, 10000));
 		}
+		/* The kicker ends the far waits left; then it stops. */
 		atomic_store(&r.stop, 1);
+		pthread_join(th[3], NULL);
 		pthread_join(th[0], NULL);
 		pthread_join(th[1], NULL);
 		atomic_store(&r.stop_kick, 1);
 		pthread_join(th[2], NULL);
-		pthread_join(th[3], NULL);
 		if (r.w0 >= 0)
 			close(r.w0);
 		close(r.kfd);
