@@ -1976,10 +1976,11 @@ static int uchild(struct uround *u, uint64_t *s)
 			_exit(1);
 		for (i = 0; i < n; i++) {
 			int e = (int)below(s, 3);
-			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+			struct io_uring_sqe *sqe;
 
 			if (u->fd[e] < 0)
-				continue;
+				continue;	/* before taking an SQE */
+			sqe = io_uring_get_sqe(&ring);
 			prep_raw_wait(sqe, u->fd[e], udoorbell(e),
 				      knitk_doorbell_seq(knot_doorbell(&c, udoorbell(e))),
 				      KNITK_WAIT_FOREVER, (__u64)i);
