@@ -1904,7 +1904,7 @@ static int usubmit(struct uround *u, uint64_t *s)
 		sqe->fd = e;
 		if (fixed < 0) {	/* past the table */
 			sqe->fd = NR_UE + (int)below(s, 100);
-			if (r->x.layer > UL_FD) {
+			if (r->x.layer >= UL_FD) {	/* no file: any fd's errors */
 				r->x.layer = UL_FD;
 				r->x.want = r->x.alt = -EBADF;
 			}
