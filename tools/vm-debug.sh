@@ -10,7 +10,8 @@
 #   VM_TIMEOUT        seconds for the whole boot (default 14400)
 #   VM_PROG_TIMEOUT   seconds per program inside the guest (default 7200)
 #   KNITK_FUZZ_OPS    fuzz_test's operations per seed (default 50000; make
-#                     check's default is 12000 with one seed)
+#                     check's default is 12000 with one seed); its uring
+#                     and notify_wait cases scale with it too
 #   KNITK_FUZZ_SEED   its seeds, comma-separated (default: four new ones
 #                     each run, printed); each case runs once per seed
 #   KNITK_STORM_KILLS pool_test's kill storm (default 1000, make check 200)

@@ -8,19 +8,41 @@
  *                         either way): each case runs once per seed
  *   KNITK_FUZZ_OPS=<n>    operations of the ioctls case per seed; the
  *                         procs and threads cases run half as many each
- *                         (default 12000: 24000 in all)
+ *                         (default 12000: 24000 in all), the uring case a
+ *                         tenth, the notify_wait case n / 1000 rounds
+ *                         (at least 12)
  *
  *  - ioctls: one process, a table of endpoints, mutated ioctls (geometries
  *    near every limit of uapi/linux/knitk.h, bad pointers, reserved
  *    fields, unknown commands) and mmap/mprotect/mremap/munmap/madvise,
  *    writes of random words into the shared region, pokes at the control
- *    page through /proc/self/mem, poll and fork.  Each result must be one
- *    the uapi documents for that call in that state, and the control page
- *    must keep its magic and layout.
+ *    page through /proc/self/mem, poll and fork; KNITK_IOC_NOTIFY_WAIT
+ *    (unknown flag bits must give -EINVAL, and a refusal before the ring
+ *    leaves woken unwritten) and KNITK_URING_CMD_WAIT through liburing
+ *    (each SQE with at most one fault: a payload field, cmd_op, the fd,
+ *    or an SQE field io_uring refuses), both with bounded deadlines.
+ *    Each result must be one the uapi documents for that call in that
+ *    state, and the control page must keep its magic and layout.
  *  - procs: processes sharing knots by inheritance and SCM_RIGHTS, running
  *    those operations while the parent SIGKILLs and respawns them.
  *  - threads: JOIN, WAIT, NOTIFY, poll and close racing on one endpoint,
  *    signals landing in the waits, the host closed under the workers.
+ *  - uring: rounds of KNITK_URING_CMD_WAIT commands in flight (plain,
+ *    SQE128 and SQPOLL rings; registered files, IOSQE_ASYNC,
+ *    IOSQE_CQE_SKIP_SUCCESS, linked timeouts, async cancels; deadlines
+ *    past, near, past 2^63 and none) while a thread kicks, the roles end
+ *    and the host dies under them, the mapping goes, the ring exits with
+ *    waits asleep and children exit or are SIGKILLed with waits of their
+ *    own asleep.  Each CQE must be the error of the first layer its
+ *    fault reaches in io_uring's order, or a wait's result (-EAGAIN for
+ *    a stale seq), and the round's last close must complete every
+ *    command left: none lost.
+ *  - notify_wait: the host and worker 0 in NOTIFY_WAIT (and WAIT) loops
+ *    with random flags, seqs, doorbells and deadlines (past, near, past
+ *    2^63, none), a kicker, SIGUSR1 with SA_RESTART or without (WAIT is
+ *    restarted, never -EINTR; NOTIFY_WAIT gives -EINTR), worker 1 in a
+ *    process of its own that is SIGKILLed, and the host or worker 0
+ *    closed under the waits.
  *
  * Each case runs in a child and then waits for the module's live knot and
  * byte counters to come back to zero (knitk_live.h): nothing leaked.
@@ -37,6 +59,7 @@
 #include "knitk.h"
 #include "knitk_test.h"
 #include "knitk_live.h"
+#include "knitk_ring.h"
 
 #define MAX_KNOT_BYTES	KNITK_SYSMOD "/parameters/max_knot_bytes"
 #define FUZZ_CAP	(4ULL << 20)
@@ -104,10 +127,11 @@ struct map {
 
 /* What succeeded, printed at the end: the run reached the deep paths. */
 enum { OK_CREATE, OK_ATTACH, OK_JOIN, OK_MMAP, OK_WOKEN, OK_TIMEDOUT,
-       OK_NOTIFIED, OK_FORK, OK_PASSED, NR_OKS };
+       OK_NOTIFIED, OK_FORK, OK_PASSED, OK_NW_RUNG, OK_URING_WAITED, NR_OKS };
 static const char *const ok_names[NR_OKS] = {
 	"creates", "attaches", "joins", "mmaps", "waits woken", "waits timed out",
-	"doorbells woken", "forks", "fds passed",
+	"doorbells woken", "forks", "fds passed", "notify-waits past the ring",
+	"ring waits run",
 };
 
 struct fz {
@@ -121,6 +145,7 @@ struct fz {
 	struct map map[NR_MAPS];
 	void *ro_page;		/* readable, not writable: copy_to_user fails */
 	void *hole;		/* unmapped: copy_from_user fails */
+	struct io_uring *ring;	/* op_uring's, made on first use; not inherited */
 	unsigned long ok[NR_OKS];	/* calls that did what they asked */
 };
 
@@ -509,6 +534,7 @@ static int op_badioctl(struct fz *z)
 	static const unsigned long real[] = {
 		KNITK_IOC_API, KNITK_IOC_CREATE, KNITK_IOC_ATTACH, KNITK_IOC_JOIN,
 		KNITK_IOC_WAIT, KNITK_IOC_NOTIFY, KNITK_IOC_STATS,
+		KNITK_IOC_NOTIFY_WAIT,
 	};
 	unsigned long cmd;
 	unsigned int k;
@@ -828,6 +854,359 @@ static int op_pass(struct fz *z)
 	return 0;
 }
 
+/* struct knitk_notify_wait.woken as the caller left it: nothing written. */
+#define WOKEN_UNTOUCHED	0x5eed5eed5eed5eedULL
+
+static int nw_rung(int ret)
+{
+	return ret == 0 || ret == -EAGAIN || ret == -ETIMEDOUT ||
+	       ret == -EINTR || ret == -EPIPE;
+}
+
+/* A deadline for a wait that nothing else will end: past, or a few ms. */
+static uint64_t short_deadline(uint64_t *s)
+{
+	switch (below(s, 4)) {
+	case 0: return below(s, 2);
+	case 1: return rnd(s) >> 40;
+	default: return knitk_now_ns() + below(s, 2 * KNITK_MS);
+	}
+}
+
+/*
+ * KNITK_IOC_NOTIFY_WAIT: a ring as op_notify's (no kick), then a wait as
+ * op_wait's.  The errors of before the ring leave woken as it was; every
+ * return after it writes woken back, a subset of the doorbells asked for.
+ */
+static int op_notify_wait(struct fz *z)
+{
+	struct knitk_notify_wait nw = { .woken = WOKEN_UNTOUCHED };
+	int i = slot_pick(z), bad, ret, inval;
+	struct ep *e = z->ep[i];
+	void *p;
+
+	if (chance(&z->seed, 20))
+		nw.doorbells = 0;
+	else if (chance(&z->seed, 70))
+		nw.doorbells = (1ULL << below(&z->seed, 4)) |
+			       (chance(&z->seed, 30) ? 1ULL << 63 : 0);
+	else
+		nw.doorbells = rnd(&z->seed);
+	nw.expected = chance(&z->seed, 70) ? seq_guess(z, i) : (uint32_t)rnd(&z->seed);
+	nw.deadline_ns = short_deadline(&z->seed);
+	if (chance(&z->seed, 10))
+		nw.flags = chance(&z->seed, 50) ? KNITK_WAIT_SPIN :
+			   (uint32_t)rnd(&z->seed) | 2U << below(&z->seed, 31);
+	if (chance(&z->seed, 5))
+		nw.reserved[below(&z->seed, 2)] = rnd(&z->seed) | 1;
+	inval = (nw.flags & ~KNITK_WAIT_FLAGS) || nw.reserved[0] || nw.reserved[1];
+	p = arg_ptr(z, &nw, sizeof(nw), &bad);
+	ret = knitk_ioctl(z->fd[i], KNITK_IOC_NOTIFY_WAIT, p);
+	if (z->fd[i] < 0) {
+		EXPECT_IN(z, "NOTIFY_WAIT on no fd", ret, EBADF);
+		return 0;
+	}
+	EXPECT_IN(z, "NOTIFY_WAIT", ret, EINVAL, ENOTCONN, EFAULT, EAGAIN,
+		  ETIMEDOUT, EINTR, EPIPE);
+	if (!ret && (bad || inval))
+		FAIL(z, "NOTIFY_WAIT returned 0 with a bad pointer or flags");
+	if (bad)
+		return 0;
+	/* Unknown flag bits: -EINVAL on any attached endpoint. */
+	if (inval && ret != -EINVAL && !(ret == -ENOTCONN && !(e && e->known && e->attached)))
+		FAIL(z, "NOTIFY_WAIT flags %#x reserved %#llx/%#llx: %d, not -EINVAL",
+		     nw.flags, (unsigned long long)nw.reserved[0],
+		     (unsigned long long)nw.reserved[1], ret);
+	if ((ret == -EINVAL || (ret == -ENOTCONN && e && e->known)) &&
+	    nw.woken != WOKEN_UNTOUCHED)
+		FAIL(z, "NOTIFY_WAIT %d wrote woken %#llx: not rung", ret,
+		     (unsigned long long)nw.woken);
+	if (nw_rung(ret) && (nw.woken & ~nw.doorbells))
+		FAIL(z, "NOTIFY_WAIT %d: woken %#llx of %#llx asked", ret,
+		     (unsigned long long)nw.woken, (unsigned long long)nw.doorbells);
+	z->ok[OK_NW_RUNG] += nw_rung(ret);
+	return 0;
+}
+
+/* ------------------------------------------------------- uring_cmd */
+
+/* What an fd given to a uring command is, as far as the fuzzer knows. */
+enum { UK_JOINED, UK_NOROLE, UK_MAYBE, UK_OTHER, UK_BADFD, UK_CLOSED };
+
+/* The layer whose check a command fails first, in io_uring's order. */
+enum { UL_SQE, UL_FD, UL_CMD, UL_ROLE, UL_PAYLOAD, UL_WAIT, UL_MAYBE };
+
+/* What a command must complete with. */
+struct uexp {
+	int layer;
+	int want, alt;		/* its layer's errors (negative) */
+	int stale;		/* expected seq behind the doorbell's: no sleep */
+	int raced;		/* its fd was closed or reused in flight */
+	int cancelable;		/* a linked timeout or a cancel aimed at it */
+	int skip;		/* IOSQE_CQE_SKIP_SUCCESS: no CQE for a 0 */
+};
+
+static const int uring_wait_res[] = {
+	0, -EAGAIN, -ETIMEDOUT, -EPIPE, -ECANCELED, -ENOTCONN,
+};
+static const int uring_any_res[] = {
+	0, -EAGAIN, -ETIMEDOUT, -EPIPE, -ECANCELED, -ENOTCONN, -EINVAL,
+	-ENOTTY, -EBADF, -EOPNOTSUPP,
+};
+
+static int res_in(int res, const int *set, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (res == set[i])
+			return 1;
+	return 0;
+}
+
+#define RES_IN(res, set)	res_in(res, set, sizeof(set) / sizeof(set[0]))
+
+static int uring_res_ok(const struct uexp *x, int res)
+{
+	if (x->layer == UL_SQE)
+		return res == x->want || res == x->alt;
+	if (x->skip && res == 0)
+		return 0;		/* a success posts no CQE */
+	if (x->raced)
+		return RES_IN(res, uring_any_res);
+	if (x->cancelable && res == -ECANCELED)
+		return 1;
+	switch (x->layer) {
+	case UL_WAIT:
+		if (x->stale)
+			return res == -EAGAIN || res == -EPIPE ||
+			       res == -ENOTCONN || res == -ECANCELED;
+		return RES_IN(res, uring_wait_res);
+	case UL_MAYBE:
+		return res == -EINVAL || RES_IN(res, uring_wait_res);
+	default:
+		return res == x->want || res == x->alt;
+	}
+}
+
+/* A deadline: past, near, far, or none (@bounded: never far). */
+static uint64_t uring_deadline(uint64_t *s, int bounded)
+{
+	if (bounded)
+		return short_deadline(s);
+	switch (below(s, 8)) {
+	case 0: return 0;
+	case 1: return knitk_now_ns() - 1;
+	case 2: case 3: return knitk_now_ns() + below(s, 5 * KNITK_MS);
+	case 4: return (1ULL << 63) - 1;	/* KTIME_MAX */
+	case 5: return chance(s, 50) ? 1ULL << 63 : KNITK_WAIT_FOREVER - 1;
+	default: return KNITK_WAIT_FOREVER;
+	}
+}
+
+/*
+ * An IORING_OP_URING_CMD SQE (@sqe128: 128 bytes) on @fd, of kind @kind
+ * (UK_*), whose own doorbell is @d: mostly a valid KNITK_URING_CMD_WAIT
+ * for @seq, else one fault among the fields io_uring checks (those that
+ * must be zero, ioprio, personality, sqe flags), the fd, cmd_op and the
+ * payload (flags, reserved, doorbell, the SQE128 tail).  *@x gets the
+ * results allowed.  @simple: no IOSQE_* flags, a bounded deadline.
+ */
+static void uring_gen(uint64_t *s, struct io_uring_sqe *sqe, int sqe128,
+		      int fd, int kind, unsigned int d, uint32_t seq,
+		      int simple, struct uexp *x)
+{
+	struct knitk_uring_wait w = { .expected = seq, .doorbell = (__u8)d };
+	unsigned int fault = chance(s, 55) ? 0 : 1 + (unsigned int)below(s, 15);
+	__u32 cmd_op = KNITK_URING_CMD_WAIT;
+	int payload_bad = 0, cmd_res = 0;
+
+	memset(x, 0, sizeof(*x));
+	w.deadline_ns = uring_deadline(s, simple);
+	if (chance(s, 15)) {
+		w.expected = seq - 1 - (uint32_t)below(s, 1000);
+		x->stale = 1;
+	}
+	memset(sqe, 0, sqe128 ? 128 : 64);
+	switch (fault) {
+	case 1:
+		w.flags = chance(s, 50) ? KNITK_WAIT_SPIN : (__u8)(rnd(s) | 1);
+		payload_bad = 1;
+		break;
+	case 2:
+		w.reserved = (__u16)(rnd(s) | 1);
+		payload_bad = 1;
+		break;
+	case 3:
+		w.doorbell = (__u8)(d + 1 + below(s, 255));
+		payload_bad = 1;
+		break;
+	case 4:			/* the command of another size or direction */
+		cmd_op = chance(s, 50) ?
+			 _IOC(_IOC_WRITE, KNITK_IOC_MAGIC, 0x20, near(s, 16, 8) & 0x3fff) :
+			 _IOC(below(s, 4), KNITK_IOC_MAGIC, 0x20, 16);
+		if (cmd_op != KNITK_URING_CMD_WAIT)
+			cmd_res = -EINVAL;
+		break;
+	case 5:			/* not ours: -ENOTTY */
+		cmd_op = chance(s, 50) ? (__u32)rnd(s) :
+			 _IOC(below(s, 4), chance(s, 50) ? KNITK_IOC_MAGIC : below(s, 256),
+			      below(s, 0x40), below(s, 64));
+		if (cmd_op == KNITK_URING_CMD_WAIT)
+			break;
+		cmd_res = _IOC_TYPE(cmd_op) == KNITK_IOC_MAGIC &&
+			  _IOC_NR(cmd_op) == 0x20 ? -EINVAL : -ENOTTY;
+		break;
+	case 6:
+		fd = chance(s, 50) ? -1 : (int)(rnd(s) | 0x40000000);
+		kind = UK_BADFD;
+		break;
+	default:
+		break;
+	}
+	memcpy(sqe->cmd, &w, sizeof(w));
+	if (fault == 7 && sqe128) {
+		sqe->cmd[sizeof(w) + below(s, 64)] = (__u8)(rnd(s) | 1);
+		payload_bad = 1;
+	}
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = fd;
+	sqe->cmd_op = cmd_op;
+	x->layer = -1;
+	switch (fault) {	/* what io_uring itself refuses */
+	case 8:
+		sqe->__pad1 = (__u32)(rnd(s) | 1);
+		x->layer = UL_SQE;
+		x->want = x->alt = -EINVAL;
+		break;
+	case 9:
+		sqe->uring_cmd_flags = 1U << below(s, 32);
+		x->layer = UL_SQE;
+		x->want = x->alt = -EINVAL;
+		/* Fixed buffers (none registered): refused, or unknown then. */
+		if (sqe->uring_cmd_flags == IORING_URING_CMD_FIXED)
+			x->want = -EFAULT;
+		break;
+	case 10:
+		sqe->ioprio = (__u16)(rnd(s) | 1);
+		x->layer = UL_SQE;
+		x->want = x->alt = -EINVAL;
+		break;
+	case 11:
+		sqe->personality = (__u16)(rnd(s) | 1);	/* none registered */
+		x->layer = UL_SQE;
+		x->want = x->alt = -EINVAL;
+		break;
+	case 12:
+		/* Never a link flag: a refused head would hold the next SQE. */
+		sqe->flags = chance(s, 50) ? IOSQE_BUFFER_SELECT :
+			     (__u8)((0x80 | rnd(s)) & ~(IOSQE_IO_LINK | IOSQE_IO_HARDLINK));
+		x->layer = UL_SQE;
+		x->want = -EINVAL;
+		x->alt = sqe->flags == IOSQE_BUFFER_SELECT ? -EOPNOTSUPP : -EINVAL;
+		break;
+	case 13:		/* fields URING_CMD does not read: no effect */
+		sqe->addr = rnd(s);
+		sqe->len = (__u32)rnd(s);
+		sqe->splice_fd_in = (__s32)rnd(s);
+		break;
+	default:
+		break;
+	}
+	if (!simple && x->layer < 0) {
+		if (chance(s, 10))
+			sqe->flags |= IOSQE_ASYNC;
+		if (chance(s, 4)) {
+			sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+			x->skip = 1;
+		}
+	}
+	if (x->layer >= 0)
+		return;
+	if (kind == UK_BADFD || kind == UK_CLOSED) {
+		x->layer = UL_FD;
+		x->want = -EBADF;
+		/* A closed number may be a new ring's fd by now. */
+		x->alt = kind == UK_CLOSED ? -EOPNOTSUPP : -EBADF;
+	} else if (kind == UK_OTHER) {
+		x->layer = UL_FD;
+		x->want = x->alt = -EOPNOTSUPP;
+	} else if (cmd_res) {
+		x->layer = UL_CMD;
+		x->want = x->alt = cmd_res;
+	} else if (kind == UK_NOROLE) {
+		x->layer = UL_ROLE;
+		x->want = x->alt = -ENOTCONN;
+	} else if (kind == UK_MAYBE) {
+		x->layer = UL_MAYBE;
+	} else if (payload_bad) {
+		x->layer = UL_PAYLOAD;
+		x->want = x->alt = -EINVAL;
+	} else {
+		x->layer = UL_WAIT;
+	}
+}
+
+static int uring_setup(struct io_uring *ring, unsigned int entries,
+		       unsigned int flags)
+{
+	struct io_uring_params p = { .flags = flags | IORING_SETUP_SUBMIT_ALL,
+				     .sq_thread_idle = 2 };
+
+	if (!io_uring_queue_init_params(entries, ring, &p))
+		return 0;
+	memset(&p, 0, sizeof(p));
+	p.flags = flags;
+	p.sq_thread_idle = 2;
+	return io_uring_queue_init_params(entries, ring, &p);
+}
+
+/*
+ * A uring_cmd on a slot's endpoint (or a bad or foreign fd) amid the other
+ * operations: bounded deadlines, completed before the next operation.
+ */
+static int op_uring(struct fz *z)
+{
+	static const unsigned int dbs[] = { 0, 1, 2, KNITK_DOORBELL_HOST };
+	struct io_uring_sqe *sqe;
+	int i = slot_pick(z), fd = z->fd[i], kind, res;
+	unsigned int d;
+	struct uexp x;
+
+	if (!z->ring) {
+		z->ring = calloc(1, sizeof(*z->ring));
+		if (!z->ring)
+			return 0;
+		if (uring_setup(z->ring, 8, chance(&z->seed, 30) ? IORING_SETUP_SQE128 : 0)) {
+			free(z->ring);
+			z->ring = NULL;
+			FAIL(z, "io_uring_queue_init failed");
+		}
+	}
+	kind = fd < 0 ? UK_BADFD : UK_MAYBE;
+	if (chance(&z->seed, 10)) {
+		fd = z->ring->ring_fd;	/* io_uring's own: no uring_cmd */
+		kind = UK_OTHER;
+	}
+	d = chance(&z->seed, 90) ? dbs[below(&z->seed, 4)] : (unsigned int)below(&z->seed, 256);
+	sqe = io_uring_get_sqe(z->ring);
+	if (!sqe)
+		FAIL(z, "no SQE free");
+	uring_gen(&z->seed, sqe, !!(z->ring->flags & IORING_SETUP_SQE128), fd,
+		  kind, d, seq_guess(z, i), 1, &x);
+	if (io_uring_submit(z->ring) != 1)
+		FAIL(z, "io_uring_submit failed");
+	res = next_res(z->ring, NULL);
+	if (res == -ETIME)
+		FAIL(z, "uring_cmd: no completion in %d s", HANG_GUARD_S);
+	if (!uring_res_ok(&x, res))
+		FAIL(z, "uring_cmd (layer %d, op %#x, flags %#x, fd %d): %d (%s)",
+		     x.layer, sqe->cmd_op, sqe->flags, fd, res, strerror(-res));
+	z->ok[OK_URING_WAITED] += (x.layer == UL_WAIT || x.layer == UL_MAYBE) &&
+				  (res == 0 || res == -ETIMEDOUT || res == -EAGAIN);
+	return 0;
+}
+
 static int fuzz_run(struct fz *z, unsigned long ops);
 
 /* A child that inherits everything, runs a few operations and exits. */
@@ -850,6 +1229,7 @@ static int op_fork(struct fz *z)
 		for (i = 0; i < NR_SLOTS; i++)
 			child.ep[i] = child.fd[i] >= 0 ? ep_new(0) : NULL;
 		child.procs = 0;	/* no grandchildren, no ring */
+		child.ring = NULL;	/* the parent's: a ring of its own */
 		child.sock_out = child.sock_in = -1;
 		/* Mappings are not inherited (VM_DONTCOPY) unless MADV_DOFORK. */
 		memset(child.map, 0, sizeof(child.map));
@@ -880,6 +1260,8 @@ static int (*const ops[])(struct fz *) = {
 	op_badioctl, op_mmap, op_mmap, op_mmap, op_mmap, op_mprotect,
 	op_mremap, op_munmap, op_munmap, op_touch, op_touch, op_touch,
 	op_poke, op_poll, op_poll, op_pass, op_pass, op_pass,
+	op_notify_wait, op_notify_wait, op_notify_wait, op_uring, op_uring,
+	op_uring,
 };
 #define NR_OPS	(sizeof(ops) / sizeof(ops[0]))
 
@@ -909,6 +1291,11 @@ static void fuzz_fini(struct fz *z, const char *name)
 	for (i = 0; i < NR_MAPS; i++)
 		if (z->map[i].addr)
 			map_drop(&z->map[i]);
+	if (z->ring) {
+		io_uring_queue_exit(z->ring);
+		free(z->ring);
+		z->ring = NULL;
+	}
 }
 
 static int fuzz_run(struct fz *z, unsigned long n)
@@ -1279,6 +1666,777 @@ static int threads_body(void)
 TEST_F_TIMEOUT(fuzz, threads, 1800 * MAX_SEEDS)
 {
 	per_seed(_metadata, threads_body);
+}
+
+/* ------------------------------------------------------------ uring */
+
+/*
+ * Endpoints of a uring round: the host, workers 0 and 1, an attached
+ * endpoint without a role, a bare one, and a pipe (no uring_cmd).
+ */
+enum { UE_HOST, UE_W0, UE_W1, UE_NOROLE, UE_BARE, UE_PIPE, NR_UE };
+#define NR_UREC		32
+#define UREC_MAX_LIVE	20
+#define UD_TIMEOUT	(1ULL << 32)	/* user_data of a linked timeout */
+#define UD_CANCEL	(2ULL << 32)	/* of an async cancel */
+
+struct urec {
+	int live;
+	int ep;			/* UE_*, or -1 */
+	unsigned long op;
+	struct uexp x;
+};
+
+struct uround {
+	struct knot k;		/* k.fd is fd[UE_HOST] */
+	int fd[NR_UE];		/* -1 once closed */
+	int was[NR_UE];		/* the number it had */
+	int kfd;		/* the kicker's attached endpoint */
+	int pipe_w;
+	struct io_uring ring;
+	int ring_up, sqe128, registered;
+	int reg_fd[NR_UE];	/* the files table, as registered */
+	struct urec rec[NR_UREC];
+	int nr_live, nr_extra;	/* commands, and timeouts and cancels */
+	_Atomic int stop;
+	uint64_t kick_seed;
+	unsigned long op, res[8], lost, children;
+};
+
+static const int ures_errs[8] = { 0, -EAGAIN, -ETIMEDOUT, -EPIPE, -ECANCELED,
+				  -ENOTCONN, -EINVAL, 1 };
+static const char *const ures_names[8] = { "0", "EAGAIN", "ETIMEDOUT", "EPIPE",
+					   "ECANCELED", "ENOTCONN", "EINVAL",
+					   "others" };
+
+#define UFAIL(u, fmt, ...) do {						\
+	printf("# KNITK_FUZZ_SEED=%#llx, uring op %lu: " fmt "\n",	\
+	       (unsigned long long)fuzz_seed, (u)->op, ##__VA_ARGS__);	\
+	return -1;							\
+} while (0)
+
+/* Kicks and notifies on every doorbell of the round, through kfd. */
+static void *uround_kicker(void *arg)
+{
+	struct uround *u = arg;
+	static const __u64 bits[] = { 1, 2, 3, 1ULL << 63, (1ULL << 63) | 3 };
+	uint64_t s = u->kick_seed;
+	int ret;
+
+	while (!atomic_load(&u->stop)) {
+		__u64 b = bits[below(&s, 5)];
+
+		ret = chance(&s, 60) ? knitk_kick(u->kfd, b, NULL)
+				     : knitk_notify(u->kfd, b, NULL);
+		if (ret) {
+			printf("# uring: kick of %#llx: %d\n", (unsigned long long)b, ret);
+			atomic_store(&u->stop, 2);
+		}
+		usleep(below(&s, 4000));
+	}
+	return NULL;
+}
+
+static int ukind(const struct uround *u, int e)
+{
+	if (u->fd[e] < 0)
+		return UK_CLOSED;
+	switch (e) {
+	case UE_HOST: case UE_W0: case UE_W1: return UK_JOINED;
+	case UE_PIPE: return UK_OTHER;
+	default: return UK_NOROLE;
+	}
+}
+
+static unsigned int udoorbell(int e)
+{
+	return e == UE_W0 ? 0 : e == UE_W1 ? 1 : KNITK_DOORBELL_HOST;
+}
+
+static int urec_check(struct uround *u, struct io_uring_cqe *cqe)
+{
+	__u64 ud = cqe->user_data;
+	struct urec *r;
+	int res = cqe->res, k;
+
+	if (ud & (UD_TIMEOUT | UD_CANCEL)) {
+		u->nr_extra--;
+		if (ud & UD_TIMEOUT ? !(res == -ETIME || res == -ECANCELED ||
+					res == -EALREADY || res == -ENOENT)
+				    : !(res == 0 || res == -ENOENT || res == -EALREADY))
+			UFAIL(u, "%s: %d (%s)", ud & UD_TIMEOUT ? "linked timeout" :
+			      "async cancel", res, strerror(-res));
+		return 0;
+	}
+	if (ud >= NR_UREC || !u->rec[ud].live)
+		UFAIL(u, "a CQE for user_data %#llx, not in flight",
+		      (unsigned long long)ud);
+	r = &u->rec[ud];
+	if (!uring_res_ok(&r->x, res))
+		UFAIL(u, "uring_cmd of op %lu (layer %d, ep %d%s%s%s): %d (%s)",
+		      r->op, r->x.layer, r->ep, r->x.stale ? ", stale" : "",
+		      r->x.raced ? ", raced" : "", r->x.skip ? ", skip" : "",
+		      res, strerror(-res));
+	for (k = 0; k < 7 && ures_errs[k] != res; k++)
+		;
+	u->res[k]++;
+	r->live = 0;
+	if (!r->x.skip)
+		u->nr_live--;
+	return 0;
+}
+
+/* Every CQE there is; with @wait, until no command is left in flight. */
+static int ureap(struct uround *u, int wait)
+{
+	struct __kernel_timespec ts = { .tv_sec = HANG_GUARD_S };
+	struct io_uring_cqe *cqe;
+	int ret;
+
+	for (;;) {
+		if (wait && (u->nr_live || u->nr_extra))
+			ret = io_uring_wait_cqe_timeout(&u->ring, &cqe, &ts);
+		else
+			ret = io_uring_peek_cqe(&u->ring, &cqe);
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret == -EINTR)
+			continue;
+		if (ret == -ETIME)
+			UFAIL(u, "%d commands and %d timeouts or cancels not completed in %d s",
+			      u->nr_live, u->nr_extra, HANG_GUARD_S);
+		if (ret)
+			UFAIL(u, "reaping: %d", ret);
+		ret = urec_check(u, cqe);
+		io_uring_cqe_seen(&u->ring, cqe);
+		if (ret)
+			return ret;
+	}
+}
+
+static int uring_open(struct uround *u, uint64_t *s)
+{
+	static const unsigned int kinds[] = { 0, 0, IORING_SETUP_SQE128,
+					      IORING_SETUP_SQPOLL };
+	unsigned int f = kinds[below(s, 4)];
+
+	if (uring_setup(&u->ring, 32, f) && (!f || uring_setup(&u->ring, 32, 0)))
+		UFAIL(u, "io_uring_queue_init");
+	u->ring_up = 1;
+	u->sqe128 = !!(u->ring.flags & IORING_SETUP_SQE128);
+	u->registered = 0;
+	memset(u->rec, 0, sizeof(u->rec));
+	u->nr_live = u->nr_extra = 0;
+	return 0;
+}
+
+/* The ring goes with its commands in flight: none may hold anything. */
+static void uring_drop(struct uround *u)
+{
+	if (u->ring_up)
+		io_uring_queue_exit(&u->ring);
+	u->ring_up = 0;
+}
+
+static void uround_close(struct uround *u, int e)
+{
+	int i;
+
+	if (u->fd[e] < 0)
+		return;
+	if (e == UE_HOST)
+		u->k.fd = -1;
+	close(u->fd[e]);
+	u->fd[e] = -1;
+	/* Its commands in flight may now find anything there. */
+	for (i = 0; i < NR_UREC; i++)
+		if (u->rec[i].live && u->rec[i].ep == e)
+			u->rec[i].x.raced = 1;
+}
+
+/*
+ * io_uring_submit() gave @ret for @n new SQEs: all of them, or with SQPOLL
+ * every SQE its thread has not taken yet (the earlier ones too).
+ */
+static int usubmitted(const struct uround *u, int ret, int n)
+{
+	return u->ring.flags & IORING_SETUP_SQPOLL ? ret >= n : ret == n;
+}
+
+static int usubmit(struct uround *u, uint64_t *s)
+{
+	struct io_uring_sqe *sqe;
+	int e = (int)below(s, NR_UE), fd, kind, slot, n = 1, ret, fixed = 0;
+	struct __kernel_timespec ts = { .tv_nsec = (long)below(s, 3 * KNITK_MS) };
+	struct urec *r = NULL;
+	uint32_t seq;
+
+	/* Room for the command and its timeout (SQPOLL's thread may lag). */
+	if (u->nr_live >= UREC_MAX_LIVE || io_uring_sq_space_left(&u->ring) < 2)
+		return 0;
+	for (slot = 0; slot < NR_UREC; slot++)
+		if (!u->rec[slot].live) {
+			r = &u->rec[slot];
+			break;
+		}
+	if (!r)
+		return 0;
+	fd = u->fd[e] >= 0 ? u->fd[e] : u->was[e];
+	kind = ukind(u, e);
+	if (u->registered && chance(s, 40)) {
+		/* The registered file: it outlives the fd's close. */
+		fixed = chance(s, 10) ? -1 : 1;
+		if (u->reg_fd[e] < 0)
+			kind = UK_BADFD;
+		else if (kind == UK_CLOSED)
+			kind = e == UE_PIPE ? UK_OTHER : UK_NOROLE;
+	}
+	seq = u->k.data ? knitk_doorbell_seq(knot_doorbell(&u->k, udoorbell(e)))
+			: (uint32_t)rnd(s);
+	sqe = io_uring_get_sqe(&u->ring);
+	if (!sqe)
+		UFAIL(u, "no SQE free");
+	memset(r, 0, sizeof(*r));
+	uring_gen(s, sqe, u->sqe128, fd, kind, udoorbell(e), seq, 0, &r->x);
+	r->ep = sqe->fd == fd ? e : -1;
+	if (fixed && sqe->fd == fd) {
+		sqe->flags |= IOSQE_FIXED_FILE;
+		sqe->fd = e;
+		if (fixed < 0) {	/* past the table */
+			sqe->fd = NR_UE + (int)below(s, 100);
+			if (r->x.layer >= UL_FD) {	/* no file: any fd's errors */
+				r->x.layer = UL_FD;
+				r->x.want = r->x.alt = -EBADF;
+			}
+		}
+	}
+	r->live = 1;
+	r->op = u->op;
+	sqe->user_data = (__u64)slot;
+	if (!r->x.skip)
+		u->nr_live++;
+	if (chance(s, 12) && r->x.layer != UL_SQE) {
+		sqe->flags |= IOSQE_IO_LINK;
+		r->x.cancelable = 1;
+		sqe = io_uring_get_sqe(&u->ring);
+		if (!sqe)
+			UFAIL(u, "no SQE free for the timeout");
+		io_uring_prep_link_timeout(sqe, &ts, 0);
+		sqe->user_data = UD_TIMEOUT | slot;
+		u->nr_extra++;
+		n++;
+	}
+	ret = io_uring_submit(&u->ring);
+	if (!usubmitted(u, ret, n))
+		UFAIL(u, "io_uring_submit: %d of %d", ret, n);
+	return 0;
+}
+
+static int ucancel(struct uround *u, uint64_t *s)
+{
+	struct urec *r = &u->rec[below(s, NR_UREC)];
+	struct io_uring_sqe *sqe;
+
+	if (!r->live || r->x.layer == UL_SQE)
+		return 0;
+	sqe = io_uring_get_sqe(&u->ring);
+	if (!sqe)
+		return 0;
+	io_uring_prep_cancel64(sqe, (__u64)(r - u->rec), 0);
+	sqe->user_data = UD_CANCEL;
+	r->x.cancelable = 1;
+	u->nr_extra++;
+	if (!usubmitted(u, io_uring_submit(&u->ring), 1))
+		UFAIL(u, "io_uring_submit of a cancel");
+	return 0;
+}
+
+/*
+ * A child that waits on the round's endpoints through a ring of its own
+ * and exits, or is SIGKILLed, with them asleep.
+ */
+static int uchild(struct uround *u, uint64_t *s)
+{
+	int st, n = 1 + (int)below(s, 3), kill_it = chance(s, 50);
+	pid_t pid;
+
+	pid = fork();
+	if (pid < 0)
+		return 0;
+	if (!pid) {
+		struct knot c = u->k;
+		struct io_uring ring;
+		int i;
+
+		/* Mappings are not inherited: the child maps its own. */
+		c.fd = u->kfd;
+		c.ctl = NULL;
+		c.data = NULL;
+		if (knot_map(&c) || io_uring_queue_init(4, &ring, 0))
+			_exit(1);
+		for (i = 0; i < n; i++) {
+			int e = (int)below(s, 3);
+			struct io_uring_sqe *sqe;
+
+			if (u->fd[e] < 0)
+				continue;	/* before taking an SQE */
+			sqe = io_uring_get_sqe(&ring);
+			prep_raw_wait(sqe, u->fd[e], udoorbell(e),
+				      knitk_doorbell_seq(knot_doorbell(&c, udoorbell(e))),
+				      KNITK_WAIT_FOREVER, (__u64)i);
+			if (io_uring_submit(&ring) != 1)
+				_exit(1);
+		}
+		usleep(below(s, 5000));
+		_exit(0);
+	}
+	if (kill_it) {
+		usleep(below(s, 3000));
+		kill(pid, SIGKILL);
+	}
+	if (waitpid(pid, &st, 0) != pid)
+		UFAIL(u, "waitpid: %d", -errno);
+	if ((WIFEXITED(st) && WEXITSTATUS(st)) ||
+	    (WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL))
+		UFAIL(u, "ring child: status %#x", st);
+	u->children++;
+	return 0;
+}
+
+static int uround_run(struct uround *u, uint64_t *s, unsigned long ops)
+{
+	struct knitk_geometry g;
+	pthread_t kicker;
+	int p[2], e, ret = 0;
+	unsigned long end = u->op + ops;
+
+	knitk_geom_small(&g);
+	memset(u->fd, -1, sizeof(u->fd));
+	if (knot_make(&u->k, &g) || knitk_join(u->k.fd, KNITK_ROLE_HOST, 0, NULL))
+		UFAIL(u, "knot");
+	u->fd[UE_HOST] = u->k.fd;
+	u->fd[UE_W0] = knot_endpoint(&u->k, KNITK_ROLE_WORKER, 0);
+	u->fd[UE_W1] = knot_endpoint(&u->k, KNITK_ROLE_WORKER, 1);
+	u->fd[UE_NOROLE] = knitk_open();
+	u->fd[UE_BARE] = knitk_open();
+	u->kfd = knitk_open();
+	if (pipe2(p, O_CLOEXEC) || u->fd[UE_W0] < 0 || u->fd[UE_W1] < 0 ||
+	    u->fd[UE_NOROLE] < 0 || u->fd[UE_BARE] < 0 || u->kfd < 0 ||
+	    knitk_attach(u->fd[UE_NOROLE], u->k.fd, NULL) ||
+	    knitk_attach(u->kfd, u->k.fd, NULL))
+		UFAIL(u, "endpoints");
+	u->fd[UE_PIPE] = p[0];
+	u->pipe_w = p[1];
+	memcpy(u->was, u->fd, sizeof(u->was));
+	if (uring_open(u, s))
+		return -1;
+	u->kick_seed = rnd(s);
+	atomic_store(&u->stop, 0);
+	if (pthread_create(&kicker, NULL, uround_kicker, u))
+		UFAIL(u, "pthread_create");
+	while (u->op < end && !ret && atomic_load(&u->stop) != 2) {
+		u->op++;
+		switch (below(s, 20)) {
+		case 0: case 1: case 2: case 3: case 4: case 5: case 6: case 7:
+			ret = usubmit(u, s);
+			break;
+		case 8: case 9: case 10:
+			ret = ureap(u, 0);
+			break;
+		case 11:		/* a lane for worker 0 or 1, then a notify */
+			if (u->k.data) {
+				knot_lane_publish(knot_mailbox(&u->k, below(s, 2)),
+						  (unsigned int)below(s, 64));
+				knitk_doorbell_sleeping(knot_doorbell(&u->k, below(s, 2)), 1);
+			}
+			knitk_notify(u->kfd, 3, NULL);
+			break;
+		case 12:		/* a role ends, or the host dies */
+			if (chance(s, 40))
+				uround_close(u, (int)below(s, NR_UE));
+			break;
+		case 13:		/* the waits do not need the mapping */
+			if (u->k.data) {
+				knot_unmap(&u->k);
+			} else {
+				int host = u->k.fd;
+
+				u->k.fd = u->kfd;	/* the host's may be gone */
+				ret = knot_map(&u->k);
+				u->k.fd = host;
+				if (ret)
+					UFAIL(u, "knot_map: %d", ret);
+			}
+			break;
+		case 14:
+			ret = ucancel(u, s);
+			break;
+		case 15:
+			if (!u->registered && chance(s, 50)) {
+				memcpy(u->reg_fd, u->fd, sizeof(u->reg_fd));
+				u->registered = !io_uring_register_files(&u->ring,
+									 u->reg_fd, NR_UE);
+			}
+			break;
+		case 16:
+			if (chance(s, 30))
+				ret = uchild(u, s);
+			break;
+		case 17:
+			if (chance(s, 20)) {	/* the ring exits, waits in flight */
+				uring_drop(u);
+				ret = uring_open(u, s);
+			}
+			break;
+		default:
+			usleep(below(s, 2000));
+		}
+	}
+	if (atomic_load(&u->stop) == 2)
+		ret = -1;
+	/* Every role ends: every command left completes, none is lost. */
+	for (e = 0; e < NR_UE; e++)
+		uround_close(u, e);
+	if (!ret)
+		ret = ureap(u, 1);
+	atomic_store(&u->stop, 1);
+	pthread_join(kicker, NULL);
+	uring_drop(u);
+	close(u->kfd);
+	close(u->pipe_w);
+	knot_close(&u->k);
+	return ret;
+}
+
+static int uring_body(void)
+{
+	uint64_t seed = rnd(&(uint64_t){ fuzz_seed ^ 0x7572696e67ULL });
+	unsigned long total = fuzz_ops / 10, per = 40, rounds = 0;
+	struct uround u = { 0 };
+	int k, ret = 0;
+
+	while (u.op < total && !ret) {
+		ret = uround_run(&u, &seed, per);
+		rounds++;
+	}
+	printf("# uring: %lu ops in %lu rounds, %lu ring children; results:",
+	       u.op, rounds, u.children);
+	for (k = 0; k < 8; k++)
+		printf(" %lu %s%s", u.res[k], ures_names[k], k < 7 ? "," : "\n");
+	return ret;
+}
+
+TEST_F_TIMEOUT(fuzz, uring, 1800 * MAX_SEEDS)
+{
+	per_seed(_metadata, uring_body);
+}
+
+/* ------------------------------------------------------ notify_wait */
+
+#define HOST_BIT	(1ULL << KNITK_DOORBELL_HOST)
+
+struct nwrace {
+	struct knot k;		/* the host, joined in this process */
+	int w0;			/* worker 0's endpoint, joined here */
+	int kfd;		/* the kicker's attached endpoint */
+	int restart;		/* SIGUSR1 is SA_RESTART this round */
+	_Atomic int stop, stop_kick;
+	_Atomic unsigned long ops, bad, rung, eintr, restarted_eintr;
+	pthread_t waiters[2];
+};
+
+struct nwracer {
+	struct nwrace *r;
+	uint64_t s;
+	int worker;		/* waits as worker 0, else as the host */
+};
+
+static _Atomic unsigned long nw_signals;
+
+static void on_usr1_count(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&nw_signals, 1);
+}
+
+static void nw_bad(struct nwrace *r, const char *what, int ret,
+		   const struct knitk_notify_wait *nw)
+{
+	printf("# notify_wait: %s: %d (%s); doorbells %#llx woken %#llx flags %#x deadline %#llx%s\n",
+	       what, ret, strerror(-ret), (unsigned long long)nw->doorbells,
+	       (unsigned long long)nw->woken, nw->flags,
+	       (unsigned long long)nw->deadline_ns,
+	       r && r->restart ? ", SA_RESTART" : "");
+	if (r)
+		atomic_fetch_add(&r->bad, 1);
+}
+
+/*
+ * One KNITK_IOC_NOTIFY_WAIT (or, 1 in 5, KNITK_IOC_WAIT) on @fd, doorbell
+ * @d, @peer the doorbells it may ring, with random fields; returns 0 if
+ * the result is one the uapi documents for them, else 1 (printed).  With
+ * @far the deadline may be far or none (something else ends the wait).
+ */
+static int nw_one(struct nwrace *r, uint64_t *s, int fd, const struct knot *k,
+		  unsigned int d, __u64 peer, int far, int restart)
+{
+	struct knitk_notify_wait nw = { .woken = WOKEN_UNTOUCHED };
+	struct knitk_doorbell *db = k->data ? knot_doorbell(k, d) : NULL;
+	uint32_t seq = db ? knitk_doorbell_seq(db) : (uint32_t)rnd(s);
+	int stale = db && chance(s, 15), inval = 0, bad_db = 0, ret;
+	if (db && chance(s, 60))
+		knitk_doorbell_sleeping(db, 1);
+	switch (below(s, 10)) {
+	case 0: nw.doorbells = 0; break;
+	case 1:			/* a worker beyond nr_workers */
+		nw.doorbells = peer | 1ULL << (2 + below(s, 61));
+		bad_db = 1;
+		break;
+	case 2: nw.doorbells = peer | HOST_BIT | 3; break;
+	default: nw.doorbells = peer;
+	}
+	nw.expected = stale ? seq - 1 - (uint32_t)below(s, 100) : seq;
+	switch (below(s, 10)) {
+	case 0: nw.deadline_ns = 0; break;
+	case 1: nw.deadline_ns = knitk_now_ns() - 1; break;
+	case 2: case 3: nw.deadline_ns = knitk_now_ns() + below(s, 5 * KNITK_MS); break;
+	case 4: nw.deadline_ns = knitk_now_ns() + below(s, 40 * KNITK_MS); break;
+	case 5: nw.deadline_ns = far ? (1ULL << 63) - 1 : 1; break;
+	case 6: nw.deadline_ns = far ? 1ULL << 63 : 2; break;
+	case 7: nw.deadline_ns = far ? KNITK_WAIT_FOREVER : 3; break;
+	default: nw.deadline_ns = knitk_now_ns() + below(s, 2 * KNITK_MS);
+	}
+	if (chance(s, 25))
+		nw.flags = KNITK_WAIT_SPIN;
+	if (chance(s, 8)) {
+		/* Unknown bits: -EINVAL, whatever else is asked. */
+		nw.flags |= 2U << below(s, 31);
+		inval = 1;
+	}
+	if (chance(s, 4)) {
+		nw.reserved[below(s, 2)] = rnd(s) | 1;
+		inval = 1;
+	}
+	if (db && chance(s, 30))	/* work for the peer: the notify rings */
+		knot_lane_publish(knot_mailbox(k, d == KNITK_DOORBELL_HOST ? 0 :
+					       k->layout.nr_request + d),
+				  (unsigned int)below(s, 64));
+	if (chance(s, 20)) {
+		/* The plain wait: restarted under SA_RESTART, never -EINTR. */
+		ret = knitk_ioctl(fd, KNITK_IOC_WAIT, &(struct knitk_wait){
+			.expected = nw.expected, .flags = nw.flags,
+			.deadline_ns = nw.deadline_ns,
+			.reserved = nw.reserved[0] | nw.reserved[1] });
+		if (db)
+			knitk_doorbell_sleeping(db, 0);
+		if (inval ? !(ret == -EINVAL || ret == -EBADF) :
+		    !allowed(ret, (int[]){ EAGAIN, ETIMEDOUT, EINTR, EPIPE,
+					   ENOTCONN, EBADF }, 6) ||
+		    (stale && (ret == 0 || ret == -ETIMEDOUT || ret == -EINTR)) ||
+		    (restart && ret == -EINTR)) {
+			nw_bad(r, "WAIT", ret, &nw);
+			return 1;
+		}
+		return 0;
+	}
+	ret = knitk_ioctl(fd, KNITK_IOC_NOTIFY_WAIT, &nw);
+	if (db)
+		knitk_doorbell_sleeping(db, 0);
+	if (inval || bad_db) {
+		/* Refused before the ring: woken as it was. */
+		if (!(ret == -EINVAL || ret == -EBADF ||
+		      (!inval && ret == -ENOTCONN)) || nw.woken != WOKEN_UNTOUCHED) {
+			nw_bad(r, inval ? "NOTIFY_WAIT with bad flags or reserved" :
+			       "NOTIFY_WAIT of a missing worker's doorbell", ret, &nw);
+			return 1;
+		}
+		return 0;
+	}
+	if (!allowed(ret, (int[]){ EAGAIN, ETIMEDOUT, EINTR, EPIPE, ENOTCONN,
+				   EBADF }, 6) ||
+	    (stale && (ret == 0 || ret == -ETIMEDOUT || ret == -EINTR)) ||
+	    (nw_rung(ret) && (nw.woken & ~nw.doorbells)) ||
+	    (ret == -EBADF && nw.woken != WOKEN_UNTOUCHED) ||
+	    (ret == -ENOTCONN && nw.woken != WOKEN_UNTOUCHED &&
+	     (nw.woken & ~nw.doorbells))) {
+		nw_bad(r, "NOTIFY_WAIT", ret, &nw);
+		return 1;
+	}
+	if (r) {
+		atomic_fetch_add(&r->rung, nw_rung(ret));
+		atomic_fetch_add(&r->eintr, ret == -EINTR);
+		atomic_fetch_add(&r->restarted_eintr, restart && ret == -EINTR);
+	}
+	return 0;
+}
+
+static void *nw_waiter(void *arg)
+{
+	struct nwracer *x = arg;
+	struct nwrace *r = x->r;
+
+	while (!atomic_load(&r->stop)) {
+		if (x->worker)
+			nw_one(r, &x->s, r->w0, &r->k, 0, HOST_BIT, 1, r->restart);
+		else
+			nw_one(r, &x->s, r->k.fd, &r->k, KNITK_DOORBELL_HOST,
+			       1ULL << below(&x->s, 2), 1, r->restart);
+		atomic_fetch_add(&r->ops, 1);
+	}
+	return NULL;
+}
+
+/* Kicks end the far waits: every doorbell, every few ms. */
+static void *nw_kicker(void *arg)
+{
+	struct nwracer *x = arg;
+	struct nwrace *r = x->r;
+
+	while (!atomic_load(&r->stop_kick)) {
+		__u64 b = chance(&x->s, 50) ? HOST_BIT | 3 : 1ULL << below(&x->s, 2) |
+			  (chance(&x->s, 50) ? HOST_BIT : 0);
+		int ret = chance(&x->s, 70) ? knitk_kick(r->kfd, b, NULL)
+					    : knitk_notify(r->kfd, b, NULL);
+
+		if (ret) {
+			printf("# notify_wait: kick %#llx: %d\n", (unsigned long long)b, ret);
+			atomic_fetch_add(&r->bad, 1);
+		}
+		usleep(below(&x->s, 5000));
+	}
+	return NULL;
+}
+
+static void *nw_signaller(void *arg)
+{
+	struct nwracer *x = arg;
+	struct nwrace *r = x->r;
+
+	/* Stopped before the waiters are joined: never a joined thread. */
+	while (!atomic_load(&r->stop)) {
+		pthread_kill(r->waiters[below(&x->s, 2)], SIGUSR1);
+		usleep(below(&x->s, 3000));
+	}
+	return NULL;
+}
+
+/*
+ * Worker 1 in a process of its own: NOTIFY_WAITs ringing the host, with
+ * bounded deadlines, until it is SIGKILLed or has done @n.
+ */
+static void nw_peer(struct nwrace *r, uint64_t seed, int n)
+{
+	struct knot c = { .fd = knitk_open() };
+	int i, bad = 0;
+
+	if (c.fd < 0 || knitk_attach(c.fd, r->kfd, &c.layout) ||
+	    knitk_join(c.fd, KNITK_ROLE_WORKER, 1, NULL) || knot_map(&c))
+		_exit(2);
+	for (i = 0; i < n; i++)
+		bad |= nw_one(NULL, &seed, c.fd, &c, 1, HOST_BIT, 0, r->restart);
+	_exit(bad);
+}
+
+static int notify_wait_body(void)
+{
+	static void *(*const fn[])(void *) = {
+		nw_waiter, nw_waiter, nw_kicker, nw_signaller,
+	};
+	unsigned long rounds = fuzz_ops / 1000 > 12 ? fuzz_ops / 1000 : 12, n;
+	unsigned long peers = 0, peer_kills = 0, closes = 0, restarts = 0;
+	uint64_t seed = rnd(&(uint64_t){ fuzz_seed ^ 0x6e6f7477ULL });
+	struct knitk_geometry g;
+	struct nwrace r = { 0 };
+	struct nwracer x[4];
+	pthread_t th[4];
+	int t, st;
+
+	knitk_geom_small(&g);
+	for (n = 0; n < rounds && !atomic_load(&r.bad); n++) {
+		struct sigaction sa = { .sa_handler = on_usr1_count };
+		pid_t peer = -1;
+
+		r.restart = chance(&seed, 50);
+		restarts += r.restart;
+		sa.sa_flags = r.restart ? SA_RESTART : 0;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGUSR1, &sa, NULL);
+		if (knot_make(&r.k, &g) ||
+		    knitk_join(r.k.fd, KNITK_ROLE_HOST, 0, NULL))
+			return -1;
+		r.w0 = knot_endpoint(&r.k, KNITK_ROLE_WORKER, 0);
+		r.kfd = knitk_open();
+		if (r.w0 < 0 || r.kfd < 0 || knitk_attach(r.kfd, r.k.fd, NULL))
+			return -1;
+		if (chance(&seed, 70)) {
+			uint64_t ps = rnd(&seed);
+
+			peer = fork();
+			if (peer < 0)
+				return -1;
+			if (!peer)
+				nw_peer(&r, ps, 200);
+			peers++;
+		}
+		atomic_store(&r.stop, 0);
+		atomic_store(&r.stop_kick, 0);
+		for (t = 0; t < 4; t++) {
+			x[t].r = &r;
+			x[t].s = rnd(&seed);
+			x[t].worker = t == 1;
+			pthread_create(&th[t], NULL, fn[t], &x[t]);
+			if (t < 2)
+				r.waiters[t] = th[t];
+		}
+		usleep(below(&seed, 60000));
+		if (peer > 0 && chance(&seed, 50)) {
+			kill(peer, SIGKILL);	/* a death wakes the host */
+			peer_kills++;
+		}
+		usleep(below(&seed, 20000));
+		/* Roles end under the waits: -ENOTCONN, and -EPIPE for w0. */
+		if (chance(&seed, 40)) {
+			int *victim = chance(&seed, 50) ? &r.w0 : &r.k.fd;
+
+			close(*victim);
+			*victim = -1;
+			closes++;
+			usleep(below(&seed, 10000));
+		}
+		/* The kicker ends the far waits left; then it stops. */
+		atomic_store(&r.stop, 1);
+		pthread_join(th[3], NULL);
+		pthread_join(th[0], NULL);
+		pthread_join(th[1], NULL);
+		atomic_store(&r.stop_kick, 1);
+		pthread_join(th[2], NULL);
+		if (r.w0 >= 0)
+			close(r.w0);
+		close(r.kfd);
+		knot_close(&r.k);
+		if (peer > 0) {
+			kill(peer, SIGKILL);
+			if (waitpid(peer, &st, 0) != peer)
+				return -1;
+			if (WIFEXITED(st) && WEXITSTATUS(st)) {
+				printf("# notify_wait: peer exited %d\n", WEXITSTATUS(st));
+				atomic_fetch_add(&r.bad, 1);
+			}
+		}
+	}
+	printf("# notify_wait: %lu ops in %lu rounds (%lu SA_RESTART), %lu past the ring, "
+	       "%lu -EINTR (%lu under SA_RESTART), %lu signals, %lu peers (%lu killed), "
+	       "%lu roles ended, %lu unexpected\n",
+	       atomic_load(&r.ops), n, restarts, atomic_load(&r.rung),
+	       atomic_load(&r.eintr), atomic_load(&r.restarted_eintr),
+	       atomic_load(&nw_signals), peers, peer_kills, closes,
+	       atomic_load(&r.bad));
+	return atomic_load(&r.bad) ? -1 : 0;
+}
+
+TEST_F_TIMEOUT(fuzz, notify_wait, 1800 * MAX_SEEDS)
+{
+	per_seed(_metadata, notify_wait_body);
 }
 
 TEST_HARNESS_MAIN
