@@ -259,4 +259,58 @@ static inline void trace_dump(const struct trace *t)
 			t->ev[i].name, t->ev[i].args);
 }
 
+/*
+ * The test's own trace instance, "<tag>_<pid>" under tracefs, written to
+ * @inst (@size bytes), with a @buffer_kb buffer (NULL: the default) and
+ * the knitk events on.  Skips without tracefs; fails when the module has
+ * no tracepoints.
+ */
+static inline void trace_instance_open(struct __test_metadata *_metadata,
+				       char *inst, size_t size,
+				       const char *tag, const char *buffer_kb)
+{
+	char path[512];
+	const char *fs = tracefs_find();
+
+	if (!fs)
+		SKIP(_exit(255), "%s: no tracefs (a kernel without CONFIG_TRACING)",
+		     _metadata->name);
+	snprintf(inst, size, "%s/instances/%s_%d", fs, tag, getpid());
+	ASSERT_EQ(0, mkdir(inst, 0700)) TH_LOG("mkdir %s: %s", inst,
+					       strerror(errno));
+	snprintf(path, sizeof(path), "%s/events/knitk", inst);
+	ASSERT_EQ(0, access(path, F_OK))
+		TH_LOG("tracefs has no knitk events: the module lacks its tracepoints");
+	if (buffer_kb)
+		ASSERT_EQ(0, tracefs_write(inst, "buffer_size_kb", buffer_kb));
+	ASSERT_EQ(0, tracefs_write(inst, "events/knitk/enable", "1"));
+}
+
+/* The instance of trace_instance_open() gone (@inst empty: none). */
+static inline void trace_instance_close(const char *inst)
+{
+	if (inst[0]) {
+		tracefs_write(inst, "events/knitk/enable", "0");
+		rmdir(inst);
+	}
+}
+
+/* Read the instance's events into @t, anew. */
+static inline void trace_collect(struct __test_metadata *_metadata,
+				 const char *inst, struct trace *t)
+{
+	trace_free(t);
+	ASSERT_EQ(0, trace_read(inst, t));
+}
+
+/* A failed test prints the events it saw. */
+static inline void trace_dump_if_failed(struct __test_metadata *_metadata,
+					const struct trace *t)
+{
+	if (!_metadata->passed) {
+		fprintf(stderr, "# knitk events of %s:\n", _metadata->name);
+		trace_dump(t);
+	}
+}
+
 #endif /* KNITK_TRACEFS_H */

@@ -63,8 +63,6 @@ FIXTURE_SETUP(re)
 {
 	const struct tev *e = NULL;
 	struct knitk_geometry g;
-	char path[512];
-	const char *fs;
 	size_t n;
 
 	self->inst[0] = '\0';
@@ -72,18 +70,8 @@ FIXTURE_SETUP(re)
 	self->ready[0] = self->ready[1] = self->go[0] = self->go[1] = -1;
 	self->kids[0] = self->kids[1] = 0;
 	KNITK_REQUIRE_DEV();
-	fs = tracefs_find();
-	if (!fs)
-		SKIP(_exit(255), "%s: no tracefs (a kernel without CONFIG_TRACING)",
-		     _metadata->name);
-	snprintf(self->inst, sizeof(self->inst), "%s/instances/knitk_re_%d",
-		 fs, getpid());
-	ASSERT_EQ(0, mkdir(self->inst, 0700));
-	snprintf(path, sizeof(path), "%s/events/knitk", self->inst);
-	ASSERT_EQ(0, access(path, F_OK))
-		TH_LOG("tracefs has no knitk events: the module lacks its tracepoints");
-	ASSERT_EQ(0, tracefs_write(self->inst, "buffer_size_kb", "4096"));
-	ASSERT_EQ(0, tracefs_write(self->inst, "events/knitk/enable", "1"));
+	trace_instance_open(_metadata, self->inst, sizeof(self->inst),
+			    "knitk_re", "4096");
 	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0));
 	ASSERT_EQ(0, pipe(self->ready));
 	ASSERT_EQ(0, pipe(self->go));
@@ -118,27 +106,9 @@ FIXTURE_TEARDOWN(re)
 			close(self->go[i]);
 	}
 	knot_close(&self->k);
-	if (self->inst[0]) {
-		tracefs_write(self->inst, "events/knitk/enable", "0");
-		rmdir(self->inst);
-	}
+	trace_instance_close(self->inst);
 	/* Nothing of the test outlives it: every knot freed. */
 	knitk_live_wait_zero();
-}
-
-static void collect(struct __test_metadata *_metadata, FIXTURE_DATA(re) *self)
-{
-	trace_free(&self->t);
-	ASSERT_EQ(0, trace_read(self->inst, &self->t));
-}
-
-static void dump_if_failed(struct __test_metadata *_metadata,
-			   FIXTURE_DATA(re) *self)
-{
-	if (!_metadata->passed) {
-		fprintf(stderr, "# knitk events of %s:\n", _metadata->name);
-		trace_dump(&self->t);
-	}
 }
 
 /*
@@ -226,7 +196,7 @@ static void expect_one_end(struct __test_metadata *_metadata,
 	EXPECT_EQ(seq, deaths(self, seq));
 	EXPECT_EQ(0, live_bits(self) & 1);
 	EXPECT_EQ(1, dead_bits(self) & 1);
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(seq, ends_of(self, 0));
 	if (why) {
 		EXPECT_EQ(1, ends_why(self, pid, why));
@@ -346,7 +316,7 @@ TEST_F(re, threaded_owner_killed_ends_once_by_mm)
 	ASSERT_EQ(0, pthread_join(h.thread, NULL));
 	EXPECT_EQ(0, h.ret);
 	expect_one_end(_metadata, self, w, "mm", 1);
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 /* The worker's last thread, blocked until the test writes go. */
@@ -390,14 +360,14 @@ TEST_F(re, main_thread_exit_keeps_role_until_last_thread)
 	EXPECT_EQ(1, live_bits(self) & 1);
 	EXPECT_EQ(0, dead_bits(self) & 1);
 	EXPECT_EQ(0, knitk_load32(&self->k.ctl->death_seq));
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(0, ends_of(self, 0));
 
 	ASSERT_EQ(1, write(self->go[1], &c, 1));
 	ASSERT_EQ(w, waitpid(w, &status, 0));
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	expect_one_end(_metadata, self, w, "mm", 1);
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 /*
@@ -439,9 +409,9 @@ TEST_F(re, forked_child_does_not_keep_role)
 	expect_one_end(_metadata, self, w, "mm", 1);
 	kill_reap(_metadata, c);
 	EXPECT_EQ(1, deaths(self, 2));
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(1, ends_of(self, 0));
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 static int clone_vm_child(void *arg __attribute__((unused)))
@@ -487,9 +457,9 @@ TEST_F(re, clone_vm_child_outlives_owner)
 	expect_one_end(_metadata, self, w, "exit", 1);
 	kill_reap(_metadata, c);
 	EXPECT_EQ(1, deaths(self, 2));
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(1, ends_of(self, 0));
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 /*
@@ -531,9 +501,9 @@ TEST_F(re, vfork_child_outlives_owner)
 	expect_one_end(_metadata, self, w, "exit", 1);
 	kill_reap(_metadata, c);
 	EXPECT_EQ(1, deaths(self, 2));
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(1, ends_of(self, 0));
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 /* Readers of the owner's /proc files, each read taking its mm a while. */
@@ -605,7 +575,7 @@ TEST_F(re, mm_held_by_proc_readers)
 		by_mm += ends_why(self, w, "mm");
 	}
 	TH_LOG("%u of 12 ended by the mm", by_mm);
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 /*
@@ -668,7 +638,7 @@ TEST_F(re, ptraced_owner_killed)
 		}
 		expect_one_end(_metadata, self, w, NULL, round);
 	}
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 static void exec_self(FIXTURE_DATA(re) *self)
@@ -724,11 +694,11 @@ static void exec_case(struct __test_metadata *_metadata,
 	EXPECT_EQ(1, live_bits(self) & 1);
 	EXPECT_EQ(0, dead_bits(self) & 1);
 	EXPECT_EQ(0, knitk_load32(&self->k.ctl->death_seq));
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(0, ends_of(self, 0));
 	kill_reap(_metadata, w);
 	expect_one_end(_metadata, self, w, "exit", 1);
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 TEST_F(re, exec_keeps_role_then_kill_ends_once)
@@ -784,14 +754,14 @@ TEST_F(re, churn_then_many_roles_killed)
 	EXPECT_EQ(churn + 2, deaths(self, churn + 2));
 	EXPECT_EQ(0, live_bits(self) & 3);
 	EXPECT_EQ(3, dead_bits(self) & 3);
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(churn, ends_why(self, w, "close"));
 	EXPECT_EQ(2, ends_why(self, w, "mm"));
 	EXPECT_EQ(churn + 2, ends_of(self, 0) + ends_of(self, 1));
 	/* The host of its own knot, ended by the mm too. */
 	EXPECT_EQ(1, trace_count(&self->t, "knitk_role_end",
 				 "role=host pid=%d why=mm", w));
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 /*

@@ -32,25 +32,12 @@ FIXTURE(tr) {
 
 FIXTURE_SETUP(tr)
 {
-	char path[512];
-	const char *fs;
-
 	self->inst[0] = '\0';
 	self->k.fd = -1;
 	self->w[0] = self->w[1] = -1;
 	KNITK_REQUIRE_DEV();
-	fs = tracefs_find();
-	if (!fs)
-		SKIP(_exit(255), "%s: no tracefs (a kernel without CONFIG_TRACING)",
-		     _metadata->name);
-	snprintf(self->inst, sizeof(self->inst), "%s/instances/knitk_test_%d",
-		 fs, getpid());
-	ASSERT_EQ(0, mkdir(self->inst, 0700)) TH_LOG("mkdir %s: %s", self->inst,
-						     strerror(errno));
-	snprintf(path, sizeof(path), "%s/events/knitk", self->inst);
-	ASSERT_EQ(0, access(path, F_OK))
-		TH_LOG("tracefs has no knitk events: the module lacks its tracepoints");
-	ASSERT_EQ(0, tracefs_write(self->inst, "events/knitk/enable", "1"));
+	trace_instance_open(_metadata, self->inst, sizeof(self->inst),
+			    "knitk_test", NULL);
 }
 
 FIXTURE_TEARDOWN(tr)
@@ -61,26 +48,7 @@ FIXTURE_TEARDOWN(tr)
 	if (self->w[1] >= 0)
 		close(self->w[1]);
 	knot_close(&self->k);
-	if (self->inst[0]) {
-		tracefs_write(self->inst, "events/knitk/enable", "0");
-		rmdir(self->inst);
-	}
-}
-
-/* Read the instance's events; the test's own failure prints them. */
-static void collect(struct __test_metadata *_metadata, FIXTURE_DATA(tr) *self)
-{
-	trace_free(&self->t);
-	ASSERT_EQ(0, trace_read(self->inst, &self->t));
-}
-
-static void dump_if_failed(struct __test_metadata *_metadata,
-			   FIXTURE_DATA(tr) *self)
-{
-	if (!_metadata->passed) {
-		fprintf(stderr, "# knitk events of %s:\n", _metadata->name);
-		trace_dump(&self->t);
-	}
+	trace_instance_close(self->inst);
 }
 
 /*
@@ -104,7 +72,7 @@ static void tr_open(struct __test_metadata *_metadata, FIXTURE_DATA(tr) *self,
 		self->w[i] = knot_endpoint(&self->k, KNITK_ROLE_WORKER, i);
 		ASSERT_LE(0, self->w[i]);
 	}
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	for (n = 0; n < self->t.n; n++)
 		if (!strcmp(self->t.ev[n].name, "knitk_knot_create") &&
 		    self->t.ev[n].pid == getpid())
@@ -188,7 +156,7 @@ TEST_F(tr, knot_and_roles)
 	close(self->w[0]);
 	self->w[0] = -1;
 	knot_close(&self->k);
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(1, trace_count(&self->t, "knitk_role_end",
 				 "knot=%llu role=worker doorbell=0 pid=%d why=close exit_code=0x0 death_seq=1 kicks=" HOST_BIT,
 				 id, getpid()));
@@ -197,7 +165,7 @@ TEST_F(tr, knot_and_roles)
 				 id, getpid()));
 	EXPECT_EQ(1, trace_count(&self->t, "knitk_knot_destroy", "knot=%llu",
 				 id));
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 /*
@@ -234,7 +202,7 @@ TEST_F(tr, notify_verdicts_match_counters)
 	EXPECT_EQ(2, woken);
 	drain(knot_mailbox(&self->k, 0));
 
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(1, trace_count(&self->t, "knitk_notify",
 				 "knot=%llu doorbell=0 result=woken sleeping=0x1", id));
 	EXPECT_EQ(1, trace_count(&self->t, "knitk_notify",
@@ -269,7 +237,7 @@ TEST_F(tr, notify_verdicts_match_counters)
 	}
 	EXPECT_EQ(2, STAT(self->k.fd, 0, suppressed_awake));
 	EXPECT_EQ(1, STAT(self->k.fd, 1, suppressed_idle));
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 /*
@@ -320,7 +288,7 @@ TEST_F(tr, wait_outcomes_match_counters)
 	ASSERT_EQ(0, pthread_kill(s.thread, SIGUSR1));
 	EXPECT_EQ(0, sleeper_join(self, &s, 0));
 
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(6, trace_count(&self->t, "knitk_wait_begin",
 				 "knot=%llu doorbell=0 spin=0 uring=0", id));
 	EXPECT_EQ(6, trace_count(&self->t, "knitk_wait_end",
@@ -362,7 +330,7 @@ TEST_F(tr, wait_outcomes_match_counters)
 		  trace_count(&self->t, "knitk_wait_begin", "knot=%llu", id) -
 		  trace_count(&self->t, "knitk_wait_end",
 			      "knot=%llu outcome=mismatch", id));
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 /* A worker process SIGKILLed: its role's end, and the host's wake by it. */
@@ -400,7 +368,7 @@ TEST_F(tr, worker_death_seen_by_host)
 	ASSERT_EQ(child, waitpid(child, &status, 0));
 	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(1, trace_count(&self->t, "knitk_role_join",
 				 "knot=%llu role=worker doorbell=0 pid=%d", id,
 				 child));
@@ -413,7 +381,7 @@ TEST_F(tr, worker_death_seen_by_host)
 				 id, child));
 	EXPECT_EQ(1, trace_count(&self->t, "knitk_wait_end",
 				 "knot=%llu doorbell=63 outcome=death ret=0", id));
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 /* The host closes its endpoint: a sleeping worker's wait ends host_dead. */
@@ -431,14 +399,14 @@ TEST_F(tr, host_close_seen_by_worker)
 	EXPECT_EQ(0, cl.ret);
 	self->k.fd = -1;
 
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(1, trace_count(&self->t, "knitk_role_end",
 				 "knot=%llu role=host doorbell=63 pid=%d why=close kicks=0x3",
 				 id, getpid()));
 	EXPECT_EQ(1, trace_count(&self->t, "knitk_wait_end",
 				 "knot=%llu doorbell=0 outcome=host_dead ret=%d",
 				 id, -EPIPE));
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 /* A KNITK_WAIT_SPIN wait on a doorbell nobody rang: no spin, then sleep. */
@@ -456,7 +424,7 @@ TEST_F(tr, spin_without_ringer)
 					       knitk_now_ns() + 20 * KNITK_MS));
 	knitk_doorbell_sleeping(db0, 0);
 
-	collect(_metadata, self);
+	trace_collect(_metadata, self->inst, &self->t);
 	EXPECT_EQ(1, trace_count(&self->t, "knitk_wait_begin",
 				 "knot=%llu doorbell=0 spin=1", id));
 	EXPECT_EQ(1, trace_count(&self->t, "knitk_spin",
@@ -468,7 +436,7 @@ TEST_F(tr, spin_without_ringer)
 			      id) -
 		  trace_count(&self->t, "knitk_spin",
 			      "knot=%llu doorbell=0 end=woken", id));
-	dump_if_failed(_metadata, self);
+	trace_dump_if_failed(_metadata, &self->t);
 }
 
 TEST_HARNESS_MAIN
