@@ -13,17 +13,23 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
 #include "knitk_pool.h"
 #include "proc_count.h"
 
-/* Our child processes, running or zombie (a /proc scan of PPid). */
-static inline int count_children(void)
+/*
+ * Our child processes, running or zombie (a /proc scan of PPid); with
+ * @print, each as a "# child" comment (pid, name, state), to tell what a
+ * test found left behind.
+ */
+static inline int scan_children(bool print)
 {
-	char path[300], line[256];
+	char path[300], line[256], name[256], state[256];
 	struct dirent *d;
 	DIR *dir = opendir("/proc");
 	int n = 0;
@@ -39,15 +45,32 @@ static inline int count_children(void)
 		f = fopen(path, "r");
 		if (!f)
 			continue;
-		while (fgets(line, sizeof(line), f))
-			if (!strncmp(line, "PPid:", 5)) {
-				n += atoi(line + 5) == getpid();
+		name[0] = state[0] = '\0';
+		while (fgets(line, sizeof(line), f)) {
+			if (!strncmp(line, "Name:", 5))
+				snprintf(name, sizeof(name), "%s", line + 5);
+			else if (!strncmp(line, "State:", 6))
+				snprintf(state, sizeof(state), "%s", line + 6);
+			else if (!strncmp(line, "PPid:", 5)) {
+				if (atoi(line + 5) != getpid())
+					break;
+				n++;
+				if (print)
+					printf("# child %s:%s%s", d->d_name,
+					       strtok(name, "\n") ? name : "?",
+					       state);
 				break;
 			}
+		}
 		fclose(f);
 	}
 	closedir(dir);
 	return n;
+}
+
+static inline int count_children(void)
+{
+	return scan_children(false);
 }
 
 /* 1 if @pid is a child of ours not yet reaped (zombie or running). */

@@ -426,6 +426,8 @@ static void steal_storm(struct s8_cfg cfg, unsigned int kills)
 	CHECK_EQ(st.completed, st.submitted);
 	CHECK_EQ(st.deaths, s->kills);
 	CHECK(atomic_load(&s->ok) > 0);
+	if (count_children() != children0)
+		scan_children(true);
 	CHECK_EQ(count_children(), children0);
 	free(s->outcome);
 	free(s);
