@@ -278,6 +278,11 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	uint64_t busy;
 	pid_t pid;
 
+	/*
+	 * A worker that answered its stop and then exited has stopped, not
+	 * died: take the answer first, so the state below says which.
+	 */
+	knitk__completer_drain_worker(pool, w);
 	pthread_mutex_lock(&pool->lock);
 	if (pw->state != WORKER_RUNNING || worker_live_locked(pool, w)) {
 		/* A stopped worker exiting: expected. */
@@ -464,6 +469,7 @@ static bool check_deaths(struct knitk_pool *pool)
 	uint32_t seq;
 	unsigned int w;
 
+	POOL_HOOK(pool, POOL_HOOK_DEATHS_LOOK, 0);
 	/* seq_cst pairs with the store in respawn_locked. */
 	again = atomic_load_explicit(&pool->recheck, memory_order_seq_cst);
 	if (again)

@@ -53,6 +53,11 @@ enum pool_hook {
 	 * mailboxes and reap it (its calls completed); no lock held.
 	 */
 	POOL_HOOK_AFTERCARE,
+	/*
+	 * check_deaths: every return mailbox drained in this round, the
+	 * deaths about to be looked at; no lock held.
+	 */
+	POOL_HOOK_DEATHS_LOOK,
 };
 
 typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,

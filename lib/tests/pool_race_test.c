@@ -14,7 +14,12 @@
  *  - held_result_before_death: a waiting drainer has taken a worker's
  *    result and not completed it yet when it sees that worker's death:
  *    the call completes with its result, not -EOWNERDEAD (C3).
+ *  - stop_reply_then_exit: at shutdown a worker answers its stop and
+ *    exits between the completer's drain of its return mailbox and the
+ *    completer's look at the deaths: it stopped, it did not die (no death
+ *    counted, the worker not killed mid-exit).
  */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -321,6 +326,75 @@ static void held_result_before_death(void)
 	knitk_pool_destroy(pool);
 }
 
+/* ----------------------------------------------- stop_reply_then_exit */
+
+static _Atomic int look_armed;
+static _Atomic pid_t look_pid;
+
+/*
+ * In the completer, between its drain of every return mailbox and its
+ * look at the deaths: let the worker (held stopped by SIGSTOP, so the
+ * drain found no answer) go on, and wait until it has answered its stop,
+ * exited, and its death is counted.
+ */
+static void hook_exit_before_look(struct knitk_pool *pool, enum pool_hook point,
+				  unsigned int arg)
+{
+	struct knitk_endpoint *ep;
+	siginfo_t si = { 0 };
+	uint32_t seq;
+
+	(void)arg;
+	if (point != POOL_HOOK_DEATHS_LOOK || !atomic_exchange(&look_armed, 0))
+		return;
+	kill(atomic_load(&look_pid), SIGCONT);
+	while (waitid(P_PID, (id_t)atomic_load(&look_pid), &si,
+		      WEXITED | WNOWAIT) < 0 && errno == EINTR)
+		;
+	knitk_pool_endpoint(pool, &ep);
+	do {
+		sched_yield();
+		knitk_endpoint_deaths(ep, &seq, NULL);
+	} while (seq == 0);
+}
+
+static void stop_reply_then_exit_one(unsigned int dispatch)
+{
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
+				     .dispatch = dispatch };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool *pool;
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	CHECK_EQ(mix_calls_good(pool, 10, NULL, 1, 1), 10);
+	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0);
+	atomic_store(&look_pid, wi.pid);
+	/* It answers the stop only once the hook lets it. */
+	REQUIRE(kill(wi.pid, SIGSTOP) == 0);
+	while (waitid(P_PID, (id_t)wi.pid, &(siginfo_t){ 0 },
+		      WSTOPPED | WNOWAIT) < 0 && errno == EINTR)
+		;
+	atomic_store(&look_armed, 1);
+	atomic_store(&knitk__test_hook, hook_exit_before_look);
+	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
+	atomic_store(&knitk__test_hook, NULL);
+	CHECK_EQ(atomic_load(&look_armed), 0);
+	knitk_pool_stats(pool, &st);
+	/* 1 before the fix: the stop's answer was taken after the death. */
+	CHECK_EQ(st.deaths, 0);
+	CHECK_EQ(st.ownerdead, 0);
+	knitk_pool_destroy(pool);
+	CHECK_EQ(is_our_child(wi.pid), 0);
+}
+
+static void stop_reply_then_exit(void)
+{
+	stop_reply_then_exit_one(KNITK_POOL_DISPATCH_PRIVATE);
+	stop_reply_then_exit_one(KNITK_POOL_DISPATCH_STEAL);
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
@@ -330,5 +404,6 @@ int main(int argc, char **argv)
 	TEST(reap_eintr);
 	TEST(event_fd_at_completer_park);
 	TEST(held_result_before_death);
+	TEST(stop_reply_then_exit);
 	return tap_exit();
 }
