@@ -699,6 +699,12 @@ static void completer_drain(struct knitk_pool *pool, bool ev)
 		if (!ev && atomic_load_explicit(&pool->evmode, memory_order_relaxed))
 			return;
 		if (drain_all(pool, false)) {
+			/*
+			 * It may have been the last stop reply or death: leave
+			 * now, not after a spin that may last opts.spin rounds.
+			 */
+			if (completer_should_exit(pool))
+				return;
 			spins = 0;
 			continue;
 		}
@@ -707,10 +713,6 @@ static void completer_drain(struct knitk_pool *pool, bool ev)
 			continue;
 		}
 		spins = 0;
-		/*
-		 * Only a stop reply or a death (both of which wake us) can
-		 * make this true, so checking before each park is enough.
-		 */
 		if (completer_should_exit(pool))
 			return;
 		POOL_HOOK(pool, POOL_HOOK_COMPLETER_PARK, 0);

@@ -430,8 +430,9 @@ KNITK_EXPORT int knitk_worker_main(int argc, char **argv,
 		return 0;
 	for (i = 0; i < 7; i++) {
 		v[i] = strtol(env, &end, 10);
+		/* The spin is an unsigned int, like opts.spin: all of it. */
 		if (end == env || v[i] < (i == 3 || i >= 5 ? -1 : 0) ||
-		    v[i] > INT_MAX)
+		    v[i] > (i == 2 ? (long)UINT_MAX : INT_MAX))
 			exit(127);
 		/* Five fields, six or seven. */
 		if (!*end && i >= 4)

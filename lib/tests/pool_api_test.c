@@ -3,6 +3,7 @@
  * Every pool API function rejects bad arguments with the documented errno.
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -236,6 +237,41 @@ static void fallback_futex_flag(void)
 	CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
 }
 
+/*
+ * opts.spin is an unsigned int: every value works, for thread and process
+ * workers alike (a process worker once refused a spin above INT_MAX and
+ * the pool failed to start, -ECHILD).
+ */
+static void spin_full_range(void)
+{
+	static const unsigned int spins[] = { 1, 1U << 31, UINT_MAX };
+	static const unsigned int kinds[] = { KNITK_WORKER_THREADS,
+					      KNITK_WORKER_PROCESSES };
+	unsigned int k, i;
+
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < 3; i++) {
+			struct knitk_pool_opts o = { .size = sizeof(o),
+						     .kind = kinds[k],
+						     .nr_workers = 1,
+						     .spin = spins[i] };
+			struct knitk_pool *pool;
+			uint64_t x = 0x5eed + i, y = 0;
+			size_t len = 0;
+			int ret;
+
+			ret = knitk_pool_create(&o, &test_tasks, &pool);
+			CHECK_EQ(ret, 0);
+			if (ret)
+				continue;
+			CHECK_EQ(knitk_pool_call(pool, T_MIX, &x, 8, NULL,
+						 &y, 8, &len), 0);
+			CHECK_EQ(len, 8);
+			CHECK_EQ(y, mix64(x));
+			knitk_pool_destroy(pool);
+		}
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
@@ -247,5 +283,6 @@ int main(int argc, char **argv)
 	TEST(handle_outlives_pool);
 	TEST(process_workers_after_binary_deleted);
 	TEST(fallback_futex_flag);
+	TEST(spin_full_range);
 	return tap_exit();
 }
