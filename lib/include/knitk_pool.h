@@ -92,7 +92,8 @@ struct knitk_task_table {
  *	more concurrent submitting threads share slots.
  * @inline_bytes: inline bytes per lane (default 192; multiple of 64).
  * @spin: polls of an empty mailbox before a worker parks (default 256;
- *	the host's wait for results polls as long).  A poll pauses; it yields
+ *	the host's wait for results polls as long, and stops at its
+ *	deadline or an abort; any value works).  A poll pauses; it yields
  *	the CPU every 64 polls while the knot's awake workers and host fit the
  *	CPUs the process may run on (sched_getaffinity(), read at start),
  *	every 4 polls when they do not.

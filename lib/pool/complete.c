@@ -593,7 +593,7 @@ int knitk__pool_wait_passive_until_locked(struct knitk_pool *pool,
 int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 			   uint64_t deadline_ns, uint64_t *ring)
 {
-	unsigned int i;
+	uint64_t i, spin;
 	uint32_t seq;
 	int ret;
 
@@ -604,11 +604,19 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 	/*
 	 * With a ring due, the worker has not been woken yet: no spin of
 	 * ours, the ring-then-wait spins in the kernel while it runs (S8).
+	 * The spin ends for what would end the park: a kick (an abort, a
+	 * waiter for the role) and the deadline, read every
+	 * POOL_SPIN_CLOCK rounds (a clock read costs more than a poll).
 	 */
-	for (i = 0; i <= (*ring ? 0 : pool->opts.spin); i++) {
-		if (drain_all(pool, true))
+	spin = *ring ? 0 : pool->opts.spin;
+	for (i = 0; i <= spin; i++) {
+		if (drain_all(pool, true) ||
+		    atomic_load_explicit(&pool->kicks, memory_order_relaxed) != k0)
 			return 0;
-		pool_spin_relax(&pool->spin, i);
+		if ((i & (POOL_SPIN_CLOCK - 1)) == POOL_SPIN_CLOCK - 1 &&
+		    deadline_ns != KNITK_WAIT_FOREVER && pool_now_ns() >= deadline_ns)
+			return 0;
+		pool_spin_relax(&pool->spin, (unsigned int)i);
 	}
 	/* Our calls may wait for a stopped searcher: see to them (T14). */
 	if (pool->steal)

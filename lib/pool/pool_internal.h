@@ -61,6 +61,8 @@
  */
 #define POOL_SPIN_CROWDED_YIELD	4
 #define POOL_SPIN_FREE_YIELD	64
+/* A waiter's spin reads the clock for its deadline every N rounds (2^k). */
+#define POOL_SPIN_CLOCK		64
 /* worker.c: a private-lane worker looks at every submitter each Nth round. */
 #define POOL_SCAN_ALL		8
 struct pool_spin {

@@ -9,13 +9,19 @@
  *    rounds, as many or fewer every POOL_SPIN_FREE_YIELD.
  *  - pool_parked_workers: in a pool, a worker parked between calls is not
  *    counted and the worker running a call is.
+ *  - spin_ends_at_deadline, spin_ends_at_abort: with opts.spin at its
+ *    largest, a waiter spinning for a call still returns at its deadline
+ *    and when another thread aborts the call (it spun on for ever).
  */
+#include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 
 #include "knitk.h"
 #include "knitk_pool.h"
+#include "pool_tasks.h"
 #include "tap.h"
 #include "../pool/pool_internal.h"
 
@@ -175,10 +181,101 @@ static void pool_parked_workers(void)
 	knitk_pool_destroy(pool);
 }
 
-int main(void)
+/* A pool that spins as long as opts.spin allows, its one call gated. */
+static struct knitk_pool *spin_pool(unsigned int kind, struct gate *g,
+				    struct knitk_call **call)
 {
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind,
+				     .nr_workers = 1, .spin = UINT_MAX };
+	struct knitk_pool *pool;
+
+	if (gate_open(g) || knitk_pool_create(&o, &test_tasks, &pool))
+		return NULL;
+	if (knitk_pool_submit(pool, T_GATE, &g->arg, sizeof(g->arg), NULL, call) ||
+	    gate_wait(g, 'r')) {
+		knitk_pool_destroy(pool);
+		return NULL;
+	}
+	return pool;
+}
+
+static void spin_pool_done(struct knitk_pool *pool, struct gate *g,
+			   struct knitk_call *call)
+{
+	CHECK_EQ(gate_release(g), 0);
+	knitk_call_release(call);
+	knitk_pool_destroy(pool);
+	gate_close(g);
+}
+
+static void spin_ends_at_deadline(void)
+{
+	static const unsigned int kinds[] = { KNITK_WORKER_THREADS,
+					      KNITK_WORKER_PROCESSES };
+	unsigned int k;
+
+	for (k = 0; k < 2; k++) {
+		struct knitk_call *call;
+		struct knitk_pool *pool;
+		struct gate g;
+
+		pool = spin_pool(kinds[k], &g, &call);
+		REQUIRE(pool);
+		/* Spun past it for ever before: the spin never read the clock. */
+		CHECK_EQ(knitk_call_wait(call, tap_now_ns() + 20000000ULL),
+			 -EINPROGRESS);
+		CHECK_EQ(knitk_call_status(call), -EINPROGRESS);
+		spin_pool_done(pool, &g, call);
+	}
+}
+
+struct aborter {
+	struct knitk_pool *pool;
+	struct knitk_call *call;
+	int ret;
+};
+
+/* Once the waiter holds the drainer role (it spins), abort its call. */
+static void *abort_spinning(void *arg)
+{
+	struct aborter *a = arg;
+	bool spinning = false;
+
+	while (!spinning) {
+		sched_yield();
+		pthread_mutex_lock(&a->pool->lock);
+		spinning = a->pool->draining &&
+			   atomic_load(&a->pool->waiters) == 1;
+		pthread_mutex_unlock(&a->pool->lock);
+	}
+	a->ret = knitk_call_abort(a->call);
+	return NULL;
+}
+
+static void spin_ends_at_abort(void)
+{
+	struct aborter a = { .ret = 1 };
+	struct gate g;
+	pthread_t th;
+
+	a.pool = spin_pool(KNITK_WORKER_THREADS, &g, &a.call);
+	REQUIRE(a.pool);
+	pthread_create(&th, NULL, abort_spinning, &a);
+	/* Spun on for ever before: an abort did not end the spin. */
+	CHECK_EQ(knitk_call_wait(a.call, KNITK_WAIT_FOREVER), -ECANCELED);
+	pthread_join(th, NULL);
+	CHECK_EQ(a.ret, 0);
+	spin_pool_done(a.pool, &g, a.call);
+}
+
+int main(int argc, char **argv)
+{
+	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
+		return 2;
 	TEST(awake_roles);
 	TEST(crowded_yields);
 	TEST(pool_parked_workers);
+	TEST(spin_ends_at_deadline);
+	TEST(spin_ends_at_abort);
 	return tap_exit();
 }
