@@ -166,6 +166,14 @@ INIT
 	timeout -k 10 900 "$build/linux" mem=1G console=tty rw \
 		root=/dev/root rootfstype=hostfs rootflags="$root" init=/init \
 		</dev/null >"$out" 2>&1
+	# UML 6.1 copies a 2696-byte XSAVE area; a host with a larger one
+	# (AMX) refuses to set it, and no UML process can run: the scan needs
+	# one.  The vm-debug step of make stress scans the module in QEMU.
+	if ! grep -q '^knitk-kmemleak: begin' "$out" &&
+	   grep -q 'userspace - ptrace set fp regs failed' "$out"; then
+		echo "ok - kunit-debug: kmemleak clean # SKIP UML runs no process on this host (its XSAVE area is not UML's: PTRACE_SETREGSET refused)"
+		return "$st"
+	fi
 	if ! grep -q '^knitk-kmemleak: end' "$out"; then
 		echo "not ok - kunit-debug: kmemleak scan did not finish (see $out)"
 		tail -n 20 "$out" | sed 's/^/#   /'
