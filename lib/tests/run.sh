@@ -49,6 +49,7 @@ for t in $POOL_TESTS; do
 	run "$t" "$BUILD/tests/$t" "$pool_n_plain"
 done
 "$here/pool_doc_test.sh" || failed=1
+"$here/tutorial_test.sh" || failed=1
 "$here/check_exports.sh" "$BUILD/libknitk.so.$KNITK_VERSION" \
 	<(cat "$here/../include/knitk.h" "$here/../include/knitk_pool.h") "$here/../libknitk.map" \
 	"$BUILD/libknitk.a" || failed=1
