@@ -594,6 +594,7 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 			   uint64_t deadline_ns, uint64_t *ring)
 {
 	uint64_t i, spin;
+	bool early = false;
 	uint32_t seq;
 	int ret;
 
@@ -609,18 +610,22 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 	 * POOL_SPIN_CLOCK rounds (a clock read costs more than a poll).
 	 */
 	spin = *ring ? 0 : pool->opts.spin;
-	for (i = 0; i <= spin; i++) {
-		if (drain_all(pool, true) ||
-		    atomic_load_explicit(&pool->kicks, memory_order_relaxed) != k0)
+	for (i = 0; i <= spin && !early; i++) {
+		if (drain_all(pool, true))
 			return 0;
-		if ((i & (POOL_SPIN_CLOCK - 1)) == POOL_SPIN_CLOCK - 1 &&
-		    deadline_ns != KNITK_WAIT_FOREVER && pool_now_ns() >= deadline_ns)
-			return 0;
+		early = atomic_load_explicit(&pool->kicks, memory_order_relaxed) != k0 ||
+			((i & (POOL_SPIN_CLOCK - 1)) == POOL_SPIN_CLOCK - 1 &&
+			 deadline_ns != KNITK_WAIT_FOREVER && pool_now_ns() >= deadline_ns);
 		pool_spin_relax(&pool->spin, (unsigned int)i);
 	}
-	/* Our calls may wait for a stopped searcher: see to them (T14). */
+	/*
+	 * Our calls may wait for a stopped searcher: see to them (T14), also
+	 * when the spin ended early (a waiter polling with short deadlines).
+	 */
 	if (pool->steal)
 		knitk__steal_rescue(pool);
+	if (early)
+		return 0;
 	if (knitk_doorbell_prepare(pool->ep, &seq))
 		return -EPIPE;
 	/*
