@@ -387,8 +387,11 @@ void *knitk__worker_thread_main(void *arg);
 /* The pool words of the wake policy (docs/protocol.md T12). */
 enum { STEAL_IDLE, STEAL_SEARCHING, STEAL_RINGING, STEAL_WINDOW };
 _Atomic uint64_t *knitk__steal_words(struct knitk_endpoint *ep);
-int knitk__steal_pick(_Atomic uint64_t *words);
-void knitk__steal_unpick(_Atomic uint64_t *words, int w);
+/* Who picks a worker to wake: a worker plus one, or a thread of the host. */
+#define STEAL_BY_HOST	((uint64_t)KNITK_MAX_WORKERS + 1)
+int knitk__steal_pick(struct knitk_endpoint *ep, _Atomic uint64_t *words,
+		      uint64_t by);
+void knitk__steal_unpick(struct knitk_endpoint *ep, _Atomic uint64_t *words, int w);
 void knitk__steal_ring(struct knitk_endpoint *ep, _Atomic uint64_t *words, int w);
 void knitk__steal_window(_Atomic uint64_t *words, bool open);
 void knitk__steal_search(_Atomic uint64_t *words, unsigned int w);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "../core/knot_hooks.h"
 #include "../trace.h"
 
 /*
@@ -57,58 +58,77 @@ static _Atomic uint64_t *steal_line_word(struct knitk_endpoint *ep, unsigned int
 				    (uint64_t)(m * g.nr_workers + w) * l.steal_stride + off);
 }
 
-/* Whom worker @w is waking, plus one (its user word on mailbox 0). */
-static _Atomic uint64_t *steal_ring_word(struct knitk_endpoint *ep, unsigned int w)
+/*
+ * Who is waking worker @w: the user word of w's steal line on mailbox 0,
+ * 0 for nobody, the waking worker plus one, or STEAL_BY_HOST.
+ */
+static _Atomic uint64_t *steal_ringer_word(struct knitk_endpoint *ep, unsigned int w)
 {
 	return steal_line_word(ep, 0, w, offsetof(struct knitk_steal_line, user));
 }
 
-/*
- * Pick an idle worker to wake, or -1 (T12).  The pick owns the worker's
- * ringing bit (0 -> 1) and takes its idle bit (1 -> 0); only the owner of
- * a ringing bit rings that worker, and the worker starts no sleep while
- * the bit is set (knitk__steal_idle), so a ring can only land in a sleep
- * begun before the hand-off it carries.
- */
-static int steal_pick_idle(_Atomic uint64_t *words)
+/* Give up the ringing of worker @w: its bit, then who held it. */
+static void steal_ring_release(struct knitk_endpoint *ep, _Atomic uint64_t *words,
+			       unsigned int w)
 {
-	uint64_t idle, b;
+	atomic_fetch_and_explicit(&words[STEAL_RINGING], ~(1ULL << w),
+				  memory_order_seq_cst);
+	atomic_store_explicit(steal_ringer_word(ep, w), 0, memory_order_seq_cst);
+}
+
+/*
+ * Pick an idle worker to wake for @by (a worker plus one, or
+ * STEAL_BY_HOST), or -1 (T12).  The pick owns the worker's ringing bit
+ * (0 -> 1) and takes its idle bit (1 -> 0); only the owner of a ringing
+ * bit rings that worker, and the worker starts no sleep while the bit is
+ * set (knitk__steal_idle), so a ring can only land in a sleep begun before
+ * the hand-off it carries.  The owner is named (the ringer word, by CAS)
+ * before the bit is taken, so a worker that dies holding it, at whatever
+ * step, is found by its death handler (knitk__steal_take_dead).
+ */
+static int steal_pick_idle(struct knitk_endpoint *ep, _Atomic uint64_t *words,
+			   uint64_t by)
+{
+	uint64_t idle, b, none;
+	unsigned int w;
 
 	idle = atomic_load_explicit(&words[STEAL_IDLE], memory_order_seq_cst) &
 	       ~atomic_load_explicit(&words[STEAL_RINGING], memory_order_seq_cst);
 	for (; idle; idle &= ~b) {
 		b = idle & -idle;
-		if (atomic_fetch_or_explicit(&words[STEAL_RINGING], b,
-					     memory_order_seq_cst) & b)
+		w = (unsigned int)__builtin_ctzll(b);
+		none = 0;
+		if (!atomic_compare_exchange_strong_explicit(steal_ringer_word(ep, w),
+				&none, by, memory_order_seq_cst, memory_order_seq_cst))
 			continue;
+		atomic_fetch_or_explicit(&words[STEAL_RINGING], b, memory_order_seq_cst);
 		if (atomic_fetch_and_explicit(&words[STEAL_IDLE], ~b,
 					      memory_order_seq_cst) & b) {
-			KNITK_TRACE(KT_PICK, __builtin_ctzll(b), idle, 0);
-			return __builtin_ctzll(b);
+			KNITK_TRACE(KT_PICK, w, idle, 0);
+			return (int)w;
 		}
-		atomic_fetch_and_explicit(&words[STEAL_RINGING], ~b,
-					  memory_order_seq_cst);
+		steal_ring_release(ep, words, w);
 	}
 	return -1;
 }
 
-/* A publish's pick (T12): none if a worker searches. */
-int knitk__steal_pick(_Atomic uint64_t *words)
+/* A publish's pick for @by (T12): none if a worker searches. */
+int knitk__steal_pick(struct knitk_endpoint *ep, _Atomic uint64_t *words,
+		      uint64_t by)
 {
 	if (atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
 		return -1;
-	return steal_pick_idle(words);
+	return steal_pick_idle(ep, words, by);
 }
 
 /* Nothing was handed to picked worker @w: it is idle again, not rung. */
-void knitk__steal_unpick(_Atomic uint64_t *words, int w)
+void knitk__steal_unpick(struct knitk_endpoint *ep, _Atomic uint64_t *words, int w)
 {
 	if (w < 0)
 		return;
 	KNITK_TRACE(KT_UNPICK, w, 0, 0);
 	atomic_fetch_or_explicit(&words[STEAL_IDLE], 1ULL << w, memory_order_seq_cst);
-	atomic_fetch_and_explicit(&words[STEAL_RINGING], ~(1ULL << w),
-				  memory_order_seq_cst);
+	steal_ring_release(ep, words, (unsigned int)w);
 }
 
 /*
@@ -125,8 +145,7 @@ void knitk__steal_ring(struct knitk_endpoint *ep, _Atomic uint64_t *words, int w
 	r = knitk_doorbell_ring(ep, 1ULL << w);
 	KNITK_TRACE(KT_RING, w, r, 0);
 	(void)r;
-	atomic_fetch_and_explicit(&words[STEAL_RINGING], ~(1ULL << w),
-				  memory_order_seq_cst);
+	steal_ring_release(ep, words, (unsigned int)w);
 }
 
 /*
@@ -192,7 +211,6 @@ void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 			  unsigned int w, struct knitk_consumer **c,
 			  unsigned int nr_mailboxes)
 {
-	_Atomic uint64_t *ring = steal_ring_word(ep, w);
 	uint64_t bit = 1ULL << w, pending;
 	unsigned int m;
 	int to, n = 0;
@@ -207,11 +225,10 @@ void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 			break;
 	if (m == nr_mailboxes)
 		return;
-	to = knitk__steal_pick(words);
+	to = knitk__steal_pick(ep, words, (uint64_t)w + 1);
 	if (to < 0)
 		return;
-	/* Whom we wake, for our death handler (knitk__steal_take_dead). */
-	atomic_store_explicit(ring, (uint64_t)to + 1, memory_order_seq_cst);
+	KNOT_HOOK(ep, KNOT_HOOK_STEAL_PICKED, w);
 	for (m = 0; m < nr_mailboxes && n <= 0; m++)
 		n = knitk_steal_hand_off(c[m], (unsigned int)to);
 	KNITK_TRACE(KT_HAND_OFF, to, n, m - 1);
@@ -222,8 +239,7 @@ void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 	if (n > 0)
 		knitk__steal_ring(ep, words, to);
 	else
-		knitk__steal_unpick(words, to);
-	atomic_store_explicit(ring, 0, memory_order_relaxed);
+		knitk__steal_unpick(ep, words, to);
 }
 
 /* Attempts of one rescue: a hand-off fails only while a claimant works. */
@@ -280,7 +296,7 @@ static bool steal_unpick_recheck(struct knitk_pool *pool, int w, bool searchers)
 {
 	_Atomic uint64_t *words = pool->steal_words;
 
-	knitk__steal_unpick(words, w);
+	knitk__steal_unpick(pool->ep, words, w);
 	while (atomic_load_explicit(&words[STEAL_WINDOW], memory_order_seq_cst))
 		sched_yield();
 	if (searchers &&
@@ -317,10 +333,10 @@ static void steal_give(struct knitk_pool *pool, int to)
 		POOL_HOOK(pool, POOL_HOOK_RESCUE_EMPTY, (unsigned int)to);
 		if (!steal_unpick_recheck(pool, to, false))
 			return;
-		to = steal_pick_idle(words);
+		to = steal_pick_idle(pool->ep, words, STEAL_BY_HOST);
 	}
 	/* Out of tries: a claimant holds that work and scans again after. */
-	knitk__steal_unpick(words, to);
+	knitk__steal_unpick(pool->ep, words, to);
 }
 
 /*
@@ -338,7 +354,7 @@ void knitk__steal_rescue(struct knitk_pool *pool)
 
 	if (!atomic_load_explicit(&words[STEAL_SEARCHING], memory_order_seq_cst))
 		return;
-	steal_give(pool, steal_pick_idle(words));
+	steal_give(pool, steal_pick_idle(pool->ep, words, STEAL_BY_HOST));
 }
 
 /* Worker @w leaves (stopped, or its host is gone): neither idle nor searching. */
@@ -422,9 +438,8 @@ unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,
 				    uint64_t *tids)
 {
 	_Atomic uint64_t *words = pool->steal_words;
-	_Atomic uint64_t *ring = steal_ring_word(pool->ep, w);
-	uint64_t to = atomic_load_explicit(ring, memory_order_seq_cst), pending;
-	unsigned int s, n = 0, i;
+	uint64_t pending;
+	unsigned int s, n = 0, i, b;
 	bool lapsed = false;
 
 	/*
@@ -447,16 +462,28 @@ unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,
 		knitk_producer_reset_claimant(sl->producers[0], w);
 		pthread_mutex_unlock(&sl->lock);
 	}
-	if (to) {
-		/* w died waking worker to - 1: wake it in w's place. */
-		atomic_store_explicit(ring, 0, memory_order_relaxed);
-		atomic_fetch_or_explicit(&words[STEAL_IDLE], 1ULL << (to - 1),
-					 memory_order_seq_cst);
-		knitk__steal_ring(pool->ep, words, (int)to - 1);
+	/*
+	 * w died picking or waking worker b: wake b in w's place (it may
+	 * have nothing: a death may cost one spurious wake), or, before
+	 * w took b's ringing bit, just let b be picked again.
+	 */
+	for (b = 0; b < pool->nr_workers; b++) {
+		if (atomic_load_explicit(steal_ringer_word(pool->ep, b),
+					 memory_order_seq_cst) != (uint64_t)w + 1)
+			continue;
+		if (atomic_load_explicit(&words[STEAL_RINGING], memory_order_seq_cst) &
+		    (1ULL << b)) {
+			atomic_fetch_or_explicit(&words[STEAL_IDLE], 1ULL << b,
+						 memory_order_seq_cst);
+			knitk__steal_ring(pool->ep, words, (int)b);
+		} else {
+			atomic_store_explicit(steal_ringer_word(pool->ep, b), 0,
+					      memory_order_seq_cst);
+		}
 	}
 	/* Work reserved for it is left: wake somebody for it. */
 	if (lapsed)
-		knitk__steal_ring(pool->ep, words, knitk__steal_pick(words));
+		knitk__steal_ring(pool->ep, words, knitk__steal_pick(pool->ep, words, STEAL_BY_HOST));
 	return n;
 }
 
@@ -507,14 +534,14 @@ static int steal_publish_once(struct knitk_pool *pool, int s,
 		pthread_mutex_lock(&pool->submitters[slot].lock);
 	}
 	knitk__steal_window(words, true);
-	to = knitk__steal_pick(words);
+	to = knitk__steal_pick(pool->ep, words, STEAL_BY_HOST);
 	ret = steal_send(pool, slot, to, h, in, len);
 	pthread_mutex_unlock(&pool->submitters[slot].lock);
 	knitk__steal_window(words, false);
 	if (ret < 0) {
 		/* A publish that found @to ours meanwhile woke nobody. */
 		if (to >= 0 && steal_unpick_recheck(pool, to, true))
-			steal_give(pool, steal_pick_idle(words));
+			steal_give(pool, steal_pick_idle(pool->ep, words, STEAL_BY_HOST));
 		return ret;
 	}
 	knitk__steal_ring(pool->ep, words, to);

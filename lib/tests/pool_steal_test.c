@@ -865,6 +865,67 @@ static void last_worker_dies(void)
 	unlink(path);
 }
 
+/*
+ * T12 at a worker's death: process worker 0 claimed with work left and
+ * picked idle worker 1 to wake (its ringing bit taken), and dies before
+ * it records whom it wakes.  Worker 1 must not stay picked for ever:
+ * never rung, never picked again by a publish, never parking.  Without
+ * respawn it is the only worker left: the calls still queued are its, and
+ * once they are done it parks.
+ */
+static void death_picking_a_worker(void)
+{
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	char env[300], path[] = "/tmp/knitk-steal-pick.XXXXXX";
+	unsigned int i, ok = 0, dead = 0, total = 0;
+	struct knitk_call *calls[40];
+	struct knitk_endpoint *knot;
+	struct knitk_pool *pool;
+	uint64_t xs[40];
+	int fd = mkstemp(path);
+
+	REQUIRE(fd >= 0);
+	close(fd);
+	unlink(path);
+	snprintf(env, sizeof(env), "%d,0,%s", (int)KNOT_HOOK_STEAL_PICKED, path);
+	setenv("KNITK_STEAL_DIE", env, 1);
+	pool = steal_pool(KNITK_WORKER_PROCESSES, 2, 8, 0, NULL);
+	unsetenv("KNITK_STEAL_DIE");
+	REQUIRE(pool);
+	/* Bursts until worker 0 has picked (and died); hung there before. */
+	while (access(path, F_OK)) {
+		for (i = 0; i < 40; i++) {
+			xs[i] = total + i;
+			REQUIRE(knitk_pool_submit(pool, S_MIX, &xs[i], 8, NULL,
+						  &calls[i]) == 0);
+		}
+		REQUIRE(knitk_pool_wait_all(pool, calls, 40, KNITK_WAIT_FOREVER) == 0);
+		tally(calls, xs, 40, 0, 2, &ok, &dead);
+		total += 40;
+	}
+	/* Worker 1 alone serves on. */
+	for (i = 0; i < 100; i++, total++) {
+		uint64_t x = i, y = 0;
+		size_t len = 0;
+
+		ok += knitk_pool_call(pool, S_MIX, &x, 8, NULL, &y, 8, &len) == 0 &&
+		      len == 8 && y == mix(x);
+	}
+	REQUIRE(knitk_pool_stats(pool, &st) == 0);
+	printf("# worker 0 died picking worker 1: %u calls, %u -EOWNERDEAD, %u ok\n",
+	       total, dead, ok);
+	CHECK_EQ(ok + dead, total);
+	CHECK(dead <= 8);
+	CHECK_EQ(st.deaths, 1);
+	CHECK_EQ(st.ownerdead, dead);
+	/* And parks (it spun for ever where it stayed picked). */
+	REQUIRE(knitk_pool_endpoint(pool, &knot) == 0);
+	while (!worker_parked(knot, 1))
+		sched_yield();
+	knitk_pool_destroy(pool);
+	unlink(path);
+}
+
 static void death_holding_want(void)
 {
 	die_at(KNOT_HOOK_STEAL_WANT, 8);
@@ -893,6 +954,7 @@ int main(int argc, char **argv)
 	TEST(death_holding_want);
 	TEST(death_holding_claim_and_want);
 	TEST(last_worker_dies);
+	TEST(death_picking_a_worker);
 	TEST(burst_spreads);
 	TEST(rescue_gives_back);
 	TEST(rescue_after_a_withdrawal);

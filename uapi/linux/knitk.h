@@ -271,9 +271,9 @@ struct knitk_sector {
  *	with an atomic AND by this worker when it claims them.  No other
  *	live claimant takes a lane reserved for a live worker.  Ignored by
  *	the module.
- * @user: one word for the user of this worker's claimant, this worker
- *	its only writer (the library's pool: the peer it is waking, plus
- *	one).  Ignored by the module.
+ * @user: one word for the user of the claimants (the library's pool,
+ *	on mailbox 0: who is waking this worker, changed by CAS).  Ignored
+ *	by the module.
  * @claims: the claims this worker made on this mailbox, stored by it
  *	(single writer) after each one.  Ignored by the module.
  * @pad: cache line padding.
