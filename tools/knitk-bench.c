@@ -412,6 +412,40 @@ static void compute_ratios(struct ratios *rs, const struct row *rows, int nr,
 		ratio_add(rs, "death_notice_p99_us", have ? p99 : NAN);
 		ratio_add(rs, "death_notice_missed", have ? missed : NAN);
 	}
+	/*
+	 * Stealing: the worst makespan of the long-task placements against
+	 * the ideal and GThreadPool, and the spurious wakes of every
+	 * stealing row (a worker woken that found nothing to take).
+	 */
+	{
+		static const char *const pl[] = { "front", "end", "spread", "random" };
+		double vi = 0, vg = 0, spurious = 0, x;
+		char a[64], b[64];
+		int have = 0;
+
+		for (i = 0; i < (int)(sizeof(pl) / sizeof(pl[0])); i++) {
+			snprintf(a, sizeof(a), "steal-long-%s/steal-threads", pl[i]);
+			snprintf(b, sizeof(b), "steal-long-%s/ideal", pl[i]);
+			x = ratio(rows, nr, a, b, 0);
+			vi = x > vi ? x : vi;
+			snprintf(b, sizeof(b), "steal-long-%s/gthreadpool-threads", pl[i]);
+			x = ratio(rows, nr, a, b, 0);
+			vg = x > vg ? x : vg;
+		}
+		ratio_add(rs, "steal_long_vs_ideal", vi > 0 ? vi : NAN);
+		ratio_add(rs, "steal_long_vs_gthreadpool", vg > 0 ? vg : NAN);
+		for (i = 0; i < nr; i++) {
+			const char *var = strrchr(rows[i].c->name, '/');
+
+			if (!ok_row(&rows[i]) || strncmp(rows[i].c->group, "steal-", 6) ||
+			    !rows[i].r.has_counts || !rows[i].r.counts.wakes_valid ||
+			    !var || strncmp(var + 1, "steal-", 6))
+				continue;
+			have++;
+			spurious += (double)rows[i].r.counts.spurious;
+		}
+		ratio_add(rs, "steal_spurious_wakes", have ? spurious : NAN);
+	}
 	if (!strcmp(backend, "kmod")) {
 		/* The module's parked hop: ring and wait in one call (S9). */
 		v = ratio(rows, nr, "rtt-process/knitk-ringwait", "rtt-process/futex", 0);

@@ -6,7 +6,8 @@
  * A trivial task (u64 x -> x + 1) so that dispatch and completion are
  * all that is measured.  knitk: knitk_pool_call (submit, wait, copy,
  * release) one at a time, and batches of one knitk_pool_submit_batch +
- * one knitk_pool_wait_all, on thread and on process workers.  GThreadPool:
+ * one knitk_pool_wait_all, on thread and on process workers (and batches
+ * on a stealing pool's thread workers).  GThreadPool:
  * g_thread_pool_push plus a completion signal (GMutex/GCond), one at a
  * time and in batches, with the same number of workers.
  *
@@ -27,6 +28,8 @@
 #include "bench.h"
 
 #define POOL_BATCH		32
+/* kp_run's arg: kind | batch << 4 | a parked worker (1 << 5) | KP_STEAL */
+#define KP_STEAL		(1 << 6)
 #define IDLE_WORKERS		8
 #define IDLE_SETTLE_NS		1000000L	/* 1 ms */
 
@@ -191,6 +194,8 @@ static int kp_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		o.nr_workers = 1;
 		o.spin = 1;
 	}
+	if (c->arg & KP_STEAL)
+		o.dispatch = KNITK_POOL_DISPATCH_STEAL;
 	ret = knitk_pool_create(&o, &bench_tasks, &pool);
 	if (ret) {
 		bench_fail(r, "knitk_pool_create: %s", strerror(-ret));
@@ -447,6 +452,9 @@ const struct bench_case bench_pool_cases[] = {
 	GT("pool-batch", 1, 200000, 4000),
 	KP("pool-batch", "knitk-threads", KNITK_WORKER_THREADS, 1, 200000, 4000),
 	KP("pool-batch", "knitk-processes", KNITK_WORKER_PROCESSES, 1, 200000, 4000),
+	/* Stealing: the cost of its claims on calls that do next to nothing. */
+	KP("pool-batch", "knitk-steal-threads", KNITK_WORKER_THREADS | KP_STEAL, 1,
+	   200000, 4000),
 	/* A call to a parked worker against the futex round trip. */
 	{ "pool-park/knitk-processes", "pool-park", "ns/op", "rtt-process/futex", 1,
 	  kp_run, KNITK_WORKER_PROCESSES | (1 << 5), 20000, 500 },

@@ -5,8 +5,12 @@
  *
  * STEAL_TASKS tasks (fewer with --quick), each burning its cost in CPU
  * time: flat (every task one unit), random (0.2 to 2 units, uniform) and
- * skewed (heavy-tailed: 10% of the tasks at 20 units).  The same seeded
- * sequence for every method of a shape.  Methods: the ideal (total work /
+ * skewed (heavy-tailed: 10% of the tasks at 20 units); and the long-*
+ * placements: short tasks of LONG_SHORT units with LONG_NR long ones of
+ * LONG_UNITS units submitted next to each other at the front, at the end,
+ * spread evenly, or at random places.  Adjacent long tasks are where a
+ * stealing worker that claims a region of lanes at once would run them
+ * one after another.  The same seeded sequence for every method of a shape.  Methods: the ideal (total work /
  * workers, computed, the baseline), the private-lane pool with its
  * least-loaded balancer and the stealing pool (KNITK_POOL_DISPATCH_STEAL,
  * automatic region size), each on thread and process workers, and
@@ -30,8 +34,47 @@
 #define STEAL_UNIT_NS		20000ULL	/* one cost unit: 20 us */
 #define STEAL_UNIT_NS_QUICK	5000ULL
 
-enum { SHAPE_FLAT, SHAPE_RANDOM, SHAPE_SKEWED };
+enum {
+	SHAPE_FLAT, SHAPE_RANDOM, SHAPE_SKEWED,
+	SHAPE_LONG_FRONT, SHAPE_LONG_END, SHAPE_LONG_SPREAD, SHAPE_LONG_RANDOM,
+};
+
+/* The long-* placements: 8 tasks of 20 ms among tasks of 100 us. */
+#define LONG_NR		8
+#define LONG_UNITS	1000
+#define LONG_SHORT	5
 enum { M_IDEAL, M_PRIVATE, M_STEAL, M_GTHREADPOOL };
+
+/* Make LONG_NR tasks of @cost long, placed as @shape says (seed @x). */
+static void st_place_long(int shape, uint64_t unit, uint64_t *cost, uint64_t n,
+			  uint64_t x)
+{
+	uint64_t i, k, nr = n < LONG_NR ? n : LONG_NR;
+
+	for (i = 0; i < nr; i++) {
+		switch (shape) {
+		case SHAPE_LONG_FRONT:
+			k = i;
+			break;
+		case SHAPE_LONG_END:
+			k = n - nr + i;
+			break;
+		case SHAPE_LONG_SPREAD:
+			k = i * (n / nr);
+			break;
+		default:
+			/* Distinct random places (a long one is never picked twice). */
+			do {
+				x ^= x << 13;
+				x ^= x >> 7;
+				x ^= x << 17;
+				k = x % n;
+			} while (cost[k] != LONG_SHORT * unit);
+			break;
+		}
+		cost[k] = LONG_UNITS * unit;
+	}
+}
 
 /* The cost of every task of @shape, same seed every time. */
 static void st_costs(int shape, uint64_t unit, uint64_t *cost, uint64_t n)
@@ -49,11 +92,16 @@ static void st_costs(int shape, uint64_t unit, uint64_t *cost, uint64_t n)
 		case SHAPE_RANDOM:	/* 0.2x .. 2x */
 			cost[i] = unit / 5 + (x % 1000) * (unit * 9 / 5) / 999;
 			break;
-		default:		/* 10% at 20x */
+		case SHAPE_SKEWED:	/* 10% at 20x */
 			cost[i] = x % 10 == 0 ? 20 * unit : unit;
+			break;
+		default:
+			cost[i] = LONG_SHORT * unit;
 			break;
 		}
 	}
+	if (shape >= SHAPE_LONG_FRONT)
+		st_place_long(shape, unit, cost, n, x);
 }
 
 static int st_pool(struct knitk_pool *pool, const uint64_t *cost, uint64_t n,
@@ -270,5 +318,9 @@ const struct bench_case bench_steal_cases[] = {
 	ST_SHAPE("steal-flat", SHAPE_FLAT),
 	ST_SHAPE("steal-random", SHAPE_RANDOM),
 	ST_SHAPE("steal-skewed", SHAPE_SKEWED),
+	ST_SHAPE("steal-long-front", SHAPE_LONG_FRONT),
+	ST_SHAPE("steal-long-end", SHAPE_LONG_END),
+	ST_SHAPE("steal-long-spread", SHAPE_LONG_SPREAD),
+	ST_SHAPE("steal-long-random", SHAPE_LONG_RANDOM),
 	{ NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0 },
 };
