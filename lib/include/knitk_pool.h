@@ -110,8 +110,11 @@ struct knitk_task_table {
  * @dispatch: KNITK_POOL_DISPATCH_PRIVATE (0, the default) or
  *	KNITK_POOL_DISPATCH_STEAL (added in version 1).
  * @steal_region: stealing: lanes per region g, a power of two with
- *	64 / g >= nr_workers + 1; 0 = the largest such g (added in version 1).
- *	The pool's knot records g (struct knitk_geometry.region_lanes).
+ *	64 / g >= nr_workers + 1; 0 = the largest such g up to 4 (a claim
+ *	takes a region's calls at once: smaller regions spread adjacent long
+ *	calls over the workers, larger ones claim less often) (added in
+ *	version 1).  The pool's knot records g (struct
+ *	knitk_geometry.region_lanes).
  */
 struct knitk_pool_opts {
 	uint32_t size;

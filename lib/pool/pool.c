@@ -268,6 +268,9 @@ KNITK_EXPORT int knitk_pool_create(const struct knitk_pool_opts *opts,
 	if (pool->steal)
 		pool->steal_g = (unsigned int)knitk_steal_region_lanes(pool->opts.nr_workers,
 								pool->opts.steal_region);
+	/* Any smaller power of two than the largest legal g is legal too. */
+	if (pool->steal && !pool->opts.steal_region && pool->steal_g > POOL_STEAL_DEF_REGION)
+		pool->steal_g = POOL_STEAL_DEF_REGION;
 	pool->nr_workers = pool->opts.nr_workers;
 	pool->nr_submitters = pool->opts.nr_submitters;
 	pool->monitor_efd = -1;

@@ -2,7 +2,8 @@
 /*
  * One region size per stealing knot: knitk_producer_hand_off's argument
  * checks, and a claimant of 1-lane regions beside claimants of the knot's
- * own region size (test build: pool_hooks.h, knot_hooks.h).
+ * own region size (test build: pool_hooks.h, knot_hooks.h); and the
+ * region size a stealing pool picks by default.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -195,6 +196,41 @@ static void steal_mixed_region_sizes(void)
 	knitk_endpoint_destroy(host);
 }
 
+/*
+ * A stealing pool asked for no region size records the largest legal one
+ * up to 4 in its knot (the largest: 8 lanes of 4 workers, 16 of 2, which
+ * ran adjacent long calls on one worker); one asked for a size gets it.
+ */
+static void pool_default_region(void)
+{
+	static const struct { unsigned int workers, asked, want; } c[] = {
+		{ 1, 0, 4 }, { 2, 0, 4 }, { 3, 0, 4 }, { 15, 0, 4 }, { 16, 0, 2 },
+		{ 31, 0, 2 }, { 32, 0, 1 }, { 2, 16, 16 }, { 2, 8, 8 }, { 2, 1, 1 },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct knitk_pool_opts o = { .size = sizeof(o),
+					     .nr_workers = c[i].workers,
+					     .dispatch = KNITK_POOL_DISPATCH_STEAL,
+					     .steal_region = c[i].asked };
+		struct knitk_geometry g;
+		struct knitk_layout l;
+		struct knitk_endpoint *ep;
+		struct knitk_pool *pool;
+		uint64_t x = 40 + i, y = 0;
+		size_t len = 0;
+
+		REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+		REQUIRE(knitk_pool_endpoint(pool, &ep) == 0);
+		REQUIRE(knitk_endpoint_layout(ep, &l, &g) == 0);
+		CHECK_EQ(g.region_lanes, c[i].want);
+		CHECK_EQ(knitk_pool_call(pool, T_MIX, &x, 8, NULL, &y, 8, &len), 0);
+		CHECK_EQ(y, mix64(x));
+		knitk_pool_destroy(pool);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
@@ -202,5 +238,6 @@ int main(int argc, char **argv)
 		return 1;
 	TEST(hand_off_einval);
 	TEST(steal_mixed_region_sizes);
+	TEST(pool_default_region);
 	return tap_exit();
 }
