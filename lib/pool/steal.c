@@ -463,23 +463,21 @@ unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,
 		pthread_mutex_unlock(&sl->lock);
 	}
 	/*
-	 * w died picking or waking worker b: wake b in w's place (it may
-	 * have nothing: a death may cost one spurious wake), or, before
-	 * w took b's ringing bit, just let b be picked again.
+	 * w died picking or waking worker b (it is b's ringer): wake b in
+	 * w's place, so that it scans again for what it was handed and for
+	 * a publish that found it taken meanwhile (a death may cost one
+	 * spurious wake).  Once w had taken b's ringing bit it may have
+	 * taken b's idle bit too: b is idle again, as w would have left it.
 	 */
 	for (b = 0; b < pool->nr_workers; b++) {
 		if (atomic_load_explicit(steal_ringer_word(pool->ep, b),
 					 memory_order_seq_cst) != (uint64_t)w + 1)
 			continue;
-		if (atomic_load_explicit(&words[STEAL_RINGING], memory_order_seq_cst) &
-		    (1ULL << b)) {
+		if (atomic_fetch_or_explicit(&words[STEAL_RINGING], 1ULL << b,
+					     memory_order_seq_cst) & (1ULL << b))
 			atomic_fetch_or_explicit(&words[STEAL_IDLE], 1ULL << b,
 						 memory_order_seq_cst);
-			knitk__steal_ring(pool->ep, words, (int)b);
-		} else {
-			atomic_store_explicit(steal_ringer_word(pool->ep, b), 0,
-					      memory_order_seq_cst);
-		}
+		knitk__steal_ring(pool->ep, words, (int)b);
 	}
 	/* Work reserved for it is left: wake somebody for it. */
 	if (lapsed)
