@@ -628,7 +628,9 @@ int knitk_producer_reset_claimant(struct knitk_producer *producer,
  * knitk_doorbell_wait/park return 0 when there may be work (woken, or work
  * or a peer death found by the re-check), -ETIMEDOUT at @deadline_ns
  * (absolute CLOCK_MONOTONIC, or KNITK_WAIT_FOREVER), -EINTR on a signal,
- * -EPIPE for a worker whose host has died, -ENOTCONN when not joined.
+ * -EPIPE for a worker whose host has died (looked at before the
+ * mailboxes: lanes it published before it went may still be pending, for
+ * one more scan), -ENOTCONN when not joined.
  */
 int knitk_doorbell_prepare(struct knitk_endpoint *ep, uint32_t *seq);
 int knitk_doorbell_wait(struct knitk_endpoint *ep, uint32_t seq,

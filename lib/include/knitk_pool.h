@@ -477,8 +477,10 @@ int knitk_pool_worker_info(struct knitk_pool *pool, unsigned int worker,
  * every call.  The pool owns it: never close it.  On the module it is the
  * host endpoint (its poll(), EPOLLIN); on the futex backend an eventfd
  * that the pool's endpoints write only when they wake a host that waits:
- * one write per sleep of the loop, not one per result, none while the
- * loop is busy (knitk_pool_stats' @event_writes counts them).
+ * about one write per sleep of the loop (a result that lands while
+ * knitk_pool_reap() arms the fd may write it once more, and the next wait
+ * then finds nothing to reap), not one per result, none while the loop is
+ * busy (knitk_pool_stats' @event_writes counts them).
  *
  * The fd fires after knitk_pool_reap() returned 0, which "arms" it, for
  * the next result or worker death; add it with EPOLLIN | EPOLLET
