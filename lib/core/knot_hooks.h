@@ -44,12 +44,6 @@ enum knot_hook {
 	 * the worker.
 	 */
 	KNOT_HOOK_HAND_OFF_CHOSEN,
-	/*
-	 * pool/steal.c: a stealing worker that claimed picked an idle peer
-	 * to wake (its ringing bit taken), before it hands it anything;
-	 * @arg: the worker.
-	 */
-	KNOT_HOOK_STEAL_PICKED,
 };
 
 typedef void (*knot_hook_fn)(struct knitk_endpoint *k, enum knot_hook point,

@@ -58,6 +58,12 @@ enum pool_hook {
 	 * deaths about to be looked at; no lock held.
 	 */
 	POOL_HOOK_DEATHS_LOOK,
+	/*
+	 * knitk__steal_claimed, in a stealing worker (no pool: NULL): worker
+	 * @arg picked an idle peer to wake (its ringing bit taken), before
+	 * it hands it anything.
+	 */
+	POOL_HOOK_STEAL_PICKED,
 };
 
 typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,

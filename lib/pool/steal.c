@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include "pool_internal.h"
-#include "../core/knot_hooks.h"
 #include "../trace.h"
 
 /*
@@ -228,7 +227,7 @@ void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
 	to = knitk__steal_pick(ep, words, (uint64_t)w + 1);
 	if (to < 0)
 		return;
-	KNOT_HOOK(ep, KNOT_HOOK_STEAL_PICKED, w);
+	POOL_HOOK(NULL, POOL_HOOK_STEAL_PICKED, w);
 	for (m = 0; m < nr_mailboxes && n <= 0; m++)
 		n = knitk_steal_hand_off(c[m], (unsigned int)to);
 	KNITK_TRACE(KT_HAND_OFF, to, n, m - 1);

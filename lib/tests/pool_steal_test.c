@@ -725,25 +725,43 @@ static void rescue_after_a_withdrawal(void)
 
 /*
  * A process worker of die_at(): KNITK_STEAL_DIE is "point,worker,path";
- * worker @worker kills itself at hook @point, once (the first to create
+ * worker @worker kills itself at knot hook @point (or, for DIE_AT_PICK,
+ * at the pool's POOL_HOOK_STEAL_PICKED), once (the first to create
  * @path), so its respawned successor lives.
  */
 static int die_point = -1;
 static unsigned int die_worker;
 static const char *die_path;
 
-static void die_hook(struct knitk_endpoint *k, enum knot_hook point, unsigned int arg)
+/* @point of die_point for the pool's POOL_HOOK_STEAL_PICKED (not a knot hook). */
+#define DIE_AT_PICK	(-2)
+
+static void die_once(unsigned int arg)
 {
 	int fd;
 
-	(void)k;
-	if ((int)point != die_point || arg != die_worker)
+	if (arg != die_worker)
 		return;
 	fd = open(die_path, O_CREAT | O_EXCL | O_WRONLY, 0600);
 	if (fd < 0)
 		return;
 	close(fd);
 	raise(SIGKILL);
+}
+
+static void die_hook(struct knitk_endpoint *k, enum knot_hook point, unsigned int arg)
+{
+	(void)k;
+	if ((int)point == die_point)
+		die_once(arg);
+}
+
+static void die_pool_hook(struct knitk_pool *pool, enum pool_hook point,
+			  unsigned int arg)
+{
+	(void)pool;
+	if (point == POOL_HOOK_STEAL_PICKED && die_point == DIE_AT_PICK)
+		die_once(arg);
 }
 
 static void die_setup(void)
@@ -758,6 +776,7 @@ static void die_setup(void)
 	die_point = point;
 	die_path = path;
 	atomic_store(&knitk__endpoint_hook, die_hook);
+	atomic_store(&knitk__test_hook, die_pool_hook);
 }
 
 /*
@@ -867,8 +886,8 @@ static void last_worker_dies(void)
 
 /*
  * T12 at a worker's death: process worker 0 claimed with work left and
- * picked idle worker 1 to wake (its ringing bit taken), and dies before
- * it records whom it wakes.  Worker 1 must not stay picked for ever:
+ * picked idle worker 1 to wake (its ringing bit taken), and dies there
+ * (POOL_HOOK_STEAL_PICKED), before it hands it anything.  Worker 1 must not stay picked for ever:
  * never rung, never picked again by a publish, never parking.  Without
  * respawn it is the only worker left: the calls still queued are its, and
  * once they are done it parks.
@@ -887,7 +906,7 @@ static void death_picking_a_worker(void)
 	REQUIRE(fd >= 0);
 	close(fd);
 	unlink(path);
-	snprintf(env, sizeof(env), "%d,0,%s", (int)KNOT_HOOK_STEAL_PICKED, path);
+	snprintf(env, sizeof(env), "%d,0,%s", DIE_AT_PICK, path);
 	setenv("KNITK_STEAL_DIE", env, 1);
 	pool = steal_pool(KNITK_WORKER_PROCESSES, 2, 8, 0, NULL);
 	unsetenv("KNITK_STEAL_DIE");
