@@ -11,9 +11,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Runs knitk-stat with @arg as uid @uid; its stdout+stderr in @out. */
-static inline int run_stat(const char *arg, uid_t uid, char *out, size_t cap)
+/*
+ * Runs knitk-stat with the arguments @argv (NULL-terminated, at most 7) as
+ * uid @uid; its stdout+stderr in @out.
+ */
+static inline int run_statv(const char *const *argv, uid_t uid, char *out, size_t cap)
 {
+	char *args[9] = { "knitk-stat" };
 	char path[4096], *slash;
 	ssize_t n, got = 0;
 	int p[2], status;
@@ -33,7 +37,9 @@ static inline int run_stat(const char *arg, uid_t uid, char *out, size_t cap)
 		dup2(p[1], 2);
 		if (uid && setuid(uid))
 			_exit(126);
-		execl(path, "knitk-stat", arg, (char *)NULL);
+		for (n = 0; n < 7 && argv[n]; n++)
+			args[n + 1] = (char *)argv[n];
+		execv(path, args);
 		_exit(127);
 	}
 	close(p[1]);
@@ -44,6 +50,14 @@ static inline int run_stat(const char *arg, uid_t uid, char *out, size_t cap)
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
 		return -1;
 	return WEXITSTATUS(status);
+}
+
+/* Runs knitk-stat with @arg (or none) as uid @uid. */
+static inline int run_stat(const char *arg, uid_t uid, char *out, size_t cap)
+{
+	const char *argv[2] = { arg, NULL };
+
+	return run_statv(argv, uid, out, cap);
 }
 
 #endif /* KNITK_STAT_TOOL_H */

@@ -4,7 +4,8 @@
  * module's debugfs: a knot's geometry and endpoints (role, pid, alive or
  * dead) and its doorbell counters are listed, every knot however many;
  * a caller that is not root, or without debugfs mounted, is told so and
- * gets exit status 1.
+ * gets exit status 1; --prometheus gives the same values in the
+ * Prometheus text format, and -w shows rates per second.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -205,6 +206,155 @@ TEST(no_debugfs_is_told_and_fails)
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status));
+}
+
+/*
+ * The Prometheus text format: every line a "# HELP", a "# TYPE" (gauge or
+ * counter) right after it, or a sample "name{labels} value" of the family
+ * last announced; no family announced twice.  Returns the bad line, or
+ * NULL.
+ */
+static const char *prom_bad_line(char *text)
+{
+	static char names[256][64];
+	char *line, *save, fam[64] = "", name[64], type[16];
+	int n = 0, i, typed = 1;
+
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (sscanf(line, "# HELP %63s", name) == 1) {
+			for (i = 0; i < n; i++)
+				if (!strcmp(names[i], name))
+					return line;
+			if (!typed || n == 256)
+				return line;
+			snprintf(names[n++], sizeof(names[0]), "%s", name);
+			snprintf(fam, sizeof(fam), "%s", name);
+			typed = 0;
+		} else if (sscanf(line, "# TYPE %63s %15s", name, type) == 2) {
+			if (typed || strcmp(name, fam) ||
+			    (strcmp(type, "gauge") && strcmp(type, "counter")))
+				return line;
+			typed = 1;
+		} else {
+			size_t len = strcspn(line, "{ ");
+			const char *v = strrchr(line, ' ');
+
+			if (!typed || len != strlen(fam) || strncmp(line, fam, len) ||
+			    !v || !v[1] || strspn(v + 1, "0123456789") != strlen(v + 1))
+				return line;
+		}
+	}
+	return typed ? NULL : "(a family without its # TYPE)";
+}
+
+/* The text of the JSON object of knot @id in @json (from "{\"id\": @id,"). */
+static const char *knot_json(const char *json, unsigned long long id)
+{
+	char key[48];
+
+	snprintf(key, sizeof(key), "{\"id\": %llu,", id);
+	return strstr(json, key);
+}
+
+static char prom[1 << 16];
+
+/*
+ * --prometheus against --json on a knot whose host waited (its counters
+ * moved): the format holds, and the knot's size, its host endpoint and
+ * every counter of its host doorbell carry the same values.
+ */
+TEST(prometheus_matches_json)
+{
+	char key[256], name[48], *at, *end;
+	unsigned long long id = 0, v, total = 0;
+	struct knitk_geometry g;
+	const char *bad, *kj;
+	struct knot k;
+	int i, fields = 0;
+
+	KNITK_REQUIRE_DEV();
+	if (geteuid() != 0)
+		SKIP(return, "knitk-stat needs root");
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knot_make(&k, &g));
+	ASSERT_EQ(0, knitk_join(k.fd, KNITK_ROLE_HOST, 0, NULL));
+	/* A seq that is not the doorbell's: each wait is counted, then fails. */
+	for (i = 0; i < 3; i++)
+		EXPECT_GT(0, knitk_wait(k.fd, 0x5eed0000U + i, 1));
+	ASSERT_EQ(0, run_stat("--json", 0, out, sizeof(out))) TH_LOG("%s", out);
+	ASSERT_EQ(0, run_stat("--prometheus", 0, prom, sizeof(prom))) TH_LOG("%s", prom);
+	/* Our knot: the object that lists us as its host. */
+	snprintf(key, sizeof(key), "\"role\": \"host\", \"slot\": %u, \"pid\": %d,",
+		 KNITK_DOORBELL_HOST, getpid());
+	at = strstr(out, key);
+	ASSERT_NE(NULL, at) TH_LOG("%s", out);
+	for (end = out; (end = strstr(end, "{\"id\": ")) && end < at; end++)
+		id = strtoull(end + strlen("{\"id\": "), NULL, 10);
+	kj = knot_json(out, id);
+	ASSERT_NE(NULL, kj);
+	at = strstr(kj, "\"size\": ");
+	ASSERT_NE(NULL, at);
+	snprintf(key, sizeof(key), "\nknitk_knot_bytes{knot=\"%llu\"} %llu\n", id,
+		 strtoull(at + strlen("\"size\": "), NULL, 10));
+	EXPECT_NE(NULL, strstr(prom, key)) TH_LOG("%s not in %s", key, prom);
+	snprintf(key, sizeof(key), "\nknitk_endpoint_info{knot=\"%llu\",role=\"host\","
+		 "slot=\"%u\",pid=\"%d\",", id, KNITK_DOORBELL_HOST, getpid());
+	EXPECT_NE(NULL, strstr(prom, key)) TH_LOG("%s not in %s", key, prom);
+	/* Each counter of the host doorbell: {"doorbell": 63, "name": v, ...}. */
+	snprintf(key, sizeof(key), "{\"doorbell\": %u", KNITK_DOORBELL_HOST);
+	at = strstr(kj, key);
+	ASSERT_NE(NULL, at);
+	end = strchr(at, '}');
+	ASSERT_NE(NULL, end);
+	for (at = strchr(at, ','); at && at < end; at = strchr(at + 1, ',')) {
+		if (sscanf(at, ", \"%47[a-z_0-9]\": %llu", name, &v) != 2)
+			break;
+		snprintf(key, sizeof(key), "\nknitk_doorbell_%s_total{knot=\"%llu\","
+			 "role=\"host\",doorbell=\"%u\"} %llu\n", name, id,
+			 KNITK_DOORBELL_HOST, v);
+		EXPECT_NE(NULL, strstr(prom, key)) TH_LOG("%s not in %s", key, prom);
+		total += v;
+		fields++;
+	}
+	EXPECT_LE(4, fields);
+	/* Our waits moved them: the values compared are not all 0. */
+	EXPECT_LE(3, total);
+	bad = prom_bad_line(prom);
+	EXPECT_EQ(NULL, bad) TH_LOG("bad line: %s", bad);
+	knot_close(&k);
+}
+
+/*
+ * -w with -c: the listings after the first give rates per second; an idle
+ * knot's are all 0.
+ */
+TEST(watch_shows_rates)
+{
+	static const char *const argv[] = { "-w", "1", "-c", "2", NULL };
+	struct knitk_geometry g;
+	char *at, *line;
+	struct knot k;
+
+	KNITK_REQUIRE_DEV();
+	if (geteuid() != 0)
+		SKIP(return, "knitk-stat needs root");
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knot_make(&k, &g));
+	ASSERT_EQ(0, knitk_join(k.fd, KNITK_ROLE_HOST, 0, NULL));
+	ASSERT_EQ(0, run_statv(argv, 0, out, sizeof(out))) TH_LOG("%s", out);
+	/* Totals first, then rates: one "per sec" header per knot after. */
+	at = strstr(out, "per sec");
+	ASSERT_NE(NULL, at) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "  doorbell ")) TH_LOG("%s", out);
+	EXPECT_LT(strstr(out, "  doorbell "), at);
+	/* Our idle knot's host row, in the rates: "host" then only 0.0s. */
+	line = strstr(at, "\n  host ");
+	ASSERT_NE(NULL, line) TH_LOG("%s", out);
+	line += strlen("\n  host ");
+	while (*line == ' ' || *line == '0' || *line == '.')
+		line++;
+	EXPECT_EQ('\n', *line) TH_LOG("%s", out);
+	knot_close(&k);
 }
 
 TEST_HARNESS_MAIN
