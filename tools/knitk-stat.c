@@ -300,8 +300,9 @@ static void print_prom(const struct listing *l)
 		{ "knitk_knot_death_seq",
 		  "The knot's death_seq: roles ended by a death, modulo 2^32." },
 	};
+	const char *fams[4 * MAX_FIELDS];
 	char name[64], part[32], help[96];
-	int g, i, j, f, seen;
+	int g, i, j, f, nr = 0;
 
 	prom_family("knitk_knots", "gauge", "Live knots of the knitk module.");
 	printf("knitk_knots %d\n", l->n);
@@ -324,35 +325,28 @@ static void print_prom(const struct listing *l)
 	/* Every counter once, in the order the knots name them. */
 	for (i = 0; i < l->n; i++)
 		for (f = 0; f < l->k[i].nr_fields; f++) {
-			const char *field = l->k[i].fields[f];
-
-			for (seen = 0, g = 0; g < i && !seen; g++)
-				for (j = 0; j < l->k[g].nr_fields && !seen; j++)
-					seen = !strcmp(l->k[g].fields[j], field);
-			for (j = 0; j < f && !seen; j++)
-				seen = !strcmp(l->k[i].fields[j], field);
-			if (seen)
-				continue;
-			prom_part(part, sizeof(part), field);
-			snprintf(name, sizeof(name), "knitk_doorbell_%s_total", part);
-			snprintf(help, sizeof(help), "The doorbell counter %s (KNITK_IOC_STATS).",
-				 part);
-			prom_family(name, "counter", help);
-			for (g = i; g < l->n; g++)
-				for (j = 0; j < l->k[g].nr_fields; j++) {
-					const struct knot *k = &l->k[g];
-					int b;
-
-					if (strcmp(k->fields[j], field))
-						continue;
-					for (b = 0; b < k->nr_bells; b++)
-						printf("%s{knot=\"%llu\",role=\"%s\",doorbell=\"%u\"} %llu\n",
-						       name, k->id,
-						       k->bells[b].doorbell == HOST_DOORBELL ?
-						       "host" : "worker",
-						       k->bells[b].doorbell, k->bells[b].v[j]);
-				}
+			for (j = 0; j < nr && strcmp(fams[j], l->k[i].fields[f]); j++)
+				;
+			if (j == nr && nr < (int)(sizeof(fams) / sizeof(fams[0])))
+				fams[nr++] = l->k[i].fields[f];
 		}
+	for (f = 0; f < nr; f++) {
+		prom_part(part, sizeof(part), fams[f]);
+		snprintf(name, sizeof(name), "knitk_doorbell_%s_total", part);
+		snprintf(help, sizeof(help), "The doorbell counter %s (KNITK_IOC_STATS).", part);
+		prom_family(name, "counter", help);
+		for (i = 0; i < l->n; i++) {
+			const struct knot *k = &l->k[i];
+
+			for (j = 0; j < k->nr_fields && strcmp(k->fields[j], fams[f]); j++)
+				;
+			for (g = 0; j < k->nr_fields && g < k->nr_bells; g++)
+				printf("%s{knot=\"%llu\",role=\"%s\",doorbell=\"%u\"} %llu\n",
+				       name, k->id,
+				       k->bells[g].doorbell == HOST_DOORBELL ? "host" : "worker",
+				       k->bells[g].doorbell, k->bells[g].v[j]);
+		}
+	}
 }
 
 static int cmp_name(const void *a, const void *b)
