@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Adversarial tests of libknitk's pool on the module, from the public
+ * libknitk's pool on the module when resources fail, tested from the public
  * headers and man pages (the host's lib/tests/alloc_failure_test.c,
  * fds_run_out_test.c and fork_and_death_seen_test.c on the futex
  * backend): a create failing each of its allocations in turn

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Adversarial tests of the parked path, written from the uAPI header and
+ * The parked path, tested from the uAPI header and
  * the man pages alone: KNITK_IOC_NOTIFY_WAIT (and JOIN) with an argument
  * it cannot write back, from a process that is not the role's owner after the role
  * ended, and ringing doorbells that are dead or were never joined;
