@@ -499,6 +499,20 @@ static bool completer_should_exit_locked(struct knitk_pool *pool)
 	       !atomic_load_explicit(&pool->aftercare, memory_order_relaxed);
 }
 
+/*
+ * Some worker is alive (cleared by its stop reply or its death, set again
+ * by a respawn): then completer_should_exit is false, read without a lock.
+ */
+static bool workers_alive(struct knitk_pool *pool)
+{
+	unsigned int w;
+
+	for (w = 0; w < pool->nr_workers; w++)
+		if (atomic_load_explicit(&pool->workers[w].alive, memory_order_relaxed))
+			return true;
+	return false;
+}
+
 static bool completer_should_exit(struct knitk_pool *pool)
 {
 	bool exit;
@@ -715,8 +729,9 @@ static void completer_drain(struct knitk_pool *pool, bool ev)
 			/*
 			 * It may have been the last stop reply or death: leave
 			 * now, not after a spin that may last opts.spin rounds.
+			 * While a worker is alive it was not: no pool->lock.
 			 */
-			if (completer_should_exit(pool))
+			if (!workers_alive(pool) && completer_should_exit(pool))
 				return;
 			spins = 0;
 			continue;
