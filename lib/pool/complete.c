@@ -624,12 +624,14 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 	 * POOL_SPIN_CLOCK rounds (a clock read costs more than a poll).
 	 */
 	spin = *ring ? 0 : pool->opts.spin;
-	for (i = 0; i <= spin && !early; i++) {
+	for (i = 0; i <= spin; i++) {
 		if (drain_all(pool, true))
 			return 0;
 		early = atomic_load_explicit(&pool->kicks, memory_order_relaxed) != k0 ||
 			((i & (POOL_SPIN_CLOCK - 1)) == POOL_SPIN_CLOCK - 1 &&
 			 deadline_ns != KNITK_WAIT_FOREVER && pool_now_ns() >= deadline_ns);
+		if (early)
+			break;
 		pool_spin_relax(&pool->spin, (unsigned int)i);
 	}
 	/*
