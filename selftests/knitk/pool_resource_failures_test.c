@@ -6,15 +6,17 @@
  * backend): a create failing each of its allocations in turn
  * (-Wl,--wrap of the allocators, armed per thread) and under every
  * RLIMIT_NOFILE from the fds open up, each failure leaving no fd, child
- * or knot; the event fd, which on the module is the host endpoint, when
- * no fd is free; a call submitted between a worker's exit and the pool
- * seeing its death; and a host killed while a helper it forked holds
- * its fds.
+ * or knot; a create whose process workers exit before joining, which
+ * leaves none either; every fd a pool opens close-on-exec; the event fd,
+ * which on the module is the host endpoint, when no fd is free; a call
+ * submitted between a worker's exit and the pool seeing its death; and a
+ * host killed while a helper it forked holds its fds.
  * Small counts: the guest runs under TCG.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -238,6 +240,79 @@ TEST(event_fd_needs_no_new_fd)
 	EXPECT_TRUE(mix_result_ok(c, x));
 	knitk_call_release(c);
 	knitk_pool_destroy(pool);
+	EXPECT_EQ(0, knitk_live_wait_zero());
+}
+
+/* --------------------------------------- workers and fds of a pool */
+
+/* A pool whose process workers exit before joining: no knot, fd or child left. */
+TEST(failed_pool_create_leaves_nothing)
+{
+	static char *const no_args[] = { NULL };
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = KNITK_WORKER_PROCESSES,
+				     .nr_workers = 2, .knot_flags = KNITK_KNOT_KMOD,
+				     .worker_path = "/bin/true", .worker_argv = no_args };
+	struct knitk_pool *pool = NULL;
+	int fds = open_fds(), i;
+
+	REQUIRE_KNITK();
+	for (i = 0; i < 3; i++)
+		EXPECT_EQ(-ECHILD, knitk_pool_create(&o, &test_tasks, &pool));
+	o.worker_path = "/nonexistent/knitk-worker";
+	EXPECT_GT(0, knitk_pool_create(&o, &test_tasks, &pool));
+	o.worker_path = NULL;
+	o.nr_workers = KNITK_MAX_WORKERS + 1;
+	EXPECT_EQ(-EINVAL, knitk_pool_create(&o, &test_tasks, &pool));
+	EXPECT_EQ(NULL, pool);
+	EXPECT_EQ(fds, open_fds());
+	EXPECT_EQ(-1, waitpid(-1, NULL, WNOHANG));
+	EXPECT_EQ(ECHILD, errno);
+	EXPECT_EQ(0, knitk_live_wait_zero());
+}
+
+/*
+ * Every fd a pool opens (endpoints on /dev/knitk, pidfds, the event fd)
+ * is close-on-exec: a helper forked and exec'd while the pool runs holds
+ * no endpoint that would keep the knot or a role alive.
+ */
+TEST(pool_fds_are_cloexec)
+{
+	static const unsigned int kinds[] = { KNITK_WORKER_THREADS, KNITK_WORKER_PROCESSES };
+	unsigned int k;
+
+	REQUIRE_KNITK();
+	for (k = 0; k < 2; k++) {
+		struct knitk_pool_opts o = { .size = sizeof(o), .kind = kinds[k],
+					     .nr_workers = 2, .knot_flags = KNITK_KNOT_KMOD };
+		struct knitk_pool *pool;
+		char seen[1024] = { 0 };
+		unsigned int leaked = 0;
+		struct dirent *e;
+		DIR *dir;
+		int fd;
+
+		dir = opendir("/proc/self/fd");
+		ASSERT_NE(NULL, dir);
+		while ((e = readdir(dir)))
+			if (e->d_name[0] != '.' && atoi(e->d_name) < 1024)
+				seen[atoi(e->d_name)] = 1;
+		closedir(dir);
+		ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &pool));
+		if (kinds[k] == KNITK_WORKER_THREADS)
+			ASSERT_LE(0, knitk_pool_event_fd(pool));
+		for (fd = 0; fd < 1024; fd++) {
+			int fl = fcntl(fd, F_GETFD);
+
+			if (fl < 0 || seen[fd])
+				continue;
+			if (!(fl & FD_CLOEXEC)) {
+				TH_LOG("fd %d of the pool is not close-on-exec", fd);
+				leaked++;
+			}
+		}
+		EXPECT_EQ(0, leaked);
+		knitk_pool_destroy(pool);
+	}
 	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 

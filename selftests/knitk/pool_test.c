@@ -5,8 +5,9 @@
  * death_seq (with and without respawn), shutdown, the idle-lane cost
  * read from the kernel's per-doorbell STATS, and worker deaths with
  * respawn (pool_kill.h: the kill storm, a torn acknowledgement, pidfds,
- * reaping while signals interrupt the pool's threads).  Small counts: the
- * guest runs under TCG.
+ * reaping while signals interrupt the pool's threads); a stopped worker
+ * is not dead, and a caller's wait under signals returns only with its
+ * call's status.  Small counts: the guest runs under TCG.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -359,6 +361,58 @@ TEST(respawn_pidfds)
 	EXPECT_EQ(n[0], n[3]);
 }
 
+/*
+ * A process worker stopped (SIGSTOP) with a call pinned to it: the call
+ * stays in progress while the other worker serves calls, the stopped
+ * worker is not dead, and after SIGCONT its call completes by content.
+ */
+TEST(stopped_worker_is_not_dead)
+{
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+				     .knot_flags = KNITK_KNOT_KMOD };
+	struct knitk_call_opts co = { .size = sizeof(co), .flags = KNITK_CALL_WORKER };
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_pool *pool;
+	struct knitk_call *c;
+	uint64_t x = 7, y;
+	siginfo_t si;
+	size_t len;
+	unsigned int i;
+	pid_t pid;
+
+	REQUIRE_KNITK();
+	ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &pool));
+	ASSERT_EQ(0, knitk_pool_worker_info(pool, 0, &wi));
+	pid = wi.pid;
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(0, kill(pid, SIGSTOP));
+	memset(&si, 0, sizeof(si));
+	ASSERT_EQ(0, waitid(P_PID, (id_t)pid, &si, WSTOPPED | WNOWAIT));
+	ASSERT_EQ(CLD_STOPPED, si.si_code);
+	ASSERT_EQ(0, knitk_pool_submit(pool, T_MIX, &x, 8, &co, &c));
+	co.worker = 1;
+	for (i = 0; i < 10; i++) {
+		uint64_t v = i;
+
+		EXPECT_EQ(0, knitk_pool_call(pool, T_MIX, &v, 8, &co, &y, 8, &len));
+		EXPECT_EQ(mix64(v), y);
+	}
+	EXPECT_EQ(-EINPROGRESS, knitk_call_wait(c, 0));
+	ASSERT_EQ(0, knitk_pool_worker_info(pool, 0, &wi));
+	EXPECT_EQ(1, wi.alive);
+	EXPECT_EQ(pid, wi.pid);
+	ASSERT_EQ(0, kill(pid, SIGCONT));
+	EXPECT_EQ(0, knitk_call_wait(c, KNITK_WAIT_FOREVER));
+	EXPECT_TRUE(mix_result_ok(c, x));
+	knitk_call_release(c);
+	ASSERT_EQ(0, knitk_pool_stats(pool, &st));
+	EXPECT_EQ(0, st.deaths);
+	EXPECT_EQ(0, st.ownerdead);
+	knitk_pool_destroy(pool);
+}
+
 static _Atomic unsigned long signals_caught;
 
 static void on_sigusr1(int sig)
@@ -431,6 +485,65 @@ TEST(reap_signals)
 	}
 	EXPECT_EQ(children, count_children());
 	sigaction(SIGUSR1, &old, NULL);
+}
+
+struct call_waiter {
+	struct knitk_call *call;
+	_Atomic int stage;	/* 1: about to wait, 2: returned */
+	_Atomic pid_t tid;
+	int ret;
+};
+
+static void *call_wait_main(void *arg)
+{
+	struct call_waiter *w = arg;
+
+	atomic_store(&w->tid, gettid());
+	atomic_store(&w->stage, 1);
+	w->ret = knitk_call_wait(w->call, KNITK_WAIT_FOREVER);
+	atomic_store(&w->stage, 2);
+	return NULL;
+}
+
+/*
+ * knitk_call_wait(KNITK_WAIT_FOREVER) on a call held in its task, under
+ * SIGUSR1 without SA_RESTART: it returns only with the call's status.
+ */
+TEST(signals_in_call_wait)
+{
+	struct knitk_pool_opts o = { .size = sizeof(o),
+				     .kind = KNITK_WORKER_THREADS, .nr_workers = 1,
+				     .knot_flags = KNITK_KNOT_KMOD };
+	struct sigaction sa = { .sa_handler = on_sigusr1 }, old;
+	struct call_waiter w = { 0 };
+	struct knitk_pool *pool;
+	unsigned long before;
+	struct gate g;
+	pthread_t t;
+
+	REQUIRE_KNITK();
+	ASSERT_EQ(0, gate_open(&g));
+	g.arg.n = 3;
+	sigemptyset(&sa.sa_mask);
+	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, &old));
+	ASSERT_EQ(0, knitk_pool_create(&o, &test_tasks, &pool));
+	ASSERT_EQ(0, knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg), NULL, &w.call));
+	ASSERT_EQ(0, gate_wait(&g, 'r'));
+	ASSERT_EQ(0, pthread_create(&t, NULL, call_wait_main, &w));
+	while (atomic_load(&w.stage) < 1)
+		sched_yield();
+	before = atomic_load(&signals_caught);
+	while (atomic_load(&signals_caught) < before + 20 && atomic_load(&w.stage) < 2)
+		ASSERT_EQ(0, syscall(SYS_tgkill, getpid(), atomic_load(&w.tid), SIGUSR1));
+	EXPECT_GT(2, atomic_load(&w.stage));
+	EXPECT_EQ(-EINPROGRESS, knitk_call_status(w.call));
+	ASSERT_EQ(0, gate_release(&g));
+	pthread_join(t, NULL);
+	EXPECT_EQ(3, w.ret);
+	knitk_call_release(w.call);
+	knitk_pool_destroy(pool);
+	sigaction(SIGUSR1, &old, NULL);
+	gate_close(&g);
 }
 
 /*

@@ -3,11 +3,14 @@
  * knitk-stat (tools/knitk-stat.c, built next to this program) against the
  * module's debugfs: a knot's geometry and endpoints (role, pid, alive or
  * dead) and its doorbell counters are listed, every knot however many;
- * a caller that is not root, or without debugfs mounted, is told so and
+ * the largest knot (64 doorbells) as made, its joined roles with their
+ * generations and its host doorbell's counters as KNITK_IOC_STATS gives
+ * them; a caller that is not root, or without debugfs mounted, is told so and
  * gets exit status 1; --prometheus gives the same values in the
  * Prometheus text format, and -w shows rates per second.
  */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -15,6 +18,8 @@
 #include <sys/wait.h>
 
 #include "knitk_harness.h"
+#include "knitk.h"
+#include "knitk_live.h"
 #include "knitk_stat_tool.h"
 #include "knitk_test.h"
 
@@ -38,7 +43,7 @@ static const char *state_of(const char *json, pid_t pid, char *buf, size_t cap)
 	return buf;
 }
 
-static char out[1 << 16];
+static char out[1 << 17];
 
 TEST(lists_endpoints_alive_then_dead)
 {
@@ -182,6 +187,105 @@ TEST(lists_every_knot)
 	free(big);
 	for (i = 0; i < NR; i++)
 		close(fds[i]);
+}
+
+/* The unsigned number after @key in @from, or ULLONG_MAX. */
+static unsigned long long json_num(const char *from, const char *key)
+{
+	const char *at = strstr(from, key);
+
+	return at ? strtoull(at + strlen(key), NULL, 10) : ULLONG_MAX;
+}
+
+/*
+ * A knot of KNITK_MAX_WORKERS workers (64 doorbells, every row of the
+ * listing), two of them joined: knitk-stat --json lists its size and
+ * geometry as made, each joined role with this pid and the generation
+ * its join returned, every doorbell, and the host doorbell's counters as
+ * KNITK_IOC_STATS gives them; after worker 1 leaves, its state and the
+ * death count follow.
+ */
+TEST(stat_lists_the_largest_knot_as_made)
+{
+	struct knitk_geometry g = {
+		.nr_workers = KNITK_MAX_WORKERS, .nr_submitters = 2, .lanes = KNITK_LANES,
+		.inline_bytes = 64, .arena_bytes = 4096,
+	};
+	struct knitk_doorbell_stats ds;
+	struct knitk_endpoint *host, *w[2];
+	struct knitk_layout l;
+	char key[128];
+	const char *knot, *bells;
+	uint32_t seq;
+	int gen[2], i, n;
+
+	KNITK_REQUIRE_DEV();
+	if (geteuid() != 0)
+		SKIP(return, "knitk-stat needs root");
+	ASSERT_EQ(0, knitk_live_wait_zero());
+	ASSERT_EQ(0, knitk_endpoint_create(&g, KNITK_KNOT_KMOD, &host));
+	ASSERT_EQ(1, knitk_endpoint_join(host, KNITK_ROLE_HOST, 0));
+	ASSERT_EQ(0, knitk_endpoint_layout(host, &l, NULL));
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &w[i]));
+		gen[i] = knitk_endpoint_join(w[i], KNITK_ROLE_WORKER, 61U + (unsigned int)i);
+		ASSERT_LE(1, gen[i]);
+	}
+	/* Counters that moved: a timed-out wait of the host. */
+	ASSERT_EQ(-ETIMEDOUT, knitk_doorbell_park(host, knitk_now_ns() + KNITK_MS));
+	ASSERT_EQ(0, knitk_endpoint_doorbell_stats(host, KNITK_DOORBELL_HOST, &ds, sizeof(ds)));
+	ASSERT_LE(1, ds.timeouts);
+
+	ASSERT_EQ(0, run_stat("--json", 0, out, sizeof(out))) TH_LOG("%s", out);
+	knot = strstr(out, "{\"id\": ");
+	ASSERT_NE(NULL, knot) TH_LOG("%s", out);
+	EXPECT_EQ(NULL, strstr(knot + 1, "{\"id\": ")) TH_LOG("one knot only: %s", out);
+	EXPECT_EQ(l.size, json_num(knot, "\"size\": "));
+	EXPECT_EQ(KNITK_MAX_WORKERS, json_num(knot, "\"workers\": "));
+	EXPECT_EQ(2, json_num(knot, "\"submitters\": "));
+	EXPECT_EQ(0, json_num(knot, "\"death_seq\": "));
+	EXPECT_EQ((1ULL << KNITK_DOORBELL_HOST) | (3ULL << 61), json_num(knot, "\"live\": "));
+	snprintf(key, sizeof(key), "{\"role\": \"host\", \"slot\": %u, \"pid\": %d,"
+		 " \"generation\": 1, \"state\": \"alive\"}", KNITK_DOORBELL_HOST, getpid());
+	EXPECT_NE(NULL, strstr(knot, key)) TH_LOG("%s not in %s", key, knot);
+	for (i = 0; i < 2; i++) {
+		snprintf(key, sizeof(key), "{\"role\": \"worker\", \"slot\": %d, \"pid\": %d,"
+			 " \"generation\": %d, \"state\": \"alive\"}", 61 + i, getpid(), gen[i]);
+		EXPECT_NE(NULL, strstr(knot, key)) TH_LOG("%s not in %s", key, knot);
+	}
+	bells = strstr(knot, "\"doorbells\": [");
+	ASSERT_NE(NULL, bells);
+	for (i = 0, n = 0; i < KNITK_NR_DOORBELLS; i++) {
+		snprintf(key, sizeof(key), "{\"doorbell\": %d, ", i);
+		n += strstr(bells, key) != NULL;
+	}
+	EXPECT_EQ(KNITK_NR_DOORBELLS, n);
+	snprintf(key, sizeof(key), "{\"doorbell\": %u, ", KNITK_DOORBELL_HOST);
+	bells = strstr(bells, key);
+	ASSERT_NE(NULL, bells);
+	EXPECT_EQ(ds.waits, json_num(bells, "\"waits\": "));
+	EXPECT_EQ(ds.timeouts, json_num(bells, "\"timeouts\": "));
+	EXPECT_EQ(ds.wakes, json_num(bells, "\"wakes\": "));
+	EXPECT_EQ(ds.spurious, json_num(bells, "\"spurious\": "));
+
+	/* Worker 62 leaves: not alive, counted once, worker 61 unchanged. */
+	knitk_endpoint_destroy(w[1]);
+	ASSERT_EQ(0, knitk_endpoint_deaths(host, &seq, NULL));
+	EXPECT_EQ(1, seq);
+	ASSERT_EQ(0, run_stat("--json", 0, out, sizeof(out)));
+	knot = strstr(out, "{\"id\": ");
+	ASSERT_NE(NULL, knot);
+	EXPECT_EQ(1, json_num(knot, "\"death_seq\": "));
+	EXPECT_EQ((1ULL << KNITK_DOORBELL_HOST) | (1ULL << 61), json_num(knot, "\"live\": "));
+	snprintf(key, sizeof(key), "{\"role\": \"worker\", \"slot\": 62, \"pid\": %d,"
+		 " \"generation\": %d, \"state\": \"alive\"}", getpid(), gen[1]);
+	EXPECT_EQ(NULL, strstr(knot, key)) TH_LOG("%s", knot);
+	snprintf(key, sizeof(key), "{\"role\": \"worker\", \"slot\": 61, \"pid\": %d,"
+		 " \"generation\": %d, \"state\": \"alive\"}", getpid(), gen[0]);
+	EXPECT_NE(NULL, strstr(knot, key)) TH_LOG("%s", knot);
+	knitk_endpoint_destroy(w[0]);
+	knitk_endpoint_destroy(host);
+	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 
 /* Without debugfs mounted (a mount namespace of its own): told, exit 1. */
