@@ -1,204 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Adversarial tests of the newest module contract, written from the uAPI
- * header and the man pages alone: KNITK_IOC_STATS at every odd size and
- * knitk_endpoint_doorbell_stats at the sizes a program of another header
- * may pass; KNITK_URING_CMD_WAIT under IORING_OP_ASYNC_CANCEL, a linked
- * timeout, a registered (fixed) file, and on an endpoint whose role ended;
- * and knitk_prep_doorbell_wait's SQE.
+ * KNITK_URING_CMD_WAIT under io_uring's own operations: cancelled by
+ * IORING_OP_ASYNC_CANCEL and by a linked timeout (never a kernel-internal
+ * restart code), through a registered file (IOSQE_FIXED_FILE), from an
+ * SQPOLL ring's thread, refused cleanly by an IOPOLL ring, eight waits on
+ * one doorbell (one of them in io-wq) ended by one kick; a ring wait whose
+ * role ended (-ENOTCONN) or ends under it (-ECANCELED); and the SQE
+ * knitk_prep_doorbell_wait builds, on 64- and 128-byte rings.  Written
+ * from the uAPI header and the man pages alone.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "knitk_harness.h"
 #include "knitk.h"
-#include "knitk_pool.h"
 #include "knitk_uring.h"
 #include "knitk_ring.h"
 #include "knitk_test.h"
-
-#define POOL_TASKS_SLEEP_STEP_US	500
-#include "../../lib/tests/pool_tasks.h"
-
-#define HOST		KNITK_DOORBELL_HOST
-#define SENTINEL	0xa5
 
 /* A wait that an explicit or linked cancel ends: never a restart code. */
 static bool cancel_res_ok(int res)
 {
 	return res == -ECANCELED || res == -EINTR;
-}
-
-/*
- * KNITK_IOC_STATS with every size from 0 to past the counters, a few odd
- * large ones and the largest the command can encode: below
- * KNITK_STATS_SIZE_VER0 a clean error that writes nothing, from it on the
- * counters it knows up to the size, zeros past them, nothing past the
- * size.  Flags, a bad doorbell and a bad pointer are refused at any size.
- */
-TEST(stats_ioctl_every_size)
-{
-	static const unsigned int big[] = { 89, 95, 96, 97, 127, 128, 255, 4095,
-					    4096, 4097, 8191, 16383 };
-	static unsigned char buf[16384 + 64];
-	struct knot k;
-	struct knitk_geometry g;
-	unsigned int size, i, j;
-	int worker, ret;
-
-	KNITK_REQUIRE_DEV();
-	knitk_geom_small(&g);
-	ASSERT_EQ(0, knot_make(&k, &g));
-	ASSERT_EQ(0, knitk_join(k.fd, KNITK_ROLE_HOST, 0, NULL));
-	worker = knot_endpoint(&k, KNITK_ROLE_WORKER, 0);
-	ASSERT_LE(0, worker);
-	/* Something to count: a mismatch on worker 0's doorbell. */
-	EXPECT_EQ(-EAGAIN, knitk_wait(worker, knitk_doorbell_seq(knot_doorbell(&k, 0)) + 1,
-				      KNITK_WAIT_FOREVER));
-
-	for (size = 0; size < 200 + sizeof(big) / sizeof(big[0]); size++) {
-		unsigned int sz = size < 200 ? size : big[size - 200];
-		struct knitk_stats *s = (struct knitk_stats *)buf;
-
-		memset(buf, SENTINEL, sizeof(buf));
-		s->doorbell = 0;
-		s->flags = 0;
-		ret = knitk_ioctl(worker, _IOC(_IOC_READ | _IOC_WRITE, KNITK_IOC_MAGIC,
-					       0x06, sz), buf);
-		if (sz < KNITK_STATS_SIZE_VER0) {
-			if (ret != -EINVAL && ret != -ENOTTY)
-				TH_LOG("size %u: %d", sz, ret);
-			EXPECT_TRUE(ret == -EINVAL || ret == -ENOTTY);
-			for (j = 8; j < sizeof(buf); j++)
-				if (buf[j] != SENTINEL)
-					break;
-			EXPECT_EQ(sizeof(buf), j);
-			continue;
-		}
-		if (ret)
-			TH_LOG("size %u: %d", sz, ret);
-		ASSERT_EQ(0, ret);
-		EXPECT_EQ(0U, s->doorbell);
-		EXPECT_EQ(1ULL, s->stats.mismatches);
-		/* Zeros past the counters up to the size, then untouched. */
-		for (j = KNITK_STATS_SIZE_VER1; j < sz; j++)
-			if (buf[j])
-				break;
-		if (j < sz)
-			TH_LOG("size %u: byte %u is %#x", sz, j, buf[j]);
-		EXPECT_EQ(sz > KNITK_STATS_SIZE_VER1 ? sz : KNITK_STATS_SIZE_VER1,
-			  j > sz ? j : (j < KNITK_STATS_SIZE_VER1 ? KNITK_STATS_SIZE_VER1 : j));
-		for (j = sz; j < sizeof(buf); j++)
-			if (buf[j] != SENTINEL)
-				break;
-		if (j < sizeof(buf))
-			TH_LOG("size %u: byte %u past the size written", sz, j);
-		EXPECT_EQ(sizeof(buf), j);
-	}
-
-	/* Refused at every size: flags, a doorbell outside the geometry. */
-	for (i = 0; i < 3; i++) {
-		unsigned int sz = i == 0 ? KNITK_STATS_SIZE_VER0 :
-				  i == 1 ? KNITK_STATS_SIZE_VER1 : 4096;
-		struct knitk_stats *s = (struct knitk_stats *)buf;
-		unsigned long cmd = _IOC(_IOC_READ | _IOC_WRITE, KNITK_IOC_MAGIC, 0x06, sz);
-
-		memset(buf, 0, sizeof(buf));
-		s->flags = 1;
-		EXPECT_EQ(-EINVAL, knitk_ioctl(worker, cmd, buf));
-		s->flags = 0;
-		s->doorbell = 2;	/* two workers: 0 and 1 */
-		EXPECT_EQ(-EINVAL, knitk_ioctl(worker, cmd, buf));
-		s->doorbell = 64;
-		EXPECT_EQ(-EINVAL, knitk_ioctl(worker, cmd, buf));
-		EXPECT_EQ(-EFAULT, knitk_ioctl(worker, cmd, (void *)8));
-	}
-	/* The other directions of the same number are other commands. */
-	EXPECT_EQ(-ENOTTY, knitk_ioctl(worker, _IOR(KNITK_IOC_MAGIC, 0x06,
-						    struct knitk_stats), buf));
-	EXPECT_EQ(-ENOTTY, knitk_ioctl(worker, _IOW(KNITK_IOC_MAGIC, 0x06,
-						    struct knitk_stats), buf));
-	EXPECT_EQ(-ENOTTY, knitk_ioctl(worker, _IO(KNITK_IOC_MAGIC, 0x06), buf));
-	close(worker);
-	knot_close(&k);
-}
-
-/*
- * knitk_endpoint_doorbell_stats at a program's sizes: below the first
- * version's counters -EINVAL and nothing written; from it on up to
- * KNITK_SIZED_MAX exactly @size bytes, the unknown tail zero; past it
- * (past what one ioctl can carry, too) -E2BIG and nothing written.
- */
-TEST(doorbell_stats_every_size)
-{
-	static const size_t sizes[] = { 72, 73, 79, 80, 81, 88, 200, 4095,
-					KNITK_SIZED_MAX };
-	/* Past any header's struct (as for the sized structs): refused. */
-	static const size_t too_big[] = { KNITK_SIZED_MAX + 1, 16375, 16376,
-					  16377, 20000, 65536 };
-	static unsigned char buf[65536 + 64];
-	struct knitk_geometry g;
-	struct knitk_endpoint *ep;
-	unsigned int i;
-	size_t j;
-	int ret;
-
-	KNITK_REQUIRE_DEV();
-	knitk_geom_small(&g);
-	ASSERT_EQ(0, knitk_endpoint_create(&g, KNITK_KNOT_KMOD, &ep));
-	ASSERT_LE(1, knitk_endpoint_join(ep, KNITK_ROLE_HOST, 0));
-	for (i = 0; i < 72; i++) {
-		memset(buf, SENTINEL, 128);
-		EXPECT_EQ(-EINVAL, knitk_endpoint_doorbell_stats(ep, HOST, (void *)buf, i));
-		for (j = 0; j < 128; j++)
-			if (buf[j] != SENTINEL)
-				break;
-		EXPECT_EQ(128U, j);
-	}
-	EXPECT_GT(0, knitk_endpoint_doorbell_stats(ep, HOST, NULL, 80));
-	EXPECT_EQ(-EINVAL, knitk_endpoint_doorbell_stats(ep, 2, (void *)buf, 80));
-	for (i = 0; i < sizeof(too_big) / sizeof(too_big[0]); i++) {
-		memset(buf, SENTINEL, sizeof(buf));
-		EXPECT_EQ(-E2BIG, knitk_endpoint_doorbell_stats(ep, HOST, (void *)buf,
-								too_big[i]));
-		for (j = 0; j < sizeof(buf); j++)
-			if (buf[j] != SENTINEL)
-				break;
-		EXPECT_EQ(sizeof(buf), j);
-	}
-	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		size_t sz = sizes[i];
-
-		memset(buf, SENTINEL, sizeof(buf));
-		ret = knitk_endpoint_doorbell_stats(ep, HOST, (void *)buf, sz);
-		if (ret)
-			TH_LOG("size %zu: %d", sz, ret);
-		EXPECT_EQ(0, ret);
-		if (ret)
-			continue;
-		for (j = 80; j < sz; j++)
-			if (buf[j])
-				break;
-		if (j < sz)
-			TH_LOG("size %zu: byte %zu is %#x", sz, j, buf[j]);
-		EXPECT_GE(j, sz);
-		for (j = sz; j < sizeof(buf); j++)
-			if (buf[j] != SENTINEL)
-				break;
-		if (j < sizeof(buf))
-			TH_LOG("size %zu: byte %zu past the size written", sz, j);
-		EXPECT_EQ(sizeof(buf), j);
-	}
-	knitk_endpoint_destroy(ep);
 }
 
 FIXTURE(wait) {
@@ -581,9 +404,4 @@ TEST_F(wait, owner_exit_ends_others_waits)
 	close(fd);
 }
 
-int main(int argc, char **argv)
-{
-	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
-		return 1;
-	return test_harness_run(argc, argv);
-}
+TEST_HARNESS_MAIN
