@@ -7,14 +7,14 @@
  * knitk_endpoint_doorbell_stats at every size a program may pass (below
  * the first version's counters -EINVAL, up to KNITK_SIZED_MAX exactly the
  * size, past it -E2BIG and nothing written, never a buffer taken as that
- * big).  Written from the uAPI header and the man pages alone.
+ * big); every other request with its number but another size, direction
+ * or type, and every other number of the magic, is -ENOTTY and does
+ * nothing.  Written from the uAPI header and the man pages alone.
  */
 #define _GNU_SOURCE
-#include "knitk_harness.h"
 #include "knitk.h"
-#include "knitk_test.h"
+#include "knitk_fixtures.h"
 
-#define HOST		KNITK_DOORBELL_HOST
 #define SENTINEL	0xa5
 
 /* The first byte of @buf from @from on, below @to, that is not @byte, or @to. */
@@ -220,6 +220,91 @@ TEST(doorbell_stats_sizes_past_any_header)
 	EXPECT_EQ(-EINVAL, knitk_endpoint_doorbell_stats(ep, 2, (void *)buf, 88));
 	EXPECT_EQ(-EINVAL, knitk_endpoint_doorbell_stats(ep, 64, (void *)buf, 88));
 	knitk_endpoint_destroy(ep);
+}
+
+struct cmd {
+	const char *name;
+	unsigned long cmd;
+};
+
+/*
+ * The arguments a lenient dispatcher would act on at once, without
+ * sleeping: a mismatched seq, no doorbell, a joined endpoint's JOIN.
+ */
+static void lenient_args(void *buf, size_t len, __u32 seq)
+{
+	struct knitk_wait *w = buf;
+
+	memset(buf, 0, len);
+	/* A wait's expected seq, or the high half of a notify's mask. */
+	w->expected = seq + 1;
+	w->deadline_ns = 1;
+}
+
+/*
+ * Every request with its number but another size, direction or type is
+ * an unknown request (-ENOTTY), and so is every other number of the
+ * magic, the io_uring command's included; the handshake names exactly the
+ * eight requests.
+ */
+TEST_F(k7, ioctl_misencoded_requests_enotty)
+{
+	static const struct cmd cmds[] = {
+		{ "API", KNITK_IOC_API }, { "CREATE", KNITK_IOC_CREATE },
+		{ "ATTACH", KNITK_IOC_ATTACH }, { "JOIN", KNITK_IOC_JOIN },
+		{ "WAIT", KNITK_IOC_WAIT }, { "NOTIFY", KNITK_IOC_NOTIFY },
+		{ "STATS", KNITK_IOC_STATS },
+		{ "NOTIFY_WAIT", KNITK_IOC_NOTIFY_WAIT },
+	};
+	struct knitk_doorbell *db = knot_doorbell(&self->k, 0);
+	struct knitk_api api = { .api = KNITK_API };
+	unsigned long long buf[512];
+	unsigned int i, dir, nr;
+	int delta;
+
+	ASSERT_EQ(0, knitk_ioctl(self->w0, KNITK_IOC_API, &api));
+	EXPECT_EQ(0xffULL, api.ioctls);
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		unsigned long c = cmds[i].cmd;
+		unsigned int size = _IOC_SIZE(c);
+
+		for (dir = 0; dir < 4; dir++) {
+			if (dir == _IOC_DIR(c))
+				continue;
+			lenient_args(buf, sizeof(buf), knitk_doorbell_seq(db));
+			EXPECT_EQ(-ENOTTY, knitk_ioctl(self->w0,
+				  _IOC(dir, KNITK_IOC_MAGIC, _IOC_NR(c), size), buf))
+				TH_LOG("%s with direction %u", cmds[i].name, dir);
+		}
+		lenient_args(buf, sizeof(buf), knitk_doorbell_seq(db));
+		EXPECT_EQ(-ENOTTY, knitk_ioctl(self->w0,
+			  _IOC(_IOC_DIR(c), KNITK_IOC_MAGIC + 1, _IOC_NR(c), size), buf))
+			TH_LOG("%s with another type", cmds[i].name);
+		/* STATS takes every size from VER0 on: its own test. */
+		if (c == KNITK_IOC_STATS)
+			continue;
+		for (delta = -8; delta <= 8; delta += 4) {
+			if (!delta || (int)size + delta <= 0)
+				continue;
+			lenient_args(buf, sizeof(buf), knitk_doorbell_seq(db));
+			EXPECT_EQ(-ENOTTY, knitk_ioctl(self->w0,
+				  _IOC(_IOC_DIR(c), KNITK_IOC_MAGIC, _IOC_NR(c),
+				       size + delta), buf))
+				TH_LOG("%s with size %u", cmds[i].name, size + delta);
+		}
+	}
+	for (nr = 8; nr < 256; nr++) {
+		lenient_args(buf, sizeof(buf), knitk_doorbell_seq(db));
+		EXPECT_EQ(-ENOTTY, knitk_ioctl(self->w0,
+			  _IOWR(KNITK_IOC_MAGIC, nr, struct knitk_notify_wait), buf))
+			TH_LOG("request number %u", nr);
+	}
+	lenient_args(buf, sizeof(buf), knitk_doorbell_seq(db));
+	EXPECT_EQ(-ENOTTY, knitk_ioctl(self->w0, KNITK_URING_CMD_WAIT, buf));
+	/* Nothing above took a role or rang a doorbell. */
+	EXPECT_EQ(1U, self->k.ctl->generation[0]);
+	EXPECT_EQ(0U, self->k.ctl->generation[1]);
+	EXPECT_EQ((1ULL << 0) | HOST_BIT, self->k.ctl->live);
 }
 
 TEST_HARNESS_MAIN

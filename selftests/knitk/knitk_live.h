@@ -28,6 +28,14 @@ static inline int knitk_live_read(long long *knots, long long *bytes)
 	return n == 2 ? 0 : -EIO;
 }
 
+/* The knots not yet freed, or -1 when the file cannot be read. */
+static inline long long knitk_live_knots(void)
+{
+	long long knots, bytes;
+
+	return knitk_live_read(&knots, &bytes) ? -1 : knots;
+}
+
 /*
  * Until no knot is live, printing the counters once if it has to wait;
  * returns 0, or the read error.  Freeing may lag the last close a little

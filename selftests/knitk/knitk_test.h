@@ -295,6 +295,18 @@ static inline int knot_endpoint(const struct knot *k, __u32 role,
 	return fd;
 }
 
+/* A new endpoint of k's knot, attached and unjoined; returns its fd. */
+static inline int knot_attached(const struct knot *k)
+{
+	int fd = knitk_open();
+
+	if (fd >= 0 && knitk_attach(fd, k->fd, NULL)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* Pointer to knot offset off (off >= control_size) in the data mapping. */
 static inline void *knot_at(const struct knot *k, __u64 off)
 {

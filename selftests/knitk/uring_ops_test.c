@@ -5,18 +5,19 @@
  * restart code), through a registered file (IOSQE_FIXED_FILE), from an
  * SQPOLL ring's thread, refused cleanly by an IOPOLL ring, eight waits on
  * one doorbell (one of them in io-wq) ended by one kick; a ring wait whose
- * role ended (-ENOTCONN) or ends under it (-ECANCELED); and the SQE
+ * role ended (-ENOTCONN) or ends under it (-ECANCELED), the owner's fd
+ * closed by IORING_OP_CLOSE inline and from io-wq, and a registered file
+ * table that is no file table of the process; and the SQE
  * knitk_prep_doorbell_wait builds, on 64- and 128-byte rings.  Written
  * from the uAPI header and the man pages alone.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 
-#include "knitk_harness.h"
 #include "knitk.h"
 #include "knitk_uring.h"
+#include "knitk_fixtures.h"
 #include "knitk_ring.h"
-#include "knitk_test.h"
 
 /* A wait that an explicit or linked cancel ends: never a restart code. */
 static bool cancel_res_ok(int res)
@@ -333,26 +334,11 @@ TEST_F(wait, sqpoll_and_iopoll_rings)
  * and each wait ends: -ECANCELED in the ring (-ENOTCONN had it not slept
  * yet), -ENOTCONN for the ioctl; neither is left asleep.
  */
-struct ioctl_waiter {
-	int fd;
-	__u32 seq;
-	int ret;
-};
-
-static void *ioctl_waiter_main(void *arg)
-{
-	struct ioctl_waiter *w = arg;
-
-	w->ret = knitk_wait(w->fd, w->seq, KNITK_WAIT_FOREVER);
-	return NULL;
-}
-
 TEST_F(wait, owner_exit_ends_others_waits)
 {
-	struct ioctl_waiter iw = { .ret = 1 };
+	struct waiter iw = { .ret = 1 };
 	struct io_uring_sqe *sqe;
 	int fd, status, go[2], joined[2], r;
-	pthread_t th;
 	__u64 base;
 	char b = 0;
 	pid_t pid;
@@ -378,7 +364,7 @@ TEST_F(wait, owner_exit_ends_others_waits)
 	ASSERT_NE(NULL, sqe);
 	prep_raw_wait(sqe, fd, 1, iw.seq, KNITK_WAIT_FOREVER, 1);
 	ASSERT_EQ(1, io_uring_submit(&self->ring));
-	ASSERT_EQ(0, pthread_create(&th, NULL, ioctl_waiter_main, &iw));
+	ASSERT_EQ(0, pthread_create(&iw.thread, NULL, waiter_run, &iw));
 	/* Asleep (or already refused): then the owner goes. */
 	while (uring_waits(self->k.fd, 1) < base + 1) {
 		struct io_uring_cqe *cqe;
@@ -394,7 +380,7 @@ TEST_F(wait, owner_exit_ends_others_waits)
 	TH_LOG("ring wait %d", r);
 	EXPECT_NE(-ETIME, r);
 	EXPECT_TRUE(r == -ECANCELED || r == -ENOTCONN);
-	pthread_join(th, NULL);
+	pthread_join(iw.thread, NULL);
 	TH_LOG("ioctl wait %d", iw.ret);
 	EXPECT_EQ(-ENOTCONN, iw.ret);
 	close(go[0]);
@@ -402,6 +388,77 @@ TEST_F(wait, owner_exit_ends_others_waits)
 	close(joined[0]);
 	close(joined[1]);
 	close(fd);
+}
+
+/*
+ * IORING_OP_CLOSE of the owner's only fd, issued inline and from an io-wq
+ * worker (IOSQE_ASYNC), a thread of the owner too: the role ends either
+ * way.
+ */
+TEST_F(k7, io_uring_close_of_the_owners_fd_ends_role)
+{
+	struct io_uring ring;
+	int async;
+
+	ASSERT_EQ(0, io_uring_queue_init(2, &ring, 0));
+	for (async = 0; async < 2; async++) {
+		struct io_uring_sqe *sqe;
+		int w = async ? knot_endpoint(&self->k, KNITK_ROLE_WORKER, 0) :
+				self->w0;
+
+		self->w0 = -1;
+		ASSERT_LE(0, w);
+		sqe = io_uring_get_sqe(&ring);
+		ASSERT_NE(NULL, sqe);
+		io_uring_prep_close(sqe, w);
+		if (async)
+			sqe->flags |= IOSQE_ASYNC;
+		ASSERT_EQ(1, io_uring_submit(&ring));
+		EXPECT_EQ(0, next_res(&ring, NULL));
+		wait_dead(self->k.ctl, 0);
+		EXPECT_EQ(HOST_BIT, knitk_load64(&self->k.ctl->live));
+	}
+	io_uring_queue_exit(&ring);
+}
+
+/*
+ * A ring's registered file table is no file table of the process: with
+ * the endpoint registered, closing the owner's only fd ends the role, a
+ * ring wait through the registered file is -ENOTCONN, and unregistering
+ * drops the last reference, freeing the knot.
+ */
+TEST(registered_file_is_no_file_table)
+{
+	struct knitk_geometry g;
+	struct io_uring_sqe *sqe;
+	struct io_uring ring;
+	struct knot k;
+	int w;
+
+	KNITK_REQUIRE_DEV();
+	ASSERT_EQ(0, knitk_live_wait_zero());
+	knitk_geom_small(&g);
+	ASSERT_EQ(0, knot_make(&k, &g));
+	ASSERT_EQ(0, knitk_join(k.fd, KNITK_ROLE_HOST, 0, NULL));
+	w = knot_endpoint(&k, KNITK_ROLE_WORKER, 0);
+	ASSERT_LE(0, w);
+	ASSERT_EQ(0, io_uring_queue_init(2, &ring, 0));
+	ASSERT_EQ(0, io_uring_register_files(&ring, &w, 1));
+	close(w);
+	wait_dead(k.ctl, 0);
+	sqe = io_uring_get_sqe(&ring);
+	ASSERT_NE(NULL, sqe);
+	prep_raw_wait(sqe, 0, 0, knitk_doorbell_seq(knot_doorbell(&k, 0)),
+		      KNITK_WAIT_FOREVER, 1);
+	sqe->flags |= IOSQE_FIXED_FILE;
+	ASSERT_EQ(1, io_uring_submit(&ring));
+	EXPECT_EQ(-ENOTCONN, next_res(&ring, NULL));
+	EXPECT_EQ(HOST_BIT, knitk_load64(&k.ctl->live));
+	knot_close(&k);
+	EXPECT_EQ(1, knitk_live_knots());
+	ASSERT_EQ(0, io_uring_unregister_files(&ring));
+	io_uring_queue_exit(&ring);
+	EXPECT_EQ(0, knitk_live_wait_zero());
 }
 
 TEST_HARNESS_MAIN
