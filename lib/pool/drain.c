@@ -34,10 +34,8 @@
  */
 unsigned int knitk__pool_drain_all(struct knitk_pool *pool, bool defer)
 {
-	unsigned int w, n = 0;
+	unsigned int n = knitk__results_drain_all(pool, defer);
 
-	for (w = 0; w < pool->nr_workers; w++)
-		n += knitk__results_drain(pool, w, defer);
 	if (knitk__pool_check_deaths(pool))
 		n++;
 	return n;

@@ -481,6 +481,7 @@ void knitk__pool_held_flush(struct knitk_pool *pool);
  */
 unsigned int knitk__results_drain(struct knitk_pool *pool, unsigned int w,
 				  bool defer);
+unsigned int knitk__results_drain_all(struct knitk_pool *pool, bool defer);
 
 /* death.c */
 void knitk__pool_aftercare_locked(struct knitk_pool *pool);

@@ -169,8 +169,8 @@ take_results(struct knitk_pool *pool, unsigned int w, uint64_t pending,
 	return n;
 }
 
-unsigned int knitk__results_drain(struct knitk_pool *pool, unsigned int w,
-				  bool defer)
+static inline unsigned int drain_worker(struct knitk_pool *pool, unsigned int w,
+					bool defer)
 {
 	struct pool_worker *pw = &pool->workers[w];
 	uint64_t pending;
@@ -178,4 +178,20 @@ unsigned int knitk__results_drain(struct knitk_pool *pool, unsigned int w,
 	if (!pw->ret || knitk_lane_scan(pw->ret, &pending) <= 0)
 		return 0;
 	return take_results(pool, w, pending, defer);
+}
+
+unsigned int knitk__results_drain(struct knitk_pool *pool, unsigned int w,
+				  bool defer)
+{
+	return drain_worker(pool, w, defer);
+}
+
+/* Every worker's, in one call: a poll round of the drainer. */
+unsigned int knitk__results_drain_all(struct knitk_pool *pool, bool defer)
+{
+	unsigned int w, n = 0;
+
+	for (w = 0; w < pool->nr_workers; w++)
+		n += drain_worker(pool, w, defer);
+	return n;
 }
