@@ -11,8 +11,8 @@
  * eventfd (futex backend, through knitk_endpoint_set_event_fd on every
  * endpoint of the pool), once; rings while the loop is busy are
  * suppressed as for any awake owner.  Blocking waits do not drain in event
- * mode (call.c), the completer drains only after shutdown (complete.c),
- * and a submit never waits for room (pool.c): the loop thread never
+ * mode (wait.c), the completer drains only after shutdown (completer.c),
+ * and a submit never waits for room (submit.c): the loop thread never
  * sleeps inside the library.
  */
 #define _GNU_SOURCE
@@ -21,39 +21,6 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
-
-void knitk__events_queue_locked(struct knitk_pool *pool, struct knitk_call *call)
-{
-	if (!atomic_load_explicit(&pool->evmode, memory_order_relaxed) ||
-	    call->queued || call->no_reap)
-		return;
-	call->queued = true;
-	call->done_next = NULL;
-	call->done_prev = pool->done_tail;
-	if (pool->done_tail)
-		pool->done_tail->done_next = call;
-	else
-		pool->done_head = call;
-	pool->done_tail = call;
-}
-
-void knitk__events_forget_locked(struct knitk_call *call)
-{
-	struct knitk_pool *pool = call->pool;
-
-	if (!call->queued)
-		return;
-	if (call->done_prev)
-		call->done_prev->done_next = call->done_next;
-	else
-		pool->done_head = call->done_next;
-	if (call->done_next)
-		call->done_next->done_prev = call->done_prev;
-	else
-		pool->done_tail = call->done_prev;
-	call->queued = false;
-	call->done_prev = call->done_next = NULL;
-}
 
 /* Move up to @max queued calls to @calls. */
 static unsigned int events_pop_locked(struct knitk_pool *pool,

@@ -314,3 +314,20 @@ void knitk__lifeline_stop(struct knitk_pool *pool)
 		close(pool->lifeline_fd);
 	pool->lifeline_fd = -1;
 }
+
+/*
+ * The process of join generation @gen serving as worker @w is gone: mark
+ * it dead, unless this incarnation's death was reported already (by the
+ * lifeline or the pidfd, whichever came second) or a successor replaced
+ * it (the CAS fails for a stale @gen).
+ */
+void knitk__death_notice(struct knitk_pool *pool, unsigned int w, uint32_t gen)
+{
+	uint64_t want = POOL_WATCH_ARMED | gen;
+
+	/* Relaxed: mark_dead's own seq_cst RMWs publish the death. */
+	if (atomic_compare_exchange_strong_explicit(&pool->workers[w].watch, &want, 0,
+			memory_order_relaxed, memory_order_relaxed))
+		/* -ENOENT: it had left its role already (clean stop). */
+		knitk_endpoint_mark_dead(pool->ep, w);
+}

@@ -24,6 +24,7 @@
 #include "knitk.h"
 #include "knitk_pool.h"
 #include "pool_hooks.h"
+#include "spin.h"
 
 /*
  * In-flight calls per worker.  Every in-flight call of worker w holds at
@@ -51,7 +52,7 @@
 #define POOL_STEAL_DEF_REGION	4
 /*
  * How long the pool must go without a waiting thread before the completer
- * takes the drainer role back (see complete.c).
+ * takes the drainer role back (see completer.c).
  */
 #define POOL_LINGER_NS		10000000ULL
 /* The environment variable that makes a process a worker. */
@@ -60,28 +61,8 @@
 /* Results up to this size live in the handle (knitk_call.small). */
 #define POOL_SMALL_RESULT	64
 
-/* spin.c: the spin policy of bounded polls. */
-#define POOL_SPIN_RECOUNT	16	/* rounds between counts, a power of 2 */
-/*
- * Yield every 4 rounds when crowded: with a batch keeping the host and as
- * many workers as CPUs busy, yielding every 16 rounds instead cost
- * knitk-bench's pool-batch a quarter of its rate and 20% more CPU per call
- * in interleaved runs on 2 CPUs.
- */
-#define POOL_SPIN_CROWDED_YIELD	4
-#define POOL_SPIN_FREE_YIELD	64
-/* A waiter's spin reads the clock for its deadline every N rounds (2^k). */
-#define POOL_SPIN_CLOCK		64
 /* worker.c: a private-lane worker looks at every submitter each Nth round. */
 #define POOL_SCAN_ALL		8
-struct pool_spin {
-	const char *doorbells;		/* the knot's doorbell array */
-	uint32_t stride;
-	uint64_t roles;			/* the doorbells counted */
-	unsigned int cpus;		/* that this process may run on */
-	/* More roles awake than cpus at the last count; relaxed, a hint. */
-	_Atomic bool crowded;
-};
 
 enum call_state {
 	CALL_INFLIGHT = 1,
@@ -183,6 +164,26 @@ struct pool_submitter {
 	uint8_t *nr_held;
 };
 
+struct pool_result {
+	uint64_t task_id;
+	int status;
+	bool stop;
+	void *data;		/* a malloc copy; NULL: @len bytes in @small */
+	size_t len;
+	unsigned char small[POOL_SMALL_RESULT];
+};
+
+/*
+ * Results a waiting drainer took from worker @w's return mailbox (lanes
+ * acknowledged) and completes at its next hold of pool->lock, the one it
+ * takes anyway to look at its calls (knitk__pool_held_apply_locked): one
+ * hold per round instead of two.  Owned by the drainer role.
+ */
+struct pool_held {
+	unsigned int w, n;
+	struct pool_result res[KNITK_LANES];
+};
+
 struct knitk_pool {
 	struct knitk_pool_opts opts;
 	struct knitk_task_table table;
@@ -205,14 +206,14 @@ struct knitk_pool {
 	/*
 	 * Workers whose death was handled and whose dead process the
 	 * completer still reaps and, with KNITK_POOL_RESPAWN, replaces
-	 * (complete.c): changed under pool->lock, read without it by the
+	 * (death.c): changed under pool->lock, read without it by the
 	 * completer's drain rounds as a hint.
 	 */
 	_Atomic uint64_t aftercare;
 	/*
 	 * Workers whose death the drainer must look at again: a new worker
 	 * that died before its respawn was committed, when a death of w
-	 * was not yet handled as one (complete.c).
+	 * was not yet handled as one (death.c).
 	 */
 	_Atomic uint64_t recheck;
 	/*
@@ -240,7 +241,7 @@ struct knitk_pool {
 	uint32_t death_seq;		/* the drainer: last death_seq handled */
 
 	/*
-	 * The drainer role (complete.c): one thread at a time consumes the
+	 * The drainer role (drain.c): one thread at a time consumes the
 	 * return mailboxes, handles deaths and parks on the host doorbell.
 	 * Waiting threads take it when @leader (the backend can kick, so
 	 * another thread can end the park); otherwise only the completer does.
@@ -321,63 +322,97 @@ static inline uint64_t pool_task_id(unsigned int entry, uint32_t gen)
 	return (uint64_t)gen << 32 | entry;
 }
 
-/* call.c */
-struct knitk_call *knitk__call_get_locked(struct knitk_pool *pool);
-void knitk__call_cache_free(struct knitk_pool *pool);
-void knitk__call_complete_locked(struct knitk_pool *pool,
-				 struct knitk_call *call, int status,
-				 void *data, size_t len);
-void knitk__call_withdraw_locked(struct knitk_pool *pool,
-				 struct knitk_call *call, int status);
-void knitk__call_unref_locked(struct knitk_call *call);
-bool knitk__call_unref_unless_last(struct knitk_call *call);
-void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx);
-
-void knitk__pool_cancel_all_locked(struct knitk_pool *pool);
-
-/* pool.c */
-void knitk__pool_free(struct knitk_pool *pool);
 /*
- * knitk_pool_submit; with @reap false the call never reaches
- * knitk_pool_reap.  With @defer, the ring of the workers published to
- * may be left to the caller: *@defer, rung by its wait (S9).
+ * The files of lib/pool, each depending only on those listed before it:
+ *
+ *   spin.c, pool_hooks.c   the spin policy; the test hook
+ *   lifeline.c, spawn.c    process workers: lifelines, spawn, pidfd watch
+ *   steal_wake.c           the stealing wake policy's words (T12, T13)
+ *   worker.c               a worker's loop, thread or process
+ *   call.c, room.c         the call record; submitter slots and room
+ *   steal.c                the host's side of stealing (T10-T14)
+ *   results.c              return mailboxes: results to their calls
+ *   death.c                crash attribution, reset, respawn
+ *   drain.c                the drainer role's rounds
+ *   completer.c            the completer thread
+ *   submit.c               the balancer, registering and publishing calls
+ *   wait.c                 waiting for calls; the handle's face
+ *   events.c               the event fd and reap
+ *   shutdown.c, stats.c    shutdown and destroy; counters
+ *   create.c               knitk_pool_create
  */
-int knitk__pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
-		       size_t len, const struct knitk_call_opts *co, bool reap,
-		       uint64_t *defer, struct knitk_call **callp);
-unsigned int knitk__submitter_acquire(struct knitk_pool *pool);
-/* Some worker serves, or will after a respawn (pool->lock held). */
-bool knitk__pool_has_workers_locked(struct knitk_pool *pool,
-				    const struct knitk_call_opts *co);
 
-/* complete.c */
-int knitk__completer_start(struct knitk_pool *pool);
-void knitk__completer_drain_worker(struct knitk_pool *pool, unsigned int w);
-int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
-			   uint64_t deadline_ns, uint64_t *ring);
-int knitk__pool_held_init(struct knitk_pool *pool);
-/* Complete the results knitk__pool_drain_once held (the drainer, pool->lock). */
-void knitk__pool_held_apply_locked(struct knitk_pool *pool);
-void knitk__pool_kick_drainer_locked(struct knitk_pool *pool);
-void knitk__pool_wait_passive_locked(struct knitk_pool *pool);
-/* A submit waiting for room: no longer than its call's deadline. */
-int knitk__pool_wait_passive_until_locked(struct knitk_pool *pool,
-					  uint64_t deadline_ns);
-
-/* events.c */
-void knitk__events_queue_locked(struct knitk_pool *pool, struct knitk_call *call);
-void knitk__events_forget_locked(struct knitk_call *call);
-unsigned int knitk__pool_drain_or_arm(struct knitk_pool *pool);
-
-/*
- * The calling thread may take the drainer role now: a leader pool, the
- * role free, and not in event mode (where reap is the drainer).
- */
-static inline bool pool_may_drain_locked(const struct knitk_pool *pool)
+/* A completion batch or a death: a submitter waiting for room looks again. */
+static inline void pool_progress_locked(struct knitk_pool *pool)
 {
-	return pool->leader && !pool->draining && !pool->completer_done &&
-	       !atomic_load_explicit(&pool->evmode, memory_order_relaxed);
+	/*
+	 * Every writer holds pool->lock: a store, no read-modify-write.
+	 * Release pairs with the acquire in pool_publish.
+	 */
+	atomic_store_explicit(&pool->progress,
+			      atomic_load_explicit(&pool->progress, memory_order_relaxed) + 1,
+			      memory_order_release);
 }
+
+/* lifeline.c */
+int knitk__lifeline_start(struct knitk_pool *pool);
+void knitk__lifeline_poke(struct knitk_pool *pool);
+void knitk__lifeline_stop(struct knitk_pool *pool);
+#define POOL_WATCH_ARMED	(1ULL << 32)
+void knitk__death_notice(struct knitk_pool *pool, unsigned int w, uint32_t gen);
+/* A process worker's own lifeline. */
+struct lifeline_hold {
+	void *base;
+	size_t bytes;
+	struct lifeline *held;		/* locked by us, NULL: none */
+};
+void knitk__lifeline_hold(struct lifeline_hold *h, int fd, unsigned int w);
+void knitk__lifeline_drop(struct lifeline_hold *h);
+
+/* spawn.c */
+int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w);
+void knitk__spawn_reap(pid_t pid);
+int knitk__monitor_start(struct knitk_pool *pool);
+void knitk__monitor_poke(struct knitk_pool *pool);
+void knitk__monitor_stop(struct knitk_pool *pool);
+void knitk__spawn_reap_dead(pid_t pid);
+int knitk__spawn_take_pidfd(struct knitk_pool *pool, unsigned int w);
+/* A process worker on the futex backend watching its host's pidfd. */
+struct host_watch {
+	struct knitk_endpoint *ep;
+	int pidfd;
+	int pipefd;			/* the host pipe's read end, or -1 */
+	int efd;			/* ends the watch */
+	pthread_t thread;
+	bool started;
+};
+int knitk__host_watch_start(struct host_watch *hw, struct knitk_endpoint *ep,
+			    int host_pidfd, int host_pipe);
+void knitk__host_watch_stop(struct host_watch *hw);
+
+/* steal_wake.c */
+/* The pool words of the wake policy (docs/protocol.md T12). */
+enum { STEAL_IDLE, STEAL_SEARCHING, STEAL_RINGING, STEAL_WINDOW };
+_Atomic uint64_t *knitk__steal_words(struct knitk_endpoint *ep);
+_Atomic uint64_t *knitk__steal_line_word(struct knitk_endpoint *ep, unsigned int m,
+					 unsigned int w, size_t off);
+_Atomic uint64_t *knitk__steal_ringer_word(struct knitk_endpoint *ep, unsigned int w);
+/* Who picks a worker to wake: a worker plus one, or a thread of the host. */
+#define STEAL_BY_HOST	((uint64_t)KNITK_MAX_WORKERS + 1)
+int knitk__steal_pick_idle(struct knitk_endpoint *ep, _Atomic uint64_t *words,
+			   uint64_t by);
+int knitk__steal_pick(struct knitk_endpoint *ep, _Atomic uint64_t *words,
+		      uint64_t by);
+void knitk__steal_unpick(struct knitk_endpoint *ep, _Atomic uint64_t *words, int w);
+void knitk__steal_ring(struct knitk_endpoint *ep, _Atomic uint64_t *words, int w);
+void knitk__steal_window(_Atomic uint64_t *words, bool open);
+void knitk__steal_search(_Atomic uint64_t *words, unsigned int w);
+bool knitk__steal_idle(_Atomic uint64_t *words, unsigned int w);
+void knitk__steal_awake(_Atomic uint64_t *words, unsigned int w);
+void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
+			  unsigned int w, struct knitk_consumer **c,
+			  unsigned int nr_mailboxes);
+void knitk__steal_gone(_Atomic uint64_t *words, unsigned int w);
 
 /* worker.c */
 struct worker_args {
@@ -392,25 +427,37 @@ struct worker_args {
 int knitk__worker_run(const struct worker_args *args);
 void *knitk__worker_thread_main(void *arg);
 
+/* call.c */
+struct knitk_call *knitk__call_get_locked(struct knitk_pool *pool);
+void knitk__call_cache_free(struct knitk_pool *pool);
+/* The pool's memory, once destroyed and without handles. */
+void knitk__pool_free(struct knitk_pool *pool);
+void knitk__call_complete_locked(struct knitk_pool *pool,
+				 struct knitk_call *call, int status,
+				 void *data, size_t len);
+void knitk__call_withdraw_locked(struct knitk_pool *pool,
+				 struct knitk_call *call, int status);
+void knitk__call_unref_locked(struct knitk_call *call);
+bool knitk__call_unref_unless_last(struct knitk_call *call);
+void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx);
+void knitk__events_queue_locked(struct knitk_pool *pool, struct knitk_call *call);
+void knitk__events_forget_locked(struct knitk_call *call);
+void knitk__pool_kick_drainer_locked(struct knitk_pool *pool);
+int knitk__call_abort_locked(struct knitk_call *call);
+void knitk__pool_cancel_all_locked(struct knitk_pool *pool);
+
+/* room.c */
+unsigned int knitk__submitter_acquire(struct knitk_pool *pool);
+/* Some worker serves, or will after a respawn (pool->lock held). */
+bool knitk__pool_has_workers_locked(struct knitk_pool *pool,
+				    const struct knitk_call_opts *co);
+void knitk__pool_wait_passive_locked(struct knitk_pool *pool);
+/* A submit waiting for room: no longer than its call's deadline. */
+int knitk__pool_wait_passive_until_locked(struct knitk_pool *pool,
+					  uint64_t deadline_ns);
+
 /* steal.c */
-/* The pool words of the wake policy (docs/protocol.md T12). */
-enum { STEAL_IDLE, STEAL_SEARCHING, STEAL_RINGING, STEAL_WINDOW };
-_Atomic uint64_t *knitk__steal_words(struct knitk_endpoint *ep);
-/* Who picks a worker to wake: a worker plus one, or a thread of the host. */
-#define STEAL_BY_HOST	((uint64_t)KNITK_MAX_WORKERS + 1)
-int knitk__steal_pick(struct knitk_endpoint *ep, _Atomic uint64_t *words,
-		      uint64_t by);
-void knitk__steal_unpick(struct knitk_endpoint *ep, _Atomic uint64_t *words, int w);
-void knitk__steal_ring(struct knitk_endpoint *ep, _Atomic uint64_t *words, int w);
-void knitk__steal_window(_Atomic uint64_t *words, bool open);
-void knitk__steal_search(_Atomic uint64_t *words, unsigned int w);
-bool knitk__steal_idle(_Atomic uint64_t *words, unsigned int w);
-void knitk__steal_awake(_Atomic uint64_t *words, unsigned int w);
-void knitk__steal_claimed(struct knitk_endpoint *ep, _Atomic uint64_t *words,
-			  unsigned int w, struct knitk_consumer **c,
-			  unsigned int nr_mailboxes);
 void knitk__steal_rescue(struct knitk_pool *pool);
-void knitk__steal_gone(_Atomic uint64_t *words, unsigned int w);
 int knitk__steal_setup(struct knitk_pool *pool);
 uint64_t knitk__steal_claims(struct knitk_pool *pool);
 void knitk__steal_free_slot(struct pool_submitter *sl);
@@ -423,76 +470,51 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 void knitk__steal_stop_workers(struct knitk_pool *pool);
 void knitk__steal_orphans_locked(struct knitk_pool *pool);
 
-/* spawn.c */
-int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w);
-void knitk__spawn_reap(pid_t pid);
-int knitk__monitor_start(struct knitk_pool *pool);
-void knitk__monitor_poke(struct knitk_pool *pool);
-void knitk__monitor_stop(struct knitk_pool *pool);
-#define POOL_WATCH_ARMED	(1ULL << 32)
-void knitk__death_notice(struct knitk_pool *pool, unsigned int w, uint32_t gen);
-void knitk__spawn_reap_dead(pid_t pid);
-int knitk__spawn_take_pidfd(struct knitk_pool *pool, unsigned int w);
+/* results.c */
+int knitk__pool_held_init(struct knitk_pool *pool);
+/* Complete the results knitk__pool_drain_once held (the drainer, pool->lock). */
+void knitk__pool_held_apply_locked(struct knitk_pool *pool);
+void knitk__pool_held_flush(struct knitk_pool *pool);
+/*
+ * Consume worker @w's return mailbox; returns the results taken.
+ * @defer: a waiting drainer's round, which may leave them held.
+ */
+unsigned int knitk__results_drain(struct knitk_pool *pool, unsigned int w,
+				  bool defer);
+unsigned int knitk__results_drain_all(struct knitk_pool *pool, bool defer);
 
-/* lifeline.c */
-int knitk__lifeline_start(struct knitk_pool *pool);
-void knitk__lifeline_poke(struct knitk_pool *pool);
-void knitk__lifeline_stop(struct knitk_pool *pool);
-/* A process worker's own lifeline. */
-struct lifeline_hold {
-	void *base;
-	size_t bytes;
-	struct lifeline *held;		/* locked by us, NULL: none */
-};
-void knitk__lifeline_hold(struct lifeline_hold *h, int fd, unsigned int w);
-void knitk__lifeline_drop(struct lifeline_hold *h);
+/* death.c */
+void knitk__pool_aftercare_locked(struct knitk_pool *pool);
+bool knitk__pool_deaths_pending(struct knitk_pool *pool);
+bool knitk__pool_check_deaths(struct knitk_pool *pool);
 
-/* A process worker on the futex backend watching its host's pidfd. */
-struct host_watch {
-	struct knitk_endpoint *ep;
-	int pidfd;
-	int pipefd;			/* the host pipe's read end, or -1 */
-	int efd;			/* ends the watch */
-	pthread_t thread;
-	bool started;
-};
-int knitk__host_watch_start(struct host_watch *hw, struct knitk_endpoint *ep,
-			    int host_pidfd, int host_pipe);
-void knitk__host_watch_stop(struct host_watch *hw);
+/* drain.c */
+unsigned int knitk__pool_drain_all(struct knitk_pool *pool, bool defer);
+int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
+			   uint64_t deadline_ns, uint64_t *ring);
+unsigned int knitk__pool_drain_or_arm(struct knitk_pool *pool);
 
-/* A completion batch or a death: a submitter waiting for room looks again. */
-static inline void pool_progress_locked(struct knitk_pool *pool)
+/*
+ * The calling thread may take the drainer role now: a leader pool, the
+ * role free, and not in event mode (where reap is the drainer).
+ */
+static inline bool pool_may_drain_locked(const struct knitk_pool *pool)
 {
-	/*
-	 * Every writer holds pool->lock: a store, no read-modify-write.
-	 * Release pairs with the acquire in pool_publish.
-	 */
-	atomic_store_explicit(&pool->progress,
-			      atomic_load_explicit(&pool->progress, memory_order_relaxed) + 1,
-			      memory_order_release);
+	return pool->leader && !pool->draining && !pool->completer_done &&
+	       !atomic_load_explicit(&pool->evmode, memory_order_relaxed);
 }
 
-unsigned int knitk__spin_cpus(void);
-void knitk__spin_init(struct pool_spin *s, struct knitk_endpoint *ep,
-		      unsigned int cpus);
-/* The roles awake: bit d for doorbell d whose sleeping flag is clear. */
-uint64_t knitk__spin_awake(const struct pool_spin *s);
-void knitk__spin_recount(struct pool_spin *s);
+/* completer.c */
+int knitk__completer_start(struct knitk_pool *pool);
 
-/* One round of a bounded poll (see spin.c). */
-static inline void pool_spin_relax(struct pool_spin *s, unsigned int round)
-{
-	unsigned int every;
-
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-	if ((round & (POOL_SPIN_RECOUNT - 1)) == POOL_SPIN_RECOUNT - 1)
-		knitk__spin_recount(s);
-	every = atomic_load_explicit(&s->crowded, memory_order_relaxed) ?
-		POOL_SPIN_CROWDED_YIELD : POOL_SPIN_FREE_YIELD;
-	if ((round & (every - 1)) == every - 1)
-		sched_yield();
-}
+/* submit.c */
+/*
+ * knitk_pool_submit; with @reap false the call never reaches
+ * knitk_pool_reap.  With @defer, the ring of the workers published to
+ * may be left to the caller: *@defer, rung by its wait (S9).
+ */
+int knitk__pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
+		       size_t len, const struct knitk_call_opts *co, bool reap,
+		       uint64_t *defer, struct knitk_call **callp);
 
 #endif /* KNITK_POOL_INTERNAL_H */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
  * The spin policy of the pool's bounded polls: the host's drainer
- * (complete.c) and every worker's idle loop (worker.c, thread and process
+ * (drain.c) and every worker's idle loop (worker.c, thread and process
  * workers alike) poll before they park.
  *
  * A poll that shares a CPU with the thread it waits for only delays it,
@@ -22,7 +22,7 @@
 #define _GNU_SOURCE
 #include <sched.h>
 
-#include "pool_internal.h"
+#include "spin.h"
 
 unsigned int knitk__spin_cpus(void)
 {

@@ -8,7 +8,7 @@
  * task (or skip it when its deadline passed or its abort bit is set), then
  * acknowledge the request lane *before* publishing the result, so that by
  * the time the host sees a result the request's arena bytes are free again
- * (the submitter's backpressure wait in pool.c relies on it).  The result
+ * (the submitter's backpressure wait in submit.c relies on it).  The result
  * carries the task id it answers; the host matches it.
  *
  * With nothing pending the worker polls for opts.spin rounds, then parks
