@@ -156,8 +156,9 @@ static inline int opts_pool(struct knitk_pool_opts *o, struct knitk_pool **pool)
 }
 
 /*
- * One-submitter pools, one-mailbox knots, fd and thread counts
- * (lane_fields_test, claimant_hand_off_test and the pool tests beside
+ * One-submitter pools, one-mailbox knots (with the knot's layout and the
+ * mailbox's index), fd and thread counts (lane_test, lane_batch_test,
+ * lane_fields_test, claimant_hand_off_test and the pool tests beside
  * them).
  */
 
@@ -165,6 +166,8 @@ struct fx {
 	struct knitk_endpoint *k;
 	struct knitk_producer *p;
 	struct knitk_consumer *c;
+	struct knitk_layout l;
+	int mailbox;
 };
 
 static inline int fx_init(struct fx *f, uint32_t inline_bytes, uint64_t arena)
@@ -173,14 +176,15 @@ static inline int fx_init(struct fx *f, uint32_t inline_bytes, uint64_t arena)
 		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
 		.inline_bytes = inline_bytes, .arena_bytes = arena,
 	};
-	int mb;
 
 	memset(f, 0, sizeof(*f));
 	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &f->k))
 		return -1;
-	mb = knitk_endpoint_request_mailbox(f->k, 0, 0);
-	if (mb < 0 || knitk_producer_create(f->k, (unsigned int)mb, &f->p) ||
-	    knitk_consumer_create(f->k, (unsigned int)mb, &f->c))
+	knitk_endpoint_layout(f->k, &f->l, NULL);
+	f->mailbox = knitk_endpoint_request_mailbox(f->k, 0, 0);
+	if (f->mailbox < 0 ||
+	    knitk_producer_create(f->k, (unsigned int)f->mailbox, &f->p) ||
+	    knitk_consumer_create(f->k, (unsigned int)f->mailbox, &f->c))
 		return -1;
 	return 0;
 }

@@ -8,41 +8,7 @@
 #include <errno.h>
 #include <knitk.h>
 
-#include "tap.h"
-
-struct fx {
-	struct knitk_endpoint *k;
-	struct knitk_producer *p;
-	struct knitk_consumer *c;
-	struct knitk_layout l;
-	int mailbox;
-};
-
-static int fx_init(struct fx *f, uint32_t inline_bytes, uint64_t arena)
-{
-	struct knitk_geometry g = {
-		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
-		.inline_bytes = inline_bytes, .arena_bytes = arena,
-	};
-
-	memset(f, 0, sizeof(*f));
-	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &f->k))
-		return -1;
-	knitk_endpoint_layout(f->k, &f->l, NULL);
-	f->mailbox = knitk_endpoint_request_mailbox(f->k, 0, 0);
-	if (f->mailbox < 0 ||
-	    knitk_producer_create(f->k, (unsigned int)f->mailbox, &f->p) ||
-	    knitk_consumer_create(f->k, (unsigned int)f->mailbox, &f->c))
-		return -1;
-	return 0;
-}
-
-static void fx_fini(struct fx *f)
-{
-	knitk_consumer_destroy(f->c);
-	knitk_producer_destroy(f->p);
-	knitk_endpoint_destroy(f->k);
-}
+#include "fixtures.h"
 
 static void fill(void *buf, size_t len, uint64_t seed)
 {
