@@ -74,6 +74,30 @@ static void create_at_each_fd_limit_processes(void)
 }
 
 /*
+ * A respawning pool of @workers processes whose worker 0 is killed once
+ * this process may open no fd at all (RLIMIT_NOFILE at 3, below the fds
+ * open); the limit it had is left in @old for the caller to put back.
+ */
+static int kill_worker_without_fds(unsigned int workers,
+				   struct knitk_pool **pool, struct rlimit *old)
+{
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct rlimit r;
+
+	if (new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE,
+		     workers, KNITK_POOL_RESPAWN, pool))
+		return -1;
+	if (knitk_pool_worker_info(*pool, 0, &wi) || wi.pid <= 0)
+		return -1;
+	getrlimit(RLIMIT_NOFILE, old);
+	r = *old;
+	r.rlim_cur = 3;
+	setrlimit(RLIMIT_NOFILE, &r);
+	kill(wi.pid, SIGKILL);
+	return 0;
+}
+
+/*
  * With KNITK_POOL_RESPAWN, a worker that dies while the process may open
  * no fd at all (RLIMIT_NOFILE below the fds open) cannot be replaced:
  * "-EPIPE only if the restart fails", so the submits return -EPIPE, never
@@ -82,22 +106,14 @@ static void create_at_each_fd_limit_processes(void)
  */
 static void respawn_fails_without_fds(void)
 {
-	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool_stats st;
 	struct knitk_pool *pool;
 	struct knitk_call *c;
-	struct rlimit old, r;
+	struct rlimit old;
 	uint64_t x = 3;
 	int ret;
 
-	REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, 1,
-			 KNITK_POOL_RESPAWN, &pool) == 0);
-	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
-	getrlimit(RLIMIT_NOFILE, &old);
-	r = old;
-	r.rlim_cur = 3;
-	setrlimit(RLIMIT_NOFILE, &r);
-	kill(wi.pid, SIGKILL);
+	REQUIRE(kill_worker_without_fds(1, &pool, &old) == 0);
 	ret = knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c);
 	if (!ret) {
 		/* Dispatched before the pool saw the death. */
@@ -127,18 +143,11 @@ static void pinned_while_respawn_fails(void)
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool *pool;
 	struct knitk_call *c;
-	struct rlimit old, r;
+	struct rlimit old;
 	uint64_t x = 8;
 	int ret;
 
-	REQUIRE(new_pool(KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, 2,
-			 KNITK_POOL_RESPAWN, &pool) == 0);
-	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
-	getrlimit(RLIMIT_NOFILE, &old);
-	r = old;
-	r.rlim_cur = 3;
-	setrlimit(RLIMIT_NOFILE, &r);
-	kill(wi.pid, SIGKILL);
+	REQUIRE(kill_worker_without_fds(2, &pool, &old) == 0);
 	while (!knitk_pool_worker_info(pool, 0, &wi) && wi.alive)
 		sched_yield();
 	ret = knitk_pool_submit(pool, T_MIX, &x, 8, &pin, &c);
