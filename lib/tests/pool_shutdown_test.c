@@ -119,18 +119,30 @@ static void cancel_processes(void)
 	shutdown_under_load(KNITK_WORKER_PROCESSES, KNITK_SHUTDOWN_CANCEL);
 }
 
+/* Ten calls of a minute each on a new pool of @o. */
+static int queue_ten_sleeps(struct knitk_pool_opts *o, struct knitk_pool **pool,
+			    struct knitk_call *c[10])
+{
+	uint32_t ms = 60000;
+	unsigned int i;
+
+	if (knitk_pool_create(o, &test_tasks, pool))
+		return -1;
+	for (i = 0; i < 10; i++)
+		if (knitk_pool_submit(*pool, T_SLEEP, &ms, 4, NULL, &c[i]))
+			return -1;
+	return 0;
+}
+
 /* Cancel with calls queued behind a long one: they end -ECANCELED now. */
 static void cancel_queued(void)
 {
 	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 1 };
 	struct knitk_pool *pool;
 	struct knitk_call *c[10];
-	uint32_t ms = 60000;
 	unsigned int i;
 
-	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
-	for (i = 0; i < 10; i++)
-		REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c[i]) == 0);
+	REQUIRE(queue_ten_sleeps(&o, &pool, c) == 0);
 	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_CANCEL), 0);
 	for (i = 0; i < 10; i++) {
 		CHECK_EQ(knitk_call_status(c[i]), -ECANCELED);
@@ -146,12 +158,9 @@ static void destroy_outstanding(void)
 				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2 };
 	struct knitk_pool *pool;
 	struct knitk_call *c[10];
-	uint32_t ms = 60000;
 	unsigned int i;
 
-	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
-	for (i = 0; i < 10; i++)
-		REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &c[i]) == 0);
+	REQUIRE(queue_ten_sleeps(&o, &pool, c) == 0);
 	knitk_pool_destroy(pool);
 	for (i = 0; i < 10; i++) {
 		CHECK_EQ(knitk_call_status(c[i]), -ECANCELED);
