@@ -55,6 +55,21 @@ static int pair_init(struct pair *r)
 	return 0;
 }
 
+/*
+ * A pair whose worker 0 is to be a child's: this process's consumer and
+ * worker endpoint leave, the host and its producer stay.
+ */
+static int pair_init_host_only(struct pair *r)
+{
+	if (pair_init(r))
+		return -1;
+	knitk_consumer_destroy(r->c);
+	knitk_endpoint_destroy(r->w0);
+	r->c = NULL;
+	r->w0 = NULL;
+	return 0;
+}
+
 static void pair_fini(struct pair *r)
 {
 	knitk_consumer_destroy(r->c);
@@ -346,12 +361,8 @@ static void consumer_killed_between_calls(void)
 	int status, lane;
 	pid_t pid;
 
-	REQUIRE(pair_init(&r) == 0);
 	/* Worker 0's role goes to the child: this process's consumer leaves. */
-	knitk_consumer_destroy(r.c);
-	knitk_endpoint_destroy(r.w0);
-	r.c = NULL;
-	r.w0 = NULL;
+	REQUIRE(pair_init_host_only(&r) == 0);
 	for (i = 0; i < KNITK_LANES; i++) {
 		struct knitk_lane_header h = { .task_id = i };
 		unsigned char b[100];
@@ -431,11 +442,7 @@ static void consumer_killed_inside_ack(void)
 	void *base;
 	pid_t pid;
 
-	REQUIRE(pair_init(&r) == 0);
-	knitk_consumer_destroy(r.c);
-	knitk_endpoint_destroy(r.w0);
-	r.c = NULL;
-	r.w0 = NULL;
+	REQUIRE(pair_init_host_only(&r) == 0);
 	REQUIRE(knitk_endpoint_request_mailbox(r.host, 0, 0) == 0);
 	REQUIRE(knitk_endpoint_layout(r.host, &l, NULL) == 0);
 	REQUIRE(knitk_endpoint_base(r.host, &base) == 0);
