@@ -70,6 +70,16 @@ static int pair_init_host_only(struct pair *r)
 	return 0;
 }
 
+/* Worker 0 back in this process: a new endpoint in the role, a new consumer. */
+static int pair_worker_back(struct pair *r)
+{
+	if (knitk_endpoint_attach(knitk_endpoint_fd(r->host), 0, &r->w0) ||
+	    knitk_endpoint_join(r->w0, KNITK_ROLE_WORKER, 0) < 1 ||
+	    knitk_consumer_create(r->w0, 0, &r->c))
+		return -1;
+	return 0;
+}
+
 static void pair_fini(struct pair *r)
 {
 	knitk_consumer_destroy(r->c);
@@ -415,9 +425,7 @@ static void consumer_killed_between_calls(void)
 	REQUIRE(knitk_mailbox_pending(r.host, 0, &pending) >= 0);
 	CHECK_EQ(pending, 0);
 
-	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(r.host), 0, &r.w0) == 0);
-	REQUIRE(knitk_endpoint_join(r.w0, KNITK_ROLE_WORKER, 0) >= 1);
-	REQUIRE(knitk_consumer_create(r.w0, 0, &r.c) == 0);
+	REQUIRE(pair_worker_back(&r) == 0);
 	CHECK_EQ(full_capacity_run(&r, 6), 0);
 	CHECK_EQ(full_capacity_run(&r, 7), 0);
 	pair_fini(&r);
@@ -497,9 +505,7 @@ static void consumer_killed_inside_ack(void)
 	CHECK_EQ(knitk_producer_reset_consumer(r.p), 0);
 	REQUIRE(knitk_mailbox_pending(r.host, 0, &pending) >= 0);
 	CHECK_EQ(pending, 0);
-	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(r.host), 0, &r.w0) == 0);
-	REQUIRE(knitk_endpoint_join(r.w0, KNITK_ROLE_WORKER, 0) >= 1);
-	REQUIRE(knitk_consumer_create(r.w0, 0, &r.c) == 0);
+	REQUIRE(pair_worker_back(&r) == 0);
 	CHECK_EQ(full_capacity_run(&r, 8), 0);
 	pair_fini(&r);
 }
