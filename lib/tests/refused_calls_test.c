@@ -70,7 +70,7 @@ static int pair_init_host_only(struct pair *r)
 	return 0;
 }
 
-/* Worker 0 back in this process: a new endpoint in the role, a new consumer. */
+/* Worker 0 in the calling process: a new endpoint in the role, a new consumer. */
 static int pair_worker_back(struct pair *r)
 {
 	if (knitk_endpoint_attach(knitk_endpoint_fd(r->host), 0, &r->w0) ||
@@ -384,22 +384,17 @@ static void consumer_killed_between_calls(void)
 	REQUIRE(pid >= 0);
 	if (pid == 0) {
 		struct knitk_msg m = { .size = sizeof(m) };
-		struct knitk_endpoint *e;
-		struct knitk_consumer *c;
-		int mb = knitk_endpoint_request_mailbox(r.host, 0, 0);
 
-		if (knitk_endpoint_attach(knitk_endpoint_fd(r.host), 0, &e) ||
-		    knitk_endpoint_join(e, KNITK_ROLE_WORKER, 0) < 1 ||
-		    knitk_consumer_create(e, (unsigned int)mb, &c) ||
-		    knitk_lane_scan(c, &pending) != KNITK_LANES)
+		if (pair_worker_back(&r) ||
+		    knitk_lane_scan(r.c, &pending) != KNITK_LANES)
 			_exit(1);
-		while ((lane = knitk_lane_next(c, &pending)) >= 0) {
-			if (knitk_lane_decode(c, (unsigned int)lane, &m))
+		while ((lane = knitk_lane_next(r.c, &pending)) >= 0) {
+			if (knitk_lane_decode(r.c, (unsigned int)lane, &m))
 				_exit(2);
 			if (m.header.task_id < KNITK_LANES / 2)
 				half |= 1ULL << lane;
 		}
-		if (knitk_lane_ack(c, half))
+		if (knitk_lane_ack(r.c, half))
 			_exit(3);
 		raise(SIGSTOP);
 		_exit(4);
@@ -468,23 +463,19 @@ static void consumer_killed_inside_ack(void)
 	REQUIRE(pid >= 0);
 	if (pid == 0) {
 		struct knitk_msg m = { .size = sizeof(m) };
-		struct knitk_endpoint *e;
-		struct knitk_consumer *c;
 		uint64_t all;
 		int lane;
 
-		if (knitk_endpoint_attach(knitk_endpoint_fd(r.host), 0, &e) ||
-		    knitk_endpoint_join(e, KNITK_ROLE_WORKER, 0) < 1 ||
-		    knitk_consumer_create(e, 0, &c) || knitk_lane_scan(c, &pending) != 8)
+		if (pair_worker_back(&r) || knitk_lane_scan(r.c, &pending) != 8)
 			_exit(1);
 		all = pending;
-		while ((lane = knitk_lane_next(c, &pending)) >= 0)
-			if (knitk_lane_decode(c, (unsigned int)lane, &m))
+		while ((lane = knitk_lane_next(r.c, &pending)) >= 0)
+			if (knitk_lane_decode(r.c, (unsigned int)lane, &m))
 				_exit(2);
 		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL))
 			_exit(3);
 		raise(SIGSTOP);
-		knitk_lane_ack(c, all);
+		knitk_lane_ack(r.c, all);
 		_exit(0);
 	}
 	REQUIRE(waitpid(pid, &status, 0) == pid && WIFSTOPPED(status));
