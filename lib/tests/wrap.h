@@ -39,6 +39,26 @@ static const struct knitk_geometry wrap_geom = {
 	.inline_bytes = 64, .arena_bytes = 8192,
 };
 
+/*
+ * A knot whose counters start at @base, joined by its host: 0, or the
+ * first error (*@host NULL where the knot was not made).
+ */
+static inline int wrap_host_create(uint32_t base, unsigned int knot_flags,
+				   struct knitk_endpoint **host)
+{
+	int ret;
+
+	wrap_set_base(base);
+	ret = knitk_endpoint_create(&wrap_geom, knot_flags, host);
+	wrap_set_base(0);
+	if (ret) {
+		*host = NULL;
+		return ret;
+	}
+	ret = knitk_endpoint_join(*host, KNITK_ROLE_HOST, 0);
+	return ret < 0 ? ret : 0;
+}
+
 /* ------------------------------------------------ joins and leaves */
 
 struct wrap_joins {
@@ -62,15 +82,9 @@ static inline void wrap_joins_run(uint32_t base, unsigned int knot_flags,
 	unsigned int i;
 
 	memset(r, 0, sizeof(*r));
-	wrap_set_base(base);
-	r->created = knitk_endpoint_create(&wrap_geom, knot_flags, &host);
-	wrap_set_base(0);
+	r->created = wrap_host_create(base, knot_flags, &host);
 	if (r->created)
-		return;
-	r->created = knitk_endpoint_join(host, KNITK_ROLE_HOST, 0);
-	if (r->created < 0)
 		goto out;
-	r->created = 0;
 	knitk_endpoint_control(host, &ctl);
 	knitk_endpoint_deaths(host, &r->seq0, NULL);
 	for (i = 0; i < WRAP_STEPS; i++) {
@@ -129,13 +143,8 @@ static inline void wrap_bell_run(uint32_t base, unsigned int knot_flags,
 	pthread_t th;
 
 	memset(r, 0, sizeof(*r));
-	wrap_set_base(base);
-	r->created = knitk_endpoint_create(&wrap_geom, knot_flags, &host);
-	wrap_set_base(0);
-	if (r->created)
-		return;
-	r->created = knitk_endpoint_join(host, KNITK_ROLE_HOST, 0);
-	if (r->created >= 0)
+	r->created = wrap_host_create(base, knot_flags, &host);
+	if (!r->created)
 		r->created = knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &w);
 	if (!r->created)
 		r->created = knitk_endpoint_join(w, KNITK_ROLE_WORKER, 0);
