@@ -58,18 +58,6 @@ enum {
 	CTR_EPID1, CTR_EUID, CTR_EPRIVATE,
 };
 
-static int write_str(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, s, strlen(s));
-	close(fd);
-	return n == (ssize_t)strlen(s) ? 0 : (n < 0 ? -errno : -EIO);
-}
-
 /* The runtime's maps: root of the container is @uid..@uid+@n-1 outside. */
 static int write_maps(pid_t pid, uid_t uid, unsigned int n)
 {
@@ -78,11 +66,11 @@ static int write_maps(pid_t pid, uid_t uid, unsigned int n)
 
 	snprintf(map, sizeof(map), "0 %u %u\n", uid, n);
 	snprintf(path, sizeof(path), "/proc/%d/uid_map", pid);
-	ret = write_str(path, map);
+	ret = knitk_write_file(path, map);
 	if (ret)
 		return ret;
 	snprintf(path, sizeof(path), "/proc/%d/gid_map", pid);
-	return write_str(path, map);
+	return knitk_write_file(path, map);
 }
 
 /* Another user may create a user namespace (Debian's sysctl): 0 or -errno. */
@@ -96,13 +84,13 @@ static int allow_userns(char *saved)
 	*saved = buf[0];
 	if (*saved == '1')
 		return 0;
-	return write_str(USERNS_SYSCTL, "1");
+	return knitk_write_file(USERNS_SYSCTL, "1");
 }
 
 static void restore_userns(char saved)
 {
 	if (saved == '0')
-		write_str(USERNS_SYSCTL, "0");
+		knitk_write_file(USERNS_SYSCTL, "0");
 }
 
 /*
@@ -643,8 +631,8 @@ static int memcg_up(bool *mounted)
 	for (tok = strtok_r(buf, "\n ", &save); tok;
 	     tok = strtok_r(NULL, "\n ", &save))
 		if (!strcmp(tok, "memory"))
-			return write_str(CG_DIR "/cgroup.subtree_control",
-					 "+memory");
+			return knitk_write_file(CG_DIR "/cgroup.subtree_control",
+						"+memory");
 	return -EOPNOTSUPP;
 }
 
@@ -679,7 +667,7 @@ static int cg_write(const char *cg, const char *file, const char *s)
 	char path[256];
 
 	snprintf(path, sizeof(path), "%s/%s", cg, file);
-	return write_str(path, s);
+	return knitk_write_file(path, s);
 }
 
 FIXTURE_SETUP(memcg)

@@ -23,18 +23,6 @@
 #define CG		CGROOT "/knitk-exhaust"
 #define CGROUP2_MAGIC	0x63677270
 
-static int put(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, s, strlen(s));
-	close(fd);
-	return n == (ssize_t)strlen(s) ? 0 : -errno;
-}
-
 /* cgroup v2 with the memory controller for children of the root. */
 static int cgroup_ready(void)
 {
@@ -45,7 +33,7 @@ static int cgroup_ready(void)
 		if (mount("cgroup2", CGROOT, "cgroup2", 0, NULL))
 			return -errno;
 	}
-	put(CGROOT "/cgroup.subtree_control", "+memory");
+	knitk_write_file(CGROOT "/cgroup.subtree_control", "+memory");
 	if (mkdir(CG, 0755) && errno != EEXIST)
 		return -errno;
 	return access(CG "/memory.max", W_OK) ? -errno : 0;
@@ -77,7 +65,7 @@ static int memcg_child(void)
 	int fd, ret;
 
 	snprintf(pid, sizeof(pid), "%d", getpid());
-	if (put(CG "/cgroup.procs", pid))
+	if (knitk_write_file(CG "/cgroup.procs", pid))
 		return 10;
 	/* Two workers, 4 MiB arenas: 6 mailboxes, about 24 MiB. */
 	knitk_geom(&big, 0, 2, 1, 64, 64, 4ULL << 20);
@@ -109,7 +97,7 @@ TEST(memcg_limit_enomem)
 	ret = cgroup_ready();
 	if (ret)
 		SKIP(return, "no cgroup v2 memory controller: %s", strerror(-ret));
-	ASSERT_EQ(0, put(CG "/memory.max", "8M"));
+	ASSERT_EQ(0, knitk_write_file(CG "/memory.max", "8M"));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid)

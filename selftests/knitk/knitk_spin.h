@@ -16,18 +16,6 @@
 #define SPIN_PARAM	KNITK_SYSMOD "/parameters/spin_ns"
 #define SPIN_HOUR	"3600000000000"
 
-static inline int param_write(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
-
 /* Sleeping flag up, as a waiter does first; returns the seq read before. */
 static inline __u32 flag_asleep(struct knitk_doorbell *db)
 {

@@ -403,6 +403,19 @@ static inline int knitk_read_file(const char *path, char *buf, size_t len)
 	return 0;
 }
 
+/* String @s written whole to file @path: 0 or a negative errno (-EIO if short). */
+static inline int knitk_write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, s, strlen(s));
+	close(fd);
+	return n == (ssize_t)strlen(s) ? 0 : (n < 0 ? -errno : -EIO);
+}
+
 /* Scheduler state letter of thread tid of this process ('S' = asleep). */
 static inline char knitk_thread_state(pid_t pid, pid_t tid)
 {

@@ -47,7 +47,7 @@ FIXTURE_TEARDOWN(pk)
 {
 	knitk_pause_off(KNITK_SPIN_PAUSE);
 	if (self->spin_ns[0])
-		param_write(SPIN_PARAM, self->spin_ns);
+		knitk_write_file(SPIN_PARAM, self->spin_ns);
 	close(self->w0);
 	knot_close(&self->k);
 }
@@ -59,7 +59,7 @@ static void spin_long(struct __test_metadata *_metadata, FIXTURE_DATA(pk) *self)
 		SKIP(_exit(255), "%s: a spin needs a second CPU",
 		     _metadata->name);
 	if (knitk_read_file(SPIN_PARAM, self->spin_ns, sizeof(self->spin_ns)) ||
-	    param_write(SPIN_PARAM, SPIN_HOUR))
+	    knitk_write_file(SPIN_PARAM, SPIN_HOUR))
 		SKIP(_exit(255), "%s: cannot set %s", _metadata->name,
 		     SPIN_PARAM);
 }

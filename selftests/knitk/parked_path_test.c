@@ -48,7 +48,7 @@ FIXTURE_SETUP(a3)
 FIXTURE_TEARDOWN(a3)
 {
 	if (self->spin_ns[0])
-		param_write(SPIN_PARAM, self->spin_ns);
+		knitk_write_file(SPIN_PARAM, self->spin_ns);
 	if (self->w0 >= 0)
 		close(self->w0);
 	knot_close(&self->k);
@@ -60,7 +60,7 @@ static void spin_hour(struct __test_metadata *_metadata, FIXTURE_DATA(a3) *self)
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP(_exit(255), "%s: a spin needs a second CPU", _metadata->name);
 	if (knitk_read_file(SPIN_PARAM, self->spin_ns, sizeof(self->spin_ns)) ||
-	    param_write(SPIN_PARAM, SPIN_HOUR))
+	    knitk_write_file(SPIN_PARAM, SPIN_HOUR))
 		SKIP(_exit(255), "%s: cannot set %s", _metadata->name, SPIN_PARAM);
 }
 
