@@ -505,6 +505,17 @@ static inline int knitk_sysfs_write(const char *path, unsigned long long v)
 	return n == len ? 0 : (n < 0 ? -errno : -EIO);
 }
 
+/* A small knot whose fd joined as the host: 0 or -1. */
+static inline int knot_make_host(struct knot *k)
+{
+	struct knitk_geometry g;
+
+	knitk_geom_small(&g);
+	if (knot_make(k, &g))
+		return -1;
+	return knitk_join(k->fd, KNITK_ROLE_HOST, 0, NULL) ? -1 : 0;
+}
+
 /* A small knot whose fd joined as the host, and an endpoint as worker 0. */
 static inline int knot_make_host_worker(struct knot *k, int *worker)
 {

@@ -47,16 +47,13 @@ static char out[1 << 17];
 
 TEST(lists_endpoints_alive_then_dead)
 {
-	struct knitk_geometry g;
 	struct knot k;
 	char st[16], host_key[64], go;
 	int sync[2], ready[2], fd;
 	pid_t child;
 
 	KNITK_REQUIRE_DEV();
-	knitk_geom_small(&g);
-	ASSERT_EQ(0, knot_make(&k, &g));
-	ASSERT_EQ(0, knitk_join(k.fd, KNITK_ROLE_HOST, 0, NULL));
+	ASSERT_EQ(0, knot_make_host(&k));
 	ASSERT_EQ(0, pipe(sync));
 	ASSERT_EQ(0, pipe(ready));
 	child = fork();
@@ -371,7 +368,6 @@ TEST(prometheus_matches_json)
 {
 	char key[256], name[48], *at, *end;
 	unsigned long long id = 0, v, total = 0;
-	struct knitk_geometry g;
 	const char *bad, *kj;
 	struct knot k;
 	int i, fields = 0;
@@ -379,9 +375,7 @@ TEST(prometheus_matches_json)
 	KNITK_REQUIRE_DEV();
 	if (geteuid() != 0)
 		SKIP(return, "knitk-stat needs root");
-	knitk_geom_small(&g);
-	ASSERT_EQ(0, knot_make(&k, &g));
-	ASSERT_EQ(0, knitk_join(k.fd, KNITK_ROLE_HOST, 0, NULL));
+	ASSERT_EQ(0, knot_make_host(&k));
 	/* A seq that is not the doorbell's: each wait is counted, then fails. */
 	for (i = 0; i < 3; i++)
 		EXPECT_GT(0, knitk_wait(k.fd, 0x5eed0000U + i, 1));
@@ -435,16 +429,13 @@ TEST(prometheus_matches_json)
 TEST(watch_shows_rates)
 {
 	static const char *const argv[] = { "-w", "1", "-c", "2", NULL };
-	struct knitk_geometry g;
 	char *at, *line;
 	struct knot k;
 
 	KNITK_REQUIRE_DEV();
 	if (geteuid() != 0)
 		SKIP(return, "knitk-stat needs root");
-	knitk_geom_small(&g);
-	ASSERT_EQ(0, knot_make(&k, &g));
-	ASSERT_EQ(0, knitk_join(k.fd, KNITK_ROLE_HOST, 0, NULL));
+	ASSERT_EQ(0, knot_make_host(&k));
 	ASSERT_EQ(0, run_statv(argv, 0, out, sizeof(out))) TH_LOG("%s", out);
 	/* Totals first, then rates: one "per sec" header per knot after. */
 	at = strstr(out, "per sec");
