@@ -149,6 +149,34 @@ TEST_F(a3, join_unwritable_arg_takes_nothing)
 }
 
 /*
+ * An endpoint of the knot whose worker @w role a child joined, then ended
+ * by exiting: its fd, or -1.
+ */
+static int ended_role_endpoint(FIXTURE_DATA(a3) *self, unsigned int w)
+{
+	int e, status;
+	pid_t pid;
+
+	e = knitk_open();
+	if (e < 0)
+		return -1;
+	if (knitk_attach(e, self->k.fd, NULL))
+		goto fail;
+	pid = fork();
+	if (pid < 0)
+		goto fail;
+	if (pid == 0)
+		_exit(knitk_join(e, KNITK_ROLE_WORKER, w, NULL) ? 1 : 0);
+	if (waitpid(pid, &status, 0) != pid ||
+	    !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		goto fail;
+	return e;
+fail:
+	close(e);
+	return -1;
+}
+
+/*
  * A role belongs to the process that joined it: once that process has
  * exited, another process still holding the endpoint's fd gets -ENOTCONN
  * from NOTIFY_WAIT before anything is rung, and from a spinning WAIT.
@@ -157,19 +185,11 @@ TEST_F(a3, notify_wait_of_ended_role_rings_nothing)
 {
 	struct knitk_doorbell *wdb = knot_doorbell(&self->k, 0);
 	struct knitk_doorbell_stats st;
-	int e, status;
 	__u32 wseq;
-	pid_t pid;
+	int e;
 
-	e = knitk_open();
+	e = ended_role_endpoint(self, 1);
 	ASSERT_LE(0, e);
-	ASSERT_EQ(0, knitk_attach(e, self->k.fd, NULL));
-	pid = fork();
-	ASSERT_LE(0, pid);
-	if (pid == 0)
-		_exit(knitk_join(e, KNITK_ROLE_WORKER, 1, NULL) ? 1 : 0);
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	ASSERT_TRUE(self->k.ctl->dead & 2);
 
 	wseq = asleep_with_work(self, 0);
@@ -199,18 +219,10 @@ TEST_F(a3, notify_wait_rings_dead_and_unjoined)
 	__u64 both = 1ULL << 1 | 1ULL << 2, woken = 0;
 	struct knitk_doorbell_stats st;
 	__u32 s1, s2, hseq, seq;
-	int e, status, w2;
-	pid_t pid;
+	int e, w2;
 
-	e = knitk_open();
+	e = ended_role_endpoint(self, 2);
 	ASSERT_LE(0, e);
-	ASSERT_EQ(0, knitk_attach(e, self->k.fd, NULL));
-	pid = fork();
-	ASSERT_LE(0, pid);
-	if (pid == 0)
-		_exit(knitk_join(e, KNITK_ROLE_WORKER, 2, NULL) ? 1 : 0);
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	close(e);
 
 	s1 = asleep_with_work(self, 1);
@@ -315,6 +327,23 @@ TEST_F(a3, spin_ringer_stopped_sleeps)
 }
 
 /* A ringer of doorbell 0 that keeps running (a thread on CPU 1). */
+/*
+ * Worker 0 asleep with a lane pending, rung by KNITK_IOC_NOTIFY, its lane
+ * taken: 0, or the notify's error, -EPROTO if it woke another.
+ */
+static int ring_w0(FIXTURE_DATA(a3) *self)
+{
+	__u64 woken = 0;
+	int ret;
+
+	asleep_with_work(self, 0);
+	ret = knitk_notify(self->k.fd, W0_BIT, &woken);
+	drain(request_of(self, 0));
+	if (!ret && woken != W0_BIT)
+		ret = -EPROTO;
+	return ret;
+}
+
 struct runner {
 	FIXTURE_DATA(a3) *self;
 	pthread_t thread;
@@ -326,16 +355,10 @@ struct runner {
 static void *runner_run(void *arg)
 {
 	struct runner *g = arg;
-	__u64 woken = 0;
 
 	g->ret = pin_to(1);
-	if (!g->ret) {
-		asleep_with_work(g->self, 0);
-		g->ret = knitk_notify(g->self->k.fd, W0_BIT, &woken);
-		drain(request_of(g->self, 0));
-		if (!g->ret && woken != W0_BIT)
-			g->ret = -EPROTO;
-	}
+	if (!g->ret)
+		g->ret = ring_w0(g->self);
 	__atomic_store_n(&g->rang, 1, __ATOMIC_SEQ_CST);
 	while (!g->ret && !g->stop)
 		;
@@ -431,15 +454,10 @@ struct blocked_ringer {
 static void *blocked_ringer_run(void *arg)
 {
 	struct blocked_ringer *b = arg;
-	__u64 woken = 0;
 	char c;
 
 	b->tid = knitk_gettid();
-	asleep_with_work(b->self, 0);
-	b->ret = knitk_notify(b->self->k.fd, W0_BIT, &woken);
-	drain(request_of(b->self, 0));
-	if (!b->ret && woken != W0_BIT)
-		b->ret = -EPROTO;
+	b->ret = ring_w0(b->self);
 	__atomic_store_n(&b->rang, 1, __ATOMIC_SEQ_CST);
 	if (!b->ret && read(b->pipe[0], &c, 1) < 0)
 		b->ret = -errno;
