@@ -371,6 +371,23 @@ TEST_F(re, main_thread_exit_keeps_role_until_last_thread)
 }
 
 /*
+ * The owner @w killed, then its child @c that outlived it: the owner's
+ * role ended once, by @why, and the child's exit ended nothing more.
+ */
+static void owner_then_child_killed(struct __test_metadata *_metadata,
+				    FIXTURE_DATA(re) *self, pid_t w, pid_t c,
+				    const char *why)
+{
+	kill_reap(_metadata, w);
+	expect_one_end(_metadata, self, w, why, 1);
+	kill_reap(_metadata, c);
+	EXPECT_EQ(1, deaths(self, 2));
+	trace_collect(_metadata, self->inst, &self->t);
+	EXPECT_EQ(1, ends_of(self, 0));
+	trace_dump_if_failed(_metadata, &self->t);
+}
+
+/*
  * The owner forks a child that keeps the fd (and, with MADV_DOFORK, the
  * mapping); the owner killed: the role ends, the child does not keep it;
  * the child's later exit ends nothing more.
@@ -405,13 +422,7 @@ TEST_F(re, forked_child_does_not_keep_role)
 	c = hear_ready(self);
 	ASSERT_LT(0, c);
 	self->kids[1] = c;
-	kill_reap(_metadata, w);
-	expect_one_end(_metadata, self, w, "mm", 1);
-	kill_reap(_metadata, c);
-	EXPECT_EQ(1, deaths(self, 2));
-	trace_collect(_metadata, self->inst, &self->t);
-	EXPECT_EQ(1, ends_of(self, 0));
-	trace_dump_if_failed(_metadata, &self->t);
+	owner_then_child_killed(_metadata, self, w, c, "mm");
 }
 
 static int clone_vm_child(void *arg __attribute__((unused)))
@@ -453,13 +464,7 @@ TEST_F(re, clone_vm_child_outlives_owner)
 	self->kids[1] = c;
 	usleep(SETTLE_US);
 	EXPECT_EQ(0, knitk_load32(&self->k.ctl->death_seq));
-	kill_reap(_metadata, w);
-	expect_one_end(_metadata, self, w, "exit", 1);
-	kill_reap(_metadata, c);
-	EXPECT_EQ(1, deaths(self, 2));
-	trace_collect(_metadata, self->inst, &self->t);
-	EXPECT_EQ(1, ends_of(self, 0));
-	trace_dump_if_failed(_metadata, &self->t);
+	owner_then_child_killed(_metadata, self, w, c, "exit");
 }
 
 /*
@@ -497,13 +502,7 @@ TEST_F(re, vfork_child_outlives_owner)
 	/* The owner asleep in vfork(), the child paused. */
 	usleep(SETTLE_US);
 	EXPECT_EQ(1, live_bits(self) & 1);
-	kill_reap(_metadata, w);
-	expect_one_end(_metadata, self, w, "exit", 1);
-	kill_reap(_metadata, c);
-	EXPECT_EQ(1, deaths(self, 2));
-	trace_collect(_metadata, self->inst, &self->t);
-	EXPECT_EQ(1, ends_of(self, 0));
-	trace_dump_if_failed(_metadata, &self->t);
+	owner_then_child_killed(_metadata, self, w, c, "exit");
 }
 
 /* Readers of the owner's /proc files, each read taking its mm a while. */
