@@ -102,24 +102,6 @@ static void fork_while_busy_child_makes_a_pool(void)
 	knitk_pool_destroy(pool);
 }
 
-/* 1 when process @pid has exited (a zombie, or reaped already). */
-static int exited(pid_t pid)
-{
-	char path[64], buf[512], *q;
-	size_t n;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	q = strrchr(buf, ')');
-	return q && q[1] == ' ' && (q[2] == 'Z' || q[2] == 'X');
-}
-
 /*
  * Private lanes: a call submitted after a worker process has exited but
  * before the pool has seen its death (knitk_pool_worker_info still says
@@ -146,7 +128,7 @@ static void submitted_before_death_seen(unsigned int flags)
 		REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0 && wi.pid > 0);
 		dead = wi.pid;
 		kill(dead, SIGKILL);
-		while (!exited(dead))
+		while (!proc_exited(dead))
 			sched_yield();
 		REQUIRE(knitk_pool_submit(pool, T_MIX, &x[0], 8, NULL, &c[0]) == 0);
 		CHECK_EQ(knitk_call_wait(c[0], KNITK_WAIT_FOREVER) == 0 ?

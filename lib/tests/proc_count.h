@@ -124,6 +124,24 @@ static inline char proc_stat_state(const char *stat)
 	return q && q[1] ? q[2] : '?';
 }
 
+/* 1 when process @pid has exited (a zombie, or reaped already). */
+static inline int proc_exited(pid_t pid)
+{
+	char path[64], buf[512], *q;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	q = strrchr(buf, ')');
+	return q && q[1] == ' ' && (q[2] == 'Z' || q[2] == 'X');
+}
+
 /*
  * SIGKILL (and SIGCONT, for a stopped one) every child left and reap them
  * all, until none is left; each one on a "# left behind: <stat>" line with

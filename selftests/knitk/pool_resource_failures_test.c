@@ -32,21 +32,7 @@
 #include "knitk_pool.h"
 #include "knitk_live.h"
 #include "knitk_pool_guest.h"
-
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1;
-}
+#include "../../lib/tests/proc_count.h"
 
 static int kmod_pool(unsigned int kind, unsigned int workers, unsigned int flags,
 		     struct knitk_pool **pool)
@@ -108,7 +94,7 @@ char *__wrap_strdup(const char *s)
 static void create_fails_each_alloc(struct __test_metadata *_metadata,
 				    unsigned int kind)
 {
-	int fds = open_fds();
+	int fds = count_fds(false);
 	unsigned int n;
 
 	for (n = 1; n < 400; n++) {
@@ -131,7 +117,7 @@ static void create_fails_each_alloc(struct __test_metadata *_metadata,
 		} else {
 			EXPECT_GT(0, ret);
 		}
-		ASSERT_EQ(fds, open_fds()) TH_LOG("allocation %u failed: %d", n, ret);
+		ASSERT_EQ(fds, count_fds(false)) TH_LOG("allocation %u failed: %d", n, ret);
 		EXPECT_EQ(-1, waitpid(-1, NULL, WNOHANG));
 		if (!hit) {
 			EXPECT_EQ(0, ret);
@@ -163,7 +149,7 @@ TEST(create_fails_each_alloc_processes)
 static void create_at_each_fd_limit(struct __test_metadata *_metadata,
 				    unsigned int kind)
 {
-	int fds = open_fds(), k, ret = -1;
+	int fds = count_fds(false), k, ret = -1;
 	struct rlimit old, r;
 
 	ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &old));
@@ -185,7 +171,7 @@ static void create_at_each_fd_limit(struct __test_metadata *_metadata,
 		} else {
 			EXPECT_EQ(-EMFILE, ret);
 		}
-		EXPECT_EQ(fds, open_fds());
+		EXPECT_EQ(fds, count_fds(false));
 		EXPECT_EQ(-1, waitpid(-1, NULL, WNOHANG));
 	}
 	EXPECT_EQ(0, ret);
@@ -253,7 +239,7 @@ TEST(failed_pool_create_leaves_nothing)
 				     .nr_workers = 2, .knot_flags = KNITK_KNOT_KMOD,
 				     .worker_path = "/bin/true", .worker_argv = no_args };
 	struct knitk_pool *pool = NULL;
-	int fds = open_fds(), i;
+	int fds = count_fds(false), i;
 
 	REQUIRE_KNITK();
 	for (i = 0; i < 3; i++)
@@ -264,7 +250,7 @@ TEST(failed_pool_create_leaves_nothing)
 	o.nr_workers = KNITK_MAX_WORKERS + 1;
 	EXPECT_EQ(-EINVAL, knitk_pool_create(&o, &test_tasks, &pool));
 	EXPECT_EQ(NULL, pool);
-	EXPECT_EQ(fds, open_fds());
+	EXPECT_EQ(fds, count_fds(false));
 	EXPECT_EQ(-1, waitpid(-1, NULL, WNOHANG));
 	EXPECT_EQ(ECHILD, errno);
 	EXPECT_EQ(0, knitk_live_wait_zero());
@@ -318,23 +304,6 @@ TEST(pool_fds_are_cloexec)
 
 /* ------------------------------------------ a death not seen yet */
 
-static int exited(pid_t pid)
-{
-	char path[64], buf[512], *q;
-	size_t n;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	q = strrchr(buf, ')');
-	return q && q[1] == ' ' && (q[2] == 'Z' || q[2] == 'X');
-}
-
 /*
  * A call submitted after worker 0 exited, before the pool saw its death,
  * completes -EOWNERDEAD naming worker 0 or runs on worker 1; once the
@@ -357,7 +326,7 @@ TEST(submitted_before_death_seen)
 		dead = wi.pid;
 		ASSERT_LT(0, dead);
 		ASSERT_EQ(0, kill(dead, SIGKILL));
-		while (!exited(dead))
+		while (!proc_exited(dead))
 			sched_yield();
 		ASSERT_EQ(0, knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c));
 		if (knitk_call_wait(c, KNITK_WAIT_FOREVER) == 0) {
@@ -433,11 +402,11 @@ TEST(host_killed_while_forked_helper_holds_its_fds)
 	close(p[0]);
 	ASSERT_EQ(0, kill(host, SIGKILL));
 	ASSERT_EQ(host, waitpid(host, &st, 0));
-	while (!exited(workers[0]) || !exited(workers[1]))
+	while (!proc_exited(workers[0]) || !proc_exited(workers[1]))
 		usleep(10000);
-	EXPECT_FALSE(exited(helper));
+	EXPECT_FALSE(proc_exited(helper));
 	EXPECT_EQ(0, kill(helper, SIGKILL));
-	while (!exited(helper))
+	while (!proc_exited(helper))
 		usleep(10000);
 	EXPECT_EQ(0, knitk_live_wait_zero());
 }
