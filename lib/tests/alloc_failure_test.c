@@ -32,66 +32,24 @@
 
 /*
  * -Wl,--wrap of the library's allocators (this program is linked
- * statically against a test build): a thread that arms fail_at fails its
- * fail_at-th allocation from then on, once; allocs counts what it made.
+ * statically against a test build, alloc_fail.h): a thread that arms
+ * fail_arm(n) fails its n-th allocation from then on, once.  Or, while
+ * fail_others is set, every allocation of the other threads.
  */
-static _Thread_local unsigned int fail_at, allocs;
-static _Thread_local bool failed_one;
-/* Or, while fail_others is set, every allocation of the other threads. */
 static _Atomic int fail_others;
 static _Atomic unsigned int others_failed;
 static _Thread_local bool fail_exempt;
 
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-char *__real_strdup(const char *s);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t m);
-char *__wrap_strdup(const char *s);
-
-/* As a real allocator fails: NULL, errno ENOMEM (glibc's callers check). */
-static bool alloc_fails(void)
+static bool other_thread_fails(void)
 {
-	if (atomic_load_explicit(&fail_others, memory_order_relaxed) && !fail_exempt) {
-		atomic_fetch_add(&others_failed, 1);
-		errno = ENOMEM;
-		return true;
-	}
-	if (!fail_at || ++allocs != fail_at)
+	if (!atomic_load_explicit(&fail_others, memory_order_relaxed) || fail_exempt)
 		return false;
-	failed_one = true;
-	errno = ENOMEM;
+	atomic_fetch_add(&others_failed, 1);
 	return true;
 }
 
-void *__wrap_malloc(size_t n)
-{
-	return alloc_fails() ? NULL : __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t n, size_t m)
-{
-	return alloc_fails() ? NULL : __real_calloc(n, m);
-}
-
-char *__wrap_strdup(const char *s)
-{
-	return alloc_fails() ? NULL : __real_strdup(s);
-}
-
-static void fail_arm(unsigned int n)
-{
-	fail_at = n;
-	allocs = 0;
-	failed_one = false;
-}
-
-/* Disarm; whether an allocation failed since fail_arm(). */
-static bool fail_disarm(void)
-{
-	fail_at = 0;
-	return failed_one;
-}
+#define ALLOC_FAILS_ALSO()	other_thread_fails()
+#include "alloc_fail.h"
 
 /*
  * knitk_pool_create failing each of its allocations in turn: every

@@ -32,6 +32,7 @@
 #include "knitk_pool.h"
 #include "knitk_live.h"
 #include "knitk_pool_guest.h"
+#include "../../lib/tests/alloc_fail.h"
 #include "../../lib/tests/proc_count.h"
 
 static int kmod_pool(unsigned int kind, unsigned int workers, unsigned int flags,
@@ -46,45 +47,6 @@ static int kmod_pool(unsigned int kind, unsigned int workers, unsigned int flags
 }
 
 /* ------------------------------------------- allocations that fail */
-
-/*
- * The armed thread fails its fail_at-th allocation (the library's, or
- * the static libc's own, which this link wraps too), once.
- */
-static _Thread_local unsigned int fail_at, allocs;
-static _Thread_local bool failed_one;
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-char *__real_strdup(const char *s);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t m);
-char *__wrap_strdup(const char *s);
-
-/* As a real allocator fails: NULL, errno ENOMEM (glibc's callers check). */
-static bool alloc_fails(void)
-{
-	if (!fail_at || ++allocs != fail_at)
-		return false;
-	failed_one = true;
-	errno = ENOMEM;
-	return true;
-}
-
-void *__wrap_malloc(size_t n)
-{
-	return alloc_fails() ? NULL : __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t n, size_t m)
-{
-	return alloc_fails() ? NULL : __real_calloc(n, m);
-}
-
-char *__wrap_strdup(const char *s)
-{
-	return alloc_fails() ? NULL : __real_strdup(s);
-}
 
 /*
  * Each allocation of a create failing in turn: a negative errno (-ENOMEM
@@ -104,12 +66,9 @@ static void create_fails_each_alloc(struct __test_metadata *_metadata,
 		bool hit;
 		int ret;
 
-		fail_at = n;
-		allocs = 0;
-		failed_one = false;
+		fail_arm(n);
 		ret = kmod_pool(kind, 2, 0, &pool);
-		hit = failed_one;
-		fail_at = 0;
+		hit = fail_disarm();
 		if (!ret) {
 			EXPECT_EQ(0, knitk_pool_call(pool, T_MIX, &x, 8, NULL, &y, 8, &len));
 			EXPECT_EQ(mix64(x), y);
