@@ -344,7 +344,9 @@ void knitk_call_release(struct knitk_call *call);
 /*
  * knitk_pool_call - submit, wait forever, copy up to @cap result bytes to
  * @out (*@out_len gets the full result length) and release; returns the
- * call's status (or a submit error).
+ * call's status (or a submit error).  Nothing is written past @cap bytes;
+ * when the call does not complete with its result (an error status and
+ * *@out_len 0), the contents of @out are unspecified.
  */
 int knitk_pool_call(struct knitk_pool *pool, uint32_t fn, const void *in,
 		    size_t len, const struct knitk_call_opts *opts,

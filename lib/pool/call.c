@@ -98,11 +98,11 @@ static void call_count_locked(struct knitk_pool *pool, int status, int delta)
 
 /*
  * Complete @call with @status and the result bytes @data: NULL, a malloc
- * block that the handle takes over, or the handle's own small[].
+ * block that the handle takes over, or the handle's own small[]; or, with
+ * @direct, @len bytes already in its knitk_pool_call's buffer.
  */
-void knitk__call_complete_locked(struct knitk_pool *pool,
-				 struct knitk_call *call, int status,
-				 void *data, size_t len)
+static void call_finish_locked(struct knitk_pool *pool, struct knitk_call *call,
+			       int status, void *data, size_t len, bool direct)
 {
 	if (call_done_locked(call)) {
 		pool->stats.stale++;
@@ -118,11 +118,26 @@ void knitk__call_complete_locked(struct knitk_pool *pool,
 		status = -EPROTO;
 	call->status = status;
 	call->data = data;
-	call->len = data ? len : 0;
+	call->len = data || direct ? len : 0;
+	call->direct = direct;
 	/* C5: pairs with the acquire in call_done. */
 	atomic_store_explicit(&call->state, CALL_DONE, memory_order_release);
 	call_count_locked(pool, status, 1);
 	knitk__events_queue_locked(pool, call);
+}
+
+void knitk__call_complete_locked(struct knitk_pool *pool,
+				 struct knitk_call *call, int status,
+				 void *data, size_t len)
+{
+	call_finish_locked(pool, call, status, data, len, false);
+}
+
+void knitk__call_complete_direct_locked(struct knitk_pool *pool,
+					struct knitk_call *call, int status,
+					size_t len)
+{
+	call_finish_locked(pool, call, status, NULL, len, true);
 }
 
 /*

@@ -80,7 +80,7 @@ static void completer_drain(struct knitk_pool *pool, bool ev)
 		 */
 		if (!ev && atomic_load_explicit(&pool->evmode, memory_order_relaxed))
 			return;
-		if (knitk__pool_drain_all(pool, false)) {
+		if (knitk__pool_drain_all(pool, false, NULL)) {
 			/*
 			 * It may have been the last stop reply or death: leave
 			 * now, not after a spin that may last opts.spin rounds.
@@ -164,7 +164,7 @@ static void *completer_main(void *arg)
 				while (knitk__pool_drain_or_arm(pool))
 					;
 			else
-				knitk__pool_drain_all(pool, false);
+				knitk__pool_drain_all(pool, false, NULL);
 			pthread_mutex_lock(&pool->lock);
 			pool->draining = false;
 			pthread_cond_broadcast(&pool->cond);

@@ -32,9 +32,10 @@
  * @defer: a waiting drainer's round, which may leave one worker's results
  * held for its next hold of pool->lock.
  */
-unsigned int knitk__pool_drain_all(struct knitk_pool *pool, bool defer)
+unsigned int knitk__pool_drain_all(struct knitk_pool *pool, bool defer,
+				   const struct pool_direct *direct)
 {
-	unsigned int n = knitk__results_drain_all(pool, defer);
+	unsigned int n = knitk__results_drain_all(pool, defer, direct);
 
 	if (knitk__pool_check_deaths(pool))
 		n++;
@@ -50,10 +51,12 @@ unsigned int knitk__pool_drain_all(struct knitk_pool *pool, bool defer)
  * completes them with knitk__pool_held_apply_locked as soon as it holds
  * pool->lock again, before it leaves the role.  *@ring: doorbells our
  * caller published to and has not rung yet; the park rings them in the
- * same syscall (S9), and clears *@ring.
+ * same syscall (S9), and clears *@ring.  @direct: our knitk_pool_call's
+ * buffer, or NULL.
  */
 int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
-			   uint64_t deadline_ns, uint64_t *ring)
+			   uint64_t deadline_ns, uint64_t *ring,
+			   const struct pool_direct *direct)
 {
 	uint64_t i, spin;
 	bool early = false;
@@ -61,7 +64,7 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 	int ret;
 
 	if (!deadline_ns) {
-		knitk__pool_drain_all(pool, true);
+		knitk__pool_drain_all(pool, true, direct);
 		return 0;
 	}
 	/*
@@ -73,7 +76,7 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 	 */
 	spin = *ring ? 0 : pool->opts.spin;
 	for (i = 0; i <= spin; i++) {
-		if (knitk__pool_drain_all(pool, true))
+		if (knitk__pool_drain_all(pool, true, direct))
 			return 0;
 		early = atomic_load_explicit(&pool->kicks, memory_order_relaxed) != k0 ||
 			((i & (POOL_SPIN_CLOCK - 1)) == POOL_SPIN_CLOCK - 1 &&
@@ -109,7 +112,7 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 	 * not after another hold of pool->lock and another look.
 	 */
 	if (!ret)
-		knitk__pool_drain_all(pool, true);
+		knitk__pool_drain_all(pool, true, direct);
 	return ret;
 }
 
@@ -126,7 +129,7 @@ unsigned int knitk__pool_drain_or_arm(struct knitk_pool *pool)
 
 	/* Awake while we drain: rings meanwhile are suppressed, not sent. */
 	knitk_doorbell_cancel(pool->ep);
-	n = knitk__pool_drain_all(pool, false);
+	n = knitk__pool_drain_all(pool, false, NULL);
 	if (n || knitk_doorbell_prepare(pool->ep, &seq))
 		return n;
 	/*
@@ -136,7 +139,7 @@ unsigned int knitk__pool_drain_or_arm(struct knitk_pool *pool)
 	 * after the flag store.
 	 */
 	atomic_thread_fence(memory_order_seq_cst);
-	n = knitk__pool_drain_all(pool, false);
+	n = knitk__pool_drain_all(pool, false, NULL);
 	if (n)
 		knitk_doorbell_cancel(pool->ep);
 	return n;

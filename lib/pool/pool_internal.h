@@ -91,6 +91,8 @@ struct knitk_call {
 	uint64_t task_id;
 	uint64_t deadline_ns;
 	size_t len;
+	/* The result went straight to knitk_pool_call's buffer: no @data. */
+	bool direct;
 	/* Event mode: on pool->done_head's list, pool->lock (events.c). */
 	bool queued;
 	bool no_reap;			/* knitk_pool_call's own: never queued */
@@ -168,9 +170,23 @@ struct pool_result {
 	uint64_t task_id;
 	int status;
 	bool stop;
+	bool direct;		/* @len bytes went to the drainer's pool_direct */
 	void *data;		/* a malloc copy; NULL: @len bytes in @small */
 	size_t len;
 	unsigned char small[POOL_SMALL_RESULT];
+};
+
+/*
+ * The buffer of a knitk_pool_call whose thread drains: the result of its
+ * own call (@task_id) goes from the return lane straight to @out (at most
+ * @cap bytes), one copy instead of two and no allocation (results.c).
+ * Only that thread writes @out, and it reads it only once its call is
+ * done.
+ */
+struct pool_direct {
+	uint64_t task_id;
+	void *out;
+	size_t cap;
 };
 
 /*
@@ -435,6 +451,10 @@ void knitk__pool_free(struct knitk_pool *pool);
 void knitk__call_complete_locked(struct knitk_pool *pool,
 				 struct knitk_call *call, int status,
 				 void *data, size_t len);
+/* Completed with @len result bytes already in its caller's buffer. */
+void knitk__call_complete_direct_locked(struct knitk_pool *pool,
+					struct knitk_call *call, int status,
+					size_t len);
 void knitk__call_withdraw_locked(struct knitk_pool *pool,
 				 struct knitk_call *call, int status);
 void knitk__call_unref_locked(struct knitk_call *call);
@@ -481,7 +501,9 @@ void knitk__pool_held_flush(struct knitk_pool *pool);
  */
 unsigned int knitk__results_drain(struct knitk_pool *pool, unsigned int w,
 				  bool defer);
-unsigned int knitk__results_drain_all(struct knitk_pool *pool, bool defer);
+/* @direct: the draining thread's own buffer, or NULL. */
+unsigned int knitk__results_drain_all(struct knitk_pool *pool, bool defer,
+				      const struct pool_direct *direct);
 
 /* death.c */
 void knitk__pool_aftercare_locked(struct knitk_pool *pool);
@@ -489,9 +511,11 @@ bool knitk__pool_deaths_pending(struct knitk_pool *pool);
 bool knitk__pool_check_deaths(struct knitk_pool *pool);
 
 /* drain.c */
-unsigned int knitk__pool_drain_all(struct knitk_pool *pool, bool defer);
+unsigned int knitk__pool_drain_all(struct knitk_pool *pool, bool defer,
+				   const struct pool_direct *direct);
 int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
-			   uint64_t deadline_ns, uint64_t *ring);
+			   uint64_t deadline_ns, uint64_t *ring,
+			   const struct pool_direct *direct);
 unsigned int knitk__pool_drain_or_arm(struct knitk_pool *pool);
 
 /*

@@ -55,6 +55,14 @@ static void results_apply_locked(struct knitk_pool *pool, unsigned int w,
 			if (now >= e->call->deadline_ns)
 				knitk__call_complete_locked(pool, e->call, -ETIMEDOUT, NULL, 0);
 		}
+		if (r->direct) {
+			if (!call_done_locked(e->call))
+				e->call->ran = (int)w;
+			knitk__call_complete_direct_locked(pool, e->call, r->status,
+							   r->len);
+			knitk__entry_free_locked(pool, idx);
+			continue;
+		}
 		if (!r->data && r->len && !call_done_locked(e->call)) {
 			/* Small: into the handle, which nobody reads yet. */
 			memcpy(e->call->small, r->small, r->len);
@@ -112,7 +120,7 @@ void knitk__pool_held_flush(struct knitk_pool *pool)
  */
 static __attribute__((noinline)) unsigned int
 take_results(struct knitk_pool *pool, unsigned int w, uint64_t pending,
-	     bool defer)
+	     bool defer, const struct pool_direct *direct)
 {
 	struct pool_worker *pw = &pool->workers[w];
 	struct pool_result stack_res[KNITK_LANES], *res = stack_res;
@@ -131,6 +139,7 @@ take_results(struct knitk_pool *pool, unsigned int w, uint64_t pending,
 		lanes |= 1ULL << lane;
 		r->task_id = msg.header.task_id;
 		r->stop = false;
+		r->direct = false;
 		r->data = NULL;
 		r->len = 0;
 		if (err) {
@@ -139,7 +148,18 @@ take_results(struct knitk_pool *pool, unsigned int w, uint64_t pending,
 		}
 		r->stop = msg.header.function_id == POOL_FN_STOP;
 		r->status = (int)(int32_t)msg.header.user;
-		if (msg.len && msg.len <= sizeof(r->small)) {
+		if (msg.len > sizeof(r->small) && direct && !r->stop &&
+		    r->task_id == direct->task_id) {
+			/*
+			 * Our own call's, too big for the handle: into our
+			 * buffer, the only copy, and no allocation.
+			 */
+			if (direct->cap)
+				memcpy(direct->out, msg.data,
+				       msg.len < direct->cap ? msg.len : direct->cap);
+			r->direct = true;
+			r->len = msg.len;
+		} else if (msg.len && msg.len <= sizeof(r->small)) {
 			/* The copy of the result, before the lane is freed. */
 			memcpy(r->small, msg.data, msg.len);
 			r->len = msg.len;
@@ -170,28 +190,29 @@ take_results(struct knitk_pool *pool, unsigned int w, uint64_t pending,
 }
 
 static inline unsigned int drain_worker(struct knitk_pool *pool, unsigned int w,
-					bool defer)
+					bool defer, const struct pool_direct *direct)
 {
 	struct pool_worker *pw = &pool->workers[w];
 	uint64_t pending;
 
 	if (!pw->ret || knitk_lane_scan(pw->ret, &pending) <= 0)
 		return 0;
-	return take_results(pool, w, pending, defer);
+	return take_results(pool, w, pending, defer, direct);
 }
 
 unsigned int knitk__results_drain(struct knitk_pool *pool, unsigned int w,
 				  bool defer)
 {
-	return drain_worker(pool, w, defer);
+	return drain_worker(pool, w, defer, NULL);
 }
 
 /* Every worker's, in one call: a poll round of the drainer. */
-unsigned int knitk__results_drain_all(struct knitk_pool *pool, bool defer)
+unsigned int knitk__results_drain_all(struct knitk_pool *pool, bool defer,
+				      const struct pool_direct *direct)
 {
 	unsigned int w, n = 0;
 
 	for (w = 0; w < pool->nr_workers; w++)
-		n += drain_worker(pool, w, defer);
+		n += drain_worker(pool, w, defer, direct);
 	return n;
 }

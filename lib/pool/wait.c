@@ -74,11 +74,12 @@ static bool pool_busy_locked(struct knitk_pool *pool)
  * completer for a passive one, may take it now.
  */
 static void drain_round_locked(struct knitk_pool *pool, unsigned int k0,
-			       uint64_t until, uint64_t *ring)
+			       uint64_t until, uint64_t *ring,
+			       const struct pool_direct *direct)
 {
 	pool->draining = true;
 	pthread_mutex_unlock(&pool->lock);
-	knitk__pool_drain_once(pool, k0, until, ring);
+	knitk__pool_drain_once(pool, k0, until, ring, direct);
 	pthread_mutex_lock(&pool->lock);
 	knitk__pool_held_apply_locked(pool);
 	pool->draining = false;
@@ -93,11 +94,13 @@ static void drain_round_locked(struct knitk_pool *pool, unsigned int k0,
  * returns the index of a done call (any) or 0 (all), -EINPROGRESS at
  * @deadline_ns.  @ring: doorbells the caller's submit left unrung
  * (knitk__pool_submit's @defer); rung by the first park, or before any
- * other sleep, or at the end.
+ * other sleep, or at the end.  @direct: knitk_pool_call's buffer for
+ * the result of its call, when this thread drains it, or NULL.
  */
 static int calls_wait_locked(struct knitk_pool *pool,
 			     struct knitk_call *const *calls, unsigned int nr,
-			     bool all, uint64_t deadline_ns, uint64_t ring)
+			     bool all, uint64_t deadline_ns, uint64_t ring,
+			     const struct pool_direct *direct)
 {
 	unsigned int i, done, k0;
 	int first;
@@ -135,7 +138,7 @@ static int calls_wait_locked(struct knitk_pool *pool,
 		}
 		if (pool_may_drain_locked(pool)) {
 			/* Leader: drain for everyone until our calls are done. */
-			drain_round_locked(pool, k0, until, &ring);
+			drain_round_locked(pool, k0, until, &ring, direct);
 			continue;
 		}
 		if (ring)
@@ -167,7 +170,7 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 	int ret;
 
 	pthread_mutex_lock(&pool->lock);
-	ret = calls_wait_locked(pool, calls, nr, all, deadline_ns, 0);
+	ret = calls_wait_locked(pool, calls, nr, all, deadline_ns, 0, NULL);
 	pthread_mutex_unlock(&pool->lock);
 	return ret;
 }
@@ -223,7 +226,7 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 		 */
 		uint64_t none = 0;
 
-		drain_round_locked(pool, 0, 0, &none);
+		drain_round_locked(pool, 0, 0, &none, NULL);
 		now = 0;
 		call_expire_locked(call, &now);
 	}
@@ -243,7 +246,7 @@ KNITK_EXPORT int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns)
 		return call->status;
 	pool = call->pool;
 	pthread_mutex_lock(&pool->lock);
-	ret = calls_wait_locked(pool, &call, 1, false, deadline_ns, 0);
+	ret = calls_wait_locked(pool, &call, 1, false, deadline_ns, 0, NULL);
 	/* Done (not -EINPROGRESS): its status, under the same lock. */
 	if (ret >= 0)
 		ret = call->status;
@@ -336,13 +339,16 @@ KNITK_EXPORT void knitk_call_release(struct knitk_call *call)
 
 /*
  * Submit, wait, copy and release: knitk_call_wait, knitk_call_result and
- * knitk_call_release in one hold of pool->lock.
+ * knitk_call_release in one hold of pool->lock.  When this thread drains
+ * its own result, the result goes from the return lane to @out directly
+ * (struct pool_direct); otherwise it is copied from the handle.
  */
 KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
 				 const void *in, size_t len,
 				 const struct knitk_call_opts *opts,
 				 void *out, size_t cap, size_t *out_len)
 {
+	struct pool_direct direct = { .out = out, .cap = cap };
 	struct knitk_call *call;
 	uint64_t ring = 0;
 	bool last;
@@ -359,13 +365,15 @@ KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
 				 pool->ring_wait ? &ring : NULL, &call);
 	if (ret)
 		return ret;
+	/* Set at its registration, before the publish. */
+	direct.task_id = call->task_id;
 	pthread_mutex_lock(&pool->lock);
 	/* Without a deadline the wait ends only with the call done. */
-	calls_wait_locked(pool, &call, 1, false, KNITK_WAIT_FOREVER, ring);
+	calls_wait_locked(pool, &call, 1, false, KNITK_WAIT_FOREVER, ring, &direct);
 	ret = call->status;
 	if (out_len)
 		*out_len = call->len;
-	if (call->len && cap)
+	if (call->len && cap && !call->direct)
 		memcpy(out, call->data, call->len < cap ? call->len : cap);
 	last = call_release_locked(call);
 	pthread_mutex_unlock(&pool->lock);

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "knitk.h"
 #include "knitk_pool.h"
@@ -175,6 +176,118 @@ static void sync_calls(void)
 	knitk_pool_destroy(pool);
 }
 
+/*
+ * knitk_pool_call's result lands in the caller's buffer: at most @cap
+ * bytes, the full length in *out_len, nothing past the buffer (a canary
+ * after it), for results inline and in the arena, with every cap around
+ * the result's size; threads and processes, private lanes and stealing.
+ */
+static void result_into_buffer_edges(void)
+{
+	static const uint32_t sizes[] = { 0, 1, 63, 64, 65, 1000, 16000 };
+	static unsigned char out[16000 + 1 + 16];
+	unsigned int kind, steal, i, c;
+
+	for (kind = 0; kind < 2; kind++)
+	for (steal = 0; steal < 2; steal++) {
+		struct knitk_pool_opts o = {
+			.size = sizeof(o), .nr_workers = 2,
+			.kind = kind ? KNITK_WORKER_PROCESSES : KNITK_WORKER_THREADS,
+			.dispatch = steal ? KNITK_POOL_DISPATCH_STEAL :
+					    KNITK_POOL_DISPATCH_PRIVATE,
+		};
+		struct knitk_pool *pool;
+		unsigned int bad = 0;
+
+		REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+		for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		for (c = 0; c < 4; c++) {
+			uint32_t n = sizes[i];
+			size_t cap = c == 0 ? 0 : n + c - 2, len = 12345, j;
+			unsigned char arg[5], seed = (unsigned char)(n + c);
+			int ret;
+
+			if (c && n + c < 2)
+				continue;
+			memcpy(arg, &n, 4);
+			arg[4] = seed;
+			memset(out, 0xa5, sizeof(out));
+			ret = knitk_pool_call(pool, T_FILL, arg, sizeof(arg), NULL,
+					      cap ? out : NULL, cap, &len);
+			if (ret != (int)n || len != n)
+				bad++;
+			for (j = 0; j < cap && j < n; j++)
+				if (out[j] != (unsigned char)(seed + j))
+					break;
+			if (j != (cap < n ? cap : n))
+				bad++;
+			for (j = cap < n ? cap : n; j < sizeof(out); j++)
+				if (out[j] != 0xa5)
+					break;
+			if (j != sizeof(out))
+				bad++;
+		}
+		CHECK_EQ(bad, 0);
+		knitk_pool_destroy(pool);
+	}
+}
+
+struct own_caller {
+	struct knitk_pool *pool;
+	unsigned int id, n, bad;
+};
+
+static void *own_caller_run(void *arg)
+{
+	struct own_caller *oc = arg;
+	unsigned char out[300];
+	unsigned int i;
+
+	for (i = 0; i < oc->n; i++) {
+		/* The result's size and bytes say which call it is. */
+		uint32_t n = 1 + (oc->id * 131 + i * 7) % 290;
+		unsigned char arg[5], seed = (unsigned char)(oc->id * 64 + i);
+		size_t len = 0, j;
+
+		memcpy(arg, &n, 4);
+		arg[4] = seed;
+		if (knitk_pool_call(oc->pool, T_FILL, arg, sizeof(arg), NULL,
+				    out, sizeof(out), &len) != (int)n || len != n) {
+			oc->bad++;
+			continue;
+		}
+		for (j = 0; j < n; j++)
+			if (out[j] != (unsigned char)(seed + j))
+				break;
+		oc->bad += j != n;
+	}
+	return NULL;
+}
+
+/*
+ * Threads calling at once share the drainer role: whoever drains hands
+ * every other caller its own result, and keeps its own, never another's.
+ */
+static void pool_call_results_own_threads(void)
+{
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 2 };
+	struct own_caller oc[4];
+	pthread_t t[4];
+	unsigned int i, bad = 0, per = nr_calls / 40 > 2000 ? 2000 : nr_calls / 40 + 1;
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &oc[0].pool) == 0);
+	for (i = 0; i < 4; i++) {
+		oc[i] = (struct own_caller){ .pool = oc[0].pool, .id = i, .n = per };
+		REQUIRE(pthread_create(&t[i], NULL, own_caller_run, &oc[i]) == 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		bad += oc[i].bad;
+	}
+	CHECK_EQ(bad, 0);
+	knitk_pool_destroy(oc[0].pool);
+}
+
 /* Batch submit, wait for any, and the wait timeout. */
 static void batch_and_any(void)
 {
@@ -261,6 +374,8 @@ int main(int argc, char **argv)
 	if (argc > 1)
 		nr_calls = strtoul(argv[1], NULL, 0);
 	TEST(sync_calls);
+	TEST(result_into_buffer_edges);
+	TEST(pool_call_results_own_threads);
 	TEST(batch_and_any);
 	TEST(prefix_command);
 	TEST(worker_never_joins);
