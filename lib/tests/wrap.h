@@ -198,6 +198,29 @@ static inline uint32_t wrap_bell_seq(struct knitk_pool *pool, unsigned int d)
 #define WRAP_CALLS	200
 #define WRAP_BATCHES	10
 #define WRAP_WINDOW	16
+/*
+ * Calls made to parked workers first: each rings one, and 2 workers rung
+ * WRAP_STEPS + 1 times move one's seq past its wrap (WRAP_STEPS / 2).
+ */
+#define WRAP_PARKED	(WRAP_STEPS + 1)
+
+/* Until both workers of @pool are parked (their sleeping flags up). */
+static inline void wrap_workers_parked(struct knitk_pool *pool)
+{
+	const struct knitk_doorbell *db;
+	struct knitk_layout layout;
+	unsigned int d;
+	void *base;
+
+	knitk_endpoint_base(pool->ep, &base);
+	knitk_endpoint_layout(pool->ep, &layout, NULL);
+	for (d = 0; d < 2; d++) {
+		db = (const void *)((char *)base + layout.doorbell_off +
+				    (uint64_t)d * layout.doorbell_stride);
+		while (!atomic_load((_Atomic uint32_t *)&db->sleeping))
+			sched_yield();
+	}
+}
 
 /*
  * A pool of two thread workers (@dispatch), its knot's counters and its
@@ -232,7 +255,16 @@ static inline void wrap_calls_run(uint32_t base, unsigned int dispatch,
 		knitk_pool_wait_all(pool, c, 1, KNITK_WAIT_FOREVER);
 		knitk_call_release(c[0]);
 	}
-	r->good = mix_calls_good(pool, WRAP_CALLS, NULL, base, 3);
+	/*
+	 * A worker that finds the next call while it searches is not rung,
+	 * so only calls to parked workers make the seqs move for sure.
+	 */
+	for (i = 0; i < WRAP_PARKED; i++) {
+		wrap_workers_parked(pool);
+		r->good += mix_calls_good(pool, 1, NULL, base + i, 3);
+	}
+	r->good += mix_calls_good(pool, WRAP_CALLS - WRAP_PARKED, NULL,
+				  base + WRAP_PARKED, 3);
 	for (b = 0; b < WRAP_BATCHES; b++) {
 		unsigned int n;
 
