@@ -55,15 +55,7 @@ static void results_apply_locked(struct knitk_pool *pool, unsigned int w,
 			if (now >= e->call->deadline_ns)
 				knitk__call_complete_locked(pool, e->call, -ETIMEDOUT, NULL, 0);
 		}
-		if (r->direct) {
-			if (!call_done_locked(e->call))
-				e->call->ran = (int)w;
-			knitk__call_complete_direct_locked(pool, e->call, r->status,
-							   r->len);
-			knitk__entry_free_locked(pool, idx);
-			continue;
-		}
-		if (!r->data && r->len && !call_done_locked(e->call)) {
+		if (!r->direct && !r->data && r->len && !call_done_locked(e->call)) {
 			/* Small: into the handle, which nobody reads yet. */
 			memcpy(e->call->small, r->small, r->len);
 			r->data = e->call->small;
@@ -71,7 +63,12 @@ static void results_apply_locked(struct knitk_pool *pool, unsigned int w,
 		/* Set before the completion publishes the handle (C5). */
 		if (!call_done_locked(e->call))
 			e->call->ran = (int)w;
-		knitk__call_complete_locked(pool, e->call, r->status, r->data, r->len);
+		if (r->direct)
+			knitk__call_complete_direct_locked(pool, e->call, r->status,
+							   r->len);
+		else
+			knitk__call_complete_locked(pool, e->call, r->status,
+						    r->data, r->len);
 		knitk__entry_free_locked(pool, idx);
 	}
 	pool_progress_locked(pool);
