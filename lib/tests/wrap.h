@@ -181,18 +181,23 @@ struct wrap_calls {
 	unsigned int bells_wrapped;	/* worker doorbells whose seq wrapped */
 };
 
-/* The seq of @pool's doorbell @d. */
-static inline uint32_t wrap_bell_seq(struct knitk_pool *pool, unsigned int d)
+/* @pool's doorbell @d, in its knot. */
+static inline const struct knitk_doorbell *wrap_bell(struct knitk_pool *pool,
+						     unsigned int d)
 {
-	const struct knitk_doorbell *db;
 	struct knitk_layout layout;
 	void *base;
 
 	knitk_endpoint_base(pool->ep, &base);
 	knitk_endpoint_layout(pool->ep, &layout, NULL);
-	db = (const void *)((char *)base + layout.doorbell_off +
-			    (uint64_t)d * layout.doorbell_stride);
-	return atomic_load((_Atomic uint32_t *)&db->seq);
+	return (const void *)((char *)base + layout.doorbell_off +
+			      (uint64_t)d * layout.doorbell_stride);
+}
+
+/* The seq of @pool's doorbell @d. */
+static inline uint32_t wrap_bell_seq(struct knitk_pool *pool, unsigned int d)
+{
+	return atomic_load((_Atomic uint32_t *)&wrap_bell(pool, d)->seq);
 }
 
 #define WRAP_CALLS	200
@@ -207,19 +212,11 @@ static inline uint32_t wrap_bell_seq(struct knitk_pool *pool, unsigned int d)
 /* Until both workers of @pool are parked (their sleeping flags up). */
 static inline void wrap_workers_parked(struct knitk_pool *pool)
 {
-	const struct knitk_doorbell *db;
-	struct knitk_layout layout;
 	unsigned int d;
-	void *base;
 
-	knitk_endpoint_base(pool->ep, &base);
-	knitk_endpoint_layout(pool->ep, &layout, NULL);
-	for (d = 0; d < 2; d++) {
-		db = (const void *)((char *)base + layout.doorbell_off +
-				    (uint64_t)d * layout.doorbell_stride);
-		while (!atomic_load((_Atomic uint32_t *)&db->sleeping))
+	for (d = 0; d < 2; d++)
+		while (!atomic_load((_Atomic uint32_t *)&wrap_bell(pool, d)->sleeping))
 			sched_yield();
-	}
 }
 
 /*
