@@ -186,6 +186,58 @@ static int futex_wait(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_
 	}
 }
 
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449	/* the same on every architecture */
+#endif
+
+/*
+ * futex_wait, also ended by @words (futex_waitv(2), every word shared):
+ * 1 when a word was woken or no longer holds its value, so the caller
+ * looks at its words; otherwise as futex_wait.
+ */
+static int futex_wait_words(struct knitk_endpoint *k, uint32_t seq,
+			    uint64_t deadline_ns,
+			    const struct knitk_wait_word *words, unsigned int nr)
+{
+	struct knitk_doorbell *db = knot_doorbell(k, (unsigned int)k->doorbell);
+	struct futex_waitv v[KNITK_WAIT_WORDS_MAX + 1];
+	struct timespec ts, *tsp = NULL;
+	unsigned int i;
+	long r;
+
+	if (deadline_ns != KNITK_WAIT_FOREVER) {
+		ts.tv_sec = (time_t)(deadline_ns / 1000000000ULL);
+		ts.tv_nsec = (long)(deadline_ns % 1000000000ULL);
+		tsp = &ts;
+	}
+	memset(v, 0, sizeof(v));
+	v[0].uaddr = (uintptr_t)&db->seq;
+	v[0].val = seq;
+	v[0].flags = FUTEX_32;
+	for (i = 0; i < nr; i++) {
+		v[i + 1].uaddr = (uintptr_t)words[i].word;
+		v[i + 1].val = words[i].value;
+		v[i + 1].flags = FUTEX_32;
+	}
+	for (;;) {
+		r = syscall(SYS_futex_waitv, v, nr + 1, 0, tsp, CLOCK_MONOTONIC);
+		if (r > 0)
+			return 1;
+		/* Our seq moved (a wake, a kick), or a word did: which one. */
+		if (atomic_load_explicit(A32(&db->seq), memory_order_acquire) != seq)
+			return r == 0 ? 0 : -EAGAIN;
+		if (r == 0)
+			continue;	/* a wake with seq unchanged: not ours */
+		if (errno == EAGAIN)
+			return 1;
+		if (errno == ETIMEDOUT)
+			return -ETIMEDOUT;
+		if (errno == EINTR)
+			return -EINTR;
+		return -errno;
+	}
+}
+
 /*
  * A wake of the host doorbell while its owner sleeps also goes to the
  * host's event fd, if set (knitk_endpoint_set_event_fd): an event loop waits
@@ -350,6 +402,7 @@ const struct knitk_backend_ops knitk_backend_futex = {
 	.attach		= futex_attach,
 	.join		= futex_join,
 	.wait		= futex_wait,
+	.wait_words	= futex_wait_words,
 	.notify		= futex_notify,
 	.stats		= NULL,
 	.mark_dead	= futex_mark_dead,

@@ -292,7 +292,8 @@ static void doorbell_count_sent(struct knitk_endpoint *ep, uint64_t woken)
  * most likely to answer while it spins.
  */
 static int doorbell_sleep(struct knitk_endpoint *ep, unsigned int d,
-			  uint32_t seq, uint64_t deadline_ns, uint64_t ring)
+			  uint32_t seq, uint64_t deadline_ns, uint64_t ring,
+			  const struct knitk_wait_word *words, unsigned int nr)
 {
 	uint64_t flagged = 0, woken = 0;
 	int ret;
@@ -300,7 +301,20 @@ static int doorbell_sleep(struct knitk_endpoint *ep, unsigned int d,
 	if (ring)
 		flagged = doorbell_flagged(ep, ring);
 
-	if (ring && ep->can_ring_wait && ep->ops->ring_wait) {
+	if (nr) {
+		/* The futex backend: no ring-then-wait to fold the ring into. */
+		ret = flagged ? ep->ops->notify(ep, flagged, &woken) : 0;
+		if (ret < 0)
+			return ret;
+		doorbell_count_sent(ep, woken);
+		ret = ep->ops->wait_words(ep, seq, deadline_ns, words, nr);
+		if (ret == 1) {
+			/* A word of the caller's: its news, not a spurious wake. */
+			knot_count(ep, KC_WAITS, 1);
+			knot_count(ep, KC_WAKES, 1);
+			return 0;
+		}
+	} else if (ring && ep->can_ring_wait && ep->ops->ring_wait) {
 		ret = ep->ops->ring_wait(ep, flagged, seq, deadline_ns,
 					 &woken);
 		doorbell_count_sent(ep, woken);
@@ -342,9 +356,13 @@ static int doorbell_sleep(struct knitk_endpoint *ep, unsigned int d,
 	return ret;
 }
 
-/* knitk_doorbell_wait, ringing @ring (if any) before it sleeps. */
+/*
+ * knitk_doorbell_wait, ringing @ring (if any) before it sleeps, and also
+ * ended by @nr @words (checked by the caller).
+ */
 static int doorbell_wait_ring(struct knitk_endpoint *ep, uint32_t seq,
-			      uint64_t deadline_ns, uint64_t ring)
+			      uint64_t deadline_ns, uint64_t ring,
+			      const struct knitk_wait_word *words, unsigned int nr)
 {
 	struct knitk_doorbell *db;
 	unsigned int d;
@@ -370,7 +388,7 @@ static int doorbell_wait_ring(struct knitk_endpoint *ep, uint32_t seq,
 	if (knitk__endpoint_doorbell_pending(ep, d) || knot_peer_event(ep)) {
 		ret = 0;
 	} else {
-		ret = doorbell_sleep(ep, d, seq, deadline_ns, ring);
+		ret = doorbell_sleep(ep, d, seq, deadline_ns, ring, words, nr);
 		ring = 0;	/* rung by the sleep */
 	}
 	if (ret == 0 && d != KNITK_DOORBELL_HOST && knot_host_dead(ep) &&
@@ -391,14 +409,32 @@ out:
 KNITK_EXPORT int knitk_doorbell_wait(struct knitk_endpoint *ep, uint32_t seq,
 				     uint64_t deadline_ns)
 {
-	return doorbell_wait_ring(ep, seq, deadline_ns, 0);
+	return doorbell_wait_ring(ep, seq, deadline_ns, 0, NULL, 0);
 }
 
 KNITK_EXPORT int knitk_doorbell_ring_wait(struct knitk_endpoint *ep,
 					  uint64_t doorbells, uint32_t seq,
 					  uint64_t deadline_ns)
 {
-	return doorbell_wait_ring(ep, seq, deadline_ns, doorbells);
+	return doorbell_wait_ring(ep, seq, deadline_ns, doorbells, NULL, 0);
+}
+
+KNITK_EXPORT int knitk_doorbell_ring_wait_words(struct knitk_endpoint *ep,
+						uint64_t doorbells, uint32_t seq,
+						uint64_t deadline_ns,
+						const struct knitk_wait_word *words,
+						unsigned int nr)
+{
+	unsigned int i;
+
+	if (!ep || !words || !nr || nr > KNITK_WAIT_WORDS_MAX)
+		return -EINVAL;
+	for (i = 0; i < nr; i++)
+		if (!words[i].word)
+			return -EINVAL;
+	if (!ep->ops->wait_words)
+		return -EOPNOTSUPP;
+	return doorbell_wait_ring(ep, seq, deadline_ns, doorbells, words, nr);
 }
 
 KNITK_EXPORT int knitk_doorbell_can_ring_wait(const struct knitk_endpoint *ep)

@@ -81,6 +81,13 @@ struct knitk_backend_ops {
 	 */
 	int (*ring_wait)(struct knitk_endpoint *k, uint64_t mask, uint32_t seq,
 			 uint64_t deadline_ns, uint64_t *woken);
+	/*
+	 * wait, also ended by a change or a wake of one of @nr words
+	 * (knitk_doorbell_ring_wait_words); NULL where the backend cannot.
+	 */
+	int (*wait_words)(struct knitk_endpoint *k, uint32_t seq,
+			  uint64_t deadline_ns,
+			  const struct knitk_wait_word *words, unsigned int nr);
 	/* Leave the role, unmap, close. */
 	void (*release)(struct knitk_endpoint *k);
 };

@@ -664,6 +664,35 @@ int knitk_doorbell_ring_wait(struct knitk_endpoint *ep, uint64_t doorbells,
 int knitk_doorbell_ring_park(struct knitk_endpoint *ep, uint64_t doorbells,
 			     uint64_t deadline_ns);
 
+/**
+ * struct knitk_wait_word - a futex word that also ends a wait
+ * @word: a 32-bit word in process-shared memory, such as the futex word
+ *	of a robust PTHREAD_PROCESS_SHARED mutex.
+ * @value: what the word held when the caller looked at it last.
+ */
+struct knitk_wait_word {
+	const uint32_t *word;
+	uint32_t value;
+};
+
+/*
+ * knitk_doorbell_ring_wait_words - knitk_doorbell_ring_wait() that also
+ * ends, returning 0, when one of @nr words (1..KNITK_WAIT_WORDS_MAX) no
+ * longer holds its value or is woken by a futex wake of that word: such
+ * as the kernel's wake of a robust mutex whose owner thread exited, sent
+ * from the start of the owner's exit (a waiter woken by it does not wait
+ * for a pidfd's or a second thread's wake).  The caller looks at its words
+ * again after any return.  The futex backend only, with futex_waitv(2)
+ * (Linux 5.16): -EOPNOTSUPP elsewhere (the module learns of deaths
+ * itself), and -EINVAL for @nr 0 or above the maximum or a NULL word;
+ * either is returned before anything is rung or waited.
+ */
+#define KNITK_WAIT_WORDS_MAX	64
+int knitk_doorbell_ring_wait_words(struct knitk_endpoint *ep, uint64_t doorbells,
+				   uint32_t seq, uint64_t deadline_ns,
+				   const struct knitk_wait_word *words,
+				   unsigned int nr);
+
 /*
  * knitk_doorbell_can_ring_wait - 1 when knitk_doorbell_ring_wait() is one
  * system call (a module with KNITK_FEATURE_NOTIFY_WAIT), else 0.  On that

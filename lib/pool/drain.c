@@ -58,6 +58,8 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 			   uint64_t deadline_ns, uint64_t *ring,
 			   const struct pool_direct *direct)
 {
+	struct lifeline_park lp;
+	unsigned int park;
 	uint64_t i, spin;
 	bool early = false;
 	uint32_t seq;
@@ -97,15 +99,26 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 		return -EPIPE;
 	/*
 	 * After the seq_cst flag store: a death or a kick before prepare is
-	 * seen here; one after it moves seq and ends the wait.
+	 * seen here; one after it moves seq and ends the wait.  A worker's
+	 * death seen by its lifeline is reported now, and seen as pending.
 	 */
+	park = knitk__lifeline_park_words(pool, &lp);
 	if (knitk__pool_deaths_pending(pool) ||
 	    atomic_load_explicit(&pool->kicks, memory_order_seq_cst) != k0) {
 		knitk_doorbell_cancel(pool->ep);
 		return 0;
 	}
-	/* The ring is sent whether or not the wait sleeps. */
-	ret = knitk_doorbell_ring_wait(pool->ep, *ring, seq, deadline_ns);
+	/*
+	 * The ring is sent whether or not the wait sleeps.  With lifelines
+	 * a worker's death ends the park from the start of its exit (P7).
+	 */
+	if (park) {
+		ret = knitk_doorbell_ring_wait_words(pool->ep, *ring, seq,
+						     deadline_ns, lp.words, park);
+		knitk__lifeline_park_seen(pool, &lp);
+	} else {
+		ret = knitk_doorbell_ring_wait(pool->ep, *ring, seq, deadline_ns);
+	}
 	*ring = 0;
 	/*
 	 * What woke us, at once: a death's calls complete in this round,

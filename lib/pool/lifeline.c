@@ -42,21 +42,30 @@
 #define SYS_futex_waitv 449	/* the same on every architecture */
 #endif
 
-/* One slot per worker: a mutex and the offset of its futex word. */
+/* One slot per worker: its lifelines. */
 #define LIFELINE_SLOT	128
 /* Robust list entries looked at before giving up (the kernel's is 2048). */
 #define LIFELINE_WALK	64
 
+/*
+ * Two lifelines per worker, since the kernel wakes one waiter of each
+ * word: LIFELINE_WATCH for the lifeline thread, LIFELINE_PARK for the
+ * thread parked on the host doorbell (knitk__lifeline_park_words), which
+ * a death then wakes itself, from the CPU the dying thread leaves free
+ * rather than behind it.  The worker locks LIFELINE_PARK last: its robust
+ * list starts with it, so the kernel wakes the parked thread first.
+ */
 struct lifeline {
 	pthread_mutex_t mutex;
 	/* Offset of the mutex's futex word + 1; 0: none published. */
 	_Atomic uint32_t word;
 };
-_Static_assert(sizeof(struct lifeline) <= LIFELINE_SLOT, "lifeline slot");
+_Static_assert(LIFELINE_NR * sizeof(struct lifeline) <= LIFELINE_SLOT,
+	       "lifeline slot");
 
-static struct lifeline *lifeline_slot(void *base, unsigned int w)
+static struct lifeline *lifeline_slot(void *base, unsigned int w, unsigned int i)
 {
-	return (struct lifeline *)((char *)base + (size_t)w * LIFELINE_SLOT);
+	return (struct lifeline *)((char *)base + (size_t)w * LIFELINE_SLOT) + i;
 }
 
 static size_t lifeline_bytes(unsigned int nr_workers)
@@ -96,17 +105,31 @@ static int lifeline_find_word(pthread_mutex_t *m, uint32_t *off)
 	return -ENOENT;
 }
 
+/* Make and lock lifeline @l, and publish its word; false if it failed. */
+static bool lifeline_take(struct lifeline *l, const pthread_mutexattr_t *a)
+{
+	uint32_t off;
+
+	/* Our predecessor in this slot is gone (reaped): a fresh mutex. */
+	if (pthread_mutex_init(&l->mutex, a) || pthread_mutex_lock(&l->mutex))
+		return false;
+	/* Release: the host reads the mutex's word after it. */
+	if (!lifeline_find_word(&l->mutex, &off))
+		atomic_store_explicit(&l->word, off + 1, memory_order_release);
+	return true;
+}
+
 /*
  * In a process worker, on the thread that will run the worker loop,
- * before it joins: take lifeline @w of the page in @fd (inherited; closed
- * here).  Any failure leaves no lifeline: the pidfd still sees the death.
+ * before it joins: take the lifelines of slot @w of the page in @fd
+ * (inherited; closed here).  Any failure leaves a lifeline out: the
+ * other one, or the pidfd, still sees the death.
  */
 void knitk__lifeline_hold(struct lifeline_hold *h, int fd, unsigned int w)
 {
 	pthread_mutexattr_t a;
-	struct lifeline *l;
 	struct stat st;
-	uint32_t off;
+	unsigned int i;
 	void *p;
 
 	memset(h, 0, sizeof(*h));
@@ -121,29 +144,24 @@ void knitk__lifeline_hold(struct lifeline_hold *h, int fd, unsigned int w)
 		return;
 	h->base = p;
 	h->bytes = (size_t)st.st_size;
-	l = lifeline_slot(p, w);
-	/* Our predecessor in this slot is gone (reaped): a fresh mutex. */
 	if (pthread_mutexattr_init(&a))
 		return;
 	if (!pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) &&
-	    !pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST) &&
-	    !pthread_mutex_init(&l->mutex, &a)) {
-		if (!pthread_mutex_lock(&l->mutex)) {
-			h->held = l;
-			/* Release: the host reads the mutex's word after it. */
-			if (!lifeline_find_word(&l->mutex, &off))
-				atomic_store_explicit(&l->word, off + 1,
-						      memory_order_release);
-		}
-	}
+	    !pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST))
+		for (i = 0; i < LIFELINE_NR; i++)
+			if (lifeline_take(lifeline_slot(p, w, i), &a))
+				h->held[i] = lifeline_slot(p, w, i);
 	pthread_mutexattr_destroy(&a);
 }
 
 /* A clean stop, after the role was left: not a death. */
 void knitk__lifeline_drop(struct lifeline_hold *h)
 {
-	if (h->held)
-		pthread_mutex_unlock(&h->held->mutex);
+	unsigned int i;
+
+	for (i = LIFELINE_NR; i-- > 0;)
+		if (h->held[i])
+			pthread_mutex_unlock(&h->held[i]->mutex);
 	if (h->base)
 		munmap(h->base, h->bytes);
 	memset(h, 0, sizeof(*h));
@@ -156,10 +174,14 @@ static long futex_waitv_(struct futex_waitv *v, unsigned int n)
 	return syscall(SYS_futex_waitv, v, n, 0, NULL, CLOCK_MONOTONIC);
 }
 
-/* The word of worker @w's mutex, if it published a valid one, else NULL. */
-static _Atomic uint32_t *lifeline_word(struct knitk_pool *pool, unsigned int w)
+/*
+ * The word of worker @w's lifeline @i, if it published a valid one, else
+ * NULL.
+ */
+static _Atomic uint32_t *lifeline_word(struct knitk_pool *pool, unsigned int w,
+				       unsigned int i)
 {
-	struct lifeline *l = lifeline_slot(pool->lifelines, w);
+	struct lifeline *l = lifeline_slot(pool->lifelines, w, i);
 	/* Pairs with the release in knitk__lifeline_hold. */
 	uint32_t off = atomic_load_explicit(&l->word, memory_order_acquire);
 
@@ -221,7 +243,8 @@ static void *lifeline_main(void *arg)
 			uint64_t watch = atomic_load_explicit(&pool->workers[w].watch,
 							      memory_order_relaxed);
 
-			if (!(watch & POOL_WATCH_ARMED) || !(word[n] = lifeline_word(pool, w)))
+			if (!(watch & POOL_WATCH_ARMED) ||
+			    !(word[n] = lifeline_word(pool, w, LIFELINE_WATCH)))
 				continue;
 			who[n] = w;
 			gen[n++] = (uint32_t)watch;
@@ -237,6 +260,7 @@ static void *lifeline_main(void *arg)
 
 			if (!lifeline_arm(word[i], &x)) {
 				/* Once per incarnation: a stale @gen does nothing. */
+				POOL_HOOK(pool, POOL_HOOK_NOTICE, who[i]);
 				knitk__death_notice(pool, who[i], gen[i]);
 				gone = true;
 				continue;
@@ -252,6 +276,55 @@ static void *lifeline_main(void *arg)
 		futex_waitv_(v, k);
 	}
 	return NULL;
+}
+
+/*
+ * Before the drainer parks on the host doorbell: the LIFELINE_PARK words
+ * of the workers watched, armed, into @lp, for its wait to watch too
+ * (knitk_doorbell_ring_wait_words).  Returns how many; 0 without
+ * lifelines, or when a worker is gone already: then reported, so the
+ * caller looks at deaths instead of parking.
+ */
+unsigned int knitk__lifeline_park_words(struct knitk_pool *pool,
+					struct lifeline_park *lp)
+{
+	unsigned int w;
+
+	lp->n = 0;
+	if (!pool->lifeline_started)
+		return 0;
+	for (w = 0; w < pool->nr_workers; w++) {
+		/* Relaxed: the CAS in knitk__death_notice decides. */
+		uint64_t watch = atomic_load_explicit(&pool->workers[w].watch,
+						      memory_order_relaxed);
+		_Atomic uint32_t *word;
+		uint32_t x;
+
+		if (!(watch & POOL_WATCH_ARMED) ||
+		    !(word = lifeline_word(pool, w, LIFELINE_PARK)))
+			continue;
+		if (!lifeline_arm(word, &x)) {
+			knitk__death_notice(pool, w, (uint32_t)watch);
+			lp->n = 0;
+			return 0;
+		}
+		lp->words[lp->n].word = (const uint32_t *)word;
+		lp->words[lp->n].value = x;
+		lp->who[lp->n] = w;
+		lp->gen[lp->n++] = (uint32_t)watch;
+	}
+	return lp->n;
+}
+
+/* After that park, whatever ended it: report the workers gone. */
+void knitk__lifeline_park_seen(struct knitk_pool *pool, const struct lifeline_park *lp)
+{
+	unsigned int i;
+	uint32_t x;
+
+	for (i = 0; i < lp->n; i++)
+		if (!lifeline_arm((_Atomic uint32_t *)lp->words[i].word, &x))
+			knitk__death_notice(pool, lp->who[i], lp->gen[i]);
 }
 
 void knitk__lifeline_poke(struct knitk_pool *pool)

@@ -59,6 +59,11 @@ enum pool_hook {
 	 */
 	POOL_HOOK_DEATHS_LOOK,
 	/*
+	 * The lifeline thread or the pidfd monitor is about to report the
+	 * death of worker @arg (knitk__death_notice); no lock held.
+	 */
+	POOL_HOOK_NOTICE,
+	/*
 	 * knitk__steal_claimed, in a stealing worker (no pool: NULL): worker
 	 * @arg picked an idle peer to wake (its ringing bit taken), before
 	 * it hands it anything.

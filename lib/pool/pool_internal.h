@@ -376,12 +376,25 @@ void knitk__lifeline_poke(struct knitk_pool *pool);
 void knitk__lifeline_stop(struct knitk_pool *pool);
 #define POOL_WATCH_ARMED	(1ULL << 32)
 void knitk__death_notice(struct knitk_pool *pool, unsigned int w, uint32_t gen);
-/* A process worker's own lifeline. */
+/* A worker's lifelines: the lifeline thread's, the parked drainer's. */
+enum { LIFELINE_WATCH, LIFELINE_PARK, LIFELINE_NR };
+/* A process worker's own lifelines. */
 struct lifeline_hold {
 	void *base;
 	size_t bytes;
-	struct lifeline *held;		/* locked by us, NULL: none */
+	struct lifeline *held[LIFELINE_NR];	/* locked by us, NULL: none */
 };
+/* The words a drainer's park on the host doorbell watches too. */
+struct lifeline_park {
+	struct knitk_wait_word words[KNITK_MAX_WORKERS];
+	unsigned int who[KNITK_MAX_WORKERS];
+	uint32_t gen[KNITK_MAX_WORKERS];
+	unsigned int n;
+};
+unsigned int knitk__lifeline_park_words(struct knitk_pool *pool,
+					struct lifeline_park *lp);
+void knitk__lifeline_park_seen(struct knitk_pool *pool,
+			       const struct lifeline_park *lp);
 void knitk__lifeline_hold(struct lifeline_hold *h, int fd, unsigned int w);
 void knitk__lifeline_drop(struct lifeline_hold *h);
 

@@ -290,6 +290,7 @@ static void *monitor_main(void *arg)
 			pthread_mutex_unlock(&pool->lock);
 			if (mine)
 				close(pfd[i].fd);
+			POOL_HOOK(pool, POOL_HOOK_NOTICE, w);
 			knitk__death_notice(pool, w, gen[i]);
 		}
 	}

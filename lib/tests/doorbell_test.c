@@ -9,6 +9,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <knitk.h>
 
 #include "tap.h"
@@ -323,6 +326,91 @@ static void kick_self_ends_prepared_wait(void)
 	fx_fini(&f);
 }
 
+/* A thread that parks on the own doorbell and a word of the test's. */
+struct words_wait {
+	struct knitk_endpoint *ep;
+	struct knitk_wait_word w;
+	int ret;
+};
+
+static void *park_words(void *arg)
+{
+	struct words_wait *ww = arg;
+	uint32_t seq;
+
+	ww->ret = knitk_doorbell_prepare(ww->ep, &seq);
+	if (!ww->ret)
+		ww->ret = knitk_doorbell_ring_wait_words(ww->ep, 0, seq,
+							 KNITK_WAIT_FOREVER, &ww->w, 1);
+	return NULL;
+}
+
+/*
+ * knitk_doorbell_ring_wait_words: a word that changed ends the wait at
+ * once; a futex wake of the word ends a sleep (a wake, not spurious);
+ * the doorbell still works; the deadline holds; bad arguments first.
+ */
+static void ring_wait_words_ends_on_word(void)
+{
+	struct knitk_wake_stats st = { .size = sizeof(st) };
+	static _Atomic uint32_t word;
+	struct knitk_wait_word bad[KNITK_WAIT_WORDS_MAX + 1];
+	struct words_wait ww;
+	pthread_t th;
+	uint32_t seq;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 1) == 0);
+	ww = (struct words_wait){ .ep = f.host, .w = { (const uint32_t *)&word, 7 } };
+	for (seq = 0; seq <= KNITK_WAIT_WORDS_MAX; seq++)
+		bad[seq] = ww.w;
+	CHECK_EQ(knitk_doorbell_ring_wait_words(NULL, 0, 0, 1, &ww.w, 1), -EINVAL);
+	CHECK_EQ(knitk_doorbell_ring_wait_words(f.host, 0, 0, 1, NULL, 1), -EINVAL);
+	CHECK_EQ(knitk_doorbell_ring_wait_words(f.host, 0, 0, 1, &ww.w, 0), -EINVAL);
+	CHECK_EQ(knitk_doorbell_ring_wait_words(f.host, 0, 0, 1, bad,
+						KNITK_WAIT_WORDS_MAX + 1), -EINVAL);
+	bad[3].word = NULL;
+	CHECK_EQ(knitk_doorbell_ring_wait_words(f.host, 0, 0, 1, bad, 4), -EINVAL);
+	CHECK_EQ(knitk_doorbell_ring_wait_words(f.host, 1ULL << 9, 0, 1, &ww.w, 1),
+		 -EINVAL);
+
+	/* The word no longer holds the value: no sleep. */
+	atomic_store(&word, 8);
+	REQUIRE(knitk_doorbell_prepare(f.host, &seq) == 0);
+	CHECK_EQ(knitk_doorbell_ring_wait_words(f.host, 0, seq, KNITK_WAIT_FOREVER,
+						&ww.w, 1), 0);
+	/* The deadline. */
+	ww.w.value = 8;
+	REQUIRE(knitk_doorbell_prepare(f.host, &seq) == 0);
+	CHECK_EQ(knitk_doorbell_ring_wait_words(f.host, 0, seq, tap_now_ns() + 5000000,
+						&ww.w, 1), -ETIMEDOUT);
+
+	/* Asleep, the word changed and woken (shared, as the kernel's is). */
+	knitk_endpoint_wake_stats(f.host, &st);
+	seq = (uint32_t)st.wakes;
+	REQUIRE(pthread_create(&th, NULL, park_words, &ww) == 0);
+	wait_until_sleeping(f.host, KNITK_DOORBELL_HOST);
+	atomic_store(&word, 9);
+	syscall(SYS_futex, &word, FUTEX_WAKE, 1, NULL, NULL, 0);
+	pthread_join(th, NULL);
+	CHECK_EQ(ww.ret, 0);
+	knitk_endpoint_wake_stats(f.host, &st);
+	CHECK_EQ(st.wakes, (uint64_t)seq + 1);
+	CHECK_EQ(st.spurious, 0);
+
+	/* Asleep, a result from the worker: the doorbell's own wake. */
+	ww.w.value = 9;
+	REQUIRE(pthread_create(&th, NULL, park_words, &ww) == 0);
+	wait_until_sleeping(f.host, KNITK_DOORBELL_HOST);
+	REQUIRE(send_value(f.worker[0],
+			   (unsigned int)knitk_endpoint_return_mailbox(f.worker[0], 0),
+			   42) >= 0);
+	pthread_join(th, NULL);
+	CHECK_EQ(ww.ret, 0);
+	CHECK_EQ(atomic_load(&word), 9);
+	fx_fini(&f);
+}
+
 static void bad_arguments(void)
 {
 	struct knitk_geometry g = {
@@ -407,5 +495,6 @@ int main(void)
 	TEST(kick_self_ends_prepared_wait);
 	TEST(bad_arguments);
 	TEST(ring_park_rings_then_waits);
+	TEST(ring_wait_words_ends_on_word);
 	return tap_exit();
 }

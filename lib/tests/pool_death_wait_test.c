@@ -15,13 +15,23 @@
  * The same with or without KNITK_POOL_RESPAWN, holding the completer at
  * POOL_HOOK_AFTERCARE instead, before it resets the dead worker's request
  * mailboxes and reaps it: the waiter returns before either.
+ *
+ * On the futex backend the waiter parked on the host doorbell is woken by
+ * the dying worker's own lifeline (docs/protocol.md P7), not through the
+ * lifeline thread or the pidfd monitor: both are held at
+ * POOL_HOOK_NOTICE until the waiter returned.  Before, the waiter heard
+ * of the death only from them: it stayed parked while they were held,
+ * and the hook let go after NOTICE_HOLD_S without it.
  */
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "knitk.h"
 #include "knitk_pool.h"
@@ -74,6 +84,28 @@ static void hook_hold_respawn(struct knitk_pool *pool, enum pool_hook point,
 	atomic_store(&hook_done, 1);
 }
 
+/*
+ * Submit the call @parked that blocks in its task, once it runs: the
+ * worker it runs on (2 if none is found), its pid in *@pid.
+ */
+static unsigned int submit_parked(struct knitk_pool *pool,
+				  const struct knitk_call_opts *co, int pfd[2],
+				  int32_t *pid)
+{
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	int32_t fd = pfd[1];
+	unsigned int w;
+
+	*pid = 0;
+	if (knitk_pool_submit(pool, D_PARK, &fd, sizeof(fd), co, &parked) ||
+	    read(pfd[0], pid, sizeof(*pid)) != sizeof(*pid))
+		return 2;
+	for (w = 0; w < 2; w++)
+		if (!knitk_pool_worker_info(pool, w, &wi) && wi.pid == *pid)
+			return w;
+	return 2;
+}
+
 static void death_wait(bool steal, bool respawn, enum pool_hook point)
 {
 	struct knitk_pool_opts o = {
@@ -86,8 +118,8 @@ static void death_wait(bool steal, bool respawn, enum pool_hook point)
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool *pool;
-	unsigned int w, victim = 2, waiters;
-	int32_t fd, pid = 0;
+	unsigned int victim, waiters;
+	int32_t pid;
 	unsigned long i, good = 0;
 	int pfd[2];
 	bool drains;
@@ -101,16 +133,7 @@ static void death_wait(bool steal, bool respawn, enum pool_hook point)
 	atomic_store(&hook_done, 0);
 	REQUIRE(pipe(pfd) == 0);
 	REQUIRE(knitk_pool_create(&o, &death_tasks, &pool) == 0);
-	fd = pfd[1];
-	REQUIRE(knitk_pool_submit(pool, D_PARK, &fd, sizeof(fd), steal ? NULL : &pin,
-				  &parked) == 0);
-	/* The task runs: its worker is the one to kill. */
-	REQUIRE(read(pfd[0], &pid, sizeof(pid)) == sizeof(pid));
-	for (w = 0; w < 2; w++) {
-		knitk_pool_worker_info(pool, w, &wi);
-		if (wi.pid == pid)
-			victim = w;
-	}
+	victim = submit_parked(pool, steal ? NULL : &pin, pfd, &pid);
 	REQUIRE(victim < 2);
 	if (!steal)
 		CHECK_EQ(victim, 1);
@@ -166,6 +189,96 @@ static void death_wait(bool steal, bool respawn, enum pool_hook point)
 	close(pfd[1]);
 }
 
+/* How long the notices are held at most: far past any kill's delivery. */
+#define NOTICE_HOLD_S	30
+
+static time_t now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
+/* Hold every notice of the lifeline thread and the monitor. */
+static void hook_hold_notice(struct knitk_pool *pool, enum pool_hook point,
+			     unsigned int arg)
+{
+	time_t until = now_s() + NOTICE_HOLD_S;
+
+	(void)pool;
+	(void)arg;
+	if (point != POOL_HOOK_NOTICE)
+		return;
+	atomic_fetch_add(&hook_calls, 1);
+	while (!atomic_load(&waiter_returned) && now_s() < until)
+		sched_yield();
+	if (!atomic_load(&waiter_returned))
+		atomic_store(&hook_held, 1);	/* gave up: the waiter slept on */
+	atomic_fetch_add(&hook_done, 1);
+}
+
+static void notice_wait(bool steal)
+{
+	struct knitk_pool_opts o = {
+		.size = sizeof(o), .kind = KNITK_WORKER_PROCESSES, .nr_workers = 2,
+		.dispatch = steal ? KNITK_POOL_DISPATCH_STEAL : KNITK_POOL_DISPATCH_PRIVATE,
+	};
+	struct knitk_call_opts pin = { .size = sizeof(pin), .flags = KNITK_CALL_WORKER,
+				       .worker = 1 };
+	struct knitk_endpoint *ep;
+	struct knitk_pool *pool;
+	unsigned int victim;
+	int32_t pid;
+	int pfd[2];
+	pthread_t th;
+
+	atomic_store(&waiter_returned, 0);
+	atomic_store(&hook_calls, 0);
+	atomic_store(&hook_held, 0);
+	atomic_store(&hook_done, 0);
+	REQUIRE(pipe(pfd) == 0);
+	REQUIRE(knitk_pool_create(&o, &death_tasks, &pool) == 0);
+	REQUIRE(knitk_pool_endpoint(pool, &ep) == 0);
+	if (knitk_endpoint_backend(ep) != KNITK_BACKEND_FUTEX) {
+		knitk_pool_destroy(pool);
+		close(pfd[0]);
+		close(pfd[1]);
+		SKIP("the module sees deaths itself: no lifelines");
+	}
+	victim = submit_parked(pool, steal ? NULL : &pin, pfd, &pid);
+	REQUIRE(victim < 2);
+	atomic_store(&knitk__test_hook, hook_hold_notice);
+	REQUIRE(pthread_create(&th, NULL, waiter_main, NULL) == 0);
+	while (!atomic_load(&pool->waiters))
+		sched_yield();
+	kill(pid, SIGKILL);
+	pthread_join(th, NULL);
+	CHECK_EQ(atomic_load(&waiter_ret), -EOWNERDEAD);
+	CHECK_EQ(knitk_call_worker(parked), victim);
+	/*
+	 * A notice the waiter's own report went ahead of never reaches the
+	 * hook; one that did let go once the waiter returned.  The destroy
+	 * joins both threads: no hook runs after it.
+	 */
+	knitk_call_release(parked);
+	knitk_pool_destroy(pool);
+	atomic_store(&knitk__test_hook, NULL);
+	CHECK_EQ(atomic_load(&hook_done), atomic_load(&hook_calls));
+	CHECK_EQ(atomic_load(&hook_held), 0);
+	close(pfd[0]);
+	close(pfd[1]);
+}
+
+/* Lifelines: the futex backend on a kernel with futex_waitv (5.16). */
+static void lifeline_wakes_waiter(void)
+{
+	if (syscall(449 /* futex_waitv */, NULL, 0, 0, NULL, 0) == 0 || errno == ENOSYS)
+		SKIP("no futex_waitv: no lifelines");
+	notice_wait(false);
+	notice_wait(true);
+}
+
 static void private_wait(void)
 {
 	death_wait(false, true, POOL_HOOK_RESPAWN);
@@ -196,5 +309,6 @@ int main(int argc, char **argv)
 	TEST(steal_wait);
 	TEST(private_wait_before_reset);
 	TEST(steal_wait_before_reap);
+	TEST(lifeline_wakes_waiter);
 	return tap_exit();
 }
