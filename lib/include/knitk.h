@@ -699,7 +699,7 @@ int knitk_doorbell_ring_wait_words(struct knitk_endpoint *ep, uint64_t doorbells
  * backend the wait of a ring-then-wait also spins in the kernel first,
  * briefly, while the task that last rang it runs (KNITK_FEATURE_SPIN);
  * knitk_doorbell_wait() and knitk_doorbell_park() do not spin.  The
- * pool does not use ring-then-wait: it polls in userspace before it parks.
+ * pool rings and waits in one call where this is 1 (docs/protocol.md C6).
  */
 int knitk_doorbell_can_ring_wait(const struct knitk_endpoint *ep);
 
