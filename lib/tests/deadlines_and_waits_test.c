@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Deadlines and waits: far deadlines are not past, past deadlines end at
- * once, duplicate handles in the waits, a long batch to one worker, and a
- * batch that stops at bad sized opts.
+ * once, duplicate handles in the waits, a long batch to one worker, a
+ * batch that stops at bad sized opts, and every kind of call deadline,
+ * before and while the call runs.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -226,6 +227,59 @@ static void batch_stops_at_bad_sized_opts(void)
 	knitk_pool_destroy(pool);
 }
 
+/*
+ * Every kind of call deadline: none (0), long past (1), now, far and
+ * KNITK_WAIT_FOREVER; a running call passing its deadline completes
+ * -ETIMEDOUT while short waits on it still say -EINPROGRESS, and the
+ * worker gives the task up for the next call.
+ */
+static void deadlines(void)
+{
+	struct knitk_call_opts o = { .size = sizeof(o) };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_call *c;
+	uint32_t ms = 5000;
+	struct knitk_pool *p;
+	uint64_t x = 42, y = 0;
+
+	REQUIRE(new_pool(KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, 1,
+			 0, &p) == 0);
+	o.deadline_ns = 0;		/* none */
+	CHECK_EQ(knitk_pool_call(p, T_ECHO, &x, 8, &o, &y, 8, NULL), 0);
+	CHECK_EQ(y, 42);
+	o.deadline_ns = 1;		/* long past */
+	CHECK_EQ(knitk_pool_call(p, T_ECHO, &x, 8, &o, &y, 8, NULL),
+		 -ETIMEDOUT);
+	o.deadline_ns = tap_now_ns();	/* now: past by the time it runs */
+	CHECK_EQ(knitk_pool_call(p, T_ECHO, &x, 8, &o, &y, 8, NULL),
+		 -ETIMEDOUT);
+	o.deadline_ns = UINT64_MAX - 1;	/* far */
+	y = 0;
+	CHECK_EQ(knitk_pool_call(p, T_ECHO, &x, 8, &o, &y, 8, NULL), 0);
+	CHECK_EQ(y, 42);
+	o.deadline_ns = KNITK_WAIT_FOREVER;
+	y = 0;
+	CHECK_EQ(knitk_pool_call(p, T_ECHO, &x, 8, &o, &y, 8, NULL), 0);
+	CHECK_EQ(y, 42);
+
+	/* A running call passes its deadline: -ETIMEDOUT, task told. */
+	o.deadline_ns = after_ms(100);
+	REQUIRE(knitk_pool_submit(p, T_SLEEP, &ms, 4, &o, &c) == 0);
+	CHECK_EQ(knitk_call_wait(c, 0), -EINPROGRESS);
+	CHECK_EQ(knitk_call_wait(c, 1), -EINPROGRESS);
+	CHECK_EQ(knitk_pool_wait_any(p, &c, 1, 1), -EINPROGRESS);
+	CHECK_EQ(knitk_pool_wait_all(p, &c, 1, 0), -EINPROGRESS);
+	CHECK_EQ(knitk_call_wait(c, KNITK_WAIT_FOREVER), -ETIMEDOUT);
+	CHECK_EQ(knitk_pool_wait_any(p, &c, 1, 0), 0);
+	CHECK_EQ(knitk_pool_wait_all(p, &c, 1, 1), 0);
+	knitk_call_release(c);
+	/* The worker gave up the task: the next call runs. */
+	CHECK_EQ(knitk_pool_call(p, T_ECHO, &x, 8, NULL, &y, 8, NULL), 0);
+	CHECK_EQ(knitk_pool_stats(p, &st), 0);
+	CHECK_EQ(st.timedout, 3);
+	knitk_pool_destroy(p);
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
@@ -236,5 +290,6 @@ int main(int argc, char **argv)
 	TEST(duplicate_handles_in_waits);
 	TEST(long_batch_to_one_worker);
 	TEST(batch_stops_at_bad_sized_opts);
+	TEST(deadlines);
 	return tap_exit();
 }

@@ -2,13 +2,15 @@
 /*
  * The host SIGKILLed: with its workers blocked on full return mailboxes,
  * with workers stopped, during its destroy with twelve workers, with
- * three pools, with a forked child of the host alive or exec'd, and with
- * a respawn under way; every worker exits.
+ * three pools, with a forked child of the host alive or exec'd, with a
+ * respawn under way, and with its workers busy in a task or idle; every
+ * worker exits.
  * argv[1] scales the counts (1000000 plain).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -20,6 +22,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -311,6 +314,78 @@ static void host_killed_forked_child_pausing(void) { host_kills(H_FORK_PAUSE, sc
 static void host_killed_forked_child_execd(void) { host_kills(H_FORK_EXEC, scaled(20, 2)); }
 static void host_killed_respawn_under_way(void) { host_kills(H_RESPAWN, scaled(20, 2)); }
 
+/*
+ * A host (child of ours) with two process workers, busy in a task of
+ * 300 ms (the header promises no abort on host death, so it may finish)
+ * or idle, is SIGKILLed: both workers exit (we hold pidfds of them and
+ * wait, with no timeout, for each to become readable).
+ */
+static void host_killed_with_workers(bool busy)
+{
+	int pfd[2], pidfds[2], i;
+	pid_t host, pids[2];
+
+	REQUIRE(pipe(pfd) == 0);
+	host = fork();
+	REQUIRE(host >= 0);
+	if (host == 0) {
+		struct knitk_pool_opts po = { .size = sizeof(po), .kind = KNITK_WORKER_PROCESSES,
+					      .nr_workers = 2, .nr_submitters = 4 };
+		struct knitk_call_opts o = { .size = sizeof(o), .flags = KNITK_CALL_WORKER };
+		struct knitk_worker_info wi = { .size = sizeof(wi) };
+		struct knitk_call *c[2];
+		struct knitk_pool *p;
+		uint32_t ms = 300;
+		int j;
+
+		if (knitk_pool_create(&po, &test_tasks, &p))
+			_exit(1);
+		for (j = 0; j < 2 && busy; j++) {
+			o.worker = j;
+			if (knitk_pool_submit(p, T_SLEEP, &ms, 4, &o, &c[j]))
+				_exit(2);
+		}
+		/* Busy: wait until both tasks run (no result: they sleep). */
+		for (j = 0; j < 2; j++) {
+			do {
+				usleep(1000);
+				if (knitk_pool_worker_info(p, j, &wi))
+					_exit(3);
+			} while (busy && wi.inflight == 0);
+			pids[j] = wi.pid;
+		}
+		if (write(pfd[1], pids, sizeof(pids)) != sizeof(pids))
+			_exit(4);
+		for (;;)
+			pause();
+	}
+	close(pfd[1]);
+	REQUIRE(read(pfd[0], pids, sizeof(pids)) == sizeof(pids));
+	close(pfd[0]);
+	for (i = 0; i < 2; i++) {
+		pidfds[i] = (int)syscall(SYS_pidfd_open, pids[i], 0);
+		CHECK(pidfds[i] >= 0);
+	}
+	kill(host, SIGKILL);
+	waitpid(host, NULL, 0);
+	for (i = 0; i < 2; i++) {
+		struct pollfd pp = { .fd = pidfds[i], .events = POLLIN };
+
+		if (pidfds[i] < 0)
+			continue;
+		while (poll(&pp, 1, -1) < 0 && errno == EINTR)
+			;
+		CHECK(pp.revents & POLLIN);
+		close(pidfds[i]);
+		/* Orphans come to us as the subreaper. */
+		waitpid(pids[i], NULL, 0);
+	}
+	CHECK(no_children());
+}
+
+static void host_killed_workers_busy(void) { host_killed_with_workers(true); }
+static void host_killed_workers_idle(void) { host_killed_with_workers(false); }
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL) ||
@@ -324,6 +399,9 @@ int main(int argc, char **argv)
 	TEST(host_killed_forked_child_pausing);
 	TEST(host_killed_forked_child_execd);
 	TEST(host_killed_respawn_under_way);
+	/* Last: a worker that outlives its host hangs these until the watchdog. */
+	TEST(host_killed_workers_busy);
+	TEST(host_killed_workers_idle);
 	deaths_fini();
 	return tap_exit();
 }

@@ -196,11 +196,37 @@ static void batch_event_mode(void)
 	knitk_pool_destroy(pool);
 }
 
+/* A batch stops at its first bad entry; the calls before it are live. */
+static void batch_with_bad_entry(void)
+{
+	struct knitk_pool *p = make_pool(2, 0);
+	uint64_t x = 5;
+	struct knitk_submission subs[3] = {
+		{ .fn = T_ECHO, .in = &x, .len = 8 },
+		{ .fn = T_NR + 7, .in = &x, .len = 8 },
+		{ .fn = T_ECHO, .in = &x, .len = 8 },
+	};
+	struct knitk_call *c[3] = { NULL, NULL, NULL };
+	const void *d;
+	size_t len;
+
+	REQUIRE(p);
+	CHECK_EQ(knitk_pool_submit_batch(p, subs, 3, c), 1);
+	REQUIRE(c[0]);
+	CHECK_EQ(knitk_call_wait(c[0], KNITK_WAIT_FOREVER), 0);
+	CHECK(knitk_call_result(c[0], &d, &len) == 0 && len == 8 &&
+	      !memcmp(d, &x, 8));
+	knitk_call_release(c[0]);
+	CHECK_EQ(knitk_pool_submit_batch(p, subs + 1, 2, c), -EINVAL);
+	knitk_pool_destroy(p);
+}
+
 int main(void)
 {
 	TEST(batch_backpressure);
 	TEST(batch_order);
 	TEST(batch_deadlines_aborts);
 	TEST(batch_event_mode);
+	TEST(batch_with_bad_entry);
 	return tap_exit();
 }

@@ -1,17 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Call handles kept past knitk_pool_destroy: every handle function works
- * on them, in any order, for calls completed before the destroy and for
- * calls the destroy cancelled; the last release frees the pool (the ASan
- * build checks nothing is touched after that).  And -EINPROGRESS is
- * reserved for "not completed": a task returning it completes its call
- * with -EPROTO, so a finished wait never looks like a timed-out one.
+ * on them, in any order, for calls completed before the destroy, for
+ * calls the destroy cancelled and for a call never waited for; the last
+ * release frees the pool (the ASan build checks nothing is touched after
+ * that) and no worker is left.  And -EINPROGRESS is reserved for "not
+ * completed": a task returning it completes its call with -EPROTO, so a
+ * finished wait never looks like a timed-out one.
  */
 #include <stdio.h>
 
 #include "knitk.h"
 #include "knitk_pool.h"
 #include "pool_tasks.h"
+#include "proc_count.h"
 #include "tap.h"
 
 #define NR_CALLS	4
@@ -177,6 +179,64 @@ static void reserved_status_processes(void)
 	reserved_status(KNITK_WORKER_PROCESSES);
 }
 
+/*
+ * Three handles over the destroy: a call waited for, one running (the
+ * destroy cancels it) and one never waited for (completed or cancelled);
+ * every handle function answers for each, and no worker is left.
+ */
+static void three_handles_after_destroy(unsigned int kind)
+{
+	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind, .nr_workers = 2 };
+	struct knitk_call *done, *slow, *unwaited;
+	uint64_t x = 0x1234567890abcdefULL;
+	struct knitk_pool *p;
+	uint32_t ms = 600000;
+	const void *d;
+	size_t len;
+
+	REQUIRE(knitk_pool_create(&o, &test_tasks, &p) == 0);
+	REQUIRE(knitk_pool_submit(p, T_ECHO, &x, 8, NULL, &done) == 0);
+	CHECK_EQ(knitk_call_wait(done, KNITK_WAIT_FOREVER), 0);
+	REQUIRE(knitk_pool_submit(p, T_SLEEP, &ms, 4, NULL, &slow) == 0);
+	REQUIRE(knitk_pool_submit(p, T_ECHO, &x, 8, NULL, &unwaited) == 0);
+	knitk_pool_destroy(p);
+
+	CHECK_EQ(knitk_call_status(done), 0);
+	CHECK_EQ(knitk_call_wait(done, 0), 0);
+	CHECK_EQ(knitk_call_wait(done, KNITK_WAIT_FOREVER), 0);
+	CHECK_EQ(knitk_call_wait(done, 1), 0);
+	CHECK_EQ(knitk_call_result(done, &d, &len), 0);
+	CHECK(len == 8 && !memcmp(d, &x, 8));
+	CHECK_EQ(knitk_call_abort(done), -EALREADY);
+	CHECK(knitk_call_worker(done) >= 0 && knitk_call_worker(done) < 2);
+
+	CHECK_EQ(knitk_call_status(slow), -ECANCELED);
+	CHECK_EQ(knitk_call_wait(slow, KNITK_WAIT_FOREVER), -ECANCELED);
+	CHECK_EQ(knitk_call_wait(slow, 0), -ECANCELED);
+	CHECK_EQ(knitk_call_abort(slow), -EALREADY);
+	CHECK(knitk_call_result(slow, &d, &len) != -EINPROGRESS);
+
+	CHECK(knitk_call_status(unwaited) == 0 ||
+	      knitk_call_status(unwaited) == -ECANCELED);
+	CHECK_EQ(knitk_call_wait(unwaited, KNITK_WAIT_FOREVER),
+		 knitk_call_status(unwaited));
+	CHECK_EQ(knitk_call_abort(unwaited), -EALREADY);
+	knitk_call_release(unwaited);
+	knitk_call_release(slow);
+	knitk_call_release(done);
+	CHECK(no_children());
+}
+
+static void handles_after_destroy_threads(void)
+{
+	three_handles_after_destroy(KNITK_WORKER_THREADS);
+}
+
+static void handles_after_destroy_processes(void)
+{
+	three_handles_after_destroy(KNITK_WORKER_PROCESSES);
+}
+
 int main(int argc, char **argv)
 {
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
@@ -187,5 +247,7 @@ int main(int argc, char **argv)
 	TEST(done_processes);
 	TEST(inflight_threads);
 	TEST(inflight_processes);
+	TEST(handles_after_destroy_threads);
+	TEST(handles_after_destroy_processes);
 	return tap_exit();
 }

@@ -377,20 +377,25 @@ static inline bool run_result_ok(struct knitk_call *c, uint64_t id)
 	return r[0] == id && r[1] == mix64(id);
 }
 
-static const knitk_task_fn test_task_fns[T_NR] = {
-	[T_ECHO] = task_echo,
-	[T_MIX] = task_mix,
-	[T_SLEEP] = task_sleep,
-	[T_FILL] = task_fill,
-	[T_PID] = task_pid,
-	[T_FAIL] = task_fail,
-	[T_ENV] = task_env,
-	[T_HOLD] = task_hold,
-	[T_GATE] = task_gate,
-	[T_SEQ] = task_seq,
-	[T_TID] = task_tid,
-	[T_RUN] = task_run,
-};
+/*
+ * The entries of test_task_fns, for a table that goes on past T_NR with
+ * tasks of its own (hostile_tasks.h).
+ */
+#define TEST_TASK_FNS							\
+	[T_ECHO] = task_echo,						\
+	[T_MIX] = task_mix,						\
+	[T_SLEEP] = task_sleep,						\
+	[T_FILL] = task_fill,						\
+	[T_PID] = task_pid,						\
+	[T_FAIL] = task_fail,						\
+	[T_ENV] = task_env,						\
+	[T_HOLD] = task_hold,						\
+	[T_GATE] = task_gate,						\
+	[T_SEQ] = task_seq,						\
+	[T_TID] = task_tid,						\
+	[T_RUN] = task_run
+
+static const knitk_task_fn test_task_fns[T_NR] = { TEST_TASK_FNS };
 
 static const struct knitk_task_table test_tasks = { .tasks = test_task_fns, .nr_tasks = T_NR };
 
