@@ -13,8 +13,8 @@
  *
  * The floor, pidfd: a thread blocked in poll() on the pidfd of a paused
  * child, SIGKILLed; from the kill to the wake.  Both sides kill only
- * once the waiting thread sleeps (its /proc state), so what is measured
- * is a parked wait's wake.
+ * once the waiting thread sleeps (its /proc state), and the pool's other
+ * worker too, so what is measured is a parked wait's wake.
  *
  * The time per operation is the mean over the repetition's kills; the
  * p50 and p99 over every kill of the run go into "latency_us" and the
@@ -70,21 +70,30 @@ static char dw_state(pid_t pid, pid_t tid)
 	return p && p[1] == ' ' ? p[2] : 0;
 }
 
-/* Until @tid of @pid sleeps, twice DW_SETTLE_NS apart. */
-static void dw_wait_asleep(pid_t pid, _Atomic pid_t *tid)
+/* Until task @tid of @pid sleeps, twice DW_SETTLE_NS apart, or is gone. */
+static void dw_wait_task(pid_t pid, pid_t tid)
 {
 	struct timespec ts = { 0, DW_SETTLE_NS };
+	char st;
 
-	while (!atomic_load(tid))
-		sched_yield();
 	for (;;) {
-		if (dw_state(pid, atomic_load(tid)) == 'S') {
+		st = dw_state(pid, tid);
+		if (!st)
+			return;
+		if (st == 'S') {
 			nanosleep(&ts, NULL);
-			if (dw_state(pid, atomic_load(tid)) == 'S')
+			if (dw_state(pid, tid) == 'S')
 				return;
 		}
 		sched_yield();
 	}
+}
+
+static void dw_wait_asleep(pid_t pid, _Atomic pid_t *tid)
+{
+	while (!atomic_load(tid))
+		sched_yield();
+	dw_wait_task(pid, atomic_load(tid));
 }
 
 struct dw_waiter {
@@ -226,6 +235,17 @@ static int dw_pool_once(struct dw_pool *p, long arg, uint64_t *ns, int *moved)
 		return ret;
 	}
 	dw_wait_asleep(getpid(), &w.tid);
+	/*
+	 * The other worker parked too (a new one may still be starting): the
+	 * floor's machine is as quiet, a paused child and a sleeping waiter.
+	 */
+	for (k = 0; k < DW_WORKERS; k++) {
+		struct knitk_worker_info wi = { .size = sizeof(wi) };
+
+		if ((int)k != victim && !knitk_pool_worker_info(p->pool, k, &wi) &&
+		    wi.pid > 0)
+			dw_wait_task(wi.pid, wi.pid);
+	}
 	t0 = bench_now_ns();
 	kill(pid, SIGKILL);
 	pthread_join(th, NULL);
