@@ -171,10 +171,14 @@ struct knitk_role {
 	u64 exit_ns;
 	struct knitk_mm_watch *mm_watch;	/* knitk_mm.c, or NULL */
 	struct list_head mm_node;		/* in mm_watch->roles */
+	void (*mm_gone)(struct knitk_role *r);	/* its owner's mm went */
 };
 
-/* knitk_mm.c: the owner's mm, for the earliest sign of its death. */
-void knitk_mm_watch_add(struct knitk_role *r);
+/*
+ * knitk_mm.c: the owner's mm, for the earliest sign of its death; @gone
+ * is called, under the watch's lock, when it comes.
+ */
+void knitk_mm_watch_add(struct knitk_role *r, void (*gone)(struct knitk_role *r));
 void knitk_mm_watch_remove(struct knitk_role *r);
 void knitk_mm_watch_exit(void);
 
@@ -321,8 +325,27 @@ int knitk_peer_slot(const struct knitk_geometry *g, u32 role, u32 worker);
 int knitk_peer_join(struct knitk_control *ctl, unsigned int slot,
 		    u32 *generation);
 void knitk_peer_leave(struct knitk_control *ctl, unsigned int slot);
-bool knitk_peer_host_dead(const struct knitk_control *ctl);
-u32 knitk_peer_death_seq(const struct knitk_control *ctl);
+
+/**
+ * knitk_peer_host_dead() - has the host joined and since been released?
+ * @ctl: the control page
+ *
+ * The dead bit is cleared when a new host joins.
+ */
+static inline bool knitk_peer_host_dead(const struct knitk_control *ctl)
+{
+	return READ_ONCE(ctl->dead) & BIT_ULL(KNITK_SLOT_HOST);
+}
+
+/**
+ * knitk_peer_death_seq() - the current peer-death sequence
+ * @ctl: the control page
+ */
+static inline u32 knitk_peer_death_seq(const struct knitk_control *ctl)
+{
+	return READ_ONCE(ctl->death_seq);
+}
+
 int knitk_peer_take(struct knitk_control *ctl, struct knitk_role *r,
 		    unsigned int slot, u32 *generation);
 bool knitk_peer_end(struct knitk_control *ctl, struct knitk_role *r);

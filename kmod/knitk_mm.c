@@ -47,11 +47,11 @@ static void knitk_mm_release(struct mmu_notifier *mn, struct mm_struct *mm)
 	struct knitk_mm_watch *w = container_of(mn, struct knitk_mm_watch, mn);
 	struct knitk_role *r;
 
-	/* Lock order: w->lock, then the knot's (knitk_role_end()). */
+	/* Lock order: w->lock, then the knot's (r->mm_gone). */
 	mutex_lock(&w->lock);
 	list_for_each_entry(r, &w->roles, mm_node)
 		if (knitk_mm_owner_gone(r))
-			knitk_role_end(r, KNITK_LEFT_MM);
+			r->mm_gone(r);
 	mutex_unlock(&w->lock);
 }
 
@@ -80,11 +80,12 @@ static const struct mmu_notifier_ops knitk_mm_ops = {
 /**
  * knitk_mm_watch_add() - watch the caller's mm for the end of @r
  * @r: a role the caller's thread group has just joined
+ * @gone: called with @r when the owner's thread group has left the mm
  *
  * Not under any knot lock: this takes the mm's mmap lock.  Without a
  * watch (no memory, a kernel thread) the role ends by the later paths.
  */
-void knitk_mm_watch_add(struct knitk_role *r)
+void knitk_mm_watch_add(struct knitk_role *r, void (*gone)(struct knitk_role *r))
 {
 	struct knitk_mm_watch *w;
 	struct mmu_notifier *mn;
@@ -96,6 +97,7 @@ void knitk_mm_watch_add(struct knitk_role *r)
 		return;
 	w = container_of(mn, struct knitk_mm_watch, mn);
 	mutex_lock(&w->lock);
+	r->mm_gone = gone;
 	list_add(&r->mm_node, &w->roles);
 	r->mm_watch = w;
 	mutex_unlock(&w->lock);
@@ -131,7 +133,7 @@ void knitk_mm_watch_exit(void)
 
 #else /* !CONFIG_MMU_NOTIFIER: the later paths end every role */
 
-void knitk_mm_watch_add(struct knitk_role *r)
+void knitk_mm_watch_add(struct knitk_role *r, void (*gone)(struct knitk_role *r))
 {
 }
 

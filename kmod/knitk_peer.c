@@ -116,26 +116,6 @@ void knitk_peer_leave(struct knitk_control *ctl, unsigned int slot)
 }
 
 /**
- * knitk_peer_host_dead() - has the host joined and since been released?
- * @ctl: the control page
- *
- * The dead bit is cleared when a new host joins.
- */
-bool knitk_peer_host_dead(const struct knitk_control *ctl)
-{
-	return READ_ONCE(ctl->dead) & BIT_ULL(KNITK_SLOT_HOST);
-}
-
-/**
- * knitk_peer_death_seq() - the current peer-death sequence
- * @ctl: the control page
- */
-u32 knitk_peer_death_seq(const struct knitk_control *ctl)
-{
-	return READ_ONCE(ctl->death_seq);
-}
-
-/**
  * knitk_peer_take() - let the endpoint of @r join @slot
  * @ctl: the control page (caller holds the knot lock)
  * @r: the endpoint's role
@@ -236,6 +216,12 @@ void knitk_role_end(struct knitk_role *r, enum knitk_left why)
 	smp_store_release(&knot->control->death_done,
 			  READ_ONCE(knot->control->death_done) + 1);
 	mutex_unlock(&knot->lock);
+}
+
+/* The owner's thread group left its mm (knitk_mm.c): the earliest path. */
+static void knitk_role_mm_gone(struct knitk_role *r)
+{
+	knitk_role_end(r, KNITK_LEFT_MM);
 }
 
 /* In process context, after a wake of the owner's wait_pidfd. */
@@ -361,7 +347,7 @@ int knitk_role_join(struct knitk_role *r, struct knitk_knot *knot,
 		return -EBADF;
 	}
 	if (file)
-		knitk_mm_watch_add(r);
+		knitk_mm_watch_add(r, knitk_role_mm_gone);
 	return 0;
 }
 
