@@ -159,21 +159,33 @@ static int plain_call(struct knitk_pool *pool, uint64_t id, size_t len,
 	return knitk_pool_submit(pool, T_RUN, arg, len, co, c);
 }
 
-/* knitk_pool_shutdown, joined within HANG_MS: -ETIME when it hangs. */
+/*
+ * Join @t within HANG_MS: -ETIME when it hangs in @what (the case then
+ * leaves its pool as it is: a destroy would hang too).
+ */
+static int join_guarded(pthread_t t, const char *what)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += HANG_MS / 1000;
+	if (pthread_timedjoin_np(t, NULL, &ts)) {
+		printf("# hang: %s\n", what);
+		return -ETIME;
+	}
+	return 0;
+}
+
+/* knitk_pool_shutdown, within HANG_MS (join_guarded). */
 static int shutdown_guarded(struct knitk_pool *pool, unsigned int mode)
 {
 	struct shutter sh = { pool, mode, -EINPROGRESS };
-	struct timespec ts;
 	pthread_t t;
 
 	if (pthread_create(&t, NULL, shutter_main, &sh))
 		return -EAGAIN;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += HANG_MS / 1000;
-	if (pthread_timedjoin_np(t, NULL, &ts)) {
-		printf("# hang: knitk_pool_shutdown waits for unsent loans\n");
+	if (join_guarded(t, "knitk_pool_shutdown waits for unsent loans"))
 		return -ETIME;
-	}
 	return sh.ret;
 }
 
@@ -303,7 +315,7 @@ static void loan_release_without_submit(void)
 		CHECK_EQ(st.submitted, 4 + KNITK_LANES - 1);
 		CHECK_EQ(st.completed, st.submitted);
 		CHECK_EQ(st.canceled + st.timedout + st.ownerdead + st.stale, 0);
-		CHECK_EQ(shutdown_guarded(pool, KNITK_SHUTDOWN_DRAIN), 0);
+		REQUIRE(shutdown_guarded(pool, KNITK_SHUTDOWN_DRAIN) == 0);
 		pool_stats(pool, &st);
 		CHECK_EQ(st.completed, st.submitted);
 		knitk_pool_destroy(pool);
@@ -356,7 +368,7 @@ static void loan_abort_and_deadline_before_submit(void)
 		CHECK(run_ok(c, idc));
 		knitk_call_release(c);
 
-		CHECK_EQ(shutdown_guarded(pool, KNITK_SHUTDOWN_DRAIN), 0);
+		REQUIRE(shutdown_guarded(pool, KNITK_SHUTDOWN_DRAIN) == 0);
 		pool_stats(pool, &st);
 		CHECK_EQ(st.canceled, 1);
 		CHECK_EQ(st.timedout, 1);
@@ -401,7 +413,7 @@ static void loan_shutdown_unsent(unsigned int mode, int status)
 		run_arg_fill(&slow, ids, 20000, sizeof(slow));
 		REQUIRE(knitk_pool_submit(pool, T_RUN, &slow, sizeof(slow), NULL, &sent) == 0);
 
-		CHECK_EQ(shutdown_guarded(pool, mode), 0);
+		REQUIRE(shutdown_guarded(pool, mode) == 0);
 		ret = knitk_call_status(sent);
 		if (mode == KNITK_SHUTDOWN_DRAIN)
 			CHECK_EQ(ret, run_status(ids));
@@ -506,7 +518,7 @@ static void loan_worker_killed(bool respawn)
 	knitk_call_release(gated);
 	for (i = 0; i < 3; i++)
 		knitk_call_release(queued[i]);
-	CHECK_EQ(shutdown_guarded(pool, KNITK_SHUTDOWN_DRAIN), 0);
+	REQUIRE(shutdown_guarded(pool, KNITK_SHUTDOWN_DRAIN) == 0);
 	knitk_pool_destroy(pool);
 	gate_close(&g);
 	CHECK_EQ(runs(lid), respawn ? 1 : 0);
@@ -634,7 +646,7 @@ static void loan_waits_for_room(void)
 		REQUIRE(pthread_create(&t, NULL, waiter_main, &w) == 0);
 		sleep_us(20000);
 		knitk_call_release(a);
-		pthread_join(t, NULL);
+		REQUIRE(join_guarded(t, "a loan waiting for room sees none freed") == 0);
 		CHECK_EQ(w.ret, 0);
 		CHECK_EQ(gate_release(&b.g), 0);
 		CHECK_EQ(knitk_call_wait(b.gated, KNITK_WAIT_FOREVER), 0);
