@@ -184,7 +184,8 @@ int knitk_pool_create(const struct knitk_pool_opts *opts,
  * knitk_pool_shutdown - stop accepting calls (later submits: -ESHUTDOWN),
  * complete every outstanding call per @mode, and stop the workers.  Returns
  * when every call has completed and every worker has stopped; -EALREADY
- * after a first shutdown.
+ * after a first shutdown.  An unsent loan (knitk_pool_loan) is not waited
+ * for: it completes at once, its bytes still its caller's.
  */
 int knitk_pool_shutdown(struct knitk_pool *pool, unsigned int mode);
 
@@ -385,7 +386,10 @@ int knitk_call_abort(struct knitk_call *call);
  */
 int knitk_call_worker(struct knitk_call *call);
 
-/* knitk_call_release - free the handle (a running call is aborted first). */
+/*
+ * knitk_call_release - free the handle (a running call is aborted first;
+ * an unsent loan gives its bytes back and never runs, knitk_pool_loan).
+ */
 void knitk_call_release(struct knitk_call *call);
 
 /*
