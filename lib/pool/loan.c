@@ -34,6 +34,16 @@ static struct knitk_producer *loan_producer(struct knitk_pool *pool,
 	return pool->submitters[s].producers[pool->steal ? 0 : call->worker];
 }
 
+/* Give @lane of @call's mailbox (submitter @s, its lock held) back. */
+static void loan_lane_release(struct knitk_pool *pool, const struct knitk_call *call,
+			      unsigned int s, unsigned int lane)
+{
+	if (pool->steal)
+		knitk__steal_lane_release(pool, s, lane);
+	else
+		knitk_lane_release(loan_producer(pool, call, s), lane);
+}
+
 /*
  * Claim a lane for @call in submitter @s's mailbox (its lock held), room
  * for @len bytes in it (*@buf) and its request header: the lane, or an
@@ -53,7 +63,7 @@ static int loan_claim(struct knitk_pool *pool, const struct knitk_call *call,
 	if (!ret)
 		ret = knitk_lane_header(p, (unsigned int)lane, &h);
 	if (ret) {
-		knitk_lane_release(p, (unsigned int)lane);
+		loan_lane_release(pool, call, s, (unsigned int)lane);
 		return ret;
 	}
 	knitk__pool_request_fill(h, call, fn);
@@ -172,7 +182,7 @@ static void loan_give_back(struct knitk_pool *pool, struct knitk_call *call)
 	pthread_mutex_unlock(&pool->lock);
 	if (!gone) {
 		pthread_mutex_lock(&pool->submitters[s].lock);
-		knitk_lane_release(loan_producer(pool, call, s), call->loan_lane);
+		loan_lane_release(pool, call, s, call->loan_lane);
 		pthread_mutex_unlock(&pool->submitters[s].lock);
 	}
 	pthread_mutex_lock(&pool->lock);

@@ -179,6 +179,12 @@ struct pool_submitter {
 	/* ... and per worker the task ids of its latest reported claim. */
 	uint64_t (*held)[KNITK_LANES];
 	uint8_t *nr_held;
+	/*
+	 * Stealing: the lanes of the slot's mailbox its unsent loans hold, at
+	 * most KNITK_LANES - 1, so that a stop message always finds one
+	 * (private lanes: POOL_CAP sees to it).
+	 */
+	unsigned int loan_lanes;
 };
 
 struct pool_result {
@@ -534,6 +540,8 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 			 const struct knitk_lane_header *h, const void *in,
 			 size_t len);
 int knitk__steal_lane_claim(struct knitk_pool *pool, unsigned int s);
+void knitk__steal_lane_release(struct knitk_pool *pool, unsigned int s,
+			       unsigned int lane);
 void knitk__steal_publish_lane(struct knitk_pool *pool, unsigned int s,
 			       unsigned int lane, uint64_t task_id);
 void knitk__steal_stop_workers(struct knitk_pool *pool);

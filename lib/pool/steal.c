@@ -288,6 +288,7 @@ static int steal_send(struct knitk_pool *pool, unsigned int s, int to,
 		ret = to < 0 ? knitk_lane_publish(p, (unsigned int)lane) :
 			       knitk_lane_publish_to(p, (unsigned int)lane, (unsigned int)to);
 		ret = ret ? ret : lane;
+		sl->loan_lanes -= ret >= 0;
 	} else {
 		for (i = 0; i < 2; i++) {
 			ret = to < 0 ? knitk_producer_send(p, h, len ? in : NULL, len) :
@@ -303,15 +304,34 @@ static int steal_send(struct knitk_pool *pool, unsigned int s, int to,
 	return ret;
 }
 
-/* Claim a lane of slot @s's mailbox (its lock held) for a loan: C8. */
+/*
+ * Claim a lane of slot @s's mailbox (its lock held) for a loan (C8): the
+ * lane, or -EAGAIN when none is free or the slot's loans hold all they
+ * may (pool_submitter.loan_lanes).
+ */
 int knitk__steal_lane_claim(struct knitk_pool *pool, unsigned int s)
 {
-	struct knitk_producer *p = pool->submitters[s].producers[0];
-	int ret = knitk_lane_claim(p);
+	struct pool_submitter *sl = &pool->submitters[s];
+	struct knitk_producer *p = sl->producers[0];
+	int ret;
 
+	if (sl->loan_lanes >= KNITK_LANES - 1)
+		return -EAGAIN;
+	ret = knitk_lane_claim(p);
 	if (steal_collect_for_lane(pool, s, ret))
 		ret = knitk_lane_claim(p);
+	sl->loan_lanes += ret >= 0;
 	return ret;
+}
+
+/* Give loan @lane of slot @s's mailbox (its lock held) back unpublished. */
+void knitk__steal_lane_release(struct knitk_pool *pool, unsigned int s,
+			       unsigned int lane)
+{
+	struct pool_submitter *sl = &pool->submitters[s];
+
+	knitk_lane_release(sl->producers[0], lane);
+	sl->loan_lanes--;
 }
 
 /*
