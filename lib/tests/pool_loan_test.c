@@ -449,6 +449,41 @@ static void loan_shutdown_cancel_unsent(void)
 }
 
 /*
+ * As many unsent loans as may be, in one submitter's lanes: a worker's
+ * whole capacity (private lanes), or every lane of the mailbox but one
+ * (stealing, two workers: more entries than lanes); the next loan waits
+ * for room until its deadline.  Shutdown still stops every worker: its
+ * stop message finds the lane left.
+ */
+static void loan_shutdown_every_lane_loaned(void)
+{
+	unsigned int ci, i;
+
+	for (ci = 0; ci < NR_CONFIGS; ci++) {
+		struct knitk_call_opts co = { .size = sizeof(co) };
+		struct knitk_call *l[KNITK_LANES - 1], *c;
+		struct knitk_pool *pool;
+		bool steal = configs[ci].dispatch == KNITK_POOL_DISPATCH_STEAL;
+
+		REQUIRE(loan_pool(configs[ci].kind, configs[ci].dispatch, steal ? 2 : 1,
+				  0, &pool) == 0);
+		for (i = 0; i < KNITK_LANES - 1; i++)
+			REQUIRE(loan_fill(pool, ZERO_ID, 0, NULL, &l[i]) == 0);
+		co.deadline_ns = after_ms(BP_DEADLINE_MS);
+		CHECK_EQ(loan_fill(pool, ZERO_ID, 0, &co, &c), -ETIMEDOUT);
+		REQUIRE(shutdown_guarded(pool, KNITK_SHUTDOWN_DRAIN) == 0);
+		for (i = 0; i < KNITK_LANES - 1; i++) {
+			CHECK_EQ(knitk_pool_submit_loan(l[i]), -ESHUTDOWN);
+			knitk_call_release(l[i]);
+		}
+		knitk_pool_destroy(pool);
+		CHECK_EQ(runs(ZERO_ID), 0);
+		if (tap_case_failed)
+			printf("# %s\n", configs[ci].name);
+	}
+}
+
+/*
  * Process workers, private lanes: worker 0 is SIGKILLed holding a gated
  * call with calls queued behind it, while an unsent loan pinned to it
  * waits.  The death leaves the loan alone (not completed, its entry
@@ -827,6 +862,7 @@ int main(int argc, char **argv)
 	TEST(loan_abort_and_deadline_before_submit);
 	TEST(loan_shutdown_drain_unsent);
 	TEST(loan_shutdown_cancel_unsent);
+	TEST(loan_shutdown_every_lane_loaned);
 	TEST(loan_worker_killed_private);
 	TEST(loan_worker_killed_respawn_private);
 	TEST(loan_worker_killed_steal);
