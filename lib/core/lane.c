@@ -611,6 +611,28 @@ KNITK_EXPORT int knitk_producer_send_batch(struct knitk_producer *producer,
 	return (int)i;
 }
 
+/* A stealing mailbox's producer, and @claimant one of its knot's workers. */
+static bool producer_steals_to(const struct knitk_producer *p, unsigned int claimant)
+{
+	return p && knot_mailbox_steals(p->g.ep, p->g.mailbox) &&
+	       claimant < p->g.ep->geom.nr_workers;
+}
+
+/* Publish claimed @lane of a stealing mailbox reserved for @claimant. */
+static void lane_publish_reserved(struct knitk_producer *p, unsigned int lane,
+				  unsigned int claimant)
+{
+	/*
+	 * T13: reserved before it turns pending; the release store of pub
+	 * in lane_publish_mask orders it for every claimant that acquires
+	 * the lane (steal_pending).
+	 */
+	atomic_fetch_or_explicit(A64(&knot_steal_line(p->g.ep, p->g.mailbox,
+						      claimant)->resv),
+				 bit(lane), memory_order_relaxed);
+	lane_publish_mask(p, bit(lane));
+}
+
 KNITK_EXPORT int knitk_producer_send_to(struct knitk_producer *producer,
 					unsigned int claimant,
 					const struct knitk_lane_header *header,
@@ -618,22 +640,27 @@ KNITK_EXPORT int knitk_producer_send_to(struct knitk_producer *producer,
 {
 	int lane;
 
-	if (!producer || !knot_mailbox_steals(producer->g.ep, producer->g.mailbox) ||
-	    claimant >= producer->g.ep->geom.nr_workers)
+	if (!producer_steals_to(producer, claimant))
 		return -EINVAL;
 	lane = knitk_producer_stage(producer, header, data, len);
 	if (lane < 0)
 		return lane;
-	/*
-	 * T13: reserved before it turns pending; the release store of pub
-	 * in lane_publish_mask orders it for every claimant that acquires
-	 * the lane (steal_pending).
-	 */
-	atomic_fetch_or_explicit(A64(&knot_steal_line(producer->g.ep,
-			producer->g.mailbox, claimant)->resv),
-			bit((unsigned int)lane), memory_order_relaxed);
-	lane_publish_mask(producer, bit((unsigned int)lane));
+	lane_publish_reserved(producer, (unsigned int)lane, claimant);
 	return lane;
+}
+
+KNITK_EXPORT int knitk_lane_publish_to(struct knitk_producer *producer,
+				       unsigned int lane, unsigned int claimant)
+{
+	int ret;
+
+	if (!producer_steals_to(producer, claimant))
+		return -EINVAL;
+	ret = producer_check_claimed(producer, lane);
+	if (ret)
+		return ret;
+	lane_publish_reserved(producer, lane, claimant);
+	return 0;
 }
 
 KNITK_EXPORT int knitk_producer_hand_off(struct knitk_producer *producer,
@@ -660,20 +687,28 @@ KNITK_EXPORT int knitk_producer_hand_off(struct knitk_producer *producer,
  * outstanding (its pub word and its live arena slots), never toggled from
  * lane headers: so a consumer that died between the two stores of
  * knitk_lane_ack (its free word stored, its ack word not) is repaired
- * instead of having its frees undone.
+ * instead of having its frees undone.  Claimed lanes are the producer's,
+ * never the consumer's: their arena slots stay live, and their pub bits
+ * equal their ack bits already (free when claimed, L3), so the store of
+ * pub as the ack word keeps them unpublished.
  */
 KNITK_EXPORT int knitk_producer_reset_consumer(struct knitk_producer *producer)
 {
 	struct knitk_producer *p = producer;
-	uint64_t live;
+	uint64_t live, m;
 
 	if (!p)
 		return -EINVAL;
 	if (knot_mailbox_steals(p->g.ep, p->g.mailbox))
 		return -EOPNOTSUPP;
-	if (p->claimed)
-		return -EBUSY;
 	knitk__arena_live(p->arena, &live);
+	for (m = p->claimed; m; m &= m - 1) {
+		const struct knitk_lane_header *h =
+			lane_hdr(p, (unsigned int)__builtin_ctzll(m));
+
+		if (h->kind == KNITK_PAYLOAD_ARENA && h->arena_slot < KNITK_ARENA_SLOTS)
+			live &= ~(1ULL << h->arena_slot);
+	}
 	if (live)
 		/* Pairs with the acquire in arena_freed, like knitk_lane_ack. */
 		atomic_store_explicit(A64(&p->g.sector->arena_free),

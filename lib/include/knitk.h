@@ -406,6 +406,18 @@ int knitk_producer_send_to(struct knitk_producer *producer,
 			   const void *data, size_t len);
 
 /*
+ * knitk_lane_publish_to - knitk_lane_publish of claimed @lane of a
+ * stealing mailbox, reserved for claimant @claimant before the publish
+ * exactly as knitk_producer_send_to reserves its lane (docs/protocol.md
+ * T13): for a payload written in place (knitk_lane_reserve).  -EINVAL on
+ * a mailbox that does not steal, for a claimant beyond the knot's workers
+ * or a lane out of range, -EPERM for a lane not claimed; nothing is
+ * reserved or published then.
+ */
+int knitk_lane_publish_to(struct knitk_producer *producer, unsigned int lane,
+			  unsigned int claimant);
+
+/*
  * knitk_producer_hand_off - on a stealing mailbox, reserve for claimant
  * @claimant the lanes of the oldest region (of @region_lanes lanes) that
  * are published, not claimed, not reserved for a live worker and not in
@@ -437,9 +449,12 @@ int knitk_producer_stage(struct knitk_producer *producer,
  * freed, from the producer's own record of what is outstanding (so a
  * consumer that died inside knitk_lane_ack, its frees stored and its
  * acknowledgement not, is repaired, never undone).  The messages are
- * dropped.  The caller makes sure no consumer of the mailbox runs until
- * this returns; a consumer created afterwards starts from the state left.
- * -EBUSY while a lane is claimed, -EOPNOTSUPP for a stealing mailbox.
+ * dropped.  A lane claimed and not yet published stays as it is, claimed,
+ * with its payload and its arena reservation: it is published (to the
+ * next consumer) or released later as usual.  The caller makes sure no
+ * consumer of the mailbox runs until this returns; a consumer created
+ * afterwards starts from the state left.  -EOPNOTSUPP for a stealing
+ * mailbox.
  */
 int knitk_producer_reset_consumer(struct knitk_producer *producer);
 

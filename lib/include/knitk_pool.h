@@ -184,7 +184,8 @@ int knitk_pool_create(const struct knitk_pool_opts *opts,
  * knitk_pool_shutdown - stop accepting calls (later submits: -ESHUTDOWN),
  * complete every outstanding call per @mode, and stop the workers.  Returns
  * when every call has completed and every worker has stopped; -EALREADY
- * after a first shutdown.
+ * after a first shutdown.  An unsent loan (knitk_pool_loan) is not waited
+ * for: it completes at once, its bytes still its caller's.
  */
 int knitk_pool_shutdown(struct knitk_pool *pool, unsigned int mode);
 
@@ -287,6 +288,53 @@ int knitk_pool_submit_batch(struct knitk_pool *pool,
 			    unsigned int nr, struct knitk_call **calls);
 
 /*
+ * knitk_pool_loan - prepare a call of function @fn whose @len argument
+ * bytes the caller writes in place, in the request lane or arena that
+ * will carry them, instead of having them copied (docs/protocol.md C8).
+ * The call is registered as knitk_pool_submit registers one (an in-flight
+ * entry, counted against the worker's capacity; with private lanes its
+ * worker is chosen now, or @opts' KNITK_CALL_WORKER), a lane of the
+ * mailbox it will go through is claimed and @len bytes reserved there;
+ * *@call gets its handle and *@buf the bytes (NULL for @len 0).  Waits
+ * for room exactly as knitk_pool_submit does, with its errors: -EINVAL,
+ * -EMSGSIZE, -ESHUTDOWN, -EPIPE, -ETIMEDOUT at the call's deadline while
+ * waiting for room, -EAGAIN in event mode instead of waiting.
+ *
+ * The caller may write *@buf until it calls knitk_pool_submit_loan or
+ * knitk_call_release on the handle, never after knitk_pool_destroy.
+ * Until it is sent the loan is the caller's: a death of its worker does
+ * not complete it, and it is never reaped (event mode).
+ * knitk_call_release of an unsent loan gives its bytes back and the call
+ * never runs (nor is it counted in knitk_pool_stats).  knitk_call_abort
+ * completes it -ECANCELED at once, its deadline -ETIMEDOUT when a wait or
+ * status call looks at it, knitk_pool_shutdown at once (-ESHUTDOWN in
+ * drain mode, -ECANCELED in cancel mode; shutdown does not wait for
+ * it): its bytes stay the caller's until knitk_pool_submit_loan or
+ * knitk_call_release all the same.
+ */
+int knitk_pool_loan(struct knitk_pool *pool, uint32_t fn, size_t len,
+		    const struct knitk_call_opts *opts,
+		    struct knitk_call **call, void **buf);
+
+/*
+ * knitk_pool_submit_loan - send the unsent loan @call: its lane is
+ * published as it is (no copy) and its worker rung, as a submit does.
+ * Returns 0 when the call was sent: from then on it is a call like any
+ * other (waited for, reaped in event mode, released).  Otherwise a
+ * negative errno, and the call has completed with that same status (the
+ * caller still releases the handle): -ECANCELED (aborted, or cancelled by
+ * shutdown), -ETIMEDOUT (its deadline passed before it was sent),
+ * -ESHUTDOWN (the pool was shut down in drain mode), -EOWNERDEAD
+ * (private lanes: the worker it was given to died and no successor has
+ * joined; with KNITK_POOL_RESPAWN a successor that has joined gets the
+ * call), -EPIPE (stealing: no worker is left).  In every case the loan's
+ * bytes go back to the pool exactly once.  -EINVAL for NULL or a handle
+ * that is not an unsent loan (a call submitted otherwise, or a loan sent
+ * already).
+ */
+int knitk_pool_submit_loan(struct knitk_call *call);
+
+/*
  * knitk_call_wait - wait until @call completes or @deadline_ns (absolute
  * CLOCK_MONOTONIC, 0 = no wait, KNITK_WAIT_FOREVER); returns the call's
  * status (knitk_call_status) or -EINPROGRESS when the wait timed out (a
@@ -338,7 +386,10 @@ int knitk_call_abort(struct knitk_call *call);
  */
 int knitk_call_worker(struct knitk_call *call);
 
-/* knitk_call_release - free the handle (a running call is aborted first). */
+/*
+ * knitk_call_release - free the handle (a running call is aborted first;
+ * an unsent loan gives its bytes back and never runs, knitk_pool_loan).
+ */
 void knitk_call_release(struct knitk_call *call);
 
 /*

@@ -229,8 +229,9 @@ void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx)
 
 void knitk__events_queue_locked(struct knitk_pool *pool, struct knitk_call *call)
 {
+	/* A loan is queued once sent (loan.c): until then it is its caller's. */
 	if (!atomic_load_explicit(&pool->evmode, memory_order_relaxed) ||
-	    call->queued || call->no_reap)
+	    call->queued || call->no_reap || call->loan != LOAN_NONE)
 		return;
 	call->queued = true;
 	call->done_next = NULL;

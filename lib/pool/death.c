@@ -33,7 +33,8 @@ static void worker_drain(struct knitk_pool *pool, unsigned int w)
  * Acknowledge every pending lane of worker @w's request mailboxes and free
  * their arena bytes (their calls have completed), from the submitter
  * side's record of what is outstanding: w may have died between the two
- * stores of an acknowledgement (knitk_producer_reset_consumer).  The dead
+ * stores of an acknowledgement (knitk_producer_reset_consumer).  The lane
+ * an unsent loan claimed stays, bytes and all, for its submit (C8).  The dead
  * worker was the only writer of those words and the next worker w is not
  * started yet, so for now we are; a submitter's lock keeps its producer still.
  */
@@ -113,10 +114,13 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 	pthread_mutex_lock(&pool->lock);
 	for (busy = pool->steal ? 0 : pw->busy; busy; busy &= busy - 1) {
 		unsigned int idx = w * KNITK_LANES + (unsigned int)__builtin_ctzll(busy);
+		struct knitk_call *call = pool->entries[idx].call;
 
-		if (pool->entries[idx].call)
-			knitk__call_complete_locked(pool, pool->entries[idx].call,
-						    -EOWNERDEAD, NULL, 0);
+		/* An unsent loan is not w's call yet: it keeps its entry (C8). */
+		if (call && call->loan == LOAN_HELD)
+			continue;
+		if (call)
+			knitk__call_complete_locked(pool, call, -EOWNERDEAD, NULL, 0);
 		knitk__entry_free_locked(pool, idx);
 	}
 	/* Stealing: the calls w had claimed and not answered (T10). */

@@ -69,6 +69,13 @@ enum call_state {
 	CALL_DONE,
 };
 
+/* A call made by knitk_pool_loan (loan.c, docs/protocol.md C8). */
+enum loan_state {
+	LOAN_NONE = 0,		/* a call like any other (sent, or no loan) */
+	LOAN_HELD,		/* unsent: its lane claimed, its bytes the caller's */
+	LOAN_SENDING,		/* in knitk_pool_submit_loan: a call as any other */
+};
+
 struct knitk_call {
 	struct knitk_pool *pool;
 	/*
@@ -93,6 +100,14 @@ struct knitk_call {
 	size_t len;
 	/* The result went straight to knitk_pool_call's buffer: no @data. */
 	bool direct;
+	/*
+	 * enum loan_state; changed under pool->lock by the loan's owner
+	 * only, who may read it without.  An unsent loan's lane is
+	 * @loan_lane of submitter @loan_sub's mailbox to its worker
+	 * (stealing: the slot's mailbox).
+	 */
+	uint8_t loan;
+	unsigned int loan_sub, loan_lane;
 	/* Event mode: on pool->done_head's list, pool->lock (events.c). */
 	bool queued;
 	bool no_reap;			/* knitk_pool_call's own: never queued */
@@ -164,6 +179,12 @@ struct pool_submitter {
 	/* ... and per worker the task ids of its latest reported claim. */
 	uint64_t (*held)[KNITK_LANES];
 	uint8_t *nr_held;
+	/*
+	 * Stealing: the lanes of the slot's mailbox its unsent loans hold, at
+	 * most KNITK_LANES - 1, so that a stop message always finds one
+	 * (private lanes: POOL_CAP sees to it).
+	 */
+	unsigned int loan_lanes;
 };
 
 struct pool_result {
@@ -242,6 +263,7 @@ struct knitk_pool {
 	bool completer_done;
 	bool destroyed;			/* freed by the last handle */
 	unsigned long handles;		/* live call handles */
+	unsigned int loans;		/* unsent loans (entries held), pool->lock */
 	/*
 	 * Released handles kept for the next submits (pool->lock, which
 	 * both a submit and a release take anyway): a call allocates
@@ -352,6 +374,7 @@ static inline uint64_t pool_task_id(unsigned int entry, uint32_t gen)
  *   drain.c                the drainer role's rounds
  *   completer.c            the completer thread
  *   submit.c               the balancer, registering and publishing calls
+ *   loan.c                 calls whose argument is written in place
  *   wait.c                 waiting for calls; the handle's face
  *   events.c               the event fd and reap
  *   shutdown.c, stats.c    shutdown and destroy; counters
@@ -368,6 +391,20 @@ static inline void pool_progress_locked(struct knitk_pool *pool)
 	atomic_store_explicit(&pool->progress,
 			      atomic_load_explicit(&pool->progress, memory_order_relaxed) + 1,
 			      memory_order_release);
+}
+
+/*
+ * Worker @pw is alive and the incarnation @epoch a call was given to:
+ * read under a submitter's lock before a publish to it.  seq_cst pairs
+ * with the stores in handle_death, which then cycles every submitter
+ * lock: either we see the worker dead (or reborn: another epoch) here,
+ * or our publish is done before the death handler resets the worker's
+ * request mailboxes.
+ */
+static inline bool pool_worker_current(struct pool_worker *pw, uint32_t epoch)
+{
+	return atomic_load_explicit(&pw->alive, memory_order_seq_cst) &&
+	       atomic_load_explicit(&pw->epoch, memory_order_seq_cst) == epoch;
 }
 
 /* lifeline.c */
@@ -488,6 +525,8 @@ void knitk__pool_wait_passive_locked(struct knitk_pool *pool);
 /* A submit waiting for room: no longer than its call's deadline. */
 int knitk__pool_wait_passive_until_locked(struct knitk_pool *pool,
 					  uint64_t deadline_ns);
+int knitk__pool_wait_room(struct knitk_pool *pool, struct pool_worker *pw,
+			  const struct knitk_call *call, uint64_t progress);
 
 /* steal.c */
 void knitk__steal_rescue(struct knitk_pool *pool);
@@ -500,6 +539,11 @@ unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,
 int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 			 const struct knitk_lane_header *h, const void *in,
 			 size_t len);
+int knitk__steal_lane_claim(struct knitk_pool *pool, unsigned int s);
+void knitk__steal_lane_release(struct knitk_pool *pool, unsigned int s,
+			       unsigned int lane);
+void knitk__steal_publish_lane(struct knitk_pool *pool, unsigned int s,
+			       unsigned int lane, uint64_t task_id);
 void knitk__steal_stop_workers(struct knitk_pool *pool);
 void knitk__steal_orphans_locked(struct knitk_pool *pool);
 
@@ -553,5 +597,26 @@ int knitk__completer_start(struct knitk_pool *pool);
 int knitk__pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
 		       size_t len, const struct knitk_call_opts *co, bool reap,
 		       uint64_t *defer, struct knitk_call **callp);
+int knitk__submission_check(struct knitk_pool *pool, uint32_t fn,
+			    const void *in, size_t len,
+			    const struct knitk_call_opts *opts,
+			    struct knitk_call_opts *o,
+			    const struct knitk_call_opts **co);
+int knitk__pool_register(struct knitk_pool *pool,
+			 const struct knitk_call_opts *const *cos, unsigned int nr,
+			 bool reap, bool loan, struct knitk_call **calls);
+void knitk__pool_request_fill(struct knitk_lane_header *h,
+			      const struct knitk_call *call, uint32_t fn);
+void knitk__pool_published(struct knitk_pool *pool,
+			   struct knitk_call *const *calls, unsigned int nr);
+void knitk__pool_unpublished(struct knitk_pool *pool,
+			     struct knitk_call *const *calls, unsigned int nr,
+			     int err);
+
+/* loan.c */
+/* knitk_call_release of an unsent loan: its lane and entry go back first. */
+void knitk__loan_release(struct knitk_call *call);
+/* Shutdown (drain, pool->lock held): unsent loans complete -ESHUTDOWN. */
+void knitk__loans_end_locked(struct knitk_pool *pool);
 
 #endif /* KNITK_POOL_INTERNAL_H */

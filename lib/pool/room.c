@@ -85,3 +85,33 @@ int knitk__pool_wait_passive_until_locked(struct knitk_pool *pool,
 	pool->passive--;
 	return 0;
 }
+
+/*
+ * A publish of @call found its request mailbox or arena full
+ * (backpressure): wait, without pool->lock, for a completion batch or a
+ * death since @progress (sampled, with acquire, before the attempt), while
+ * @pw lives (private lanes: the worker published to) or some worker
+ * serves (stealing: NULL), and not past the call's deadline (-ETIMEDOUT).
+ * An event loop never waits in the library (-EAGAIN: it reaps, then
+ * submits again), and an unsent loan only while the pool takes calls
+ * (-ESHUTDOWN: shutdown does not wait for it, C8).  0: look again.
+ */
+int knitk__pool_wait_room(struct knitk_pool *pool, struct pool_worker *pw,
+			  const struct knitk_call *call, uint64_t progress)
+{
+	int ret = 0;
+
+	if (atomic_load_explicit(&pool->evmode, memory_order_relaxed))
+		return -EAGAIN;
+	pthread_mutex_lock(&pool->lock);
+	while (!ret &&
+	       progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
+	       (pw ? atomic_load(&pw->alive) : knitk__pool_has_workers_locked(pool, NULL))) {
+		if (call->loan == LOAN_HELD && pool->closed)
+			ret = -ESHUTDOWN;
+		else
+			ret = knitk__pool_wait_passive_until_locked(pool, call->deadline_ns);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return ret;
+}

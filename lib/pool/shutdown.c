@@ -34,14 +34,14 @@ static void pool_stop_workers(struct knitk_pool *pool)
 	pthread_mutex_unlock(&pool->lock);
 }
 
+/* Every call sent has completed: unsent loans are not waited for (C8). */
 static bool pool_idle_locked(struct knitk_pool *pool)
 {
-	unsigned int w;
+	unsigned int w, n = 0;
 
 	for (w = 0; w < pool->nr_workers; w++)
-		if (pool->workers[w].inflight)
-			return false;
-	return !pool->respawning;
+		n += pool->workers[w].inflight;
+	return n == pool->loans && !pool->respawning;
 }
 
 KNITK_EXPORT int knitk_pool_shutdown(struct knitk_pool *pool, unsigned int mode)
@@ -58,6 +58,8 @@ KNITK_EXPORT int knitk_pool_shutdown(struct knitk_pool *pool, unsigned int mode)
 	pthread_cond_broadcast(&pool->cond);	/* blocked submitters: -ESHUTDOWN */
 	if (mode == KNITK_SHUTDOWN_CANCEL)
 		knitk__pool_cancel_all_locked(pool);
+	else
+		knitk__loans_end_locked(pool);
 	/* Drain: every call completes; cancel: every worker answers. */
 	while (!pool_idle_locked(pool) && !pool->completer_done)
 		knitk__pool_wait_passive_locked(pool);

@@ -258,25 +258,45 @@ unsigned int knitk__steal_take_dead(struct knitk_pool *pool, unsigned int w,
 }
 
 /*
+ * A lane of slot @s's mailbox (its lock held) was not free: whether to
+ * try again, after taking the claims reported (T10: lanes retired stay
+ * busy until then).
+ */
+static bool steal_collect_for_lane(struct knitk_pool *pool, unsigned int s,
+				   int ret)
+{
+	if (ret != -EAGAIN)
+		return false;
+	knitk__steal_collect(pool, s);
+	return true;
+}
+
+/*
  * Send @h into slot @s's mailbox (its lock held), reserved for worker @to
- * unless it is -1; the lane, or an error.
+ * unless it is -1; the lane, or an error.  With @lane >= 0, publish that
+ * lane, claimed and filled already (a loan), instead.
  */
 static int steal_send(struct knitk_pool *pool, unsigned int s, int to,
 		      const struct knitk_lane_header *h, const void *in,
-		      size_t len)
+		      size_t len, int lane)
 {
 	struct pool_submitter *sl = &pool->submitters[s];
 	struct knitk_producer *p = sl->producers[0];
 	int ret, i;
 
-	for (i = 0; i < 2; i++) {
-		ret = to < 0 ? knitk_producer_send(p, h, len ? in : NULL, len) :
-			       knitk_producer_send_to(p, (unsigned int)to, h,
-						      len ? in : NULL, len);
-		if (ret != -EAGAIN || i)
-			break;
-		/* T10: retired lanes stay busy until reported. */
-		knitk__steal_collect(pool, s);
+	if (lane >= 0) {
+		ret = to < 0 ? knitk_lane_publish(p, (unsigned int)lane) :
+			       knitk_lane_publish_to(p, (unsigned int)lane, (unsigned int)to);
+		ret = ret ? ret : lane;
+		sl->loan_lanes -= ret >= 0;
+	} else {
+		for (i = 0; i < 2; i++) {
+			ret = to < 0 ? knitk_producer_send(p, h, len ? in : NULL, len) :
+				       knitk_producer_send_to(p, (unsigned int)to, h,
+							      len ? in : NULL, len);
+			if (i || !steal_collect_for_lane(pool, s, ret))
+				break;
+		}
 	}
 	if (ret >= 0)
 		sl->lane_task[ret] = h->task_id;
@@ -285,13 +305,44 @@ static int steal_send(struct knitk_pool *pool, unsigned int s, int to,
 }
 
 /*
+ * Claim a lane of slot @s's mailbox (its lock held) for a loan (C8): the
+ * lane, or -EAGAIN when none is free or the slot's loans hold all they
+ * may (pool_submitter.loan_lanes).
+ */
+int knitk__steal_lane_claim(struct knitk_pool *pool, unsigned int s)
+{
+	struct pool_submitter *sl = &pool->submitters[s];
+	struct knitk_producer *p = sl->producers[0];
+	int ret;
+
+	if (sl->loan_lanes >= KNITK_LANES - 1)
+		return -EAGAIN;
+	ret = knitk_lane_claim(p);
+	if (steal_collect_for_lane(pool, s, ret))
+		ret = knitk_lane_claim(p);
+	sl->loan_lanes += ret >= 0;
+	return ret;
+}
+
+/* Give loan @lane of slot @s's mailbox (its lock held) back unpublished. */
+void knitk__steal_lane_release(struct knitk_pool *pool, unsigned int s,
+			       unsigned int lane)
+{
+	struct pool_submitter *sl = &pool->submitters[s];
+
+	knitk_lane_release(sl->producers[0], lane);
+	sl->loan_lanes--;
+}
+
+/*
  * Publish into slot @s (-1: any) and wake as T12 says: the pick, the
  * send of a lane reserved for the worker picked, inside a publish window,
- * then its ring.  The slot used, or an error (nothing published).
+ * then its ring.  @lane: as for steal_send.  0, or an error (nothing
+ * published).
  */
 static int steal_publish_once(struct knitk_pool *pool, int s,
 			      const struct knitk_lane_header *h, const void *in,
-			      size_t len)
+			      size_t len, int lane)
 {
 	_Atomic uint64_t *words = pool->steal_words;
 	unsigned int slot;
@@ -305,7 +356,7 @@ static int steal_publish_once(struct knitk_pool *pool, int s,
 	}
 	knitk__steal_window(words, true);
 	to = knitk__steal_pick(pool->ep, words, STEAL_BY_HOST);
-	ret = steal_send(pool, slot, to, h, in, len);
+	ret = steal_send(pool, slot, to, h, in, len, lane);
 	pthread_mutex_unlock(&pool->submitters[slot].lock);
 	knitk__steal_window(words, false);
 	if (ret < 0) {
@@ -334,26 +385,28 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 	for (;;) {
 		/* Acquire pairs with the release in pool_progress_locked. */
 		progress = atomic_load_explicit(&pool->progress, memory_order_acquire);
-		ret = steal_publish_once(pool, -1, h, in, len);
+		ret = steal_publish_once(pool, -1, h, in, len, -1);
 		if (ret >= 0)
 			return 0;
 		if (ret != -ENOSPC && ret != -EAGAIN)
 			return ret;
 		POOL_HOOK(pool, POOL_HOOK_PUBLISH_FULL, 0);
-		/* As in pool_publish: an event loop reaps, then submits again. */
-		if (atomic_load_explicit(&pool->evmode, memory_order_relaxed))
-			return -EAGAIN;
-		ret = 0;
-		pthread_mutex_lock(&pool->lock);
-		while (!ret &&
-		       progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
-		       knitk__pool_has_workers_locked(pool, NULL))
-			ret = knitk__pool_wait_passive_until_locked(pool,
-								    call->deadline_ns);
-		pthread_mutex_unlock(&pool->lock);
+		ret = knitk__pool_wait_room(pool, NULL, call, progress);
 		if (ret)
 			return ret;
 	}
+}
+
+/*
+ * Publish loan @lane, claimed and filled in slot @s's mailbox, for the
+ * call of @task_id: woken for as any publish (T12); it cannot fail.
+ */
+void knitk__steal_publish_lane(struct knitk_pool *pool, unsigned int s,
+			       unsigned int lane, uint64_t task_id)
+{
+	struct knitk_lane_header h = { .task_id = task_id };
+
+	steal_publish_once(pool, (int)s, &h, NULL, 0, (int)lane);
 }
 
 static unsigned int steal_running_locked(struct knitk_pool *pool)
@@ -382,7 +435,7 @@ void knitk__steal_stop_workers(struct knitk_pool *pool)
 		pthread_mutex_unlock(&pool->lock);
 		if (!running)
 			return;
-		steal_publish_once(pool, 0, &h, NULL, 0);
+		steal_publish_once(pool, 0, &h, NULL, 0, -1);
 		pthread_mutex_lock(&pool->lock);
 		while (steal_running_locked(pool) == running && !pool->completer_done)
 			knitk__pool_wait_passive_locked(pool);
@@ -405,7 +458,8 @@ void knitk__steal_orphans_locked(struct knitk_pool *pool)
 	if (knitk__pool_has_workers_locked(pool, NULL))
 		return;
 	for (i = 0; i < pool->nr_workers * KNITK_LANES; i++)
-		if (pool->entries[i].call) {
+		/* An unsent loan is nobody's to claim yet (C8): it stays. */
+		if (pool->entries[i].call && pool->entries[i].call->loan != LOAN_HELD) {
 			knitk__call_complete_locked(pool, pool->entries[i].call,
 						    -EPIPE, NULL, 0);
 			knitk__entry_free_locked(pool, i);

@@ -99,11 +99,11 @@ static int pool_admit_locked(struct knitk_pool *pool,
 
 /*
  * Register a new call of @co in flight on worker @w, in a handle from the
- * cache (NULL: out of memory).
+ * cache (NULL: out of memory); with @loan an unsent loan (loan.c).
  */
 static struct knitk_call *pool_enter_locked(struct knitk_pool *pool,
 					    const struct knitk_call_opts *co,
-					    bool reap, unsigned int w)
+					    bool reap, bool loan, unsigned int w)
 {
 	struct pool_worker *pw = &pool->workers[w];
 	struct knitk_call *call;
@@ -133,6 +133,10 @@ static struct knitk_call *pool_enter_locked(struct knitk_pool *pool,
 	atomic_store_explicit(&call->state, CALL_INFLIGHT, memory_order_relaxed);
 	call->epoch = atomic_load(&pw->epoch);
 	call->task_id = pool_task_id(call->entry, e->gen);
+	if (loan) {
+		call->loan = LOAN_HELD;
+		pool->loans++;
+	}
 	pool->handles++;
 	pool->stats.submitted++;
 	return call;
@@ -143,11 +147,11 @@ static struct knitk_call *pool_enter_locked(struct knitk_pool *pool,
  * pool->lock; returns how many, or the error of the first.  Only the
  * first may wait for room: the caller publishes what was registered
  * before anything waits for room again, since the calls that free it may
- * be these very ones.
+ * be these very ones.  With @loan they are unsent loans.
  */
-static int pool_register(struct knitk_pool *pool,
+int knitk__pool_register(struct knitk_pool *pool,
 			 const struct knitk_call_opts *const *cos, unsigned int nr,
-			 bool reap, struct knitk_call **calls)
+			 bool reap, bool loan, struct knitk_call **calls)
 {
 	unsigned int i;
 	int w = 0;
@@ -157,7 +161,7 @@ static int pool_register(struct knitk_pool *pool,
 		w = pool_admit_locked(pool, cos[i], i == 0);
 		if (w < 0)
 			break;
-		calls[i] = pool_enter_locked(pool, cos[i], reap, (unsigned int)w);
+		calls[i] = pool_enter_locked(pool, cos[i], reap, loan, (unsigned int)w);
 		if (!calls[i]) {
 			w = -ENOMEM;
 			break;
@@ -167,16 +171,30 @@ static int pool_register(struct knitk_pool *pool,
 	return i ? (int)i : w;
 }
 
+/*
+ * The caller's fields of registered @call's request header: set in @h,
+ * the library's fields (payload, stamp) left as they are.
+ */
+void knitk__pool_request_fill(struct knitk_lane_header *h,
+			      const struct knitk_call *call, uint32_t fn)
+{
+	h->function_id = fn;
+	h->flags = 0;
+	h->task_id = call->task_id;
+	h->tag = 0;
+	h->deadline_ns = call->deadline_ns;
+	h->abort_id = call->entry + 1;
+	h->user = 0;
+}
+
 /* The request header of registered @call. */
 static struct knitk_lane_header pool_request(const struct knitk_call *call,
 					     uint32_t fn)
 {
-	return (struct knitk_lane_header){
-		.function_id = fn,
-		.task_id = call->task_id,
-		.deadline_ns = call->deadline_ns,
-		.abort_id = call->entry + 1,
-	};
+	struct knitk_lane_header h = { 0 };
+
+	knitk__pool_request_fill(&h, call, fn);
+	return h;
 }
 
 /*
@@ -224,17 +242,8 @@ static unsigned int pool_publish(struct knitk_pool *pool,
 		for (; i < nr; i++) {
 			pw = &pool->workers[calls[i]->worker];
 			w = pw->id;
-			/*
-			 * seq_cst pairs with the stores in handle_death, which
-			 * then cycles every submitter lock: either we see the
-			 * worker dead (or reborn: another epoch) here, or our
-			 * publish is done before the death handler resets the
-			 * worker's request mailboxes.  In both cases the death
-			 * handler completes the call (C3).
-			 */
-			if (!atomic_load_explicit(&pw->alive, memory_order_seq_cst) ||
-			    atomic_load_explicit(&pw->epoch, memory_order_seq_cst) !=
-			    calls[i]->epoch)
+			/* Dead or reborn: the death handler completes it (C3). */
+			if (!pool_worker_current(pw, calls[i]->epoch))
 				continue;
 			h = pool_request(calls[i], subs[i].fn);
 			ret = knitk_producer_stage(producers[w], &h,
@@ -266,25 +275,13 @@ static unsigned int pool_publish(struct knitk_pool *pool,
 		}
 		pw = &pool->workers[calls[i]->worker];
 		POOL_HOOK(pool, POOL_HOOK_PUBLISH_FULL, pw->id);
-		if (atomic_load_explicit(&pool->evmode, memory_order_relaxed)) {
-			*err = -EAGAIN;
-			return i;
-		}
 		/*
 		 * Backpressure: the worker has not yet retired earlier
 		 * requests' arena bytes (ours just published among them).  It
-		 * does so before answering them, so wait for a completion
-		 * batch since our sample (or its death), but not past the
-		 * call's deadline: then it is not published at all.
+		 * does so before answering them; past the call's deadline it
+		 * is not published at all.
 		 */
-		ret = 0;
-		pthread_mutex_lock(&pool->lock);
-		while (!ret &&
-		       progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
-		       atomic_load(&pw->alive))
-			ret = knitk__pool_wait_passive_until_locked(pool,
-								    calls[i]->deadline_ns);
-		pthread_mutex_unlock(&pool->lock);
+		ret = knitk__pool_wait_room(pool, pw, calls[i], progress);
 		if (ret) {
 			*err = ret;
 			return i;
@@ -296,9 +293,9 @@ static unsigned int pool_publish(struct knitk_pool *pool,
 /*
  * Registered calls that were never published: withdraw them with @err
  * (not counted as submitted) and give their entries back (the caller
- * never sees their handles).
+ * never sees their handles).  A loan among them had no lane yet.
  */
-static void pool_unpublished(struct knitk_pool *pool,
+void knitk__pool_unpublished(struct knitk_pool *pool,
 			     struct knitk_call *const *calls, unsigned int nr,
 			     int err)
 {
@@ -309,6 +306,9 @@ static void pool_unpublished(struct knitk_pool *pool,
 		knitk__call_withdraw_locked(pool, calls[i], err);
 		if (pool->entries[calls[i]->entry].call == calls[i])
 			knitk__entry_free_locked(pool, calls[i]->entry);
+		if (calls[i]->loan == LOAN_HELD)
+			pool->loans--;
+		calls[i]->loan = LOAN_NONE;
 		knitk__call_unref_locked(calls[i]);	/* the caller's */
 		knitk__call_unref_locked(calls[i]);	/* the submit's */
 	}
@@ -318,9 +318,10 @@ static void pool_unpublished(struct knitk_pool *pool,
 
 /*
  * A submission's checks; its options copied to @o, *@co the copy (NULL:
- * none given).
+ * none given).  A loan passes any non-NULL @in: the caller writes its
+ * bytes later.
  */
-static int submission_check(struct knitk_pool *pool, uint32_t fn,
+int knitk__submission_check(struct knitk_pool *pool, uint32_t fn,
 			    const void *in, size_t len,
 			    const struct knitk_call_opts *opts,
 			    struct knitk_call_opts *o,
@@ -351,7 +352,7 @@ static int submission_check(struct knitk_pool *pool, uint32_t fn,
  * pool->lock while the caller's or the entry's remains (the lock is taken
  * only for a call already completed and released meanwhile, event mode).
  */
-static void pool_published(struct knitk_pool *pool,
+void knitk__pool_published(struct knitk_pool *pool,
 			   struct knitk_call *const *calls, unsigned int nr)
 {
 	unsigned int i;
@@ -384,15 +385,16 @@ static int pool_submit_calls(struct knitk_pool *pool,
 	int ret = 0, err = 0;
 
 	while (done < nr) {
-		ret = pool_register(pool, cos + done, nr - done, reap, calls + done);
+		ret = knitk__pool_register(pool, cos + done, nr - done, reap, false,
+					   calls + done);
 		if (ret < 0)
 			break;
 		n = (unsigned int)ret;
 		k = pool_publish(pool, calls + done, subs + done, n, defer, &err);
-		pool_published(pool, calls + done, k);
+		knitk__pool_published(pool, calls + done, k);
 		done += k;
 		if (k < n) {
-			pool_unpublished(pool, calls + done, n - k, err);
+			knitk__pool_unpublished(pool, calls + done, n - k, err);
 			/* Gone: the caller is never left a freed handle. */
 			memset(calls + done, 0, (n - k) * sizeof(*calls));
 			ret = err;
@@ -413,7 +415,7 @@ int knitk__pool_submit(struct knitk_pool *pool, uint32_t fn, const void *in,
 
 	if (!callp)
 		return -EINVAL;
-	ret = submission_check(pool, fn, in, len, opts, &o, &co);
+	ret = knitk__submission_check(pool, fn, in, len, opts, &o, &co);
 	if (ret)
 		return ret;
 	ret = pool_submit_calls(pool, &sub, &co, 1, reap, defer, callp);
@@ -453,7 +455,7 @@ KNITK_EXPORT int knitk_pool_submit_batch(struct knitk_pool *pool,
 			const struct knitk_submission *sub = &subs[done + i];
 
 			ret = sub->reserved ? -EINVAL :
-			      submission_check(pool, sub->fn, sub->in, sub->len,
+			      knitk__submission_check(pool, sub->fn, sub->in, sub->len,
 					       sub->opts, &o[i], &cos[i]);
 			if (ret)
 				break;

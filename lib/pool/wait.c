@@ -330,6 +330,9 @@ KNITK_EXPORT void knitk_call_release(struct knitk_call *call)
 	if (!call)
 		return;
 	pool = call->pool;
+	/* Its owner's to read: an unsent loan's bytes go back, it never runs. */
+	if (call->loan == LOAN_HELD)
+		knitk__loan_release(call);
 	pthread_mutex_lock(&pool->lock);
 	last = call_release_locked(call);
 	pthread_mutex_unlock(&pool->lock);

@@ -85,6 +85,24 @@ static inline int new_pool(unsigned int kind, unsigned int dispatch,
 }
 #endif
 
+/*
+ * knitk_pool_shutdown(@pool, @mode) in a thread of its own, its return in
+ * @ret: a test acts, or waits, while it runs.
+ */
+struct shutter {
+	struct knitk_pool *pool;
+	unsigned int mode;
+	int ret;
+};
+
+static inline void *shutter_main(void *arg)
+{
+	struct shutter *s = arg;
+
+	s->ret = knitk_pool_shutdown(s->pool, s->mode);
+	return NULL;
+}
+
 /* Reap until 0 (one pass), releasing or keeping into @keep. */
 static inline int reap_all(struct knitk_pool *pool, struct knitk_call **keep,
 		           unsigned int cap, unsigned int *kept)

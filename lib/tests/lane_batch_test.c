@@ -14,15 +14,23 @@
 #include "fixtures.h"
 
 /*
- * Nothing is left claimed: the producer's stand-in for its consumer
- * refuses while a lane is; a new consumer continues after it.
+ * Nothing is left claimed: once the producer stood in for its consumer
+ * (nothing pending), every lane claims, and a new consumer continues
+ * after it.
  */
 static int fx_nothing_claimed(struct fx *f)
 {
-	int ret = knitk_producer_reset_consumer(f->p);
+	int ret = knitk_producer_reset_consumer(f->p), lanes[KNITK_LANES], n = 0;
 
 	if (ret)
 		return ret;
+	while (n < KNITK_LANES && (lanes[n] = knitk_lane_claim(f->p)) >= 0)
+		n++;
+	/* Last claimed first: the cursor goes back to where it was. */
+	for (ret = n; ret > 0; ret--)
+		knitk_lane_release(f->p, (unsigned int)lanes[ret - 1]);
+	if (n != KNITK_LANES)
+		return -EBUSY;
 	knitk_consumer_destroy(f->c);
 	return knitk_consumer_create(f->k, (unsigned int)f->mailbox, &f->c);
 }

@@ -476,14 +476,10 @@ static void reset_consumer_frees_everything(void)
 	uint64_t pend, frees = 0;
 	static unsigned char big[1 << 16];
 	struct fx f;
-	int i, lane;
+	int i;
 
 	REQUIRE(fx_init(&f, 64, 1 << 16) == 0);
 	sec = sector_of(&f);
-	lane = knitk_lane_claim(f.p);
-	REQUIRE(lane >= 0);
-	CHECK_EQ(knitk_producer_reset_consumer(f.p), -EBUSY);
-	CHECK_EQ(knitk_lane_release(f.p, (unsigned int)lane), 0);
 	for (i = 0; i < 3; i++)
 		REQUIRE(knitk_producer_send(f.p, &h, big, 20000) == i);
 	CHECK_EQ(knitk_producer_send(f.p, &h, big, 20000), -ENOSPC);
@@ -521,6 +517,73 @@ static void reset_consumer_frees_everything(void)
 	knitk_endpoint_destroy(sk);
 }
 
+/*
+ * Lanes claimed and filled in place, not published, when the consumer
+ * dies are the producer's: the reset acknowledges every pending lane and
+ * frees every other arena slot, and leaves them claimed with their bytes
+ * and their arena room; published afterwards, the next consumer reads
+ * them whole.
+ */
+static void reset_consumer_keeps_claimed_lane(void)
+{
+	struct knitk_lane_header h = { 0 }, *hp;
+	struct knitk_msg msg = { .size = sizeof(msg) };
+	static unsigned char big[1 << 16];
+	size_t left = (1 << 16) - 20032;	/* the arena past our 20000 bytes */
+	void *abuf, *ibuf;
+	uint64_t pend;
+	int alane, ilane;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 1 << 16) == 0);
+	alane = knitk_lane_claim(f.p);
+	ilane = knitk_lane_claim(f.p);
+	REQUIRE(alane >= 0 && ilane >= 0);
+	REQUIRE(knitk_lane_reserve(f.p, (unsigned int)alane, 20000, &abuf) == 0);
+	REQUIRE(knitk_lane_reserve(f.p, (unsigned int)ilane, 40, &ibuf) == 0);
+	fill(abuf, 20000, 77);
+	fill(ibuf, 40, 78);
+	/* The dead consumer leaves pending lanes and their arena bytes. */
+	REQUIRE(knitk_producer_send(f.p, &h, big, 20000) >= 0);
+	REQUIRE(knitk_producer_send(f.p, &h, big, 20000) >= 0);
+	CHECK_EQ(knitk_producer_send(f.p, &h, big, 20000), -ENOSPC);
+	while (knitk_producer_send(f.p, &h, NULL, 0) >= 0)
+		;
+	CHECK_EQ(knitk_mailbox_pending(f.k, (unsigned int)f.mailbox, &pend), 62);
+	knitk_consumer_destroy(f.c);
+	f.c = NULL;
+
+	CHECK_EQ(knitk_producer_reset_consumer(f.p), 0);
+	CHECK_EQ(knitk_mailbox_pending(f.k, (unsigned int)f.mailbox, &pend), 0);
+	/* Still claimed, bytes and room kept: every other byte is free. */
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)alane, &hp) == 0);
+	CHECK_EQ(hp->kind, KNITK_PAYLOAD_ARENA);
+	CHECK_EQ(hp->length, 20000);
+	hp->task_id = 1;
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)ilane, &hp) == 0);
+	hp->task_id = 2;
+	CHECK(same(abuf, 20000, 77));
+	CHECK(same(ibuf, 40, 78));
+	CHECK_EQ(knitk_producer_send(f.p, &h, big, left + 1), -ENOSPC);
+	CHECK(knitk_producer_send(f.p, &h, big, left) >= 0);
+
+	/* Published, the next consumer reads them whole. */
+	REQUIRE(knitk_consumer_create(f.k, (unsigned int)f.mailbox, &f.c) == 0);
+	CHECK_EQ(knitk_lane_publish(f.p, (unsigned int)alane), 0);
+	CHECK_EQ(knitk_lane_publish(f.p, (unsigned int)ilane), 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 3);
+	CHECK_EQ(knitk_lane_decode(f.c, (unsigned int)alane, &msg), 0);
+	CHECK_EQ(msg.header.task_id, 1);
+	CHECK(msg.len == 20000 && same(msg.data, 20000, 77));
+	CHECK_EQ(knitk_lane_decode(f.c, (unsigned int)ilane, &msg), 0);
+	CHECK_EQ(msg.header.task_id, 2);
+	CHECK(msg.len == 40 && same(msg.data, 40, 78));
+	CHECK_EQ(knitk_lane_ack(f.c, pend), 0);
+	/* And their arena room is free again: the whole arena fits. */
+	CHECK(knitk_producer_send(f.p, &h, big, sizeof(big)) >= 0);
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	TEST(value_roundtrip);
@@ -536,5 +599,6 @@ int main(void)
 	TEST(bad_headers_and_arguments);
 	TEST(steal_effective_ack);
 	TEST(reset_consumer_frees_everything);
+	TEST(reset_consumer_keeps_claimed_lane);
 	return tap_exit();
 }

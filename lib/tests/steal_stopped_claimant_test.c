@@ -30,20 +30,6 @@
 #include "tap.h"
 #include "fixtures.h"
 
-struct shutter {
-	struct knitk_pool *pool;
-	unsigned int mode;
-	int ret;
-};
-
-static void *shutter_main(void *arg)
-{
-	struct shutter *s = arg;
-
-	s->ret = knitk_pool_shutdown(s->pool, s->mode);
-	return NULL;
-}
-
 #define STEAL_RACE_CALLS 300
 
 /*

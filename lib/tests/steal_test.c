@@ -3,7 +3,7 @@
  * The claimants of stealing mailboxes (lib/core/steal.c, docs/protocol.md
  * T1-T11): regions, exactly-once under contention for every legal g, age
  * order, dead claimants (LIVE mask), the producer's claim reports and
- * its hand-off (T14).
+ * its hand-off (T14), a lane written in place published reserved (T13).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -818,6 +818,65 @@ static void region_size_of_the_knot(void)
 	rig_fini(&r);
 }
 
+/*
+ * T13 for a lane filled in place: knitk_lane_publish_to reserves claimed
+ * @lane for its claimant before the publish, as knitk_producer_send_to
+ * does, so the other claimant leaves it; the bytes written in place
+ * arrive; a refused publish reserves and publishes nothing.
+ */
+static void publish_to_reserves_claimed_lane(void)
+{
+	struct knitk_msg m = { .size = sizeof(m) };
+	struct knitk_consumer *c0, *c1;
+	struct knitk_lane_header *hp;
+	_Atomic uint64_t *resv1;
+	unsigned char *b;
+	struct rig r;
+	uint64_t pend, id = 7;
+	size_t i;
+	void *buf;
+	int lane;
+
+	REQUIRE(rig_init(&r, 2, 1, 16) == 0);
+	c0 = claimant(&r, 0);
+	c1 = claimant(&r, 1);
+	REQUIRE(c0 && c1);
+	resv1 = (_Atomic uint64_t *)&line_of(&r, 0, 1)->resv;
+	lane = knitk_lane_claim(r.p[0]);
+	REQUIRE(lane >= 0 && lane < 63);
+	/* Arena bytes (msg_len(7) is past the inline size), written in place. */
+	REQUIRE(knitk_lane_reserve(r.p[0], (unsigned int)lane, msg_len(id), &buf) == 0);
+	for (b = buf, i = 0; i < msg_len(id); i++)
+		b[i] = msg_byte(id, i);
+	REQUIRE(knitk_lane_header(r.p[0], (unsigned int)lane, &hp) == 0);
+	hp->task_id = id;
+	hp->function_id = (uint32_t)id;
+
+	CHECK_EQ(knitk_lane_publish_to(NULL, (unsigned int)lane, 1), -EINVAL);
+	CHECK_EQ(knitk_lane_publish_to(r.p[0], (unsigned int)lane, 2), -EINVAL);
+	CHECK_EQ(knitk_lane_publish_to(r.p[0], KNITK_LANES, 1), -EINVAL);
+	CHECK_EQ(knitk_lane_publish_to(r.p[0], (unsigned int)lane + 1, 1), -EPERM);
+	CHECK_EQ(atomic_load(resv1), 0);
+	CHECK_EQ(knitk_mailbox_pending(r.host, 0, &pend), 0);
+
+	CHECK_EQ(knitk_lane_publish_to(r.p[0], (unsigned int)lane, 1), 0);
+	CHECK_EQ(atomic_load(resv1), 1ULL << lane);
+	CHECK_EQ(knitk_lane_publish_to(r.p[0], (unsigned int)lane, 1), -EPERM);
+	/* Worker 0 leaves it to worker 1, which finds its bytes. */
+	CHECK_EQ(knitk_lane_scan(c0, &pend), 0);
+	CHECK_EQ(knitk_lane_scan(c1, &pend), 1);
+	CHECK_EQ(pend, 1ULL << lane);
+	CHECK_EQ(knitk_lane_decode(c1, (unsigned int)lane, &m), 0);
+	CHECK(check_msg(&m));
+	CHECK_EQ(m.header.kind, KNITK_PAYLOAD_ARENA);
+	CHECK_EQ(knitk_lane_ack(c1, pend), 0);
+	CHECK_EQ(atomic_load(resv1), 0);
+	CHECK_EQ(knitk_mailbox_pending(r.host, 0, &pend), 0);
+	knitk_consumer_destroy(c0);
+	knitk_consumer_destroy(c1);
+	rig_fini(&r);
+}
+
 static void bad_arguments(void)
 {
 	struct knitk_geometry geom = {
@@ -828,6 +887,7 @@ static void bad_arguments(void)
 	struct knitk_producer *p;
 	struct knitk_endpoint *k;
 	struct rig r;
+	uint64_t pend;
 
 	REQUIRE(rig_init(&r, 4, 1, 8) == 0);
 	CHECK_EQ(knitk_steal_consumer_create(r.w[0], 0, 16, &c), -EINVAL);
@@ -847,6 +907,9 @@ static void bad_arguments(void)
 	REQUIRE(knitk_producer_create(k, 0, &p) == 0);
 	CHECK_EQ(knitk_producer_track_claims(p), -EOPNOTSUPP);
 	CHECK_EQ(knitk_producer_send_to(p, 1, &h, NULL, 0), -EINVAL);
+	REQUIRE(knitk_lane_claim(p) == 0);
+	CHECK_EQ(knitk_lane_publish_to(p, 0, 1), -EINVAL);
+	CHECK_EQ(knitk_mailbox_pending(k, 0, &pend), 0);
 	CHECK_EQ(knitk_producer_hand_off(p, 1, 0), -EINVAL);
 	CHECK_EQ(knitk_producer_reset_claimant(p, 1), -EINVAL);
 	knitk_producer_destroy(p);
@@ -872,6 +935,7 @@ int main(int argc, char **argv)
 	TEST(hand_off_after_a_hand_off);
 	TEST(ring_during_a_dropped_hand_off);
 	TEST(region_size_of_the_knot);
+	TEST(publish_to_reserves_claimed_lane);
 	TEST(exactly_once_every_g);
 	return tap_exit();
 }

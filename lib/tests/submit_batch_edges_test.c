@@ -261,19 +261,6 @@ static void batcher_start(struct batcher *b, pthread_t *th,
  * of those completes exactly once, with its result or -ECANCELED, and the
  * pool counts exactly them (and the gated call).
  */
-struct shutter {
-	struct knitk_pool *pool;
-	int ret;
-};
-
-static void *shutter_main(void *arg)
-{
-	struct shutter *s = arg;
-
-	s->ret = knitk_pool_shutdown(s->pool, KNITK_SHUTDOWN_CANCEL);
-	return NULL;
-}
-
 static void batch_shutdown_while_waiting(void)
 {
 	struct knitk_submission subs[200];
@@ -294,7 +281,7 @@ static void batch_shutdown_while_waiting(void)
 	/* The worker's room is taken: the batch waits for it. */
 	batcher_start(&b, &th, pool, xs, subs, calls, 9, NULL);
 	/* Cancel while the worker is still held: it frees no room first. */
-	sh = (struct shutter){ .pool = pool };
+	sh = (struct shutter){ .pool = pool, .mode = KNITK_SHUTDOWN_CANCEL };
 	REQUIRE(pthread_create(&ts, NULL, shutter_main, &sh) == 0);
 	CHECK_EQ(knitk_call_wait(held, KNITK_WAIT_FOREVER), -ECANCELED);
 	pthread_join(th, NULL);

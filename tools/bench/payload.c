@@ -6,12 +6,18 @@
  *
  * knitk: knitk_pool_call with the payload, the task replies with the same
  * bytes (knitk_reply_set) and the result is copied out to the caller's
- * buffer.  memcpy: the payload copied to a second buffer and back, the
- * same two directions with no IPC at all (the ceiling).  Both report
- * payload bytes per second of echo; every reply is checked by content
- * (its first and last words).
+ * buffer.  knitk-loan: the argument written in place, the whole of it at
+ * every call, into the request's arena bytes of a loan
+ * (knitk_pool_loan, knitk_pool_submit_loan) instead of being copied
+ * there from a buffer prepared once; the result read in the handle,
+ * which holds the one copy of it, as knitk_pool_call's buffer does.
+ * memcpy: the payload copied to a second buffer and back, the same two
+ * directions with no IPC at all (the ceiling).  All report payload bytes
+ * per second of echo; every reply is checked by content (its first and
+ * last words).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +27,8 @@
 #include "bench.h"
 
 #define PL_MAX		(1U << 20)
+/* In a case's arg: the argument written in place through a loan. */
+#define PL_LOAN		(1L << 28)
 
 /* Mark @buf with @seq at both ends (what the echo must bring back). */
 static void pl_stamp(unsigned char *buf, size_t size, uint64_t seq)
@@ -35,12 +43,44 @@ static int pl_stamped(const unsigned char *buf, size_t size, uint64_t seq)
 	       !memcmp(buf + size - sizeof(seq), &seq, sizeof(seq));
 }
 
-/* arg: payload bytes | (worker kind << 24); kind 0 is memcpy. */
+/*
+ * One echo of @size bytes stamped @seq through a loan: the argument
+ * written whole in place, the result checked in the handle.  0, or the
+ * error (@good counts a reply that came back whole).
+ */
+static int pl_loan_echo(struct knitk_pool *pool, size_t size, uint64_t seq,
+			uint64_t *good)
+{
+	struct knitk_call *call;
+	const void *out;
+	size_t len;
+	void *buf;
+	int ret;
+
+	ret = knitk_pool_loan(pool, BENCH_TASK_ECHO, size, NULL, &call, &buf);
+	if (ret)
+		return ret;
+	memset(buf, 0x5a, size);
+	pl_stamp(buf, size, seq);
+	ret = knitk_pool_submit_loan(call);
+	if (!ret)
+		ret = knitk_call_wait(call, KNITK_WAIT_FOREVER);
+	if (!ret && !knitk_call_result(call, &out, &len))
+		*good += len == size && pl_stamped(out, size, seq);
+	knitk_call_release(call);
+	return ret;
+}
+
+/*
+ * arg: payload bytes | (worker kind << 24), | PL_LOAN for the loan; kind
+ * 0 is memcpy.
+ */
 static int pl_run(const struct bench_case *c, const struct bench_ctx *ctx,
 		  struct bench_result *r)
 {
 	size_t size = (size_t)(c->arg & 0xffffff), len;
-	unsigned int kind = (unsigned int)(c->arg >> 24);
+	unsigned int kind = (unsigned int)((c->arg & ~PL_LOAN) >> 24);
+	bool loan = c->arg & PL_LOAN;
 	struct knitk_pool_opts o = {
 		.size = sizeof(o), .kind = kind, .nr_workers = 1,
 		.nr_submitters = 1, .knot_flags = ctx->knot_flags,
@@ -85,6 +125,15 @@ static int pl_run(const struct bench_case *c, const struct bench_ctx *ctx,
 				good += pl_stamped(in, size, seq);
 				continue;
 			}
+			if (loan) {
+				ret = pl_loan_echo(pool, size, seq, &good);
+				if (ret) {
+					bench_fail(r, "loan: %s", strerror(ret < 0 ? -ret : EPROTO));
+					ret = ret < 0 ? ret : -EPROTO;
+					break;
+				}
+				continue;
+			}
 			ret = knitk_pool_call(pool, BENCH_TASK_ECHO, in, size, NULL,
 					      out, size, &len);
 			if (ret) {
@@ -122,5 +171,6 @@ const struct bench_case bench_payload_cases[] = {
 	PL3("payload-4K", 4096, 20000, 300),
 	PL3("payload-64K", 65536, 4000, 100),
 	PL3("payload-1M", PL_MAX, 400, 20),
+	PL("payload-1M", "knitk-loan", PL_MAX, KNITK_WORKER_THREADS | (PL_LOAN >> 24), 400, 20),
 	{ NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0 },
 };
