@@ -702,12 +702,15 @@ KNITK_EXPORT int knitk_producer_reset_consumer(struct knitk_producer *producer)
 	if (knot_mailbox_steals(p->g.ep, p->g.mailbox))
 		return -EOPNOTSUPP;
 	knitk__arena_live(p->arena, &live);
-	for (m = p->claimed; m; m &= m - 1) {
-		const struct knitk_lane_header *h =
-			lane_hdr(p, (unsigned int)__builtin_ctzll(m));
+	/*
+	 * A live slot last given to a lane claimed now is that lane's room:
+	 * the producer's own record, not a header the consumer could write.
+	 */
+	for (m = live; m; m &= m - 1) {
+		unsigned int s = (unsigned int)__builtin_ctzll(m);
 
-		if (h->kind == KNITK_PAYLOAD_ARENA && h->arena_slot < KNITK_ARENA_SLOTS)
-			live &= ~(1ULL << h->arena_slot);
+		if (p->slot_lane[s] < KNITK_LANES && (p->claimed & bit(p->slot_lane[s])))
+			live &= ~(1ULL << s);
 	}
 	if (live)
 		/* Pairs with the acquire in arena_freed, like knitk_lane_ack. */

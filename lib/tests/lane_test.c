@@ -526,7 +526,7 @@ static void reset_consumer_frees_everything(void)
  */
 static void reset_consumer_keeps_claimed_lane(void)
 {
-	struct knitk_lane_header h = { 0 }, *hp;
+	struct knitk_lane_header h = { 0 }, *hp, saved[2];
 	struct knitk_msg msg = { .size = sizeof(msg) };
 	static unsigned char big[1 << 16];
 	size_t left = (1 << 16) - 20032;	/* the arena past our 20000 bytes */
@@ -553,7 +553,23 @@ static void reset_consumer_keeps_claimed_lane(void)
 	knitk_consumer_destroy(f.c);
 	f.c = NULL;
 
+	/*
+	 * Headers in the shared lanes are no record: a consumer could write
+	 * the claimed lanes' (here, each naming another slot) and the reset
+	 * goes by the producer's own.
+	 */
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)alane, &hp) == 0);
+	saved[0] = *hp;
+	hp->arena_slot = (hp->arena_slot + 1) % KNITK_ARENA_SLOTS;
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)ilane, &hp) == 0);
+	saved[1] = *hp;
+	hp->kind = KNITK_PAYLOAD_ARENA;
+	hp->arena_slot = saved[0].arena_slot;
 	CHECK_EQ(knitk_producer_reset_consumer(f.p), 0);
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)alane, &hp) == 0);
+	*hp = saved[0];
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)ilane, &hp) == 0);
+	*hp = saved[1];
 	CHECK_EQ(knitk_mailbox_pending(f.k, (unsigned int)f.mailbox, &pend), 0);
 	/* Still claimed, bytes and room kept: every other byte is free. */
 	REQUIRE(knitk_lane_header(f.p, (unsigned int)alane, &hp) == 0);
