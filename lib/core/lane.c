@@ -57,6 +57,12 @@ struct knitk_producer {
 	uint64_t claims[KNITK_MAX_WORKERS];	/* retired by w, not reported */
 	int8_t slot_owner[KNITK_ARENA_SLOTS];	/* claimant of a slot, or -1 */
 	uint8_t slot_lane[KNITK_ARENA_SLOTS];	/* the lane a slot was last given to */
+	/*
+	 * A claimed lane's arena slot, or -1: the producer's own record, since
+	 * the header's arena_slot is in the shared lanes, where a consumer can
+	 * write it.
+	 */
+	int8_t lane_slot[KNITK_LANES];
 };
 
 struct knitk_consumer {
@@ -150,6 +156,7 @@ KNITK_EXPORT int knitk_producer_create(struct knitk_endpoint *ep,
 	}
 	memset(p->slot_owner, -1, sizeof(p->slot_owner));
 	memset(p->slot_lane, 0xff, sizeof(p->slot_lane));
+	memset(p->lane_slot, -1, sizeof(p->lane_slot));
 	p->ack_cache = knitk__endpoint_mailbox_ack(ep, mailbox);
 	*producer = p;
 	return 0;
@@ -214,6 +221,7 @@ static int producer_claim(struct knitk_producer *p)
 	p->cursor = (lane + 1) % KNITK_LANES;
 	p->claimed |= bit(lane);
 	p->claim_no[lane] = ++p->nr_claims;
+	p->lane_slot[lane] = -1;
 	return (int)lane;
 }
 
@@ -258,12 +266,15 @@ KNITK_EXPORT int knitk_lane_header(struct knitk_producer *producer,
 	return 0;
 }
 
-/* Undo an arena reservation of a claimed lane (a private free). */
-static void lane_drop_payload(struct knitk_producer *p,
+/* Undo an arena reservation of claimed @lane (a private free). */
+static void lane_drop_payload(struct knitk_producer *p, unsigned int lane,
 			      struct knitk_lane_header *h)
 {
-	if (h->kind == KNITK_PAYLOAD_ARENA && h->arena_slot < KNITK_ARENA_SLOTS)
-		knitk__arena_free(p->arena, h->arena_slot);
+	int slot = p->lane_slot[lane];
+
+	if (slot >= 0)
+		knitk__arena_free(p->arena, (unsigned int)slot);
+	p->lane_slot[lane] = -1;
 	h->kind = KNITK_PAYLOAD_NONE;
 	h->arena_slot = KNITK_ARENA_NO_SLOT;
 	h->value = 0;
@@ -278,6 +289,7 @@ static inline void lane_set_arena(struct knitk_producer *p, unsigned int lane,
 	/* A new life of the slot: no claimant holds it yet (T10). */
 	p->slot_owner[slot] = -1;
 	p->slot_lane[slot] = (uint8_t)lane;
+	p->lane_slot[lane] = (int8_t)slot;
 	h->kind = KNITK_PAYLOAD_ARENA;
 	h->arena_slot = (uint32_t)slot;
 	h->value = off;
@@ -298,15 +310,16 @@ KNITK_EXPORT int knitk_lane_reserve(struct knitk_producer *producer,
 		return -EINVAL;
 	h = lane_hdr(p, lane);
 	if (len <= p->g.inline_bytes) {
-		lane_drop_payload(p, h);
+		lane_drop_payload(p, lane, h);
 		h->kind = len ? KNITK_PAYLOAD_INLINE : KNITK_PAYLOAD_NONE;
 		h->length = len;
 		*buf = (char *)h + KNITK_LANE_HEADER_BYTES;
 		return 0;
 	}
 	/* A failure leaves the lane's payload as it was (knitk.h). */
-	if (h->kind == KNITK_PAYLOAD_ARENA && h->arena_slot < KNITK_ARENA_SLOTS)
-		ret = knitk__arena_realloc(p->arena, h->arena_slot, len, &off);
+	ret = p->lane_slot[lane];
+	if (ret >= 0)
+		ret = knitk__arena_realloc(p->arena, (unsigned int)ret, len, &off);
 	else
 		ret = knitk__arena_alloc(p->arena, len, &off);
 	if (ret < 0)
@@ -325,7 +338,7 @@ KNITK_EXPORT int knitk_lane_set_value(struct knitk_producer *producer,
 	if (ret)
 		return ret;
 	h = lane_hdr(producer, lane);
-	lane_drop_payload(producer, h);
+	lane_drop_payload(producer, lane, h);
 	h->kind = KNITK_PAYLOAD_VALUE;
 	h->value = value;
 	return 0;
@@ -347,7 +360,7 @@ KNITK_EXPORT int knitk_lane_release(struct knitk_producer *producer,
 
 	if (ret)
 		return ret;
-	lane_drop_payload(producer, lane_hdr(producer, lane));
+	lane_drop_payload(producer, lane, lane_hdr(producer, lane));
 	producer_unclaim(producer, lane);
 	return 0;
 }
@@ -702,15 +715,12 @@ KNITK_EXPORT int knitk_producer_reset_consumer(struct knitk_producer *producer)
 	if (knot_mailbox_steals(p->g.ep, p->g.mailbox))
 		return -EOPNOTSUPP;
 	knitk__arena_live(p->arena, &live);
-	/*
-	 * A live slot last given to a lane claimed now is that lane's room:
-	 * the producer's own record, not a header the consumer could write.
-	 */
-	for (m = live; m; m &= m - 1) {
-		unsigned int s = (unsigned int)__builtin_ctzll(m);
+	/* Claimed lanes' room, by the producer's own record. */
+	for (m = p->claimed; m; m &= m - 1) {
+		int slot = p->lane_slot[__builtin_ctzll(m)];
 
-		if (p->slot_lane[s] < KNITK_LANES && (p->claimed & bit(p->slot_lane[s])))
-			live &= ~(1ULL << s);
+		if (slot >= 0)
+			live &= ~(1ULL << slot);
 	}
 	if (live)
 		/* Pairs with the acquire in arena_freed, like knitk_lane_ack. */

@@ -324,6 +324,56 @@ static void release_rolls_back_arena(void)
 }
 
 /*
+ * A claimed lane's header is in the shared lanes: a consumer that writes
+ * it (another lane's arena slot, or none) makes neither its release nor
+ * its next reserve free another message's bytes, or leak its own.
+ */
+static void release_ignores_a_written_header(void)
+{
+	struct knitk_lane_header h = { 0 }, *hp;
+	struct knitk_msg msg = { .size = sizeof(msg) };
+	static unsigned char big[1 << 16];
+	uint64_t pend;
+	uint32_t other;
+	void *buf;
+	int lane, sent;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 0, 1 << 16) == 0);
+	sent = knitk_lane_claim(f.p);
+	REQUIRE(sent >= 0);
+	REQUIRE(knitk_lane_reserve(f.p, (unsigned int)sent, 20000, &buf) == 0);
+	fill(buf, 20000, 5);
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)sent, &hp) == 0);
+	other = hp->arena_slot;
+	REQUIRE(knitk_lane_publish(f.p, (unsigned int)sent) == 0);
+	lane = knitk_lane_claim(f.p);
+	REQUIRE(lane >= 0);
+	REQUIRE(knitk_lane_reserve(f.p, (unsigned int)lane, 30000, &buf) == 0);
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)lane, &hp) == 0);
+	hp->arena_slot = other;			/* names the pending message's */
+	CHECK_EQ(knitk_lane_release(f.p, (unsigned int)lane), 0);
+	/* Our 30000 bytes are free again; the pending 20000 are not. */
+	CHECK(knitk_producer_send(f.p, &h, big, (1 << 16) - 20000 - 64) >= 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 2);
+	CHECK_EQ(knitk_lane_decode(f.c, (unsigned int)sent, &msg), 0);
+	CHECK(msg.len == 20000 && same(msg.data, 20000, 5));
+	CHECK_EQ(knitk_lane_ack(f.c, pend), 0);
+
+	/* Scribbled to no payload at all: the reserve still replaces ours. */
+	lane = knitk_lane_claim(f.p);
+	REQUIRE(lane >= 0);
+	REQUIRE(knitk_lane_reserve(f.p, (unsigned int)lane, 40000, &buf) == 0);
+	REQUIRE(knitk_lane_header(f.p, (unsigned int)lane, &hp) == 0);
+	hp->kind = KNITK_PAYLOAD_NONE;
+	hp->arena_slot = KNITK_ARENA_NO_SLOT;
+	CHECK_EQ(knitk_lane_release(f.p, (unsigned int)lane), 0);
+	/* Not leaked: the whole arena fits again. */
+	CHECK(knitk_producer_send(f.p, &h, big, sizeof(big)) >= 0);
+	fx_fini(&f);
+}
+
+/*
  * knitting's aliasing bug, end to end: 64 equal-size arena payloads, a
  * partial ack, the same size again: every payload arrives intact.
  */
@@ -616,5 +666,6 @@ int main(void)
 	TEST(steal_effective_ack);
 	TEST(reset_consumer_frees_everything);
 	TEST(reset_consumer_keeps_claimed_lane);
+	TEST(release_ignores_a_written_header);
 	return tap_exit();
 }
