@@ -86,7 +86,7 @@ static int pool_start_workers(struct knitk_pool *pool)
 				return ret;
 		}
 		for (w = 0; w < pool->nr_workers; w++) {
-			ret = knitk__spawn_worker(pool, w);
+			ret = knitk__spawn_worker(pool, w, false);
 			if (ret)
 				return ret;
 			pool->workers[w].state = WORKER_RUNNING;

@@ -176,7 +176,7 @@ static void respawn_locked(struct knitk_pool *pool, unsigned int w)
 	if (!pool->closed) {
 		pthread_mutex_unlock(&pool->lock);
 		POOL_HOOK(pool, POOL_HOOK_RESPAWN, w);
-		ret = knitk__spawn_worker(pool, w);
+		ret = knitk__spawn_worker(pool, w, true);
 		pthread_mutex_lock(&pool->lock);
 	}
 	pool->respawning--;
@@ -190,6 +190,9 @@ static void respawn_locked(struct knitk_pool *pool, unsigned int w)
 		if (pool->steal)
 			knitk__steal_orphans_locked(pool);
 		pool_progress_locked(pool);
+		/* Their waiters: a parked drainer and those asleep on cond. */
+		knitk__pool_kick_drainer_locked(pool);
+		pthread_cond_broadcast(&pool->cond);
 		return;
 	}
 	pw->state = WORKER_RUNNING;

@@ -436,7 +436,8 @@ void knitk__lifeline_hold(struct lifeline_hold *h, int fd, unsigned int w);
 void knitk__lifeline_drop(struct lifeline_hold *h);
 
 /* spawn.c */
-int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w);
+/* @respawn: a successor, which may take a queued call at once. */
+int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w, bool respawn);
 void knitk__spawn_reap(pid_t pid);
 int knitk__monitor_start(struct knitk_pool *pool);
 void knitk__monitor_poke(struct knitk_pool *pool);

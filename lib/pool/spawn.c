@@ -98,10 +98,11 @@ void knitk__spawn_reap(pid_t pid)
 
 /*
  * Wait for the child to join role @w (generation past @gen); *@joined:
- * the generation seen live.
+ * the generation seen live, or with @respawn the one it joined with
+ * before it was gone.
  */
 static int spawn_wait_join(struct knitk_pool *pool, unsigned int w,
-			   uint32_t gen, int pidfd, uint32_t *joined)
+			   uint32_t gen, int pidfd, bool respawn, uint32_t *joined)
 {
 	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
 
@@ -114,11 +115,20 @@ static int spawn_wait_join(struct knitk_pool *pool, unsigned int w,
 			return 0;
 		}
 		if (poll(&pfd, 1, 2) > 0)
-			return -ECHILD;
+			break;
 	}
+	/*
+	 * Gone.  A successor that joined first (a queued call it took may
+	 * have ended it) was a worker, whose death the pool handles as any
+	 * other's, with the calls it held; one that never joined held none.
+	 * A first worker that dies at once fails the pool's create instead.
+	 */
+	if (respawn && knitk_endpoint_role(pool->ep, w, joined) >= 0 && *joined != gen)
+		return 0;
+	return -ECHILD;
 }
 
-int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
+int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w, bool respawn)
 {
 	struct pool_worker *pw = &pool->workers[w];
 	unsigned int np = argv_count(pool->opts.prefix_argv);
@@ -177,7 +187,7 @@ int knitk__spawn_worker(struct knitk_pool *pool, unsigned int w)
 		knitk__spawn_reap(pid);
 		return pidfd;
 	}
-	ret = spawn_wait_join(pool, w, gen, pidfd, &joined);
+	ret = spawn_wait_join(pool, w, gen, pidfd, respawn, &joined);
 	if (ret) {
 		kill(pid, SIGKILL);
 		knitk__spawn_reap(pid);
