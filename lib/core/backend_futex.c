@@ -192,8 +192,8 @@ static int futex_wait(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_
 
 /*
  * futex_wait, also ended by @words (futex_waitv(2), every word shared):
- * 1 when a word was woken or no longer holds its value, so the caller
- * looks at its words; otherwise as futex_wait.
+ * 1 when a word was woken, -EAGAIN (no sleep) when a word or seq no
+ * longer held its value; otherwise as futex_wait.
  */
 static int futex_wait_words(struct knitk_endpoint *k, uint32_t seq,
 			    uint64_t deadline_ns,
@@ -229,7 +229,7 @@ static int futex_wait_words(struct knitk_endpoint *k, uint32_t seq,
 		if (r == 0)
 			continue;	/* a wake with seq unchanged: not ours */
 		if (errno == EAGAIN)
-			return 1;
+			return -EAGAIN;	/* a word had changed: no sleep */
 		if (errno == ETIMEDOUT)
 			return -ETIMEDOUT;
 		if (errno == EINTR)

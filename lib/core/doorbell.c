@@ -430,7 +430,7 @@ KNITK_EXPORT int knitk_doorbell_ring_wait_words(struct knitk_endpoint *ep,
 	if (!ep || !words || !nr || nr > KNITK_WAIT_WORDS_MAX)
 		return -EINVAL;
 	for (i = 0; i < nr; i++)
-		if (!words[i].word)
+		if (!words[i].word || (uintptr_t)words[i].word % sizeof(uint32_t))
 			return -EINVAL;
 	if (!ep->ops->wait_words)
 		return -EOPNOTSUPP;

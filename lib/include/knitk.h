@@ -699,8 +699,10 @@ struct knitk_wait_word {
  * for a pidfd's or a second thread's wake).  The caller looks at its words
  * again after any return.  The futex backend only, with futex_waitv(2)
  * (Linux 5.16): -EOPNOTSUPP elsewhere (the module learns of deaths
- * itself), and -EINVAL for @nr 0 or above the maximum or a NULL word;
- * either is returned before anything is rung or waited.
+ * itself), and -EINVAL for @nr 0 or above the maximum or a NULL or
+ * misaligned word; either is returned before anything is rung or waited.
+ * -EFAULT for a word the kernel cannot read.  A word that had changed
+ * already ends the wait at once, counted as a mismatch, not a wait.
  */
 #define KNITK_WAIT_WORDS_MAX	64
 int knitk_doorbell_ring_wait_words(struct knitk_endpoint *ep, uint64_t doorbells,

@@ -371,23 +371,33 @@ static void ring_wait_words_ends_on_word(void)
 						KNITK_WAIT_WORDS_MAX + 1), -EINVAL);
 	bad[3].word = NULL;
 	CHECK_EQ(knitk_doorbell_ring_wait_words(f.host, 0, 0, 1, bad, 4), -EINVAL);
+	bad[3].word = (const uint32_t *)((const char *)&word + 1);
+	CHECK_EQ(knitk_doorbell_ring_wait_words(f.host, 0, 0, 1, bad, 4), -EINVAL);
 	CHECK_EQ(knitk_doorbell_ring_wait_words(f.host, 1ULL << 9, 0, 1, &ww.w, 1),
 		 -EINVAL);
 
-	/* The word no longer holds the value: no sleep. */
+	/* The word no longer holds the value: no sleep, a mismatch. */
 	atomic_store(&word, 8);
+	knitk_endpoint_wake_stats(f.host, &st);
 	REQUIRE(knitk_doorbell_prepare(f.host, &seq) == 0);
 	CHECK_EQ(knitk_doorbell_ring_wait_words(f.host, 0, seq, KNITK_WAIT_FOREVER,
 						&ww.w, 1), 0);
+	seq = (uint32_t)st.mismatches;
+	knitk_endpoint_wake_stats(f.host, &st);
+	CHECK_EQ(st.mismatches, (uint64_t)seq + 1);
+	CHECK_EQ(st.wakes, 0);
 	/* The deadline. */
 	ww.w.value = 8;
 	REQUIRE(knitk_doorbell_prepare(f.host, &seq) == 0);
 	CHECK_EQ(knitk_doorbell_ring_wait_words(f.host, 0, seq, tap_now_ns() + 5000000,
 						&ww.w, 1), -ETIMEDOUT);
 
-	/* Asleep, the word changed and woken (shared, as the kernel's is). */
+	/*
+	 * Asleep, the word changed and woken (shared, as the kernel's is): a
+	 * wake, or a mismatch if it changed before the sleep.
+	 */
 	knitk_endpoint_wake_stats(f.host, &st);
-	seq = (uint32_t)st.wakes;
+	seq = (uint32_t)(st.wakes + st.mismatches);
 	REQUIRE(pthread_create(&th, NULL, park_words, &ww) == 0);
 	wait_until_sleeping(f.host, KNITK_DOORBELL_HOST);
 	atomic_store(&word, 9);
@@ -395,7 +405,7 @@ static void ring_wait_words_ends_on_word(void)
 	pthread_join(th, NULL);
 	CHECK_EQ(ww.ret, 0);
 	knitk_endpoint_wake_stats(f.host, &st);
-	CHECK_EQ(st.wakes, (uint64_t)seq + 1);
+	CHECK_EQ(st.wakes + st.mismatches, (uint64_t)seq + 1);
 	CHECK_EQ(st.spurious, 0);
 
 	/* Asleep, a result from the worker: the doorbell's own wake. */
