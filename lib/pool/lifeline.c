@@ -219,61 +219,87 @@ static bool lifeline_arm(_Atomic uint32_t *word, uint32_t *v)
 	return true;
 }
 
+/*
+ * The workers watched now (their join armed) that published lifeline @i:
+ * their words, ids and join generations into @lp.
+ */
+static void lifeline_watched(struct knitk_pool *pool, unsigned int i,
+			     struct lifeline_park *lp)
+{
+	unsigned int w;
+
+	lp->n = 0;
+	for (w = 0; w < pool->nr_workers; w++) {
+		/* Relaxed: the CAS in knitk__death_notice decides. */
+		uint64_t watch = atomic_load_explicit(&pool->workers[w].watch,
+						      memory_order_relaxed);
+
+		if (!(watch & POOL_WATCH_ARMED) ||
+		    !(lp->word[lp->n] = lifeline_word(pool, w, i)))
+			continue;
+		lp->who[lp->n] = w;
+		lp->gen[lp->n++] = (uint32_t)watch;
+	}
+}
+
+/*
+ * Arm every word of @lp, with the values to wait for in lp->words, and
+ * report the workers already gone (@hook: the lifeline thread's notice,
+ * which the test hook may hold).  False when one was gone.
+ */
+static bool lifeline_arm_all(struct knitk_pool *pool, struct lifeline_park *lp,
+			     bool hook)
+{
+	bool live = true;
+	unsigned int i;
+
+	for (i = 0; i < lp->n; i++) {
+		lp->words[i].word = (const uint32_t *)lp->word[i];
+		if (lifeline_arm(lp->word[i], &lp->words[i].value))
+			continue;
+		if (hook)
+			POOL_HOOK(pool, POOL_HOOK_NOTICE, lp->who[i]);
+		/* Once per incarnation: a stale generation does nothing. */
+		knitk__death_notice(pool, lp->who[i], lp->gen[i]);
+		live = false;
+	}
+	return live;
+}
+
 static void *lifeline_main(void *arg)
 {
 	struct knitk_pool *pool = arg;
 	struct futex_waitv v[KNITK_MAX_WORKERS + 1];
-	_Atomic uint32_t *word[KNITK_MAX_WORKERS];
-	unsigned int who[KNITK_MAX_WORKERS];
-	uint32_t gen[KNITK_MAX_WORKERS];
+	struct lifeline_park lp;
 
 	for (;;) {
 		/* Before the look: a poke after it fails the wait's compare. */
 		uint32_t poke = atomic_load_explicit(&pool->lifeline_poke,
 						     memory_order_seq_cst);
-		unsigned int n = 0, i, k = 1, w;
-		bool gone = false;
+		unsigned int i;
 
 		pthread_mutex_lock(&pool->lock);
 		if (pool->monitor_stop) {
 			pthread_mutex_unlock(&pool->lock);
 			break;
 		}
-		for (w = 0; w < pool->nr_workers; w++) {
-			uint64_t watch = atomic_load_explicit(&pool->workers[w].watch,
-							      memory_order_relaxed);
-
-			if (!(watch & POOL_WATCH_ARMED) ||
-			    !(word[n] = lifeline_word(pool, w, LIFELINE_WATCH)))
-				continue;
-			who[n] = w;
-			gen[n++] = (uint32_t)watch;
-		}
+		lifeline_watched(pool, LIFELINE_WATCH, &lp);
 		pthread_mutex_unlock(&pool->lock);
+		if (!lifeline_arm_all(pool, &lp, true))
+			continue;
 
 		memset(v, 0, sizeof(v));
 		v[0].uaddr = (uintptr_t)&pool->lifeline_poke;
 		v[0].val = poke;
 		v[0].flags = FUTEX_32 | FUTEX_PRIVATE_FLAG;
-		for (i = 0; i < n; i++) {
-			uint32_t x;
-
-			if (!lifeline_arm(word[i], &x)) {
-				/* Once per incarnation: a stale @gen does nothing. */
-				POOL_HOOK(pool, POOL_HOOK_NOTICE, who[i]);
-				knitk__death_notice(pool, who[i], gen[i]);
-				gone = true;
-				continue;
-			}
-			v[k].uaddr = (uintptr_t)word[i];
-			v[k].val = x;
+		for (i = 0; i < lp.n; i++) {
+			v[i + 1].uaddr = (uintptr_t)lp.word[i];
+			v[i + 1].val = lp.words[i].value;
 			/* Shared: keyed on the page, as the kernel's wake is. */
-			v[k++].flags = FUTEX_32;
+			v[i + 1].flags = FUTEX_32;
 		}
-		if (gone)
-			continue;
 		/* Any return (a wake, a changed word, a signal): look again. */
-		futex_waitv_(v, k);
+		futex_waitv_(v, lp.n + 1);
 	}
 	return NULL;
 }
@@ -288,43 +314,17 @@ static void *lifeline_main(void *arg)
 unsigned int knitk__lifeline_park_words(struct knitk_pool *pool,
 					struct lifeline_park *lp)
 {
-	unsigned int w;
-
 	lp->n = 0;
 	if (!pool->lifeline_started)
 		return 0;
-	for (w = 0; w < pool->nr_workers; w++) {
-		/* Relaxed: the CAS in knitk__death_notice decides. */
-		uint64_t watch = atomic_load_explicit(&pool->workers[w].watch,
-						      memory_order_relaxed);
-		_Atomic uint32_t *word;
-		uint32_t x;
-
-		if (!(watch & POOL_WATCH_ARMED) ||
-		    !(word = lifeline_word(pool, w, LIFELINE_PARK)))
-			continue;
-		if (!lifeline_arm(word, &x)) {
-			knitk__death_notice(pool, w, (uint32_t)watch);
-			lp->n = 0;
-			return 0;
-		}
-		lp->words[lp->n].word = (const uint32_t *)word;
-		lp->words[lp->n].value = x;
-		lp->who[lp->n] = w;
-		lp->gen[lp->n++] = (uint32_t)watch;
-	}
-	return lp->n;
+	lifeline_watched(pool, LIFELINE_PARK, lp);
+	return lifeline_arm_all(pool, lp, false) ? lp->n : 0;
 }
 
 /* After that park, whatever ended it: report the workers gone. */
-void knitk__lifeline_park_seen(struct knitk_pool *pool, const struct lifeline_park *lp)
+void knitk__lifeline_park_seen(struct knitk_pool *pool, struct lifeline_park *lp)
 {
-	unsigned int i;
-	uint32_t x;
-
-	for (i = 0; i < lp->n; i++)
-		if (!lifeline_arm((_Atomic uint32_t *)lp->words[i].word, &x))
-			knitk__death_notice(pool, lp->who[i], lp->gen[i]);
+	lifeline_arm_all(pool, lp, false);
 }
 
 void knitk__lifeline_poke(struct knitk_pool *pool)

@@ -421,17 +421,20 @@ struct lifeline_hold {
 	size_t bytes;
 	struct lifeline *held[LIFELINE_NR];	/* locked by us, NULL: none */
 };
-/* The words a drainer's park on the host doorbell watches too. */
+/*
+ * The lifeline words watched at once: by the lifeline thread, or by a
+ * drainer's park on the host doorbell; @words their armed values.
+ */
 struct lifeline_park {
-	struct knitk_wait_word words[KNITK_MAX_WORKERS];
+	_Atomic uint32_t *word[KNITK_MAX_WORKERS];
 	unsigned int who[KNITK_MAX_WORKERS];
 	uint32_t gen[KNITK_MAX_WORKERS];
+	struct knitk_wait_word words[KNITK_MAX_WORKERS];
 	unsigned int n;
 };
 unsigned int knitk__lifeline_park_words(struct knitk_pool *pool,
 					struct lifeline_park *lp);
-void knitk__lifeline_park_seen(struct knitk_pool *pool,
-			       const struct lifeline_park *lp);
+void knitk__lifeline_park_seen(struct knitk_pool *pool, struct lifeline_park *lp);
 void knitk__lifeline_hold(struct lifeline_hold *h, int fd, unsigned int w);
 void knitk__lifeline_drop(struct lifeline_hold *h);
 
