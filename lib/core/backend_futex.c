@@ -156,17 +156,22 @@ static int futex_join(struct knitk_endpoint *k, unsigned int role,
 	return 0;
 }
 
+/* An absolute CLOCK_MONOTONIC @deadline_ns as a wait's timeout, or NULL. */
+static struct timespec *futex_deadline(uint64_t deadline_ns, struct timespec *ts)
+{
+	if (deadline_ns == KNITK_WAIT_FOREVER)
+		return NULL;
+	ts->tv_sec = (time_t)(deadline_ns / 1000000000ULL);
+	ts->tv_nsec = (long)(deadline_ns % 1000000000ULL);
+	return ts;
+}
+
 static int futex_wait(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_ns)
 {
 	struct knitk_doorbell *db = knot_doorbell(k, (unsigned int)k->doorbell);
-	struct timespec ts, *tsp = NULL;
+	struct timespec ts, *tsp = futex_deadline(deadline_ns, &ts);
 	long r;
 
-	if (deadline_ns != KNITK_WAIT_FOREVER) {
-		ts.tv_sec = (time_t)(deadline_ns / 1000000000ULL);
-		ts.tv_nsec = (long)(deadline_ns % 1000000000ULL);
-		tsp = &ts;
-	}
 	for (;;) {
 		/* Absolute CLOCK_MONOTONIC deadline; shared (not private). */
 		r = sys_futex(&db->seq, FUTEX_WAIT_BITSET, seq, tsp,
@@ -201,15 +206,10 @@ static int futex_wait_words(struct knitk_endpoint *k, uint32_t seq,
 {
 	struct knitk_doorbell *db = knot_doorbell(k, (unsigned int)k->doorbell);
 	struct futex_waitv v[KNITK_WAIT_WORDS_MAX + 1];
-	struct timespec ts, *tsp = NULL;
+	struct timespec ts, *tsp = futex_deadline(deadline_ns, &ts);
 	unsigned int i;
 	long r;
 
-	if (deadline_ns != KNITK_WAIT_FOREVER) {
-		ts.tv_sec = (time_t)(deadline_ns / 1000000000ULL);
-		ts.tv_nsec = (long)(deadline_ns % 1000000000ULL);
-		tsp = &ts;
-	}
 	memset(v, 0, sizeof(v));
 	v[0].uaddr = (uintptr_t)&db->seq;
 	v[0].val = seq;
