@@ -30,30 +30,14 @@
 #include "knitk.h"
 #include "knitk_pool.h"
 #include "tap.h"
+#include "pool_tasks.h"
 
 #define HANG_S		60
 #define NR_DIE		6
 #define HOLD_MS		1500
 #define ROUNDS		10
 
-enum { F_ECHO, F_KILL, F_EXIT, F_HOLD, F_NR };
-
-static uint64_t mixed(uint64_t v)
-{
-	return v * 0x9E3779B97F4A7C15ULL + 1;
-}
-
-static int task_echo(const void *in, size_t len, struct knitk_reply *out, void *ctx)
-{
-	uint64_t v;
-
-	(void)ctx;
-	if (len != sizeof(v))
-		return -EINVAL;
-	memcpy(&v, in, sizeof(v));
-	v = mixed(v);
-	return knitk_reply_set(out, &v, sizeof(v));
-}
+enum { F_MIX, F_KILL, F_EXIT, F_HOLD, F_NR };
 
 /* The holder's pid, in a memfd made before any pool (inherited). */
 static _Atomic int32_t *holder;
@@ -76,15 +60,15 @@ static int task_exit(const void *in, size_t len, struct knitk_reply *out, void *
 	exit(3);
 }
 
-static int task_hold(const void *in, size_t len, struct knitk_reply *out, void *ctx)
+static int task_holder(const void *in, size_t len, struct knitk_reply *out, void *ctx)
 {
 	if (holder)
 		atomic_store(holder, (int32_t)getpid());
 	usleep(HOLD_MS * 1000);
-	return task_echo(in, len, out, ctx);
+	return task_mix(in, len, out, ctx);
 }
 
-static const knitk_task_fn fns[F_NR] = { task_echo, task_kill, task_exit, task_hold };
+static const knitk_task_fn fns[F_NR] = { task_mix, task_kill, task_exit, task_holder };
 static const struct knitk_task_table tasks = { .tasks = fns, .nr_tasks = F_NR };
 
 struct waiter {
@@ -158,7 +142,7 @@ static int die_after_respawn(uint32_t die_fn, unsigned int workers, unsigned int
 	for (i = 0; i < NR_DIE; i++)
 		if (!knitk_pool_submit(pool, die_fn, &v, sizeof(v), NULL, &c[n]))
 			n++;
-	if (!knitk_pool_submit(pool, F_ECHO, &v, sizeof(v), NULL, &c[n]))
+	if (!knitk_pool_submit(pool, F_MIX, &v, sizeof(v), NULL, &c[n]))
 		n++;
 	CHECK_EQ(n, first_die + NR_DIE + 1);
 	wt.nr = n;
@@ -174,7 +158,7 @@ static int die_after_respawn(uint32_t die_fn, unsigned int workers, unsigned int
 		       round, HANG_S, atomic_load(&wt.done), n);
 		for (i = 0; i < n; i++)
 			printf("#   call %u (%s): status %d\n", i,
-			       i < first_die ? "hold" : i < first_die + NR_DIE ? "die" : "echo",
+			       i < first_die ? "hold" : i < first_die + NR_DIE ? "die" : "mix",
 			       knitk_call_status(c[i]));
 		dump(pool, workers);
 		sleep(1);
@@ -200,11 +184,11 @@ static int die_after_respawn(uint32_t die_fn, unsigned int workers, unsigned int
 			continue;
 		}
 		memcpy(&r, data, sizeof(r));
-		CHECK(r == mixed(v));
+		CHECK(r == mix64(v));
 	}
 	/* The worker is still there: every worker serves. */
-	ret = knitk_pool_call(pool, F_ECHO, &v, sizeof(v), NULL, &r, sizeof(r), &len);
-	if (ret || r != mixed(v)) {
+	ret = knitk_pool_call(pool, F_MIX, &v, sizeof(v), NULL, &r, sizeof(r), &len);
+	if (ret || r != mix64(v)) {
 		printf("# round %u: a call after the deaths: %d\n", round, ret);
 		tap_case_failed = 1;
 	}
