@@ -242,7 +242,9 @@ struct knitk_call_opts {
  * it takes.  A deadline already past when the call finds room does not
  * stop it: it is submitted and completes -ETIMEDOUT.  -EINVAL for bad arguments or
  * an unknown @fn or @opts->worker, -EMSGSIZE when @len fits no lane or
- * arena, -ESHUTDOWN after shutdown, -EPIPE when no worker is left to run
+ * arena, -ESHUTDOWN after shutdown (also for a submit still waiting for
+ * room when the shutdown begins: it was never submitted), -EPIPE when no
+ * worker is left to run
  * it: none at all, or, for a call pinned with KNITK_CALL_WORKER, the
  * worker it names (whether others live or not).  With
  * KNITK_POOL_RESPAWN a dead worker being replaced is not gone: the submit

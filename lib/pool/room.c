@@ -93,8 +93,10 @@ int knitk__pool_wait_passive_until_locked(struct knitk_pool *pool,
  * @pw lives (private lanes: the worker published to) or some worker
  * serves (stealing: NULL), and not past the call's deadline (-ETIMEDOUT).
  * An event loop never waits in the library (-EAGAIN: it reaps, then
- * submits again), and an unsent loan only while the pool takes calls
- * (-ESHUTDOWN: shutdown does not wait for it, C8).  0: look again.
+ * submits again), and nobody once the pool is shut down (-ESHUTDOWN: the
+ * call is never sent).  Room held by unsent loans, which shutdown does
+ * not wait for (C8), would otherwise never come, and shutdown would wait
+ * for this call for ever.  0: look again.
  */
 int knitk__pool_wait_room(struct knitk_pool *pool, struct pool_worker *pw,
 			  const struct knitk_call *call, uint64_t progress)
@@ -107,7 +109,7 @@ int knitk__pool_wait_room(struct knitk_pool *pool, struct pool_worker *pw,
 	while (!ret &&
 	       progress == atomic_load_explicit(&pool->progress, memory_order_relaxed) &&
 	       (pw ? atomic_load(&pw->alive) : knitk__pool_has_workers_locked(pool, NULL))) {
-		if (call->loan == LOAN_HELD && pool->closed)
+		if (pool->closed)
 			ret = -ESHUTDOWN;
 		else
 			ret = knitk__pool_wait_passive_until_locked(pool, call->deadline_ns);

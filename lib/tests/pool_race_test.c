@@ -14,6 +14,9 @@
  *  - held_result_before_death: a waiting drainer has taken a worker's
  *    result and not completed it yet when it sees that worker's death:
  *    the call completes with its result, not -EOWNERDEAD (C3).
+ *  - shutdown_ends_room_wait: a submit waits for arena room that only
+ *    an unsent loan holds when the pool is shut down: the submit gives
+ *    -ESHUTDOWN and the shutdown returns (both waited for ever before).
  *  - stop_reply_then_exit: at shutdown a worker answers its stop and
  *    exits between the completer's drain of its return mailbox and the
  *    completer's look at the deaths: it stopped, it did not die (no death
@@ -24,6 +27,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/wait.h>
 
@@ -98,6 +102,70 @@ static void lost_wakeup(void)
 	knitk_call_release(held);
 	knitk_pool_destroy(pool);
 	knitk__test_hook = NULL;
+	free(buf);
+}
+
+/* ---------------------------------------------- shutdown_ends_room_wait */
+
+static struct knitk_pool *room_pool;
+static pthread_t room_shutter;
+static _Atomic int room_full;
+
+static void *room_shut(void *arg)
+{
+	(void)arg;
+	return (void *)(intptr_t)knitk_pool_shutdown(room_pool, KNITK_SHUTDOWN_DRAIN);
+}
+
+/* In the submitter, its send refused for room: shut the pool down. */
+static void hook_shut_on_full(struct knitk_pool *pool, enum pool_hook point,
+			      unsigned int arg)
+{
+	(void)arg;
+	if (point != POOL_HOOK_PUBLISH_FULL || pool != room_pool ||
+	    atomic_exchange(&room_full, 1))
+		return;
+	if (pthread_create(&room_shutter, NULL, room_shut, NULL))
+		atomic_store(&room_full, 2);
+}
+
+static void shutdown_ends_room_wait(void)
+{
+	struct knitk_pool_opts o = { .size = sizeof(o), .nr_workers = 1, .nr_submitters = 1,
+				     .arena_bytes = 4096 };
+	struct knitk_layout lay;
+	struct knitk_endpoint *knot;
+	struct knitk_call *loan, *c = NULL;
+	unsigned char *buf;
+	void *lbuf, *shut = NULL;
+
+	REQUIRE(knitk_pool_create(&o, &gate_tasks, &room_pool) == 0);
+	knitk_pool_endpoint(room_pool, &knot);
+	knitk_endpoint_layout(knot, &lay, NULL);
+	buf = calloc(1, lay.arena_size);
+	REQUIRE(buf);
+	atomic_store(&room_full, 0);
+	/* The unsent loan has the whole arena; shutdown does not wait for it. */
+	REQUIRE(knitk_pool_loan(room_pool, 0, lay.arena_size, NULL, &loan, &lbuf) == 0);
+	knitk__test_hook = hook_shut_on_full;
+	/* Waited for ever before the fix, and so did the shutdown. */
+	CHECK_EQ(knitk_pool_submit(room_pool, 0, buf, lay.arena_size, NULL, &c), -ESHUTDOWN);
+	CHECK_EQ(atomic_load(&room_full), 1);
+	if (atomic_load(&room_full) == 1)
+		pthread_join(room_shutter, &shut);
+	CHECK_EQ((intptr_t)shut, 0);
+	knitk__test_hook = NULL;
+	CHECK_EQ(knitk_call_status(loan), -ESHUTDOWN);
+	knitk_call_release(loan);
+	/* The refused submit is not counted; the loan that shutdown ended is. */
+	{
+		struct knitk_pool_stats st = { .size = sizeof(st) };
+
+		CHECK_EQ(knitk_pool_stats(room_pool, &st), 0);
+		CHECK_EQ(st.submitted, 1);
+		CHECK_EQ(st.completed, 1);
+	}
+	knitk_pool_destroy(room_pool);
 	free(buf);
 }
 
@@ -400,6 +468,7 @@ int main(int argc, char **argv)
 	if (knitk_worker_main(argc, argv, &test_tasks, NULL))
 		return 2;
 	TEST(lost_wakeup);
+	TEST(shutdown_ends_room_wait);
 	TEST(respawn_gap);
 	TEST(reap_eintr);
 	TEST(event_fd_at_completer_park);
