@@ -647,6 +647,19 @@ static s64 knitk_caller_monotonic_offset(void)
 #endif
 }
 
+/**
+ * knitk_caller_deadline() - the calling task's deadline on the host's clock
+ * @deadline_ns: an absolute CLOCK_MONOTONIC deadline of the caller's time
+ *	namespace, or KNITK_WAIT_FOREVER
+ *
+ * Return: knitk_deadline_on_host() of it, with the caller's offset.
+ */
+u64 knitk_caller_deadline(u64 deadline_ns)
+{
+	return knitk_deadline_on_host(deadline_ns,
+				      knitk_caller_monotonic_offset());
+}
+
 /*
  * The wait of knitk_doorbell_wait(), which traces it; @seen: out, what a
  * woken wait found (knitk_wait_outcome()).
@@ -665,8 +678,7 @@ static int knitk_doorbell_wait_seen(struct knitk_knot *knot, unsigned int d,
 
 	if (d != KNITK_DOORBELL_HOST && knitk_peer_host_dead(knot->control))
 		return -EPIPE;
-	deadline_ns = knitk_deadline_on_host(deadline_ns,
-					     knitk_caller_monotonic_offset());
+	deadline_ns = knitk_caller_deadline(deadline_ns);
 	/* Before the seq check: an event not done here has not moved seq. */
 	events_done = atomic_read(&bell->events_done);
 	/*

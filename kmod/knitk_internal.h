@@ -117,6 +117,10 @@ static inline void knitk_bell_count(struct knitk_bell *bell,
  * @pollers: woken on a death; every attached endpoint's poll state is
  *	chained to it (knitk_poll.c).
  */
+/* The wait queues of a knot's word waiters, hashed by offset. */
+#define KNITK_WORD_QUEUE_BITS	4
+#define KNITK_WORD_QUEUES	BIT(KNITK_WORD_QUEUE_BITS)
+
 struct knitk_knot {
 	struct kref ref;
 	struct mutex lock; /* live/dead/generation/death_seq/death_done */
@@ -131,6 +135,7 @@ struct knitk_knot {
 	struct knitk_bell bells[KNITK_NR_DOORBELLS];
 	struct user_struct *user;
 	wait_queue_head_t pollers;
+	wait_queue_head_t words[KNITK_WORD_QUEUES];
 	pid_t pids[KNITK_ROLE_SLOTS]; /* last joiner's tgid per slot, @lock */
 };
 
@@ -291,6 +296,7 @@ void knitk_doorbell_kick(struct knitk_knot *knot, unsigned int d);
 int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 			  bool sync, u64 *woken);
 u64 knitk_deadline_on_host(u64 deadline_ns, s64 offset_ns);
+u64 knitk_caller_deadline(u64 deadline_ns);
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 			const struct knitk_role *r, u32 expected,
 			u32 flags, u64 deadline_ns, bool uring);
@@ -300,6 +306,12 @@ int knitk_doorbell_notify_wait(struct knitk_knot *knot, unsigned int d,
 			       u64 *woken);
 void knitk_doorbell_stats(struct knitk_knot *knot, unsigned int d,
 			  struct knitk_doorbell_stats *st);
+
+/* knitk_word.c: KNITK_IOC_WORD_WAIT and KNITK_IOC_WORD_WAKE. */
+void knitk_words_init(struct knitk_knot *knot);
+bool knitk_word_valid(const struct knitk_layout *l, u64 offset);
+int knitk_word_wait(struct knitk_knot *knot, const struct knitk_word_wait *ww);
+int knitk_word_wake(struct knitk_knot *knot, struct knitk_word_wake *wk);
 
 /* knitk_uring.c: IORING_OP_URING_CMD on an endpoint. */
 struct io_uring_cmd;

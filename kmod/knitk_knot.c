@@ -179,6 +179,7 @@ struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 	kref_init(&knot->ref);
 	mutex_init(&knot->lock);
 	init_waitqueue_head(&knot->pollers);
+	knitk_words_init(knot);
 	for (i = 0; i < KNITK_NR_DOORBELLS; i++)
 		knitk_bell_init(&knot->bells[i]);
 	knot->geometry = *g;

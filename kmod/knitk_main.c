@@ -84,7 +84,8 @@ MODULE_PARM_DESC(max_knot_bytes, "largest knot CREATE accepts, in bytes");
 #define KNITK_FEATURES	(KNITK_FEATURE_STEAL | KNITK_FEATURE_PEER_DEATH | \
 			 KNITK_FEATURE_STATS | KNITK_FEATURE_POLL | \
 			 KNITK_FEATURE_KICK | KNITK_FEATURE_SPIN | \
-			 KNITK_FEATURE_NOTIFY_WAIT | KNITK_FEATURE_URING_CMD)
+			 KNITK_FEATURE_NOTIFY_WAIT | KNITK_FEATURE_URING_CMD | \
+			 KNITK_FEATURE_WORD_WAIT)
 
 /**
  * struct knitk_endpoint - one open of /dev/knitk
@@ -135,7 +136,9 @@ static int knitk_ioctl_api(void __user *argp)
 		     BIT_ULL(_IOC_NR(KNITK_IOC_WAIT)) |
 		     BIT_ULL(_IOC_NR(KNITK_IOC_NOTIFY)) |
 		     BIT_ULL(_IOC_NR(KNITK_IOC_STATS)) |
-		     BIT_ULL(_IOC_NR(KNITK_IOC_NOTIFY_WAIT));
+		     BIT_ULL(_IOC_NR(KNITK_IOC_NOTIFY_WAIT)) |
+		     BIT_ULL(_IOC_NR(KNITK_IOC_WORD_WAIT)) |
+		     BIT_ULL(_IOC_NR(KNITK_IOC_WORD_WAKE));
 	if (copy_to_user(argp, &api, sizeof(api)))
 		return -EFAULT;
 	return 0;
@@ -343,6 +346,33 @@ static int knitk_ioctl_notify(struct knitk_knot *knot, void __user *argp)
 	return 0;
 }
 
+static int knitk_ioctl_word_wait(struct knitk_knot *knot, void __user *argp)
+{
+	struct knitk_word_wait ww;
+
+	if (copy_from_user(&ww, argp, sizeof(ww)))
+		return -EFAULT;
+	return knitk_word_wait(knot, &ww);
+}
+
+static int knitk_ioctl_word_wake(struct knitk_knot *knot, void __user *argp)
+{
+	struct knitk_word_wake wk;
+	int ret;
+
+	if (copy_from_user(&wk, argp, sizeof(wk)))
+		return -EFAULT;
+	/* -EFAULT before the wake, not after it. */
+	if (!knitk_arg_writable(argp, &wk, sizeof(wk)))
+		return -EFAULT;
+	ret = knitk_word_wake(knot, &wk);
+	if (ret)
+		return ret;
+	if (copy_to_user(argp, &wk, sizeof(wk)))
+		return -EFAULT;
+	return 0;
+}
+
 static int knitk_ioctl_stats(struct knitk_knot *knot, void __user *argp,
 			     size_t usize)
 {
@@ -397,6 +427,8 @@ static long knitk_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case KNITK_IOC_WAIT:
 	case KNITK_IOC_NOTIFY:
 	case KNITK_IOC_NOTIFY_WAIT:
+	case KNITK_IOC_WORD_WAIT:
+	case KNITK_IOC_WORD_WAKE:
 	case KNITK_IOC_STATS:
 		break;
 	default:
@@ -415,6 +447,10 @@ static long knitk_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return knitk_ioctl_notify(knot, argp);
 	case KNITK_IOC_NOTIFY_WAIT:
 		return knitk_ioctl_notify_wait(ep, knot, argp);
+	case KNITK_IOC_WORD_WAIT:
+		return knitk_ioctl_word_wait(knot, argp);
+	case KNITK_IOC_WORD_WAKE:
+		return knitk_ioctl_word_wake(knot, argp);
 	default:
 		return knitk_ioctl_stats(knot, argp, usize);
 	}

@@ -191,6 +191,30 @@ static int futex_wait(struct knitk_endpoint *k, uint32_t seq, uint64_t deadline_
 	}
 }
 
+/* A word of the knot: the futex it is, shared (the memfd names it). */
+static int futex_word_wait(struct knitk_endpoint *k, const uint32_t *word,
+			   uint32_t expected, uint64_t deadline_ns)
+{
+	struct timespec ts, *tsp = futex_deadline(deadline_ns, &ts);
+
+	(void)k;
+	if (sys_futex((void *)word, FUTEX_WAIT_BITSET, expected, tsp,
+		      FUTEX_BITSET_MATCH_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+static int futex_word_wake(struct knitk_endpoint *k, const uint32_t *word,
+			   unsigned int nr)
+{
+	long r;
+
+	(void)k;
+	r = sys_futex((void *)word, FUTEX_WAKE, nr > INT_MAX ? INT_MAX : nr,
+		      NULL, 0);
+	return r < 0 ? -errno : (int)r;
+}
+
 #ifndef SYS_futex_waitv
 #define SYS_futex_waitv 449	/* the same on every architecture */
 #endif
@@ -403,6 +427,8 @@ const struct knitk_backend_ops knitk_backend_futex = {
 	.join		= futex_join,
 	.wait		= futex_wait,
 	.wait_words	= futex_wait_words,
+	.word_wait	= futex_word_wait,
+	.word_wake	= futex_word_wake,
 	.notify		= futex_notify,
 	.stats		= NULL,
 	.mark_dead	= futex_mark_dead,

@@ -96,6 +96,7 @@ static int kmod_open_ioctl(struct knitk_endpoint *k, unsigned long cmd, void *ar
 	k->can_kick = features & KNITK_FEATURE_KICK;
 	k->can_spin = features & KNITK_FEATURE_SPIN;
 	k->can_ring_wait = features & KNITK_FEATURE_NOTIFY_WAIT;
+	k->can_word_wait = features & KNITK_FEATURE_WORD_WAIT;
 	return 0;
 }
 
@@ -279,6 +280,35 @@ static void kmod_release(struct knitk_endpoint *k)
 		close(k->fd);
 }
 
+static int kmod_word_wait(struct knitk_endpoint *k, const uint32_t *word,
+			  uint32_t expected, uint64_t deadline_ns)
+{
+	struct knitk_word_wait w = {
+		.offset = (uint64_t)((const char *)word - (const char *)k->base),
+		.expected = expected,
+		.deadline_ns = deadline_ns,
+	};
+
+	if (!k->can_word_wait)
+		return -EOPNOTSUPP;
+	return ioctl(k->fd, KNITK_IOC_WORD_WAIT, &w) < 0 ? -errno : 0;
+}
+
+static int kmod_word_wake(struct knitk_endpoint *k, const uint32_t *word,
+			  unsigned int nr)
+{
+	struct knitk_word_wake w = {
+		.offset = (uint64_t)((const char *)word - (const char *)k->base),
+		.nr = nr,
+	};
+
+	if (!k->can_word_wait)
+		return -EOPNOTSUPP;
+	if (ioctl(k->fd, KNITK_IOC_WORD_WAKE, &w) < 0)
+		return -errno;
+	return (int)w.woken;
+}
+
 const struct knitk_backend_ops knitk_backend_kmod = {
 	.kind		= KNITK_BACKEND_KMOD,
 	.create		= kmod_create,
@@ -290,5 +320,7 @@ const struct knitk_backend_ops knitk_backend_kmod = {
 	.mark_dead	= kmod_mark_dead,
 	.kick		= kmod_kick,
 	.ring_wait	= kmod_ring_wait,
+	.word_wait	= kmod_word_wait,
+	.word_wake	= kmod_word_wake,
 	.release	= kmod_release,
 };

@@ -88,6 +88,15 @@ struct knitk_backend_ops {
 	int (*wait_words)(struct knitk_endpoint *k, uint32_t seq,
 			  uint64_t deadline_ns,
 			  const struct knitk_wait_word *words, unsigned int nr);
+	/*
+	 * Sleep while *@word (in the knot's data region, checked) holds
+	 * @expected, until a word_wake of it (knitk_word_wait).
+	 */
+	int (*word_wait)(struct knitk_endpoint *k, const uint32_t *word,
+			 uint32_t expected, uint64_t deadline_ns);
+	/* Wake at most @nr waiters of @word; the number woken, or -errno. */
+	int (*word_wake)(struct knitk_endpoint *k, const uint32_t *word,
+			 unsigned int nr);
 	/* Leave the role, unmap, close. */
 	void (*release)(struct knitk_endpoint *k);
 };
@@ -109,6 +118,7 @@ struct knitk_endpoint {
 	bool can_kick;			/* the backend offers ops->kick */
 	bool can_spin;			/* waits spin in the kernel (S8) */
 	bool can_ring_wait;		/* the backend offers ops->ring_wait */
+	bool can_word_wait;		/* kmod: KNITK_IOC_WORD_WAIT and _WAKE */
 	/* knitk_doorbell_kick_self: begun before its ops->kick, done after it */
 	_Atomic uint32_t kicks_begun;
 	_Atomic uint32_t kicks_done;

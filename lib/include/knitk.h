@@ -692,11 +692,14 @@ struct knitk_wait_word {
 
 /*
  * knitk_doorbell_ring_wait_words - knitk_doorbell_ring_wait() that also
- * ends, returning 0, when one of @nr words (1..KNITK_WAIT_WORDS_MAX) no
- * longer holds its value or is woken by a futex wake of that word: such
- * as the kernel's wake of a robust mutex whose owner thread exited, sent
- * from the start of the owner's exit (a waiter woken by it does not wait
- * for a pidfd's or a second thread's wake).  The caller looks at its words
+ * ends, returning 0, when one of @nr words (1..KNITK_WAIT_WORDS_MAX) is
+ * woken by a futex wake of that word, or no longer holds its value when
+ * the wait begins (a later store without a wake does not end it, as with
+ * futex(2)): such as the kernel's wake of a robust mutex whose owner
+ * thread exited, sent from the start of the owner's exit (a waiter woken
+ * by it does not wait for a pidfd's or a second thread's wake), which the
+ * kernel sends only when the word has FUTEX_WAITERS set: the caller sets
+ * it and waits for the value with it.  The caller looks at its words
  * again after any return.  The futex backend only, with futex_waitv(2)
  * (Linux 5.16): -EOPNOTSUPP elsewhere (the module learns of deaths
  * itself), and -EINVAL for @nr 0 or above the maximum or a NULL or
@@ -709,6 +712,33 @@ int knitk_doorbell_ring_wait_words(struct knitk_endpoint *ep, uint64_t doorbells
 				   uint32_t seq, uint64_t deadline_ns,
 				   const struct knitk_wait_word *words,
 				   unsigned int nr);
+
+/*
+ * knitk_word_wait - sleep while the 32-bit word @word of @ep's knot holds
+ * @expected, until knitk_word_wake() of that word from any endpoint of the
+ * knot (in any process), @deadline_ns (absolute CLOCK_MONOTONIC, or
+ * KNITK_WAIT_FOREVER) or a signal: a futex for the knot's own memory, on
+ * both backends (the module's knot pages are no file's, so futex(2) on
+ * them fails with EFAULT).  @word lies in the knot's data region (from
+ * the layout's control_size to its size, as mapped at the endpoint's
+ * base), aligned to 4.  The word is read once the caller is queued: a
+ * waker that stores a new value and then wakes is never missed.
+ *
+ * Returns 0 when woken (re-read the word: a wake does not say it changed),
+ * -EAGAIN when the word did not hold @expected, -ETIMEDOUT, -EINTR on a
+ * signal (a handler with SA_RESTART may restart the wait instead),
+ * -EINVAL for a NULL @ep or @word, a misaligned word or one outside the
+ * data region, -ENOTCONN for an endpoint with no knot, -EOPNOTSUPP for a
+ * module without KNITK_FEATURE_WORD_WAIT.
+ *
+ * knitk_word_wake - wake at most @nr (at least 1; UINT_MAX: all) waiters
+ * of @word, the longest waiting first, after storing its new value.
+ * Returns the number woken, or the errors above (-EINVAL for @nr 0).
+ */
+int knitk_word_wait(struct knitk_endpoint *ep, const uint32_t *word,
+		    uint32_t expected, uint64_t deadline_ns);
+int knitk_word_wake(struct knitk_endpoint *ep, const uint32_t *word,
+		    unsigned int nr);
 
 /*
  * knitk_doorbell_can_ring_wait - 1 when knitk_doorbell_ring_wait() is one

@@ -16,7 +16,8 @@
  *    near every limit of uapi/linux/knitk.h, bad pointers, reserved
  *    fields, unknown commands) and mmap/mprotect/mremap/munmap/madvise,
  *    writes of random words into the shared region, pokes at the control
- *    page through /proc/self/mem, poll and fork; KNITK_IOC_NOTIFY_WAIT
+ *    page through /proc/self/mem, poll and fork; KNITK_IOC_WORD_WAIT and
+ *    KNITK_IOC_WORD_WAKE on words in and around the data region; KNITK_IOC_NOTIFY_WAIT
  *    (unknown flag bits must give -EINVAL, and a refusal before the ring
  *    leaves woken unwritten) and KNITK_URING_CMD_WAIT through liburing
  *    (each SQE with at most one fault: a payload field, cmd_op, the fd,
@@ -528,13 +529,71 @@ static int op_stats(struct fz *z)
 	return 0;
 }
 
+/* A word offset: in the data region mostly, else near its edges, or any. */
+static uint64_t word_offset(struct fz *z)
+{
+	switch (below(&z->seed, 4)) {
+	case 0: case 1: return KNITK_PAGE_BYTES + 4 * below(&z->seed, 4096);
+	case 2: return near(&z->seed, 1ULL << 24, 4);
+	default: return rnd(&z->seed);
+	}
+}
+
+/*
+ * KNITK_IOC_WORD_WAIT with a deadline of at most 2 ms (the words are
+ * mostly 0, so a wait for 0 sleeps), and KNITK_IOC_WORD_WAKE of any
+ * number; either may meet the other's word in another child.
+ */
+static int op_word(struct fz *z)
+{
+	int i = slot_pick(z), bad, ret;
+	void *p;
+
+	if (chance(&z->seed, 50)) {
+		struct knitk_word_wait w = { .offset = word_offset(z) };
+
+		w.expected = chance(&z->seed, 70) ? 0 : (uint32_t)rnd(&z->seed);
+		w.deadline_ns = chance(&z->seed, 20) ? below(&z->seed, 2) :
+				knitk_now_ns() + below(&z->seed, 2 * KNITK_MS);
+		if (chance(&z->seed, 5))
+			w.flags = rnd(&z->seed) | 1;
+		if (chance(&z->seed, 5))
+			w.reserved = rnd(&z->seed) | 1;
+		p = arg_ptr(z, &w, sizeof(w), &bad);
+		ret = knitk_ioctl(z->fd[i], KNITK_IOC_WORD_WAIT, p);
+		EXPECT_IN(z, "WORD_WAIT", ret, EBADF, EINVAL, ENOTCONN, EFAULT,
+			  EAGAIN, ETIMEDOUT, EINTR);
+		if (!ret && (bad || w.flags || w.reserved))
+			FAIL(z, "WORD_WAIT returned 0 with a bad pointer or flags");
+		z->ok[OK_WOKEN] += !ret;
+		z->ok[OK_TIMEDOUT] += ret == -ETIMEDOUT;
+	} else {
+		struct knitk_word_wake k = { .offset = word_offset(z) };
+
+		k.nr = chance(&z->seed, 80) ? 1 + below(&z->seed, 3) :
+					      (uint32_t)rnd(&z->seed);
+		if (chance(&z->seed, 5))
+			k.flags = rnd(&z->seed) | 1;
+		if (chance(&z->seed, 5))
+			k.reserved = rnd(&z->seed) | 1;
+		p = arg_ptr(z, &k, sizeof(k), &bad);
+		ret = knitk_ioctl(z->fd[i], KNITK_IOC_WORD_WAKE, p);
+		EXPECT_IN(z, "WORD_WAKE", ret, EBADF, EINVAL, ENOTCONN, EFAULT);
+		if (!ret && (bad || k.flags || k.reserved || !k.nr))
+			FAIL(z, "WORD_WAKE succeeded with a bad pointer, flags or nr");
+		if (!ret && k.woken > k.nr)
+			FAIL(z, "WORD_WAKE woke %u of at most %u", k.woken, k.nr);
+	}
+	return 0;
+}
+
 /* Commands next to the real ones: other sizes, directions, numbers. */
 static int op_badioctl(struct fz *z)
 {
 	static const unsigned long real[] = {
 		KNITK_IOC_API, KNITK_IOC_CREATE, KNITK_IOC_ATTACH, KNITK_IOC_JOIN,
 		KNITK_IOC_WAIT, KNITK_IOC_NOTIFY, KNITK_IOC_STATS,
-		KNITK_IOC_NOTIFY_WAIT,
+		KNITK_IOC_NOTIFY_WAIT, KNITK_IOC_WORD_WAIT, KNITK_IOC_WORD_WAKE,
 	};
 	unsigned long cmd;
 	unsigned int k;
@@ -1261,7 +1320,7 @@ static int (*const ops[])(struct fz *) = {
 	op_mremap, op_munmap, op_munmap, op_touch, op_touch, op_touch,
 	op_poke, op_poll, op_poll, op_pass, op_pass, op_pass,
 	op_notify_wait, op_notify_wait, op_notify_wait, op_uring, op_uring,
-	op_uring,
+	op_uring, op_word, op_word,
 };
 #define NR_OPS	(sizeof(ops) / sizeof(ops[0]))
 

@@ -30,7 +30,9 @@
  *     before KNITK_IOC_WAIT; kicks, deaths, CREATE, ATTACH and JOIN wake
  *     them as well.  An epoll registration made at any point of the
  *     endpoint's life (before CREATE or ATTACH, before JOIN, after it)
- *     follows the doorbell the endpoint watches.
+ *     follows the doorbell the endpoint watches.  KNITK_IOC_WORD_WAIT and
+ *     KNITK_IOC_WORD_WAKE are a futex for a 32-bit word of the knot's data
+ *     region, for any attached endpoint.
  *  7. A role belongs to the process (thread group) that joined it, not to
  *     the endpoint's file, which forked children, processes that received
  *     an fd of it and mappings may hold as well.  The role ends when that
@@ -105,6 +107,8 @@
 #define KNITK_FEATURE_NOTIFY_WAIT	(1ULL << 6)	/* KNITK_IOC_NOTIFY_WAIT */
 /* Bit 7: KNITK_URING_CMD_WAIT through IORING_OP_URING_CMD. */
 #define KNITK_FEATURE_URING_CMD		(1ULL << 7)
+/* KNITK_IOC_WORD_WAIT and KNITK_IOC_WORD_WAKE. */
+#define KNITK_FEATURE_WORD_WAIT		(1ULL << 8)
 
 /* Fixed shape. */
 #define KNITK_LANES			64
@@ -526,6 +530,59 @@ struct knitk_notify_wait {
 };
 
 /**
+ * struct knitk_word_wait - KNITK_IOC_WORD_WAIT, sleep while a word holds a value
+ * @offset: in: the byte offset in the knot of a 32-bit word, aligned to 4,
+ *	past the control page (layout.control_size) and inside the knot.
+ * @expected: in: the value the caller last saw in the word.
+ * @flags: must be zero.
+ * @deadline_ns: in: as struct knitk_wait's.
+ * @reserved: must be zero.
+ *
+ * What a shared futex does, for a word of the knot, which a shared futex
+ * cannot name (the knot's pages belong to no file): the call sleeps while
+ * the word holds @expected, until a KNITK_IOC_WORD_WAKE of the same word
+ * of the same knot (through any of its endpoints, from any process), the
+ * deadline or a signal.  The word is read after the caller is queued,
+ * so a waker that stores a new value and then wakes is never missed.
+ * Any attached endpoint may wait; no role is needed.
+ *
+ * Return: 0 when woken (the word may hold any value: re-read it), -EAGAIN
+ * when the word did not hold @expected, -ETIMEDOUT at the deadline,
+ * -EINTR or a restart on a signal, -EINVAL for a bad offset, flags or
+ * reserved field, -ENOTCONN when the endpoint has no knot, -EFAULT when
+ * the argument cannot be read.  A wake that reached a waiter is never
+ * lost to its timeout or signal: that waiter returns 0.
+ */
+struct knitk_word_wait {
+	__u64 offset;
+	__u32 expected;
+	__u32 flags;
+	__u64 deadline_ns;
+	__u64 reserved;
+};
+
+/**
+ * struct knitk_word_wake - KNITK_IOC_WORD_WAKE, wake the waiters of a word
+ * @offset: in: as struct knitk_word_wait's.
+ * @nr: in: the most waiters to wake, at least 1; the longest waiting go
+ *	first.
+ * @flags: must be zero.
+ * @woken: out: the waiters woken.
+ * @reserved: must be zero.
+ *
+ * The waker stores the word's new value first, then wakes.  -EINVAL for a
+ * bad offset, @nr 0, flags or reserved field; -EFAULT when the argument
+ * cannot be read or written back; -ENOTCONN without a knot.
+ */
+struct knitk_word_wake {
+	__u64 offset;
+	__u32 nr;
+	__u32 flags;
+	__u32 woken;
+	__u32 reserved;
+};
+
+/**
  * struct knitk_doorbell_stats - counters of one doorbell
  * @waits: waits that went to sleep.
  * @wakes: notifies delivered (seq advanced, waiter woken).
@@ -626,6 +683,8 @@ struct knitk_uring_wait {
 #define KNITK_IOC_STATS		_IOWR(KNITK_IOC_MAGIC, 0x06, struct knitk_stats)
 #define KNITK_IOC_NOTIFY_WAIT	_IOWR(KNITK_IOC_MAGIC, 0x07, \
 				      struct knitk_notify_wait)
+#define KNITK_IOC_WORD_WAIT	_IOW(KNITK_IOC_MAGIC, 0x08, struct knitk_word_wait)
+#define KNITK_IOC_WORD_WAKE	_IOWR(KNITK_IOC_MAGIC, 0x09, struct knitk_word_wake)
 
 /* cmd_op of IORING_OP_URING_CMD (KNITK_FEATURE_URING_CMD). */
 #define KNITK_URING_CMD_WAIT	_IOW(KNITK_IOC_MAGIC, 0x20, struct knitk_uring_wait)
