@@ -41,25 +41,14 @@ static int task_order(const void *in, size_t len, struct knitk_reply *out,
 		      void *ctx)
 {
 	static _Atomic uint64_t seq;
-	_Atomic uint8_t *tab = runtab_get();
-	const unsigned char *b = in;
 	struct run_arg a;
 	uint64_t r[3];
-	uint32_t i;
 	int ret;
 
 	(void)ctx;
-	if (!tab || len < sizeof(a))
-		return -EINVAL;
-	memcpy(&a, in, sizeof(a));
-	if (a.id >= RUNTAB_IDS)
-		return -ERANGE;
-	atomic_fetch_add(&tab[a.id], 1);
-	if (a.len != len)
-		return -EBADMSG;
-	for (i = sizeof(a); i < len; i++)
-		if (b[i] != run_pad(a.id, i))
-			return -EBADMSG;
+	ret = run_arg_take(in, len, &a);
+	if (ret)
+		return ret;
 	r[0] = a.id;
 	r[1] = mix64(a.id);
 	r[2] = atomic_fetch_add(&seq, 1);
@@ -161,22 +150,9 @@ static bool lb_arenas_empty(struct knitk_pool *pool, unsigned int first,
 	return true;
 }
 
-struct config {
-	unsigned int kind, dispatch;
-	const char *name;
-};
-
-static const struct config configs[] = {
-	{ KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, "threads, private" },
-	{ KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_STEAL, "threads, stealing" },
-	{ KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, "processes, private" },
-	{ KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_STEAL, "processes, stealing" },
-};
-#define NR_CONFIGS	(sizeof(configs) / sizeof(configs[0]))
-
 static bool is_steal(unsigned int ci)
 {
-	return configs[ci].dispatch == KNITK_POOL_DISPATCH_STEAL;
+	return pool_shapes[ci].dispatch == KNITK_POOL_DISPATCH_STEAL;
 }
 
 /*
@@ -190,13 +166,13 @@ static void loans_batch_in_array_order(void)
 	enum { N = 40 };
 	unsigned int ci, i;
 
-	for (ci = 0; ci < NR_CONFIGS; ci++) {
+	for (ci = 0; ci < NR_POOL_SHAPES; ci++) {
 		struct knitk_call *c[N], *sent[N];
 		struct knitk_pool *pool;
 		uint64_t id[N], prev = 0;
 		unsigned int bad = 0, order = 0;
 
-		REQUIRE(lb_pool(configs[ci].kind, configs[ci].dispatch, 1, 0, &pool) == 0);
+		REQUIRE(lb_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, 1, 0, &pool) == 0);
 		for (i = 0; i < N; i++) {
 			id[i] = next_id++;
 			REQUIRE(lb_loan(pool, T_ORDER, id[i], i % 5 ? LB_LEN : 1000 + i,
@@ -222,7 +198,7 @@ static void loans_batch_in_array_order(void)
 		CHECK(lb_arenas_empty(pool, 0, 1, is_steal(ci)));
 		knitk_pool_destroy(pool);
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 
@@ -235,7 +211,7 @@ static void loans_batch_over_runs(void)
 	enum { N = 120 };
 	unsigned int ci, i;
 
-	for (ci = 0; ci < NR_CONFIGS; ci++) {
+	for (ci = 0; ci < NR_POOL_SHAPES; ci++) {
 		struct knitk_call *c[N];
 		struct knitk_pool *pool;
 		uint64_t id[N];
@@ -243,7 +219,7 @@ static void loans_batch_over_runs(void)
 
 		/* A stealing slot lends at most 63 lanes. */
 		n = is_steal(ci) ? 60 : N;
-		REQUIRE(lb_pool(configs[ci].kind, configs[ci].dispatch, 2, 0, &pool) == 0);
+		REQUIRE(lb_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, 2, 0, &pool) == 0);
 		for (i = 0; i < n; i++) {
 			id[i] = next_id++;
 			REQUIRE(lb_loan(pool, T_RUN, id[i], LB_LEN + i % 3 * 100, NULL,
@@ -259,7 +235,7 @@ static void loans_batch_over_runs(void)
 		CHECK(lb_arenas_empty(pool, 0, 2, is_steal(ci)));
 		knitk_pool_destroy(pool);
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 
@@ -275,14 +251,14 @@ static void loans_batch_bad_input(void)
 	enum { N = 6 };
 	unsigned int ci, i, bad;
 
-	for (ci = 0; ci < NR_CONFIGS; ci++) {
+	for (ci = 0; ci < NR_POOL_SHAPES; ci++) {
 		struct knitk_call *c[N], *b[N + 1], *other, *sentl, *plain;
 		struct knitk_pool *pool, *pool2;
 		uint64_t id[N], ido = next_id++, ids = next_id++, idp = next_id++;
 		unsigned char arg[LB_LEN];
 
-		REQUIRE(lb_pool(configs[ci].kind, configs[ci].dispatch, 2, 0, &pool) == 0);
-		REQUIRE(lb_pool(configs[ci].kind, configs[ci].dispatch, 1, 0, &pool2) == 0);
+		REQUIRE(lb_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, 2, 0, &pool) == 0);
+		REQUIRE(lb_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, 1, 0, &pool2) == 0);
 		for (i = 0; i < N; i++) {
 			id[i] = next_id++;
 			REQUIRE(lb_loan(pool, T_RUN, id[i], LB_LEN, NULL, &c[i]) == 0);
@@ -341,7 +317,7 @@ static void loans_batch_bad_input(void)
 		knitk_pool_destroy(pool2);
 		knitk_pool_destroy(pool);
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 
@@ -356,7 +332,7 @@ static void loans_batch_some_cannot_go(void)
 {
 	unsigned int ci;
 
-	for (ci = 0; ci < NR_CONFIGS; ci++) {
+	for (ci = 0; ci < NR_POOL_SHAPES; ci++) {
 		struct knitk_call_opts co = { .size = sizeof(co) };
 		struct knitk_call *c[5];
 		struct knitk_pool_stats st;
@@ -364,7 +340,7 @@ static void loans_batch_some_cannot_go(void)
 		uint64_t id[5];
 		unsigned int i;
 
-		REQUIRE(lb_pool(configs[ci].kind, configs[ci].dispatch, 2, 0, &pool) == 0);
+		REQUIRE(lb_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, 2, 0, &pool) == 0);
 		for (i = 0; i < 5; i++)
 			id[i] = next_id++;
 		REQUIRE(lb_loan(pool, T_RUN, id[0], LB_LEN, NULL, &c[0]) == 0);
@@ -395,7 +371,7 @@ static void loans_batch_some_cannot_go(void)
 		CHECK_EQ(st.completed, st.submitted);
 		knitk_pool_destroy(pool);
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 
@@ -461,12 +437,12 @@ static void loans_batch_after_shutdown_and_destroy(void)
 {
 	unsigned int ci, i;
 
-	for (ci = 0; ci < NR_CONFIGS; ci++) {
+	for (ci = 0; ci < NR_POOL_SHAPES; ci++) {
 		struct knitk_call *c[4];
 		struct knitk_pool *pool;
 		uint64_t id[4];
 
-		REQUIRE(lb_pool(configs[ci].kind, configs[ci].dispatch, 2, 0, &pool) == 0);
+		REQUIRE(lb_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, 2, 0, &pool) == 0);
 		for (i = 0; i < 4; i++) {
 			id[i] = next_id++;
 			REQUIRE(lb_loan(pool, T_RUN, id[i], i % 2 ? 2000 : LB_LEN, NULL,
@@ -482,7 +458,7 @@ static void loans_batch_after_shutdown_and_destroy(void)
 			knitk_call_release(c[i]);
 		}
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 

@@ -59,20 +59,6 @@ struct ls {
 	_Atomic int stop;
 };
 
-/* The id a call's result names when it is not @id's, or 0. */
-static uint64_t foreign(struct knitk_call *c, uint64_t id)
-{
-	const void *d;
-	uint64_t r[2];
-	size_t len;
-
-	if (knitk_call_status(c) <= 0 || knitk_call_result(c, &d, &len) ||
-	    len != sizeof(r))
-		return 0;
-	memcpy(r, d, sizeof(r));
-	return r[0] != id ? r[0] : 0;
-}
-
 /* Completed call @c of @id: its own result, or -EOWNERDEAD of a kill. */
 static void ls_judge(struct ls *s, struct knitk_call *c, uint64_t id)
 {
@@ -89,7 +75,7 @@ static void ls_judge(struct ls *s, struct knitk_call *c, uint64_t id)
 		atomic_store(&s->outcome[id - s->id0], LS_DEAD);
 		return;
 	}
-	f = foreign(c, id);
+	f = run_result_foreign(c, id);
 	printf("# call %llu: status %d%s%llu\n", (unsigned long long)id, st,
 	       f ? ", the result of call " : "", (unsigned long long)f);
 	if (f)
