@@ -336,6 +336,34 @@ int knitk_pool_loan(struct knitk_pool *pool, uint32_t fn, size_t len,
  */
 int knitk_pool_submit_loan(struct knitk_call *call);
 
+/**
+ * knitk_pool_submit_loans - send the unsent loans @calls[0..@nr-1], all
+ * of one pool, as knitk_pool_submit_loan would one by one, with one
+ * publish per mailbox and one doorbell ring per run of 64 where it can
+ * (with private lanes; a stealing pool publishes and wakes for each lane
+ * as a single submit does).
+ * @calls: the loans' handles, each made by knitk_pool_loan and neither
+ *	sent nor released yet, none twice.
+ * @nr: how many, at least 1.
+ *
+ * The batch never stops part-way.  Its arguments are checked before
+ * anything is sent: a NULL @calls or @nr of 0, a NULL entry, a handle of
+ * another pool than @calls[0]'s, one that is not an unsent loan (a call
+ * submitted otherwise, a loan sent already) or one given twice is
+ * -EINVAL, and then nothing was sent: every loan is still unsent, its
+ * bytes still the caller's, to send or release exactly once as before.
+ * Otherwise each call is dealt with: it is sent, or it could not be sent
+ * and has completed with the error knitk_pool_submit_loan would have
+ * returned for it (knitk_call_status reads it: -ECANCELED, -ETIMEDOUT,
+ * -ESHUTDOWN, -EOWNERDEAD, -EPIPE), its bytes given back.  Either way no
+ * call of @calls is a loan any more; the caller still waits for and
+ * releases each handle.  With private lanes, loans of one worker made
+ * through one mailbox (one submitter slot) start in array order.
+ *
+ * Return: how many were sent (0 to @nr), or -EINVAL.
+ */
+int knitk_pool_submit_loans(struct knitk_call *const *calls, unsigned int nr);
+
 /*
  * knitk_call_wait - wait until @call completes or @deadline_ns (absolute
  * CLOCK_MONOTONIC, 0 = no wait, KNITK_WAIT_FOREVER); returns the call's

@@ -20,9 +20,16 @@
  * -EOWNERDEAD, a cancel aborts it, shutdown waits for it), then publishes
  * the lane under the submitter's lock after the same alive/epoch re-check
  * as pool_publish, or gives it back.
+ *
+ * knitk_pool_submit_loans does the same for many loans of one pool: one
+ * hold of pool->lock checks and marks them all, then, a run of 64 at a
+ * time, one hold of each submitter lock re-checks and publishes that
+ * mailbox's lanes with one store per worker (in the array's order), and
+ * one ring covers every worker published to.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 
 #include "pool_internal.h"
 
@@ -49,7 +56,7 @@ static void loan_lane_release(struct knitk_pool *pool, const struct knitk_call *
  * for @len bytes in it (*@buf) and its request header: the lane, or an
  * error with nothing claimed (-EAGAIN, -ENOSPC: no room now).
  */
-static int loan_claim(struct knitk_pool *pool, const struct knitk_call *call,
+static int loan_claim(struct knitk_pool *pool, struct knitk_call *call,
 		      unsigned int s, uint32_t fn, size_t len, void **buf)
 {
 	struct knitk_producer *p = loan_producer(pool, call, s);
@@ -67,6 +74,7 @@ static int loan_claim(struct knitk_pool *pool, const struct knitk_call *call,
 		return ret;
 	}
 	knitk__pool_request_fill(h, call, fn);
+	call->loan_no = pool->submitters[s].loans_claimed++;
 	return lane;
 }
 
@@ -234,6 +242,45 @@ static bool loan_publish(struct knitk_pool *pool, struct knitk_call *call)
 	return sent;
 }
 
+/*
+ * Unsent @call (pool->lock held) turns sending when it may go now
+ * (loan_check_locked): 0, else the status it has completed with.  After
+ * knitk_pool_destroy it has completed (-ECANCELED).
+ */
+static int loan_take_locked(struct knitk_pool *pool, struct knitk_call *call)
+{
+	int ret = pool->destroyed ? call->status : loan_check_locked(pool, call);
+
+	if (!ret) {
+		call->loan = LOAN_SENDING;
+		pool->loans--;
+	}
+	return ret;
+}
+
+/*
+ * Sending @call was published (@sent), or its lane went back since its
+ * worker died after the check (pool->lock held): a call like any other
+ * from now on.
+ */
+static void loan_sent_locked(struct knitk_pool *pool, struct knitk_call *call,
+			     bool sent)
+{
+	call->loan = LOAN_NONE;
+	if (!sent) {
+		/* As a publish to a dead worker would. */
+		if (!call_done_locked(call))
+			knitk__call_complete_locked(pool, call, -EOWNERDEAD, NULL, 0);
+		if (pool->entries[call->entry].call == call)
+			knitk__entry_free_locked(pool, call->entry);
+		pool_progress_locked(pool);
+		pthread_cond_broadcast(&pool->cond);
+	} else if (call_done_locked(call)) {
+		/* Completed while being sent: reaped now (event mode). */
+		knitk__events_queue_locked(pool, call);
+	}
+}
+
 KNITK_EXPORT int knitk_pool_submit_loan(struct knitk_call *call)
 {
 	struct knitk_pool *pool;
@@ -248,12 +295,7 @@ KNITK_EXPORT int knitk_pool_submit_loan(struct knitk_call *call)
 		pthread_mutex_unlock(&pool->lock);
 		return -EINVAL;
 	}
-	/* After knitk_pool_destroy it has completed (-ECANCELED). */
-	ret = pool->destroyed ? call->status : loan_check_locked(pool, call);
-	if (!ret) {
-		call->loan = LOAN_SENDING;
-		pool->loans--;
-	}
+	ret = loan_take_locked(pool, call);
 	pthread_mutex_unlock(&pool->lock);
 	if (ret) {
 		loan_give_back(pool, call);
@@ -261,22 +303,156 @@ KNITK_EXPORT int knitk_pool_submit_loan(struct knitk_call *call)
 	}
 	sent = loan_publish(pool, call);
 	pthread_mutex_lock(&pool->lock);
-	call->loan = LOAN_NONE;
-	if (!sent) {
-		/* Its worker died after the check: as a publish to it would. */
-		if (!call_done_locked(call))
-			knitk__call_complete_locked(pool, call, -EOWNERDEAD, NULL, 0);
-		if (pool->entries[call->entry].call == call)
-			knitk__entry_free_locked(pool, call->entry);
-		pool_progress_locked(pool);
-		pthread_cond_broadcast(&pool->cond);
-		ret = call->status;
-	} else if (call_done_locked(call)) {
-		/* Completed while being sent: reaped now (event mode). */
-		knitk__events_queue_locked(pool, call);
-	}
+	loan_sent_locked(pool, call, sent);
+	ret = sent ? 0 : call->status;
 	pthread_mutex_unlock(&pool->lock);
 	return ret;
+}
+
+/*
+ * Take @nr loans of @pool for a batch (pool->lock held): each one an
+ * unsent loan, and none twice, else -EINVAL with every one left as it
+ * was.  Then each turns sending, or (*@back) has completed and goes back.
+ */
+static int loans_take_locked(struct knitk_pool *pool,
+			     struct knitk_call *const *calls, unsigned int nr,
+			     bool *back)
+{
+	unsigned int i, j;
+
+	for (i = 0; i < nr; i++) {
+		/* A second entry for one call finds it marked by the first. */
+		if (calls[i]->loan != LOAN_HELD) {
+			for (j = 0; j < i; j++)
+				calls[j]->loan = LOAN_HELD;
+			return -EINVAL;
+		}
+		calls[i]->loan = LOAN_SENDING;
+	}
+	for (i = 0; i < nr; i++) {
+		calls[i]->loan = LOAN_HELD;
+		*back = loan_take_locked(pool, calls[i]) != 0 || *back;
+	}
+	return 0;
+}
+
+/*
+ * Publish sending loans @calls[i], i in @todo (a run of up to 64, private
+ * lanes): per submitter lock, the alive/epoch re-check of each (as in
+ * loan_publish), one pub store per worker's mailbox, then one ring of the
+ * workers published to.  A worker's lanes go out in the array's order: a
+ * lane claimed before the ones gathered for its mailbox is published
+ * after them, by a store of its own.  Returns the calls published.
+ */
+static uint64_t loans_publish_private(struct knitk_pool *pool,
+				      struct knitk_call *const *calls,
+				      uint64_t todo)
+{
+	uint64_t lanes[KNITK_MAX_WORKERS], last[KNITK_MAX_WORKERS];
+	uint64_t sent = 0, rung, m, bit;
+	struct knitk_producer **producers;
+	struct knitk_call *call;
+	unsigned int s, i, w;
+
+	while (todo) {
+		s = calls[__builtin_ctzll(todo)]->loan_sub;
+		producers = pool->submitters[s].producers;
+		rung = 0;
+		pthread_mutex_lock(&pool->submitters[s].lock);
+		for (m = todo; m; m &= m - 1) {
+			i = (unsigned int)__builtin_ctzll(m);
+			call = calls[i];
+			if (call->loan_sub != s)
+				continue;
+			todo &= ~(1ULL << i);
+			w = call->worker;
+			bit = 1ULL << call->loan_lane;
+			/*
+			 * Under s's lock, seq_cst: pairs with the stores of
+			 * handle_death and its cycle of every submitter lock
+			 * (C3), as the re-check in pool_publish does.
+			 */
+			if (!pool_worker_current(&pool->workers[w], call->epoch)) {
+				knitk_lane_release(producers[w], call->loan_lane);
+				continue;
+			}
+			if (!(rung & (1ULL << w)))
+				lanes[w] = 0;
+			else if (lanes[w] && call->loan_no < last[w]) {
+				knitk_lane_publish_batch(producers[w], lanes[w]);
+				lanes[w] = 0;
+			}
+			lanes[w] |= bit;
+			last[w] = call->loan_no;
+			rung |= 1ULL << w;
+			sent |= 1ULL << i;
+		}
+		/* L2: one release store of each pub word publishes its lanes. */
+		for (m = rung; m; m &= m - 1) {
+			w = (unsigned int)__builtin_ctzll(m);
+			if (lanes[w])
+				knitk_lane_publish_batch(producers[w], lanes[w]);
+		}
+		pthread_mutex_unlock(&pool->submitters[s].lock);
+		/* S2, after every publish. */
+		if (rung)
+			knitk_doorbell_ring(pool->ep, rung);
+	}
+	return sent;
+}
+
+/* Calls a batch of loans publishes at a time: bits of a mask. */
+#define LOANS_RUN	64
+
+KNITK_EXPORT int knitk_pool_submit_loans(struct knitk_call *const *calls,
+					 unsigned int nr)
+{
+	struct knitk_pool *pool;
+	unsigned int i, b, n;
+	uint64_t todo, sent;
+	bool back = false;
+	int done = 0, ret;
+
+	if (!calls || !nr || nr > INT_MAX || !calls[0])
+		return -EINVAL;
+	pool = calls[0]->pool;
+	for (i = 1; i < nr; i++)
+		if (!calls[i] || calls[i]->pool != pool)
+			return -EINVAL;
+	pthread_mutex_lock(&pool->lock);
+	ret = loans_take_locked(pool, calls, nr, &back);
+	pthread_mutex_unlock(&pool->lock);
+	if (ret)
+		return ret;
+	/* Those that may not go have completed: their lanes go back first. */
+	for (i = 0; back && i < nr; i++)
+		if (calls[i]->loan == LOAN_HELD)
+			loan_give_back(pool, calls[i]);
+	for (b = 0; b < nr; b += n) {
+		n = nr - b < LOANS_RUN ? nr - b : LOANS_RUN;
+		todo = 0;
+		for (i = 0; i < n; i++)
+			if (calls[b + i]->loan == LOAN_SENDING)
+				todo |= 1ULL << i;
+		if (!pool->steal) {
+			sent = loans_publish_private(pool, calls + b, todo);
+		} else {
+			/* Each as T12 publishes one: window, pick, reserve, ring. */
+			for (sent = todo; todo; todo &= todo - 1) {
+				struct knitk_call *call = calls[b + __builtin_ctzll(todo)];
+
+				knitk__steal_publish_lane(pool, call->loan_sub,
+							  call->loan_lane, call->task_id);
+			}
+		}
+		pthread_mutex_lock(&pool->lock);
+		for (i = 0; i < n; i++)
+			if (calls[b + i]->loan == LOAN_SENDING)
+				loan_sent_locked(pool, calls[b + i], sent & (1ULL << i));
+		pthread_mutex_unlock(&pool->lock);
+		done += __builtin_popcountll(sent);
+	}
+	return done;
 }
 
 void knitk__loans_end_locked(struct knitk_pool *pool)

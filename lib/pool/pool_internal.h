@@ -108,6 +108,8 @@ struct knitk_call {
 	 */
 	uint8_t loan;
 	unsigned int loan_sub, loan_lane;
+	/* When its lane was claimed: pool_submitter.loans_claimed then. */
+	uint64_t loan_no;
 	/* Event mode: on pool->done_head's list, pool->lock (events.c). */
 	bool queued;
 	bool no_reap;			/* knitk_pool_call's own: never queued */
@@ -185,6 +187,11 @@ struct pool_submitter {
 	 * (private lanes: POOL_CAP sees to it).
 	 */
 	unsigned int loan_lanes;
+	/*
+	 * Lanes claimed for loans so far (its lock): a batch of loans sent
+	 * together keeps the array's order in a mailbox (loan.c).
+	 */
+	uint64_t loans_claimed;
 };
 
 struct pool_result {

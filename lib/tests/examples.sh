@@ -4,7 +4,9 @@
 # The event-loop examples against their load generator: echo_epoll and
 # echo_uring, offloading to the pool and inline, each serving a bounded
 # number of requests over many connections, every reply checked by
-# echo_load.  TAP lines; the requests/s go to the comments.
+# echo_load; and loan, calls whose argument is written in place, with
+# thread and process workers.  TAP lines; the requests/s go to the
+# comments.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${EXAMPLES_OUT:-$here/../../build/examples}
@@ -17,6 +19,17 @@ if ! make -s -C "$here/../examples" OUT="$out" >"$out.log" 2>&1; then
 	exit 1
 fi
 echo "ok - examples: build"
+for kind in -t -p; do
+	name="examples: loan ($kind): loans filled in place, sent alone and in batches, every checksum right"
+	if res=$(KNITK_BACKEND=futex timeout 120 "$out/loan" $kind 2>&1); then
+		printf '%s\n' "$res" | sed 's/^/# /'
+		echo "ok - $name"
+	else
+		printf '%s\n' "$res" | sed 's/^/# /'
+		echo "not ok - $name"
+		rc=1
+	fi
+done
 for srv in echo_epoll echo_uring; do
 	for mode in pool inline; do
 		flag=; [ "$mode" = inline ] && flag=-i

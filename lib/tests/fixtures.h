@@ -85,6 +85,20 @@ static inline int new_pool(unsigned int kind, unsigned int dispatch,
 }
 #endif
 
+/* The four shapes of a pool a case may run in: worker kind by dispatch. */
+struct pool_shape {
+	unsigned int kind, dispatch;
+	const char *name;
+};
+
+__attribute__((unused)) static const struct pool_shape pool_shapes[] = {
+	{ KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, "threads, private" },
+	{ KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_STEAL, "threads, stealing" },
+	{ KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, "processes, private" },
+	{ KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_STEAL, "processes, stealing" },
+};
+#define NR_POOL_SHAPES	(sizeof(pool_shapes) / sizeof(pool_shapes[0]))
+
 /*
  * knitk_pool_shutdown(@pool, @mode) in a thread of its own, its return in
  * @ret: a test acts, or waits, while it runs.

@@ -3,8 +3,8 @@
  * The host SIGKILLed: with its workers blocked on full return mailboxes,
  * with workers stopped, during its destroy with twelve workers, with
  * three pools, with a forked child of the host alive or exec'd, with a
- * respawn under way, and with its workers busy in a task or idle; every
- * worker exits.
+ * respawn under way, holding unsent loans, and with its workers busy in a
+ * task or idle; every worker exits.
  * argv[1] scales the counts (1000000 plain).
  */
 #include <dirent.h>
@@ -43,6 +43,7 @@ enum host_at {
 	H_FORK_PAUSE,	/* a forked child of the host lives on */
 	H_FORK_EXEC,	/* a forked child of the host execs sleep */
 	H_RESPAWN,	/* a worker killed, its respawn held in the wrapper */
+	H_LOANS,	/* loans taken, some sent, the rest held unsent */
 	H_NR,
 };
 
@@ -50,7 +51,7 @@ static const char *const host_at_name[H_NR] = {
 	"host stopped, results piling up", "a worker stopped",
 	"every worker stopped", "in destroy, 12 workers", "three pools",
 	"a forked child pausing", "a forked child exec'd",
-	"a respawn under way",
+	"a respawn under way", "unsent loans held",
 };
 
 struct host_flow {
@@ -59,7 +60,39 @@ struct host_flow {
 	_Atomic int stop;
 	_Atomic unsigned long done;
 	unsigned int seed;
+	unsigned int held;	/* H_LOANS: loans held unsent */
 };
+
+/*
+ * H_LOANS: two loans of T_MIX(@x) written in place, the first sent (in a
+ * batch of one) and waited for, the second kept unsent until the flow
+ * holds HOST_LOANS of them, then sent too.  Those held are never sent nor
+ * released: the host dies with them.
+ */
+#define HOST_LOANS	8
+
+static void host_flow_loans(struct host_flow *f, uint64_t x)
+{
+	struct knitk_call *c[2];
+	unsigned int i;
+	void *buf;
+
+	for (i = 0; i < 2; i++) {
+		if (knitk_pool_loan(f->pool, T_MIX, 8, NULL, &c[i], &buf))
+			_exit(23);
+		memcpy(buf, &x, 8);
+	}
+	if (f->held < HOST_LOANS)
+		f->held++;
+	else if (knitk_pool_submit_loan(c[1]))
+		_exit(24);
+	if (knitk_pool_submit_loans(c, 1) != 1)
+		_exit(25);
+	if (knitk_call_wait(c[0], KNITK_WAIT_FOREVER) || !mix_result_ok(c[0], x))
+		_exit(26);
+	knitk_call_release(c[0]);
+	atomic_fetch_add(&f->done, 1);
+}
 
 static void *host_flow_fn(void *arg)
 {
@@ -90,6 +123,10 @@ static void *host_flow_fn(void *arg)
 			continue;
 		}
 		x++;
+		if (f->at == H_LOANS) {
+			host_flow_loans(f, x);
+			continue;
+		}
 		ret = knitk_pool_submit(f->pool, r % 4 ? T_MIX : T_SLEEP,
 					r % 4 ? (void *)&x : (void *)&(uint32_t){ 1 },
 					r % 4 ? 8 : 4, NULL, &c);
@@ -127,6 +164,8 @@ static void host_main(enum host_at at, int fd)
 		o[0].dispatch = (unsigned int)(getpid() % 2);
 	if (at == H_DESTROY)
 		o[0].nr_workers = 12;
+	if (at == H_LOANS)
+		o[0].dispatch = (unsigned int)(getpid() % 2);
 	if (at == H_RESPAWN) {
 		o[0].flags = KNITK_POOL_RESPAWN;
 		o[0].prefix_argv = wrapper;
@@ -313,6 +352,7 @@ static void host_killed_three_pools(void) { host_kills(H_THREE, scaled(20, 2)); 
 static void host_killed_forked_child_pausing(void) { host_kills(H_FORK_PAUSE, scaled(20, 2)); }
 static void host_killed_forked_child_execd(void) { host_kills(H_FORK_EXEC, scaled(20, 2)); }
 static void host_killed_respawn_under_way(void) { host_kills(H_RESPAWN, scaled(20, 2)); }
+static void host_killed_holding_loans(void) { host_kills(H_LOANS, scaled(20, 2)); }
 
 /*
  * A host (child of ours) with two process workers, busy in a task of
@@ -399,6 +439,7 @@ int main(int argc, char **argv)
 	TEST(host_killed_forked_child_pausing);
 	TEST(host_killed_forked_child_execd);
 	TEST(host_killed_respawn_under_way);
+	TEST(host_killed_holding_loans);
 	/* Last: a worker that outlives its host hangs these until the watchdog. */
 	TEST(host_killed_workers_busy);
 	TEST(host_killed_workers_idle);

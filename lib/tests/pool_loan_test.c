@@ -189,20 +189,6 @@ static int shutdown_guarded(struct knitk_pool *pool, unsigned int mode)
 	return sh.ret;
 }
 
-/* The cases run for each worker kind and dispatch. */
-struct config {
-	unsigned int kind, dispatch;
-	const char *name;
-};
-
-static const struct config configs[] = {
-	{ KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_PRIVATE, "threads, private" },
-	{ KNITK_WORKER_THREADS, KNITK_POOL_DISPATCH_STEAL, "threads, stealing" },
-	{ KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_PRIVATE, "processes, private" },
-	{ KNITK_WORKER_PROCESSES, KNITK_POOL_DISPATCH_STEAL, "processes, stealing" },
-};
-#define NR_CONFIGS	(sizeof(configs) / sizeof(configs[0]))
-
 /*
  * Loans of 0 and 1 byte, the inline size, one byte more and the whole
  * arena, each written with its own call's bytes, four of them unsent at
@@ -215,14 +201,14 @@ static void loan_sizes_end_to_end(void)
 	enum { NS = sizeof(sizes) / sizeof(sizes[0]), ROUNDS = 20 };
 	unsigned int ci, r, i;
 
-	for (ci = 0; ci < NR_CONFIGS; ci++) {
+	for (ci = 0; ci < NR_POOL_SHAPES; ci++) {
 		struct knitk_call *c[NS];
 		struct knitk_pool_stats st;
 		struct knitk_pool *pool;
 		uint64_t id[NS], first = next_id;
 		unsigned int bad = 0, zeros = 0, calls = 0;
 
-		REQUIRE(loan_pool(configs[ci].kind, configs[ci].dispatch, 2, 0, &pool) == 0);
+		REQUIRE(loan_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, 2, 0, &pool) == 0);
 		for (r = 0; r < ROUNDS; r++) {
 			for (i = 0; i < NS - 1; i++) {
 				id[i] = new_id(sizes[i]);
@@ -257,7 +243,7 @@ static void loan_sizes_end_to_end(void)
 		CHECK_EQ(st.stale + st.canceled + st.timedout + st.ownerdead, 0);
 		knitk_pool_destroy(pool);
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 
@@ -272,7 +258,7 @@ static void loan_release_without_submit(void)
 {
 	unsigned int ci, i;
 
-	for (ci = 0; ci < NR_CONFIGS; ci++) {
+	for (ci = 0; ci < NR_POOL_SHAPES; ci++) {
 		struct knitk_call_opts co = { .size = sizeof(co) };
 		struct knitk_call *c, *cap[KNITK_LANES - 1];
 		struct knitk_worker_info wi = { .size = sizeof(wi) };
@@ -281,7 +267,7 @@ static void loan_release_without_submit(void)
 		uint64_t id[KNITK_LANES - 1], gone[200];
 		unsigned int bad = 0;
 
-		REQUIRE(loan_pool(configs[ci].kind, configs[ci].dispatch, 1, 0, &pool) == 0);
+		REQUIRE(loan_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, 1, 0, &pool) == 0);
 		co.deadline_ns = after_ms(HANG_MS);
 		for (i = 0; i < 200; i++) {
 			gone[i] = new_id(LOAN_ARENA);
@@ -325,7 +311,7 @@ static void loan_release_without_submit(void)
 			bad += runs(gone[i]) != 0;
 		CHECK_EQ(bad, 0);
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 
@@ -338,7 +324,7 @@ static void loan_abort_and_deadline_before_submit(void)
 {
 	unsigned int ci;
 
-	for (ci = 0; ci < NR_CONFIGS; ci++) {
+	for (ci = 0; ci < NR_POOL_SHAPES; ci++) {
 		struct knitk_call_opts past = { .size = sizeof(past), .deadline_ns = 1 };
 		struct knitk_call_opts ahead = { .size = sizeof(ahead) };
 		struct knitk_pool_stats st;
@@ -346,7 +332,7 @@ static void loan_abort_and_deadline_before_submit(void)
 		struct knitk_pool *pool;
 		uint64_t ida = new_id(1000), idb = new_id(LOAN_ARENA), idc = new_id(300);
 
-		REQUIRE(loan_pool(configs[ci].kind, configs[ci].dispatch, 2, 0, &pool) == 0);
+		REQUIRE(loan_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, 2, 0, &pool) == 0);
 		REQUIRE(loan_fill(pool, ida, 1000, NULL, &a) == 0);
 		CHECK_EQ(knitk_call_status(a), -EINPROGRESS);
 		CHECK_EQ(knitk_call_abort(a), 0);
@@ -378,7 +364,7 @@ static void loan_abort_and_deadline_before_submit(void)
 		CHECK_EQ(runs(idb), 0);
 		CHECK_EQ(runs(idc), 1);
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 
@@ -392,7 +378,7 @@ static void loan_shutdown_unsent(unsigned int mode, int status)
 {
 	unsigned int ci;
 
-	for (ci = 0; ci < NR_CONFIGS; ci++) {
+	for (ci = 0; ci < NR_POOL_SHAPES; ci++) {
 		const size_t sizes[] = { 100, 20000, 0 };
 		struct knitk_call *l[3], *sent, *c;
 		struct knitk_pool *pool;
@@ -402,7 +388,7 @@ static void loan_shutdown_unsent(unsigned int mode, int status)
 		void *buf, *big = NULL;
 		int ret;
 
-		REQUIRE(loan_pool(configs[ci].kind, configs[ci].dispatch, 2, 0, &pool) == 0);
+		REQUIRE(loan_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, 2, 0, &pool) == 0);
 		for (i = 0; i < 3; i++) {
 			id[i] = new_id(sizes[i]);
 			REQUIRE(loan_fill(pool, id[i], sizes[i], NULL, &l[i]) == 0);
@@ -434,7 +420,7 @@ static void loan_shutdown_unsent(unsigned int mode, int status)
 		for (i = 0; i < 3; i++)
 			CHECK_EQ(runs(id[i]), 0);
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 
@@ -459,13 +445,13 @@ static void loan_shutdown_every_lane_loaned(void)
 {
 	unsigned int ci, i;
 
-	for (ci = 0; ci < NR_CONFIGS; ci++) {
+	for (ci = 0; ci < NR_POOL_SHAPES; ci++) {
 		struct knitk_call_opts co = { .size = sizeof(co) };
 		struct knitk_call *l[KNITK_LANES - 1], *c;
 		struct knitk_pool *pool;
-		bool steal = configs[ci].dispatch == KNITK_POOL_DISPATCH_STEAL;
+		bool steal = pool_shapes[ci].dispatch == KNITK_POOL_DISPATCH_STEAL;
 
-		REQUIRE(loan_pool(configs[ci].kind, configs[ci].dispatch, steal ? 2 : 1,
+		REQUIRE(loan_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, steal ? 2 : 1,
 				  0, &pool) == 0);
 		for (i = 0; i < KNITK_LANES - 1; i++)
 			REQUIRE(loan_fill(pool, ZERO_ID, 0, NULL, &l[i]) == 0);
@@ -479,7 +465,7 @@ static void loan_shutdown_every_lane_loaned(void)
 		knitk_pool_destroy(pool);
 		CHECK_EQ(runs(ZERO_ID), 0);
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 
@@ -651,7 +637,7 @@ static void loan_waits_for_room(void)
 {
 	unsigned int ci, i;
 
-	for (ci = 0; ci < NR_CONFIGS; ci++) {
+	for (ci = 0; ci < NR_POOL_SHAPES; ci++) {
 		struct knitk_call_opts co = { .size = sizeof(co) };
 		struct knitk_call *a, *c, *l[KNITK_LANES];
 		struct knitk_pool_stats st;
@@ -660,7 +646,7 @@ static void loan_waits_for_room(void)
 		struct bp b;
 		uint64_t ida;
 
-		if (bp_start(&b, &loan_tasks, configs[ci].kind, configs[ci].dispatch,
+		if (bp_start(&b, &loan_tasks, pool_shapes[ci].kind, pool_shapes[ci].dispatch,
 			     KNITK_KNOT_FUTEX)) {
 			CHECK(!"bp_start");
 			if (b.pool)
@@ -705,7 +691,7 @@ static void loan_waits_for_room(void)
 		CHECK_EQ(plain_call(b.pool, new_id(16), 16, &co, &c), -ETIMEDOUT);
 		knitk_call_release(l[0]);
 		REQUIRE(loan_fill(b.pool, ZERO_ID, 0, NULL, &l[0]) == 0);
-		if (configs[ci].kind == KNITK_WORKER_THREADS) {
+		if (pool_shapes[ci].kind == KNITK_WORKER_THREADS) {
 			/* Event mode: no waiting in the library. */
 			CHECK(knitk_pool_event_fd(b.pool) >= 0);
 			CHECK_EQ(loan_fill(b.pool, ZERO_ID, 0, NULL, &c), -EAGAIN);
@@ -719,14 +705,14 @@ static void loan_waits_for_room(void)
 			knitk_call_release(l[i]);
 		CHECK_EQ(gate_release(&b.g), 0);
 		CHECK_EQ(loan_wait(b.pool, b.gated,
-				   configs[ci].kind == KNITK_WORKER_THREADS), 0);
+				   pool_shapes[ci].kind == KNITK_WORKER_THREADS), 0);
 		knitk_call_release(b.gated);
 		CHECK_EQ(runs(ZERO_ID), 0);
 		pool_stats(b.pool, &st);
 		CHECK_EQ(st.completed, st.submitted);
 		CHECK(!bp_end(&b));
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 
@@ -739,7 +725,7 @@ static void loan_bad_arguments(void)
 {
 	unsigned int ci;
 
-	for (ci = 0; ci < NR_CONFIGS; ci++) {
+	for (ci = 0; ci < NR_POOL_SHAPES; ci++) {
 		struct knitk_call_opts co = { .size = sizeof(co) };
 		struct knitk_endpoint *ep;
 		struct knitk_layout lay;
@@ -749,7 +735,7 @@ static void loan_bad_arguments(void)
 		uint64_t idl = new_id(100), idn = new_id(100);
 		void *buf = NULL;
 
-		REQUIRE(loan_pool(configs[ci].kind, configs[ci].dispatch, 2, 0, &pool) == 0);
+		REQUIRE(loan_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, 2, 0, &pool) == 0);
 		REQUIRE(knitk_pool_endpoint(pool, &ep) == 0);
 		REQUIRE(knitk_endpoint_layout(ep, &lay, NULL) == 0);
 		CHECK_EQ(knitk_pool_loan(NULL, T_RUN, 16, NULL, &c, &buf), -EINVAL);
@@ -762,7 +748,7 @@ static void loan_bad_arguments(void)
 		CHECK_EQ(knitk_pool_loan(pool, T_RUN, 16, &co, &c, &buf), -EINVAL);
 		co.reserved = 0;
 		co.flags = KNITK_CALL_WORKER;
-		co.worker = configs[ci].dispatch == KNITK_POOL_DISPATCH_STEAL ? 0 : 2;
+		co.worker = pool_shapes[ci].dispatch == KNITK_POOL_DISPATCH_STEAL ? 0 : 2;
 		CHECK_EQ(knitk_pool_loan(pool, T_RUN, 16, &co, &c, &buf), -EINVAL);
 		co.size = 4;
 		CHECK_EQ(knitk_pool_loan(pool, T_RUN, 16, &co, &c, &buf), -EINVAL);
@@ -797,7 +783,7 @@ static void loan_bad_arguments(void)
 		CHECK_EQ(st.completed, 4);
 		knitk_pool_destroy(pool);
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 
@@ -817,7 +803,7 @@ static void loan_reaped_in_event_mode(void)
 		uint64_t ida = new_id(100), idb = new_id(5000);
 		int efd, ep, n = 0;
 
-		REQUIRE(loan_pool(configs[ci].kind, configs[ci].dispatch, 2, 0, &pool) == 0);
+		REQUIRE(loan_pool(pool_shapes[ci].kind, pool_shapes[ci].dispatch, 2, 0, &pool) == 0);
 		efd = knitk_pool_event_fd(pool);
 		REQUIRE(efd >= 0);
 		ep = epoll_create1(EPOLL_CLOEXEC);
@@ -848,7 +834,7 @@ static void loan_reaped_in_event_mode(void)
 		CHECK_EQ(runs(ida), 0);
 		CHECK_EQ(runs(idb), 1);
 		if (tap_case_failed)
-			printf("# %s\n", configs[ci].name);
+			printf("# %s\n", pool_shapes[ci].name);
 	}
 }
 

@@ -329,29 +329,43 @@ static inline void run_arg_fill(void *buf, uint64_t id, uint32_t us, uint32_t le
 		b[i] = run_pad(id, i);
 }
 
-static int task_run(const void *in, size_t len, struct knitk_reply *out,
-		    void *ctx)
+/*
+ * A run of the call whose argument is @in (@len bytes): counted in the run
+ * table, its header read into @a; 0, or the error the task answers with.
+ */
+static inline int run_arg_take(const void *in, size_t len, struct run_arg *a)
 {
 	_Atomic uint8_t *tab = runtab_get();
 	const unsigned char *b = in;
+	uint32_t i;
+
+	if (!tab || len < sizeof(*a))
+		return -EINVAL;
+	memcpy(a, in, sizeof(*a));
+	if (a->id >= RUNTAB_IDS)
+		return -ERANGE;
+	atomic_fetch_add(&tab[a->id], 1);
+	/* A torn argument (another call's bytes) answers for no call. */
+	if (a->len != len)
+		return -EBADMSG;
+	for (i = sizeof(*a); i < len; i++)
+		if (b[i] != run_pad(a->id, i))
+			return -EBADMSG;
+	return 0;
+}
+
+static int task_run(const void *in, size_t len, struct knitk_reply *out,
+		    void *ctx)
+{
 	struct timespec ts;
 	struct run_arg a;
 	uint64_t r[2];
-	uint32_t i;
+	int ret;
 
 	(void)ctx;
-	if (!tab || len < sizeof(a))
-		return -EINVAL;
-	memcpy(&a, in, sizeof(a));
-	if (a.id >= RUNTAB_IDS)
-		return -ERANGE;
-	atomic_fetch_add(&tab[a.id], 1);
-	/* A torn argument (another call's bytes) answers for no call. */
-	if (a.len != len)
-		return -EBADMSG;
-	for (i = sizeof(a); i < len; i++)
-		if (b[i] != run_pad(a.id, i))
-			return -EBADMSG;
+	ret = run_arg_take(in, len, &a);
+	if (ret)
+		return ret;
 	if (a.us) {
 		ts.tv_sec = a.us / 1000000;
 		ts.tv_nsec = (long)(a.us % 1000000) * 1000;
@@ -359,8 +373,8 @@ static int task_run(const void *in, size_t len, struct knitk_reply *out,
 	}
 	r[0] = a.id;
 	r[1] = mix64(a.id);
-	i = (uint32_t)knitk_reply_set(out, r, sizeof(r));
-	return i ? (int)i : run_status(a.id);
+	ret = knitk_reply_set(out, r, sizeof(r));
+	return ret ? ret : run_status(a.id);
 }
 
 /* Finished call @c was T_RUN(@id), answered by its own run. */
@@ -375,6 +389,20 @@ static inline bool run_result_ok(struct knitk_call *c, uint64_t id)
 		return false;
 	memcpy(r, d, sizeof(r));
 	return r[0] == id && r[1] == mix64(id);
+}
+
+/* The id finished call @c's T_RUN result names when it is not @id's, or 0. */
+static inline uint64_t run_result_foreign(struct knitk_call *c, uint64_t id)
+{
+	const void *d;
+	uint64_t r[2];
+	size_t len;
+
+	if (knitk_call_status(c) <= 0 || knitk_call_result(c, &d, &len) ||
+	    len != sizeof(r))
+		return 0;
+	memcpy(r, d, sizeof(r));
+	return r[0] != id ? r[0] : 0;
 }
 
 /*

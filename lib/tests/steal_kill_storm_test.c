@@ -99,20 +99,6 @@ static uint32_t s8_len(struct s8 *s, uint64_t r)
 	return sizeof(struct run_arg) + (uint32_t)(r >> 16) % (p % 2 ? 2984 : 48);
 }
 
-/* The id a call's result names when it is not @id's, or 0. */
-static uint64_t foreign(struct knitk_call *c, uint64_t id)
-{
-	const void *d;
-	uint64_t r[2];
-	size_t len;
-
-	if (knitk_call_status(c) <= 0 || knitk_call_result(c, &d, &len) ||
-	    len != sizeof(r))
-		return 0;
-	memcpy(r, d, sizeof(r));
-	return r[0] != id ? r[0] : 0;
-}
-
 static void s8_judge(struct s8 *s, struct s8_call *sc)
 {
 	int st = knitk_call_status(sc->c);
@@ -136,7 +122,7 @@ static void s8_judge(struct s8 *s, struct s8_call *sc)
 		atomic_fetch_add(&s->timedout, good);
 	}
 	if (!good) {
-		uint64_t f = foreign(sc->c, sc->id);
+		uint64_t f = run_result_foreign(sc->c, sc->id);
 
 		printf("# call %llu (%u bytes) worker %d: status %d, abort %d, deadline %d, handled0 %u started %u%s%llu\n",
 		       (unsigned long long)sc->id, sc->len, knitk_call_worker(sc->c),
