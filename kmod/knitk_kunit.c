@@ -60,7 +60,7 @@ static void knitk_geometry_rejects_flags_and_reserved(struct kunit *test)
 	struct knitk_geometry g = knitk_test_geom(2, 1);
 	int i;
 
-	g.flags = 1U << 1;
+	g.flags = 1U << 2;
 	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
 	g.flags = 1U << 31 | KNITK_GEOM_STEAL;
 	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);

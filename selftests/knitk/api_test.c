@@ -238,7 +238,7 @@ FIXTURE_VARIANT(create_invalid) {
 		.value = (val),						\
 	}
 
-BAD(flags_bit1, flags, 1U << 1);
+BAD(flags_bit2, flags, 1U << 2);
 BAD(flags_bit31, flags, 1U << 31);
 BAD(workers_zero, nr_workers, 0);
 BAD(workers_over_max, nr_workers, KNITK_MAX_WORKERS + 1);
