@@ -10,9 +10,10 @@
  *
  * Huge pages: a knot of KNITK_HUGE_MIN_BYTES or more (without
  * KNITK_GEOM_NO_HUGE) is first made a hugetlbfs memfd, its size rounded up
- * to the huge page; its mmap reserves every page at once, so with too few
- * pages reserved in /proc/sys/vm/nr_hugepages it fails there and the knot
- * is made again as a plain memfd.  That one is mapped at a huge-page
+ * to the huge page; its mmap reserves every page at once and the creator
+ * touches them all, so with too few pages reserved in
+ * /proc/sys/vm/nr_hugepages (or a hugetlb cgroup's limit reached) it fails
+ * there, not at a later touch, and the knot is made again as a plain memfd.  That one is mapped at a huge-page
  * aligned address with MADV_HUGEPAGE, by every endpoint, so shmem gives it
  * transparent huge pages where /sys/kernel/mm/transparent_hugepage/
  * shmem_enabled allows (advise, within_size, always), and 4 KiB pages
@@ -47,6 +48,9 @@ static long sys_futex(void *addr, int op, uint32_t val,
 #endif
 #ifndef HUGETLBFS_MAGIC
 #define HUGETLBFS_MAGIC	0x958458f6
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE	23
 #endif
 
 /* The knot asks for huge pages: large enough, and not opted out. */
@@ -143,6 +147,17 @@ static int futex_memfd_map(struct knitk_endpoint *k, bool hugetlb)
 		ret = -errno;
 	if (!ret)
 		ret = futex_map(k);
+	/*
+	 * A hugetlb cgroup's limit is met at the first touch of a page, with
+	 * SIGBUS: touch every page now, where running out is an error that
+	 * makes the knot of 4 KiB pages instead (Linux 5.14; an older kernel
+	 * refuses the advice, and gets 4 KiB pages too).
+	 */
+	if (!ret && hugetlb && madvise(k->base, k->map_bytes, MADV_POPULATE_WRITE)) {
+		ret = -errno;
+		munmap(k->base, k->map_bytes);
+		k->base = NULL;
+	}
 	if (ret) {
 		close(k->fd);
 		k->fd = -1;
