@@ -62,11 +62,11 @@ static int knitk_knot_show(struct seq_file *m, void *unused)
 	unsigned int d, c;
 	u64 live, dead;
 
-	seq_printf(m, "knot %llu size %llu workers %u submitters %u steal %u region %u\n",
+	seq_printf(m, "knot %llu size %llu workers %u submitters %u steal %u region %u huge %llu\n",
 		   knot->id, knot->layout.size, knot->geometry.nr_workers,
 		   knot->geometry.nr_submitters,
 		   !!(knot->geometry.flags & KNITK_GEOM_STEAL),
-		   knot->geometry.region_lanes);
+		   knot->geometry.region_lanes, knot->control->huge_bytes);
 	seq_printf(m, "live %#llx dead %#llx death_seq %u\n",
 		   READ_ONCE(knot->control->live),
 		   READ_ONCE(knot->control->dead),
