@@ -195,6 +195,13 @@ void knitk_layout_compute(const struct knitk_geometry *g,
 int knitk_layout_check_size(const struct knitk_layout *l, u64 max_bytes);
 
 /* knitk_knot.c: knot memory, mmap, reference counting. */
+/* A huge chunk of a knot's memory: the pages a PMD entry maps. */
+#define KNITK_CHUNK_ORDER	(PMD_SHIFT - PAGE_SHIFT)
+#define KNITK_CHUNK_PAGES	BIT(KNITK_CHUNK_ORDER)
+
+/* The huge_chunks module parameter (knitk_knot.c). */
+extern bool knitk_huge_chunks;
+
 struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 				     const struct knitk_layout *l);
 void knitk_knot_get(struct knitk_knot *knot);

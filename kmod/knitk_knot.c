@@ -10,12 +10,28 @@
  * RLIMIT_MEMLOCK (unless it has CAP_IPC_LOCK) until the knot is freed.  The knot
  * holds one reference per attached endpoint; a mapping holds its file and
  * so its endpoint, so the memory outlives every mapping of it.
+ *
+ * A knot of KNITK_HUGE_MIN_BYTES or more (without KNITK_GEOM_NO_HUGE, and
+ * while the huge_chunks parameter is on) takes its pages a PMD-sized,
+ * physically contiguous chunk at a time where the allocator has one at
+ * hand, one page at a time where not.  Each chunk is split into order-0
+ * pages at once, so everything after the allocation (the pages[] array,
+ * the vmap, the mapping, the fault handler, the memcg and locked_vm
+ * charges, the free) sees the same single pages as before.  The mapping
+ * stays one of 4 KiB entries: a PMD entry would need a compound page
+ * mapped through the page cache's rmap, or VM_PFNMAP (vmf_insert_pfn_pmd),
+ * which takes the knot's struct pages out of get_user_pages and so out of
+ * futexes, O_DIRECT and io_uring buffers on it.  What the chunks buy is
+ * locality: a 2 MiB range of the knot is 2 MiB of physical memory (fewer
+ * DRAM pages and cache-set conflicts, TLB coalescing where the CPU does
+ * it), not fewer TLB entries.
  */
 #include <linux/atomic.h>
 #include <linux/debugfs.h>
 #include <linux/err.h>
 #include <linux/gfp.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/overflow.h>
@@ -29,6 +45,11 @@
 #include "knitk_internal.h"
 #include "knitk_trace.h"
 
+bool knitk_huge_chunks = true;
+module_param_named(huge_chunks, knitk_huge_chunks, bool, 0644);
+MODULE_PARM_DESC(huge_chunks,
+		 "allocate knots of 2 MiB or more in physically contiguous PMD-sized chunks where free (default 1)");
+
 static struct dentry *knitk_debugfs_root;
 static atomic64_t knitk_knot_ids = ATOMIC64_INIT(0);
 /* Knots not yet freed and their bytes: debugfs knitk/live, for leak tests. */
@@ -41,11 +62,11 @@ static int knitk_knot_show(struct seq_file *m, void *unused)
 	unsigned int d, c;
 	u64 live, dead;
 
-	seq_printf(m, "knot %llu size %llu workers %u submitters %u steal %u region %u\n",
+	seq_printf(m, "knot %llu size %llu workers %u submitters %u steal %u region %u huge %llu\n",
 		   knot->id, knot->layout.size, knot->geometry.nr_workers,
 		   knot->geometry.nr_submitters,
 		   !!(knot->geometry.flags & KNITK_GEOM_STEAL),
-		   knot->geometry.region_lanes);
+		   knot->geometry.region_lanes, knot->control->huge_bytes);
 	seq_printf(m, "live %#llx dead %#llx death_seq %u\n",
 		   READ_ONCE(knot->control->live),
 		   READ_ONCE(knot->control->dead),
@@ -120,6 +141,76 @@ static void knitk_knot_free_pages(struct knitk_knot *knot)
 }
 
 /*
+ * Fill pages[@i, @i + KNITK_CHUNK_PAGES) of @knot from one physically
+ * contiguous block, or return false.  Quietly and without reclaim or
+ * compaction retries (NORETRY): a block not at hand is a chunk of single
+ * pages instead.  Not compound: split_page() makes it order-0 pages, each
+ * with its own reference and its own share of the memcg charge, freed one
+ * by one like any other page of a knot.
+ */
+static bool knitk_knot_alloc_chunk(struct knitk_knot *knot, unsigned long i)
+{
+	struct page *page;
+	unsigned long j;
+
+	page = alloc_pages(GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NORETRY |
+			   __GFP_NOWARN, KNITK_CHUNK_ORDER);
+	if (!page)
+		return false;
+	split_page(page, KNITK_CHUNK_ORDER);
+	for (j = 0; j < KNITK_CHUNK_PAGES; j++)
+		knot->pages[i + j] = nth_page(page, j);
+	return true;
+}
+
+/* The knot is one to allocate in chunks (see the top of the file). */
+static bool knitk_knot_wants_chunks(const struct knitk_knot *knot)
+{
+	return READ_ONCE(knitk_huge_chunks) &&
+	       !(knot->geometry.flags & KNITK_GEOM_NO_HUGE) &&
+	       knot->layout.size >= KNITK_HUGE_MIN_BYTES &&
+	       knot->nr_pages >= KNITK_CHUNK_PAGES;
+}
+
+/*
+ * Allocate every page of @knot, in chunks where it can; *@huge_bytes
+ * gets the bytes allocated in chunks.  0, -ENOMEM or -EINTR (a fatal
+ * signal); on failure the pages allocated so far stay in pages[] for
+ * knitk_knot_free_pages().
+ */
+static int knitk_knot_alloc_pages(struct knitk_knot *knot, u64 *huge_bytes)
+{
+	bool chunks = knitk_knot_wants_chunks(knot);
+	unsigned long i = 0;
+
+	*huge_bytes = 0;
+	while (i < knot->nr_pages) {
+		if (chunks && !(i % KNITK_CHUNK_PAGES) &&
+		    knot->nr_pages - i >= KNITK_CHUNK_PAGES &&
+		    knitk_knot_alloc_chunk(knot, i)) {
+			i += KNITK_CHUNK_PAGES;
+			*huge_bytes += KNITK_CHUNK_PAGES << PAGE_SHIFT;
+		} else {
+			/*
+			 * NORETRY: a knot that does not fit the creator's
+			 * memcg (or the machine) fails CREATE with -ENOMEM
+			 * instead of waking the OOM killer.
+			 */
+			knot->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO |
+						    __GFP_NORETRY | __GFP_NOWARN);
+			if (!knot->pages[i])
+				return -ENOMEM;
+			i++;
+		}
+		/* A large knot takes a while: let a killed creator go. */
+		if (fatal_signal_pending(current))
+			return -EINTR;
+		cond_resched();
+	}
+	return 0;
+}
+
+/*
  * Charge @knot's pages to the current user's locked_vm, or refuse with
  * -ENOMEM past RLIMIT_MEMLOCK; CAP_IPC_LOCK is not charged.
  */
@@ -165,6 +256,7 @@ struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 	struct knitk_control *ctl;
 	struct knitk_knot *knot;
 	unsigned long i;
+	u64 huge_bytes;
 	char name[32];
 	int err = -ENOMEM;
 
@@ -201,23 +293,10 @@ struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 			       __GFP_NOWARN);
 	if (!knot->pages)
 		goto err_charge;
-	for (i = 0; i < knot->nr_pages; i++) {
-		/*
-		 * NORETRY: a knot that does not fit the creator's memcg (or
-		 * the machine) fails CREATE with -ENOMEM instead of waking
-		 * the OOM killer.
-		 */
-		knot->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO |
-					    __GFP_NORETRY | __GFP_NOWARN);
-		if (!knot->pages[i])
-			goto err_pages;
-		/* A large knot takes a while: let a killed creator go. */
-		if (fatal_signal_pending(current)) {
-			err = -EINTR;
-			goto err_pages;
-		}
-		cond_resched();
-	}
+	err = knitk_knot_alloc_pages(knot, &huge_bytes);
+	if (err)
+		goto err_pages;
+	err = -ENOMEM;
 	knot->base = vmap(knot->pages, knot->nr_pages, VM_MAP, PAGE_KERNEL);
 	if (!knot->base)
 		goto err_pages;
@@ -228,6 +307,7 @@ struct knitk_knot *knitk_knot_create(const struct knitk_geometry *g,
 	ctl->api = KNITK_API;
 	ctl->geometry = *g;
 	ctl->layout = *l;
+	ctl->huge_bytes = huge_bytes;
 	knot->control = ctl;
 	knitk_hook_counters(knot);
 

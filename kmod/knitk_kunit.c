@@ -3,7 +3,8 @@
  * KUnit suites for the pure logic of knitk: geometry validation, layout
  * math, the notify filter, the spurious-wake verdict and peer-death
  * bookkeeping, plus the wait path on a real knot with a sleeping kernel
- * thread, the poll state's wakes and what the tracepoints report.  Linked into the
+ * thread, the poll state's wakes, what the tracepoints report and the
+ * huge chunks of a knot's memory.  Linked into the
  * module under CONFIG_KNITK_KUNIT_TEST, so the tests call the module's
  * internal functions directly.  Expected layouts are worked out by hand
  * from the formula in <linux/knitk.h>, not with the code under test.
@@ -13,6 +14,7 @@
 #include <linux/delay.h>
 #include <linux/err.h>
 #include <linux/kthread.h>
+#include <linux/mm.h>
 #include <linux/ktime.h>
 #include <linux/poll.h>
 #include <linux/sched/task.h>
@@ -60,7 +62,7 @@ static void knitk_geometry_rejects_flags_and_reserved(struct kunit *test)
 	struct knitk_geometry g = knitk_test_geom(2, 1);
 	int i;
 
-	g.flags = 1U << 1;
+	g.flags = 1U << 2;
 	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
 	g.flags = 1U << 31 | KNITK_GEOM_STEAL;
 	KUNIT_EXPECT_EQ(test, knitk_geometry_check(&g), -EINVAL);
@@ -316,6 +318,83 @@ static void knitk_layout_size_limit(struct kunit *test)
 			-E2BIG);
 }
 
+/*
+ * A knot's pages, @knot->control->huge_bytes of them in chunks: each
+ * chunk is KNITK_CHUNK_PAGES consecutive pfns from a chunk boundary of
+ * the knot, and every page is a single page with one reference (what
+ * the mapping and the free expect).  Returns the chunks found.
+ */
+static unsigned long knitk_test_chunks(struct kunit *test,
+				       const struct knitk_knot *knot)
+{
+	unsigned long i, j, found = 0;
+
+	for (i = 0; i < knot->nr_pages; i++) {
+		KUNIT_EXPECT_FALSE(test, PageCompound(knot->pages[i]));
+		KUNIT_EXPECT_EQ(test, page_count(knot->pages[i]), 1);
+	}
+	for (i = 0; i + KNITK_CHUNK_PAGES <= knot->nr_pages;
+	     i += KNITK_CHUNK_PAGES) {
+		unsigned long pfn = page_to_pfn(knot->pages[i]);
+
+		for (j = 1; j < KNITK_CHUNK_PAGES; j++)
+			if (page_to_pfn(knot->pages[i + j]) != pfn + j)
+				break;
+		found += j == KNITK_CHUNK_PAGES;
+	}
+	return found;
+}
+
+/*
+ * A knot of 2 MiB or more takes its pages in chunks where the allocator
+ * has them (never with KNITK_GEOM_NO_HUGE or huge_chunks off), and the
+ * kernel's view through the vmap and the pages' own addresses agree.
+ */
+static void knitk_knot_huge_chunks(struct kunit *test)
+{
+	struct knitk_geometry g = knitk_test_geom(2, 1);
+	bool saved = knitk_huge_chunks;
+	struct knitk_knot *knot;
+	struct knitk_layout l;
+	unsigned long chunks, i;
+	u8 *b;
+
+	g.arena_bytes = 1 << 20;
+	knitk_layout_compute(&g, &l);
+	KUNIT_ASSERT_GE(test, l.size, KNITK_HUGE_MIN_BYTES);
+
+	WRITE_ONCE(knitk_huge_chunks, true);
+	knot = knitk_knot_create(&g, &l);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(knot));
+	chunks = knitk_test_chunks(test, knot);
+	KUNIT_EXPECT_EQ(test, knot->control->huge_bytes,
+			(u64)chunks * KNITK_CHUNK_PAGES * PAGE_SIZE);
+	if (!chunks)
+		kunit_info(test, "no chunk at hand: single pages only");
+	b = knot->base;
+	for (i = 0; i < knot->nr_pages; i++)
+		b[i * PAGE_SIZE + i % PAGE_SIZE] = (u8)i;
+	for (i = 0; i < knot->nr_pages; i++)
+		KUNIT_EXPECT_EQ(test, ((u8 *)page_address(knot->pages[i]))[i % PAGE_SIZE],
+				(u8)i);
+	knitk_knot_put(knot);
+
+	g.flags = KNITK_GEOM_NO_HUGE;
+	knot = knitk_knot_create(&g, &l);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(knot));
+	KUNIT_EXPECT_EQ(test, knot->control->huge_bytes, 0ULL);
+	knitk_test_chunks(test, knot);
+	knitk_knot_put(knot);
+
+	g.flags = 0;
+	WRITE_ONCE(knitk_huge_chunks, false);
+	knot = knitk_knot_create(&g, &l);
+	WRITE_ONCE(knitk_huge_chunks, saved);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(knot));
+	KUNIT_EXPECT_EQ(test, knot->control->huge_bytes, 0ULL);
+	knitk_knot_put(knot);
+}
+
 static struct kunit_case knitk_layout_cases[] = {
 	KUNIT_CASE(knitk_layout_private_small),
 	KUNIT_CASE(knitk_layout_steal_with_arena),
@@ -323,6 +402,7 @@ static struct kunit_case knitk_layout_cases[] = {
 	KUNIT_CASE(knitk_layout_steal_largest),
 	KUNIT_CASE(knitk_layout_regions_page_aligned),
 	KUNIT_CASE(knitk_layout_size_limit),
+	KUNIT_CASE(knitk_knot_huge_chunks),
 	{}
 };
 

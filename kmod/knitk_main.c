@@ -85,7 +85,7 @@ MODULE_PARM_DESC(max_knot_bytes, "largest knot CREATE accepts, in bytes");
 			 KNITK_FEATURE_STATS | KNITK_FEATURE_POLL | \
 			 KNITK_FEATURE_KICK | KNITK_FEATURE_SPIN | \
 			 KNITK_FEATURE_NOTIFY_WAIT | KNITK_FEATURE_URING_CMD | \
-			 KNITK_FEATURE_WORD_WAIT)
+			 KNITK_FEATURE_HUGE | KNITK_FEATURE_WORD_WAIT)
 
 /**
  * struct knitk_endpoint - one open of /dev/knitk

@@ -4,8 +4,9 @@
  * machine, in one run.
  *
  *   knitk-bench [--quick] [--reps N] [--workers N] [--only PAT[,PAT...]]
- *               [--backend futex|kmod] [--json FILE] [--plot FILE.svg]
- *               [--progress] [--list] [--verbose] [all | PAT...]
+ *               [--backend futex|kmod] [--no-huge] [--json FILE]
+ *               [--plot FILE.svg] [--progress] [--list] [--verbose]
+ *               [all | PAT...]
  *
  * Families (tools/bench/): round trips between two processes and two
  * threads (spin, futex, eventfd, pipe, Unix socket, knitk lanes parking
@@ -149,9 +150,10 @@ static void print_table(const struct row *rows, int nr, const struct bench_ctx *
 {
 	int i, j;
 
-	printf("knitk-bench: backend %s, %ld CPUs online, %d reps%s, %u pool workers\n",
+	printf("knitk-bench: backend %s, %ld CPUs online, %d reps%s, %u pool workers%s\n",
 	       backend, sysconf(_SC_NPROCESSORS_ONLN), ctx->reps,
-	       ctx->quick ? " (quick)" : "", ctx->workers);
+	       ctx->quick ? " (quick)" : "", ctx->workers,
+	       ctx->knot_flags & KNITK_KNOT_NO_HUGE ? ", no huge pages" : "");
 	printf("best: lowest ns/op or highest ops/s of the reps; speed: baseline "
 	       "median time per op / this row's (>1 = faster);\ncpu: median CPU "
 	       "time per op, user + system of every side, in ns\n\n");
@@ -826,6 +828,9 @@ static void usage(FILE *f)
 		"  --workers N         pool and steal workers, 1..%d (default: online CPUs)\n"
 		"  --backend B         futex or kmod (default: the library's choice,\n"
 		"                      KNITK_BACKEND)\n"
+		"  --no-huge           every knot in base pages (KNITK_KNOT_NO_HUGE);\n"
+		"                      by default a knot of 2 MiB or more (the payload\n"
+		"                      cases' pools) asks for huge pages\n"
 		"  --json FILE         write every case and the 'ratios' object as JSON\n"
 		"  --plot FILE.svg     draw the rates per group, the latency percentiles\n"
 		"                      over the repetitions per method and the makespan\n"
@@ -1008,6 +1013,7 @@ int main(int argc, char **argv)
 		{ "workers", required_argument, NULL, 'w' },
 		{ "only", required_argument, NULL, 'o' },
 		{ "backend", required_argument, NULL, 'b' },
+		{ "no-huge", no_argument, NULL, 'H' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "plot", required_argument, NULL, 'p' },
 		{ "progress", no_argument, NULL, 'P' },
@@ -1022,7 +1028,7 @@ int main(int argc, char **argv)
 	struct row *rows;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), v;
 	int opt, list = 0, nr = 0, i, f, ret, failed = 0, reps, show = 0, tty;
-	int nruns = 1, run;
+	int nruns = 1, run, no_huge = 0;
 	static struct ratios runs[BENCH_MAX_RUNS];
 
 	/* Process workers of the pool cases re-run this program: they stop here. */
@@ -1030,9 +1036,10 @@ int main(int argc, char **argv)
 		return 1;
 	ctx.workers = ncpu < 1 ? 1 : ncpu > KNITK_MAX_WORKERS ? KNITK_MAX_WORKERS :
 		      (unsigned int)ncpu;
-	while ((opt = getopt_long(argc, argv, "qr:R:w:o:b:j:p:Plvh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "qr:R:w:o:b:Hj:p:Plvh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'q': ctx.quick = 1; break;
+		case 'H': no_huge = 1; break;
 		case 'r':
 			v = option_num("--reps", optarg, BENCH_MAX_REPS);
 			if (v < 0)
@@ -1120,6 +1127,8 @@ int main(int argc, char **argv)
 		free(rows);
 		return 2;
 	}
+	if (no_huge)
+		ctx.knot_flags |= KNITK_KNOT_NO_HUGE;
 	backend = backend_name(ctx.knot_flags);
 
 	/*

@@ -45,7 +45,7 @@ struct bell {
 
 struct knot {
 	char name[32];
-	unsigned long long id, size;
+	unsigned long long id, size, huge;
 	unsigned int workers, submitters, steal, region_lanes;
 	unsigned long long live, dead;
 	unsigned int death_seq;
@@ -121,10 +121,13 @@ static int parse_knot(const char *name, struct knot *k)
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
-		/* "region" since the knot records its steal region size. */
-		if (sscanf(line, "knot %llu size %llu workers %u submitters %u steal %u region %u",
-			   &k->id, &k->size, &k->workers, &k->submitters,
-			   &k->steal, &k->region_lanes) >= 5)
+		/*
+		 * "region" since the knot records its steal region size,
+		 * "huge" since its memory may come in huge chunks.
+		 */
+		if (sscanf(line, "knot %llu size %llu workers %u submitters %u steal %u"
+			   " region %u huge %llu", &k->id, &k->size, &k->workers,
+			   &k->submitters, &k->steal, &k->region_lanes, &k->huge) >= 5)
 			continue;
 		if (sscanf(line, "live %llx dead %llx death_seq %u", &k->live,
 			   &k->dead, &k->death_seq) == 3)
@@ -197,6 +200,8 @@ static void print_text(const struct knot *k, const struct knot *prev, double sec
 	       k->workers, k->submitters);
 	if (k->steal)
 		printf(", stealing in regions of %u lanes", k->region_lanes);
+	if (k->huge)
+		printf(", %llu bytes in huge chunks", k->huge);
 	printf("; death_seq %u\n", k->death_seq);
 	printf("  %-7s %5s %8s %5s  %s\n", "role", "slot", "pid", "gen", "state");
 	for (i = 0; i < k->nr_roles; i++)
@@ -234,10 +239,10 @@ static void print_json(const struct knot *k, int first)
 
 	printf("%s\n    {\"id\": %llu, \"size\": %llu, \"workers\": %u,"
 	       " \"submitters\": %u, \"steal\": %s, \"region_lanes\": %u,"
-	       " \"live\": %llu, \"dead\": %llu,"
+	       " \"huge_bytes\": %llu, \"live\": %llu, \"dead\": %llu,"
 	       " \"death_seq\": %u,\n     \"endpoints\": [", first ? "" : ",",
 	       k->id, k->size, k->workers, k->submitters, k->steal ? "true" : "false",
-	       k->region_lanes, k->live, k->dead, k->death_seq);
+	       k->region_lanes, k->huge, k->live, k->dead, k->death_seq);
 	for (i = 0; i < k->nr_roles; i++)
 		printf("%s{\"role\": \"%s\", \"slot\": %u, \"pid\": %d,"
 		       " \"generation\": %u, \"state\": \"%s\"}", i ? ", " : "",
@@ -278,6 +283,7 @@ static unsigned long long knot_gauge(const struct knot *k, int g)
 	case 1: return k->workers;
 	case 2: return k->submitters;
 	case 3: return k->steal ? k->region_lanes : 0;
+	case 4: return k->huge;
 	default: return k->death_seq;
 	}
 }
@@ -297,6 +303,8 @@ static void print_prom(const struct listing *l)
 		{ "knitk_knot_submitters", "Submitter slots of the knot." },
 		{ "knitk_knot_region_lanes",
 		  "Lanes per stealing region (0: the knot does not steal)." },
+		{ "knitk_knot_huge_bytes",
+		  "Bytes of the knot in physically contiguous huge chunks." },
 		{ "knitk_knot_death_seq",
 		  "The knot's death_seq: roles ended by a death, modulo 2^32." },
 	};

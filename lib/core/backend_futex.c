@@ -7,6 +7,18 @@
  * create, live/dead bits and generations at join and leave.  Peer death
  * other than a clean leave is reported by the pool through
  * knitk_endpoint_mark_dead().
+ *
+ * Huge pages: a knot of KNITK_HUGE_MIN_BYTES or more (without
+ * KNITK_GEOM_NO_HUGE) is first made a hugetlbfs memfd, its size rounded up
+ * to the huge page; its mmap reserves every page at once and the creator
+ * touches them all, so with too few pages reserved in
+ * /proc/sys/vm/nr_hugepages (or a hugetlb cgroup's limit reached) it fails
+ * there, not at a later touch, and the knot is made again as a plain memfd.  That one is mapped at a huge-page
+ * aligned address with MADV_HUGEPAGE, by every endpoint, so shmem gives it
+ * transparent huge pages where /sys/kernel/mm/transparent_hugepage/
+ * shmem_enabled allows (advise, within_size, always), and 4 KiB pages
+ * otherwise; neither case is an error.  An attaching endpoint finds which
+ * it is from the fd (fstatfs) and maps the same length.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,15 +43,126 @@ static long sys_futex(void *addr, int op, uint32_t val,
 	return syscall(SYS_futex, addr, op, val, ts, NULL, val3);
 }
 
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB	0x0004U
+#endif
+#ifndef HUGETLBFS_MAGIC
+#define HUGETLBFS_MAGIC	0x958458f6
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE	23
+#endif
+
+/* The knot asks for huge pages: large enough, and not opted out. */
+static bool futex_wants_huge(const struct knitk_endpoint *k)
+{
+	return k->layout.size >= KNITK_HUGE_MIN_BYTES &&
+	       !(k->geom.flags & KNITK_GEOM_NO_HUGE);
+}
+
+/*
+ * Record how @fd is backed: its page (the huge page of a hugetlbfs file,
+ * whose mappings must be multiples of it) and the length to map.
+ * -EINVAL for a page size that is not a power of two.
+ */
+static int futex_pages_of(struct knitk_endpoint *k, int fd)
+{
+	struct statfs sf;
+
+	k->page_bytes = KNITK_PAGE_BYTES;
+	k->pages_flags = 0;
+	if (fstatfs(fd, &sf) < 0)
+		return -errno;
+	if ((uint32_t)sf.f_type == HUGETLBFS_MAGIC) {
+		if (sf.f_bsize < KNITK_PAGE_BYTES || (sf.f_bsize & (sf.f_bsize - 1)))
+			return -EINVAL;
+		k->page_bytes = (uint64_t)sf.f_bsize;
+		k->pages_flags = KNITK_PAGES_HUGETLB;
+	}
+	k->map_bytes = (k->layout.size + k->page_bytes - 1) & ~(k->page_bytes - 1);
+	return 0;
+}
+
+/*
+ * Map a plain memfd at an address aligned to KNITK_HUGE_MIN_BYTES, with
+ * MADV_HUGEPAGE: a huge page of shmem is mapped whole only where the
+ * address and the file offset agree modulo its size.
+ */
+static void *futex_map_thp(struct knitk_endpoint *k)
+{
+	const uint64_t align = KNITK_HUGE_MIN_BYTES;
+	char *r, *a, *p;
+
+	r = mmap(NULL, k->map_bytes + align, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED)
+		return MAP_FAILED;
+	a = (char *)(((uintptr_t)r + align - 1) & ~(uintptr_t)(align - 1));
+	p = mmap(a, k->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		 k->fd, 0);
+	if (p == MAP_FAILED) {
+		int e = errno;
+
+		munmap(r, k->map_bytes + align);
+		errno = e;
+		return MAP_FAILED;
+	}
+	if (a > r)
+		munmap(r, (size_t)(a - r));
+	munmap(a + k->map_bytes, (size_t)(r + align - a));
+	/* Advice only: a kernel without THP refuses it, 4 KiB pages serve. */
+	if (!madvise(p, k->map_bytes, MADV_HUGEPAGE))
+		k->pages_flags |= KNITK_PAGES_THP;
+	return p;
+}
+
 static int futex_map(struct knitk_endpoint *k)
 {
-	void *p = mmap(NULL, k->layout.size, PROT_READ | PROT_WRITE, MAP_SHARED,
-		       k->fd, 0);
+	void *p;
 
+	if (!(k->pages_flags & KNITK_PAGES_HUGETLB) && futex_wants_huge(k))
+		p = futex_map_thp(k);
+	else
+		p = mmap(NULL, k->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 k->fd, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	k->base = p;
 	return 0;
+}
+
+/*
+ * A new memfd for the knot, mapped.  @hugetlb: on hugetlbfs, whose mmap
+ * fails (-ENOMEM) when the huge pages cannot all be reserved.
+ */
+static int futex_memfd_map(struct knitk_endpoint *k, bool hugetlb)
+{
+	int ret;
+
+	k->fd = memfd_create("knitk", MFD_CLOEXEC | (hugetlb ? MFD_HUGETLB : 0));
+	if (k->fd < 0)
+		return -errno;
+	ret = futex_pages_of(k, k->fd);
+	if (!ret && ftruncate(k->fd, (off_t)k->map_bytes) < 0)
+		ret = -errno;
+	if (!ret)
+		ret = futex_map(k);
+	/*
+	 * A hugetlb cgroup's limit is met at the first touch of a page, with
+	 * SIGBUS: touch every page now, where running out is an error that
+	 * makes the knot of 4 KiB pages instead (Linux 5.14; an older kernel
+	 * refuses the advice, and gets 4 KiB pages too).
+	 */
+	if (!ret && hugetlb && madvise(k->base, k->map_bytes, MADV_POPULATE_WRITE)) {
+		ret = -errno;
+		munmap(k->base, k->map_bytes);
+		k->base = NULL;
+	}
+	if (ret) {
+		close(k->fd);
+		k->fd = -1;
+	}
+	return ret;
 }
 
 #ifdef KNITK_TEST_HOOKS
@@ -52,17 +176,17 @@ static int futex_create(struct knitk_endpoint *k)
 	unsigned int d;
 	int ret;
 
-	k->fd = memfd_create("knitk", MFD_CLOEXEC);
-	if (k->fd < 0)
-		return -errno;
-	if (ftruncate(k->fd, (off_t)k->layout.size) < 0) {
-		ret = -errno;
-		goto fail;
-	}
-	ret = futex_map(k);
+	/* Any failure of hugetlbfs (none configured, none reserved): a plain one. */
+	ret = -ENOENT;
+	if (futex_wants_huge(k))
+		ret = futex_memfd_map(k, true);
 	if (ret)
-		goto fail;
+		ret = futex_memfd_map(k, false);
+	if (ret)
+		return ret;
 	ctl = (struct knitk_control *)k->base;
+	if (k->pages_flags & KNITK_PAGES_HUGETLB)
+		ctl->huge_bytes = k->map_bytes;
 	ctl->api = KNITK_API;
 	/* Recorded with its region size resolved, as the module does. */
 	knitk__geometry_resolve(&k->geom);
@@ -80,10 +204,6 @@ static int futex_create(struct knitk_endpoint *k)
 	atomic_store_explicit(A32(&ctl->magic), KNITK_MAGIC, memory_order_release);
 	k->can_kick = true;
 	return 0;
-fail:
-	close(k->fd);
-	k->fd = -1;
-	return ret;
 }
 
 static int futex_attach(struct knitk_endpoint *k, int fd)
@@ -95,9 +215,13 @@ static int futex_attach(struct knitk_endpoint *k, int fd)
 
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < KNITK_PAGE_BYTES)
+	ret = futex_pages_of(k, fd);
+	if (ret)
+		return ret;
+	/* A hugetlbfs file maps in whole huge pages only. */
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < k->page_bytes)
 		return -EINVAL;
-	p = mmap(NULL, KNITK_PAGE_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+	p = mmap(NULL, k->page_bytes, PROT_READ, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	ctl = p;
@@ -107,8 +231,9 @@ static int futex_attach(struct knitk_endpoint *k, int fd)
 		goto out;
 	k->geom = ctl->geometry;
 	k->layout = ctl->layout;
+	k->map_bytes = (k->layout.size + k->page_bytes - 1) & ~(k->page_bytes - 1);
 	if (!knitk__layout_matches_geometry(&k->geom, &k->layout) ||
-	    (uint64_t)st.st_size != k->layout.size)
+	    (uint64_t)st.st_size != k->map_bytes)
 		goto out;
 	k->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (k->fd < 0) {
@@ -123,7 +248,7 @@ static int futex_attach(struct knitk_endpoint *k, int fd)
 		k->can_kick = true;
 	}
 out:
-	munmap(p, KNITK_PAGE_BYTES);
+	munmap(p, k->page_bytes);
 	return ret;
 }
 
@@ -415,7 +540,7 @@ static void futex_release(struct knitk_endpoint *k)
 	if (k->base && k->doorbell >= 0)
 		futex_mark_dead(k, (unsigned int)k->doorbell);
 	if (k->base)
-		munmap(k->base, k->layout.size);
+		munmap(k->base, k->map_bytes);
 	if (k->fd >= 0)
 		close(k->fd);
 }

@@ -63,6 +63,8 @@ static int kmod_map(struct knitk_endpoint *k)
 	if (p == MAP_FAILED)
 		goto fail;
 	k->base = base;
+	k->map_bytes = l->size;
+	k->page_bytes = KNITK_PAGE_BYTES;
 	return 0;
 fail:
 	ret = -errno;
@@ -91,6 +93,9 @@ static int kmod_open_ioctl(struct knitk_endpoint *k, unsigned long cmd, void *ar
 	if (ret < 0)
 		return ret;
 	k->fd = ret;
+	/* A module before KNITK_FEATURE_HUGE makes every knot of base pages. */
+	if (cmd == KNITK_IOC_CREATE && !(features & KNITK_FEATURE_HUGE))
+		((struct knitk_create *)arg)->geometry.flags &= ~KNITK_GEOM_NO_HUGE;
 	if (ioctl(k->fd, cmd, arg) < 0)
 		return kmod_fail(k, -errno);
 	k->can_kick = features & KNITK_FEATURE_KICK;
@@ -152,6 +157,8 @@ static int kmod_create(struct knitk_endpoint *k)
 	/* The module and knitk_layout_compute must agree on every offset. */
 	if (memcmp(&c.layout, &k->layout, sizeof(c.layout)))
 		return kmod_fail(k, -EPROTO);
+	/* As the knot records them (KNITK_GEOM_NO_HUGE dropped above). */
+	k->geom.flags = c.geometry.flags;
 	ret = kmod_map(k);
 	return ret ? kmod_fail(k, ret) : 0;
 }

@@ -110,6 +110,9 @@ struct knitk_endpoint {
 	void *base;
 	struct knitk_layout layout;
 	struct knitk_geometry geom;
+	uint64_t map_bytes;		/* mapped at base: layout.size, page rounded */
+	uint64_t page_bytes;		/* bytes per page of the mapping */
+	uint32_t pages_flags;		/* KNITK_PAGES_HUGETLB, KNITK_PAGES_THP */
 	int doorbell;			/* the joined role's doorbell, -1 before JOIN */
 	uint32_t join_gen;		/* the generation our JOIN gave the role */
 	uint32_t nonce;			/* last sleeping-flag value written */

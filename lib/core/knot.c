@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "../sized.h"
 
 /*
  * knitk_last_error(): one message per thread, as errno is; set and cleared
@@ -113,19 +114,26 @@ KNITK_EXPORT int knitk_endpoint_create(const struct knitk_geometry *geom,
 				       unsigned int flags, struct knitk_endpoint **ep)
 {
 	const struct knitk_backend_ops *ops;
+	struct knitk_geometry g;
 	struct knitk_layout layout;
 	int ret;
 
 	knitk__error_clear();
 	if (!geom || !ep ||
-	    (flags & ~(KNITK_KNOT_KMOD | KNITK_KNOT_FUTEX | KNITK_KNOT_FALLBACK_FUTEX)) ||
+	    (flags & ~(KNITK_KNOT_KMOD | KNITK_KNOT_FUTEX | KNITK_KNOT_FALLBACK_FUTEX |
+		       KNITK_KNOT_NO_HUGE)) ||
 	    (flags & (KNITK_KNOT_KMOD | KNITK_KNOT_FALLBACK_FUTEX)) ==
 	    (KNITK_KNOT_KMOD | KNITK_KNOT_FALLBACK_FUTEX))
 		return -EINVAL;
+	g = *geom;
+	if (flags & KNITK_KNOT_NO_HUGE)
+		g.flags |= KNITK_GEOM_NO_HUGE;
+	geom = &g;
 	ret = knitk_layout_compute(geom, &layout);
 	if (ret)
 		return ret;
-	ret = knot_pick_backend(flags & ~KNITK_KNOT_FALLBACK_FUTEX, &ops);
+	ret = knot_pick_backend(flags & ~(KNITK_KNOT_FALLBACK_FUTEX | KNITK_KNOT_NO_HUGE),
+				&ops);
 	if (ret)
 		return ret;
 	if (ops != &knitk_backend_futex) {
@@ -234,6 +242,65 @@ KNITK_EXPORT int knitk_endpoint_layout(const struct knitk_endpoint *ep,
 	if (geom)
 		*geom = ep->geom;
 	return 0;
+}
+
+/*
+ * Bytes of the mapping at @base that this process maps with huge entries
+ * now: the ShmemPmdMapped and FilePmdMapped lines of its vma in
+ * /proc/self/smaps (0 when it cannot be read).
+ */
+static uint64_t knot_pmd_mapped(const void *base)
+{
+	unsigned long start, end, kb;
+	uint64_t bytes = 0;
+	bool ours = false;
+	char line[256];
+	FILE *f;
+
+	f = fopen("/proc/self/smaps", "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		/* A vma's first line; its fields' names are not "hex-hex". */
+		if (sscanf(line, "%lx-%lx ", &start, &end) == 2) {
+			if (ours)
+				break;
+			ours = start == (uintptr_t)base;
+		} else if (ours && (sscanf(line, "ShmemPmdMapped: %lu kB", &kb) == 1 ||
+				    sscanf(line, "FilePmdMapped: %lu kB", &kb) == 1)) {
+			bytes += (uint64_t)kb << 10;
+		}
+	}
+	fclose(f);
+	return bytes;
+}
+
+KNITK__SIZED_VER0(knitk_pages, KNITK_PAGES_SIZE_VER0);
+
+KNITK_EXPORT int knitk_endpoint_pages(const struct knitk_endpoint *ep,
+				      struct knitk_pages *pages)
+{
+	struct knitk_pages p = { 0 };
+	uint64_t chunks;
+
+	if (!ep || !pages)
+		return -EINVAL;
+	p.flags = ep->pages_flags;
+	p.page_bytes = ep->page_bytes;
+	p.map_bytes = ep->map_bytes;
+	if (p.flags & KNITK_PAGES_HUGETLB) {
+		p.huge_bytes = p.map_bytes;
+	} else if (p.flags & KNITK_PAGES_THP) {
+		p.huge_bytes = knot_pmd_mapped(ep->base);
+	} else if (ep->ops->kind == KNITK_BACKEND_KMOD) {
+		/* Written at create, before any endpoint could map the page. */
+		chunks = knot_control(ep)->huge_bytes;
+		if (chunks) {
+			p.flags |= KNITK_PAGES_CHUNKS;
+			p.huge_bytes = chunks;
+		}
+	}
+	return knitk__sized_out(pages, &p, sizeof(p), KNITK_PAGES_SIZE_VER0);
 }
 
 KNITK_EXPORT int knitk_endpoint_control(const struct knitk_endpoint *ep,

@@ -24,7 +24,8 @@
  *
  * Sized structs.  A struct of this library that a caller fills in or
  * receives and that may grow (knitk_pool_opts, knitk_call_opts,
- * knitk_pool_stats, knitk_worker_info, knitk_wake_stats, knitk_msg)
+ * knitk_pool_stats, knitk_worker_info, knitk_wake_stats, knitk_pages,
+ * knitk_msg)
  * starts with `uint32_t size`, which the caller sets to the sizeof it was
  * compiled with, e.g. `struct knitk_pool_stats st = { .size = sizeof(st) };`.
  * Fields are only ever appended, and the library, knowing its own size K:
@@ -107,6 +108,13 @@ int knitk_layout_compute(const struct knitk_geometry *geom,
  * the knot got.
  */
 #define KNITK_KNOT_FALLBACK_FUTEX	(1U << 2)
+/*
+ * Keep the knot in base pages (sets KNITK_GEOM_NO_HUGE in its geometry).
+ * Without it, a knot of KNITK_HUGE_MIN_BYTES or more asks for huge pages
+ * and quietly does without when the system has none:
+ * knitk_endpoint_pages() tells what it got.
+ */
+#define KNITK_KNOT_NO_HUGE		(1U << 3)
 
 /* knitk_endpoint_attach() flags. */
 #define KNITK_ATTACH_TAKE_FD		(1U << 0)	/* close @fd on success */
@@ -180,6 +188,50 @@ int knitk_endpoint_backend(const struct knitk_endpoint *ep);
 int knitk_endpoint_layout(const struct knitk_endpoint *ep,
 			  struct knitk_layout *layout,
 			  struct knitk_geometry *geom);
+
+/* struct knitk_pages.flags */
+#define KNITK_PAGES_HUGETLB		(1U << 0)	/* futex: a hugetlbfs memfd */
+#define KNITK_PAGES_THP			(1U << 1)	/* futex: MADV_HUGEPAGE given */
+#define KNITK_PAGES_CHUNKS		(1U << 2)	/* kmod: huge contiguous chunks */
+
+/**
+ * struct knitk_pages - the memory behind an endpoint's mapping of its knot
+ * @size: sizeof(struct knitk_pages) of the caller (sized struct).
+ * @flags: KNITK_PAGES_HUGETLB: the knot is a memfd of hugetlbfs, every
+ *	page huge and reserved at create; KNITK_PAGES_THP: a plain memfd
+ *	this endpoint mapped huge-page aligned with MADV_HUGEPAGE, for
+ *	transparent huge pages where the kernel's shmem_enabled allows;
+ *	KNITK_PAGES_CHUNKS: the module allocated (part of) the knot in
+ *	physically contiguous chunks of the huge page size, which it maps
+ *	with base-page entries.  0: base pages only (KNITK_KNOT_NO_HUGE, a
+ *	knot below KNITK_HUGE_MIN_BYTES, or no huge page to be had).
+ * @page_bytes: bytes per page of the mapping (the huge page size of a
+ *	hugetlbfs knot, else the base page).
+ * @map_bytes: bytes this endpoint maps: the knot's layout size, rounded
+ *	up to @page_bytes.
+ * @huge_bytes: bytes of the knot in huge pages: all of @map_bytes for
+ *	KNITK_PAGES_HUGETLB; for KNITK_PAGES_THP, those this process maps
+ *	with huge entries now (from /proc/self/smaps: it changes as pages
+ *	are touched and reclaimed); for KNITK_PAGES_CHUNKS, the bytes in
+ *	contiguous chunks.
+ */
+struct knitk_pages {
+	uint32_t size;
+	uint32_t flags;
+	uint64_t page_bytes;
+	uint64_t map_bytes;
+	uint64_t huge_bytes;
+};
+
+#define KNITK_PAGES_SIZE_VER0		32	/* first version */
+
+/*
+ * knitk_endpoint_pages - what backs the knot @ep maps (struct
+ * knitk_pages).  -EINVAL for a NULL argument or a size below
+ * KNITK_PAGES_SIZE_VER0, -E2BIG above KNITK_SIZED_MAX.
+ */
+int knitk_endpoint_pages(const struct knitk_endpoint *ep,
+			 struct knitk_pages *pages);
 
 /*
  * knitk_endpoint_control - the control page (read-only; the kernel, or on the

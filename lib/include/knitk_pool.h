@@ -97,7 +97,8 @@ struct knitk_task_table {
  *	the CPU every 64 polls while the knot's awake workers and host fit the
  *	CPUs the process may run on (sched_getaffinity(), read at start),
  *	every 4 polls when they do not.
- * @knot_flags: KNITK_KNOT_* flags forcing a backend (default: automatic).
+ * @knot_flags: KNITK_KNOT_* flags forcing a backend (default: automatic),
+ *	and KNITK_KNOT_NO_HUGE to keep a large knot out of huge pages.
  * @arena_bytes: arena per mailbox (default 64 KiB; multiple of 4096).
  * @worker_path: process workers: the binary to run (default: this
  *	program, /proc/self/exe); it calls knitk_worker_main() early in main.

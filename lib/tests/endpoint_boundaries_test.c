@@ -44,7 +44,7 @@ static void endpoint_boundaries(void)
 	uint32_t gen;
 
 	CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX | KNITK_KNOT_KMOD, &e), -EINVAL);
-	CHECK_EQ(knitk_endpoint_create(&g, 1U << 3, &e), -EINVAL);
+	CHECK_EQ(knitk_endpoint_create(&g, 1U << 4, &e), -EINVAL);
 	CHECK_EQ(knitk_endpoint_create(&g, KNITK_KNOT_KMOD | KNITK_KNOT_FALLBACK_FUTEX, &e),
 		 -EINVAL);
 	CHECK_EQ(knitk_endpoint_create(NULL, KNITK_KNOT_FUTEX, &e), -EINVAL);

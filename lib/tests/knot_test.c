@@ -426,7 +426,7 @@ static void memlock_fallback_flags(void)
 	CHECK(knitk_last_error() == NULL);
 	CHECK_EQ(knitk_endpoint_create(&geom2, KNITK_KNOT_KMOD | KNITK_KNOT_FALLBACK_FUTEX,
 				       &k), -EINVAL);
-	CHECK_EQ(knitk_endpoint_create(&geom2, 1U << 3, &k), -EINVAL);
+	CHECK_EQ(knitk_endpoint_create(&geom2, 1U << 4, &k), -EINVAL);
 	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_FUTEX | KNITK_KNOT_FALLBACK_FUTEX,
 				      &k) == 0);
 	CHECK_EQ(knitk_endpoint_backend(k), KNITK_BACKEND_FUTEX);

@@ -70,7 +70,7 @@ static void invalid_geometries(void)
 
 #define BAD(stmt) do { g = geom(2, 1, 64, 64, P); stmt;			\
 	CHECK_EQ(knitk_layout_compute(&g, &l), -EINVAL); } while (0)
-	BAD(g.flags = 2);
+	BAD(g.flags = 4);
 	BAD(g.flags = 1U << 31);
 	BAD(g.nr_workers = 0);
 	BAD(g.nr_workers = KNITK_MAX_WORKERS + 1);

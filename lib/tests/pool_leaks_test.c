@@ -135,7 +135,7 @@ static void pool_create_failures_leak_nothing(void)
 		o.steal_region = 16;
 		CHECK_EQ(opts_pool(&o, &pool), -EINVAL);
 		memset(&o, 0, sizeof(o));
-		o.knot_flags = 1U << 3;
+		o.knot_flags = 1U << 4;
 		o.size = sizeof(o);
 		CHECK_EQ(knitk_pool_create(&o, &test_tasks, &pool), -EINVAL);
 		memset(&o, 0, sizeof(o));

@@ -27,6 +27,7 @@ union out_buf {
 	struct knitk_pool_stats stats;
 	struct knitk_worker_info info;
 	struct knitk_wake_stats wake;
+	struct knitk_pages pages;
 	unsigned char b[256];
 };
 
@@ -171,6 +172,36 @@ static void wake_stats_older_caller_filled_to_its_size(void)
 	knitk_pool_destroy(pool);
 }
 
+static void pages_older_caller_filled_to_its_size(void)
+{
+	static const struct knitk_geometry g = {
+		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
+	};
+	const size_t n = sizeof(struct knitk_pages);
+	struct knitk_endpoint *knot;
+	union out_buf u;
+
+	REQUIRE(knitk_endpoint_create(&g, 0, &knot) == 0);
+	out_init(&u, n);
+	CHECK_EQ(knitk_endpoint_pages(knot, &u.pages), 0);
+	CHECK_EQ(u.pages.size, n);
+	CHECK(u.pages.map_bytes > 0 && u.pages.page_bytes > 0);
+	CHECK(bytes_are(&u, n, sizeof(u), GUARD));
+	/* A newer caller gets the bytes this test library knows beyond it. */
+	out_init(&u, n + KNITK__SIZED_GROWTH);
+	CHECK_EQ(knitk_endpoint_pages(knot, &u.pages), 0);
+	CHECK_EQ(u.pages.size, n + KNITK__SIZED_GROWTH);
+	CHECK(bytes_are(&u, n, n + KNITK__SIZED_GROWTH, KNITK__SIZED_FILL));
+	CHECK(bytes_are(&u, n + KNITK__SIZED_GROWTH, sizeof(u), GUARD));
+	out_init(&u, KNITK_PAGES_SIZE_VER0 - 1);
+	CHECK_EQ(knitk_endpoint_pages(knot, &u.pages), -EINVAL);
+	CHECK(bytes_are(&u, sizeof(uint32_t), sizeof(u), GUARD));
+	out_init(&u, KNITK_SIZED_MAX + 1);
+	CHECK_EQ(knitk_endpoint_pages(knot, &u.pages), -E2BIG);
+	CHECK(bytes_are(&u, sizeof(uint32_t), sizeof(u), GUARD));
+	knitk_endpoint_destroy(knot);
+}
+
 /* A newer caller's options, with a tail this library does not know. */
 struct opts_newer {
 	struct knitk_pool_opts o;
@@ -293,6 +324,7 @@ int main(void)
 	TEST(stats_bad_sizes_refused);
 	TEST(worker_info_older_caller_filled_to_its_size);
 	TEST(wake_stats_older_caller_filled_to_its_size);
+	TEST(pages_older_caller_filled_to_its_size);
 	TEST(opts_larger_with_zero_tail_accepted);
 	TEST(opts_larger_with_nonzero_tail_refused);
 	TEST(opts_bad_sizes_refused);

@@ -13,7 +13,8 @@
 #define KNOWN_FEATURES	(KNITK_FEATURE_STEAL | KNITK_FEATURE_PEER_DEATH | \
 			 KNITK_FEATURE_STATS | KNITK_FEATURE_POLL | \
 			 KNITK_FEATURE_KICK | KNITK_FEATURE_SPIN | \
-			 KNITK_FEATURE_NOTIFY_WAIT | KNITK_FEATURE_URING_CMD)
+			 KNITK_FEATURE_NOTIFY_WAIT | KNITK_FEATURE_URING_CMD | \
+			 KNITK_FEATURE_HUGE | KNITK_FEATURE_WORD_WAIT)
 
 static __u64 ioctl_bit(unsigned long cmd)
 {
@@ -68,7 +69,8 @@ TEST(api_handshake_reports_features_and_ioctls)
 		       ioctl_bit(KNITK_IOC_ATTACH) | ioctl_bit(KNITK_IOC_JOIN) |
 		       ioctl_bit(KNITK_IOC_WAIT) | ioctl_bit(KNITK_IOC_NOTIFY) |
 		       ioctl_bit(KNITK_IOC_STATS) |
-		       ioctl_bit(KNITK_IOC_NOTIFY_WAIT);
+		       ioctl_bit(KNITK_IOC_NOTIFY_WAIT) |
+		       ioctl_bit(KNITK_IOC_WORD_WAIT) | ioctl_bit(KNITK_IOC_WORD_WAKE);
 	int fd = open_raw(_metadata);
 
 	ASSERT_EQ(0, knitk_ioctl(fd, KNITK_IOC_API, &api));
@@ -238,7 +240,7 @@ FIXTURE_VARIANT(create_invalid) {
 		.value = (val),						\
 	}
 
-BAD(flags_bit1, flags, 1U << 1);
+BAD(flags_bit2, flags, 1U << 2);
 BAD(flags_bit31, flags, 1U << 31);
 BAD(workers_zero, nr_workers, 0);
 BAD(workers_over_max, nr_workers, KNITK_MAX_WORKERS + 1);

@@ -131,7 +131,7 @@ TEST_F(layout, edges)
 #define ONE(stmt) do { g = base_geom(); stmt; n++;			\
 	good += agree(_metadata, &g, self->cap); } while (0)
 	ONE((void)0);
-	ONE(g.flags = 2);
+	ONE(g.flags = 4);
 	ONE(g.flags = KNITK_GEOM_STEAL);
 	ONE(g.nr_workers = 0);
 	ONE(g.nr_workers = KNITK_MAX_WORKERS);

@@ -107,8 +107,10 @@
 #define KNITK_FEATURE_NOTIFY_WAIT	(1ULL << 6)	/* KNITK_IOC_NOTIFY_WAIT */
 /* Bit 7: KNITK_URING_CMD_WAIT through IORING_OP_URING_CMD. */
 #define KNITK_FEATURE_URING_CMD		(1ULL << 7)
-/* KNITK_IOC_WORD_WAIT and KNITK_IOC_WORD_WAKE. */
-#define KNITK_FEATURE_WORD_WAIT		(1ULL << 8)
+/* Bit 8: KNITK_GEOM_NO_HUGE, and struct knitk_control.huge_bytes. */
+#define KNITK_FEATURE_HUGE		(1ULL << 8)
+/* Bit 9: KNITK_IOC_WORD_WAIT and KNITK_IOC_WORD_WAKE. */
+#define KNITK_FEATURE_WORD_WAIT		(1ULL << 9)
 
 /* Fixed shape. */
 #define KNITK_LANES			64
@@ -131,13 +133,26 @@
 
 /* struct knitk_geometry.flags */
 #define KNITK_GEOM_STEAL		(1U << 0)
-#define KNITK_GEOM_FLAGS		(KNITK_GEOM_STEAL)
+#define KNITK_GEOM_NO_HUGE		(1U << 1)
+#define KNITK_GEOM_FLAGS		(KNITK_GEOM_STEAL | KNITK_GEOM_NO_HUGE)
+
+/*
+ * A knot of at least this many bytes is backed by huge pages where the
+ * kernel has them (unless KNITK_GEOM_NO_HUGE): the size of a PMD mapping
+ * on x86-64 and arm64 with 4 KiB pages.  Smaller knots would waste most
+ * of a huge page.
+ */
+#define KNITK_HUGE_MIN_BYTES		(2ULL << 20)
 
 /**
  * struct knitk_geometry - what a knot is made of
  * @flags: KNITK_GEOM_* flags; KNITK_GEOM_STEAL selects one shared request
  *	mailbox per submitter (work stealing) instead of one per
- *	(submitter, worker).
+ *	(submitter, worker).  KNITK_GEOM_NO_HUGE keeps the knot in base
+ *	pages: no huge-page-sized chunks on the module, no hugetlb or
+ *	transparent huge pages on the futex backend (a knot below
+ *	KNITK_HUGE_MIN_BYTES never gets them anyway).  Needs
+ *	KNITK_FEATURE_HUGE: an older module refuses it with -EINVAL.
  * @nr_workers: number of worker roles, 1..KNITK_MAX_WORKERS.
  * @nr_submitters: number of producing host channels (one per submitting
  *	thread), 1..KNITK_MAX_SUBMITTERS.
@@ -317,6 +332,13 @@ struct knitk_steal_line {
  * @geometry: the geometry the knot was created from, region_lanes resolved
  *	(see struct knitk_geometry).
  * @layout: the knot's layout.
+ * @huge_bytes: bytes of the knot allocated in huge pages when it was made
+ *	(KNITK_FEATURE_HUGE; 0 from an older module): on the module, the
+ *	bytes in physically contiguous chunks of the PMD size (mapped with
+ *	4 KiB entries all the same); on the futex backend, the whole knot
+ *	when its memfd is hugetlbfs, else 0 (transparent huge pages of a
+ *	plain memfd come and go with the kernel: the library's
+ *	knitk_endpoint_pages() counts those).  Fixed after create.
  */
 struct knitk_control {
 	__u32 magic;
@@ -328,6 +350,7 @@ struct knitk_control {
 	__u32 generation[KNITK_ROLE_SLOTS];
 	struct knitk_geometry geometry;
 	struct knitk_layout layout;
+	__u64 huge_bytes;
 };
 
 /**
