@@ -355,6 +355,7 @@ static void compute_ratios(struct ratios *rs, const struct row *rows, int nr,
 		{ "stream_8b_vs_pipe", "tput-8B/knitk", "tput-8B/pipe", 1, 0 },
 		{ "stream_8b_vs_eventfd", "tput-8B/knitk", "tput-8B/eventfd", 1, 0 },
 		{ "stream_8b_oversub_vs_pipe", "tput-8B-oversub/knitk", "tput-8B-oversub/pipe", 1, 0 },
+		{ "stream_4k_vs_pipe", "tput-4K/knitk", "tput-4K/pipe", 1, 0 },
 	};
 	static const struct {
 		const char *key, *a;

@@ -31,7 +31,7 @@ RATIOS = ["pingpong_spin_vs_raw_spin", "pingpong_park_vs_raw_futex",
           "death_notice_missed", "steal_long_vs_ideal",
           "steal_long_vs_gthreadpool", "steal_spurious_wakes",
           "stream_8b_vs_pipe", "stream_8b_vs_eventfd",
-          "stream_8b_oversub_vs_pipe"]
+          "stream_8b_oversub_vs_pipe", "stream_4k_vs_pipe"]
 KMOD_RATIOS = ["kmod_park_vs_raw_futex", "kmod_pool_park_vs_raw_futex"]
 # Ratios whose cases are all built: they must carry a number.
 NEEDED = {"steal_skewed_vs_ideal", "steal_skewed_vs_private",
@@ -45,7 +45,7 @@ NEEDED = {"steal_skewed_vs_ideal", "steal_skewed_vs_private",
           "death_notice_p99_us", "death_notice_missed",
           "steal_long_vs_ideal", "steal_long_vs_gthreadpool",
           "steal_spurious_wakes", "stream_8b_vs_pipe", "stream_8b_vs_eventfd",
-          "stream_8b_oversub_vs_pipe"}
+          "stream_8b_oversub_vs_pipe", "stream_4k_vs_pipe"}
 
 
 def check(cond, name, why=""):
