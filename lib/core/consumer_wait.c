@@ -41,6 +41,8 @@
 #define POLL_MAX_NS	(32 * 1000ULL)		/* the budget's cap */
 #define POLL_START_NS	(POLL_MAX_NS / 16)	/* the first, and a regrowth's start */
 #define POLL_MIN_NS	(POLL_MAX_NS / 64)	/* below it the budget is 0 */
+/* Parks between reads of the thread's CPUs (2^k). */
+#define POLL_CPUS_EVERY	64
 /* Rounds between looks at the clock and the writer's flag (2^k). */
 #define POLL_LOOK	16
 /*
@@ -220,7 +222,11 @@ KNITK_EXPORT int knitk_consumer_wait(struct knitk_consumer *consumer,
 		if (n)
 			return n;
 	}
-	/* The thread's CPUs may change: read them again where a park costs more. */
-	knitk_endpoint_awake(ep, NULL, &cp->cpus);
+	/*
+	 * The thread's CPUs may change: read them again now and then, where
+	 * a park costs a system call anyway.
+	 */
+	if ((++cp->parks & (POLL_CPUS_EVERY - 1)) == 0)
+		knitk_endpoint_awake(ep, NULL, &cp->cpus);
 	return consumer_park(consumer, cp, writer, pending, deadline_ns);
 }

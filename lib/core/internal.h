@@ -215,7 +215,8 @@ uint64_t knitk__endpoint_mailbox_ack(const struct knitk_endpoint *k, unsigned in
  */
 struct knitk_consumer_poll {
 	uint64_t budget_ns;		/* the next poll's length; 0: park at once */
-	unsigned int cpus;		/* the thread's CPUs at the last park; 0: unread */
+	unsigned int cpus;		/* the thread's CPUs, as last read; 0: unread */
+	unsigned int parks;		/* parks so far (the CPUs are read every 64) */
 };
 
 /* lane.c: what a consumer's wait needs of it. */

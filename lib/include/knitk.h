@@ -561,7 +561,7 @@ int knitk_lane_ack(struct knitk_consumer *consumer, uint64_t lanes);
  * into the mailbox (the host for a request mailbox, worker w for return
  * mailbox w) is awake, its doorbell's sleeping flag clear, and no more of
  * the knot's roles are awake than CPUs the thread may run on
- * (knitk_endpoint_awake(), read again at each park), and for at most a
+ * (knitk_endpoint_awake(), read again every 64 parks), and for at most a
  * budget kept in the consumer: halved after a poll that found nothing,
  * doubled (to a cap of tens of microseconds) after a park that a publish
  * ended soon.  Otherwise it parks on the endpoint's doorbell:
