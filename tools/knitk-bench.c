@@ -353,6 +353,11 @@ static void compute_ratios(struct ratios *rs, const struct row *rows, int nr,
 		{ "pool_park_vs_raw_futex", "pool-park/knitk-processes", "rtt-process/futex", 0, 0 },
 		{ "pool_park_cpu_vs_raw_futex", "pool-park/knitk-processes", "rtt-process/futex", 0, 1 },
 		{ "payload_loan_1mib_vs_memcpy", "payload-1M/knitk-loan", "payload-1M/memcpy", 1, 0 },
+		/* One-way streams: message rates, higher is better. */
+		{ "stream_8b_vs_pipe", "tput-8B/knitk", "tput-8B/pipe", 1, 0 },
+		{ "stream_8b_vs_eventfd", "tput-8B/knitk", "tput-8B/eventfd", 1, 0 },
+		{ "stream_8b_oversub_vs_pipe", "tput-8B-oversub/knitk", "tput-8B-oversub/pipe", 1, 0 },
+		{ "stream_4k_vs_pipe", "tput-4K/knitk", "tput-4K/pipe", 1, 0 },
 	};
 	static const struct {
 		const char *key, *a;
@@ -842,7 +847,9 @@ static void usage(FILE *f)
 		"  --help              this text\n"
 		"\n"
 		"Scenarios: rtt-* round trips (processes, threads); tput-* one-way\n"
-		"messages; pool-* pool calls against GThreadPool (pool-park: one\n"
+		"messages between two threads (tput-8B-oversub: four writer/reader\n"
+		"pairs of processes at once, messages/s over all four, whatever the\n"
+		"CPUs); pool-* pool calls against GThreadPool (pool-park: one\n"
 		"worker that parks between calls, against the futex round trip);\n"
 		"idle/* the idle cost of a pool (wakes, CPU from 1 ms after the last\n"
 		"call); payload-* echo\n"

@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,6 +482,38 @@ KNITK_EXPORT int knitk_doorbell_ring(struct knitk_endpoint *ep,
 		return ret;
 	doorbell_count_sent(ep, woken);
 	return __builtin_popcountll(woken);
+}
+
+/*
+ * Who is awake, for a poll that must not keep the thread it waits for off
+ * a CPU (knitk_consumer_wait, the pool's polls in lib/pool/spin.c).
+ */
+KNITK_EXPORT int knitk_endpoint_awake(const struct knitk_endpoint *ep,
+				      uint64_t *awake, unsigned int *cpus)
+{
+	uint64_t m, mask = 0;
+	cpu_set_t set;
+
+	if (!ep)
+		return -EINVAL;
+	for (m = knot_doorbell_mask(ep); m; m &= m - 1) {
+		unsigned int d = (unsigned int)__builtin_ctzll(m);
+		uint64_t w = atomic_load_explicit(doorbell_word(knot_doorbell(ep, d)),
+						  memory_order_relaxed);
+
+		/* A hint, no ordering: a stale flag costs a poll too many or too few. */
+		if (!dbw_sleeping(w))
+			mask |= 1ULL << d;
+	}
+	if (awake)
+		*awake = mask;
+	if (cpus) {
+		*cpus = sched_getaffinity(0, sizeof(set), &set) ? 1 :
+			(unsigned int)CPU_COUNT(&set);
+		if (!*cpus)
+			*cpus = 1;
+	}
+	return __builtin_popcountll(mask);
 }
 
 /* Where each counter goes in struct knitk_wake_stats. */

@@ -212,8 +212,30 @@ uint64_t knitk__endpoint_mailbox_doorbells(const struct knitk_endpoint *k,
  */
 uint64_t knitk__endpoint_doorbell_pending(const struct knitk_endpoint *k,
 					  unsigned int d);
+/*
+ * topology.c: the doorbell of the role that produces into mailbox @m: the
+ * host for a request mailbox, worker w for return mailbox w.
+ */
+unsigned int knitk__endpoint_mailbox_producer(const struct knitk_endpoint *k,
+					      unsigned int m);
 /* Effective ack word of mailbox @m (acquire loads). */
 uint64_t knitk__endpoint_mailbox_ack(const struct knitk_endpoint *k, unsigned int m);
+
+/*
+ * consumer_wait.c: the adaptive poll of a consumer's wait
+ * (docs/protocol.md S10), kept in each consumer (lane.c) and written only
+ * by the thread that drives it.
+ */
+struct knitk_consumer_poll {
+	uint64_t budget_ns;		/* the next poll's length; 0: park at once */
+	unsigned int cpus;		/* the thread's CPUs, as last read; 0: unread */
+	unsigned int parks;		/* parks so far (the CPUs are read every 64) */
+};
+
+/* lane.c: what a consumer's wait needs of it. */
+struct knitk_consumer_poll *knitk__consumer_poll(struct knitk_consumer *c);
+struct knitk_endpoint *knitk__consumer_endpoint(const struct knitk_consumer *c);
+unsigned int knitk__consumer_mailbox(const struct knitk_consumer *c);
 
 /* steal.c: the claimant of a stealing mailbox (docs/protocol.md T1-T9). */
 struct knitk_steal;
@@ -243,10 +265,10 @@ const char *knitk__steal_lane(const struct knitk_steal *st, unsigned int lane);
 /* Done with claimed @lanes: free their arena slots (own free word). */
 int knitk__steal_done(struct knitk_steal *st, uint64_t lanes);
 
-/* The host joined once and its endpoint has been released (or marked dead). */
-static inline bool knot_host_dead(const struct knitk_endpoint *k)
+/* Role @d joined once and its endpoint has been released (or marked dead). */
+static inline bool knot_role_dead(const struct knitk_endpoint *k, unsigned int d)
 {
-	const uint64_t host = 1ULL << KNITK_DOORBELL_HOST;
+	const uint64_t role = 1ULL << d;
 	/*
 	 * Acquire of dead pairs with its release in knitk_peer_leave()
 	 * (kmod/knitk_peer.c), after live was cleared, or with the RMWs of
@@ -257,7 +279,13 @@ static inline bool knot_host_dead(const struct knitk_endpoint *k)
 	uint64_t live = atomic_load_explicit(A64(&knot_control(k)->live),
 					     memory_order_acquire);
 
-	return (dead & host) && !(live & host);
+	return (dead & role) && !(live & role);
+}
+
+/* The host joined once and its endpoint has been released (or marked dead). */
+static inline bool knot_host_dead(const struct knitk_endpoint *k)
+{
+	return knot_role_dead(k, KNITK_DOORBELL_HOST);
 }
 
 /* The doorbell's seq and sleeping flag as one 64-bit word. */

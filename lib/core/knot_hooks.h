@@ -60,6 +60,13 @@ extern _Atomic(knot_hook_fn) knitk__endpoint_hook;
  */
 extern _Atomic uint32_t knitk__test_counter_base;
 
+/*
+ * Rounds polled by every knitk_consumer_wait of the process so far
+ * (consumer_wait.c): a test tells a wait that polled from one that
+ * parked at once.
+ */
+extern _Atomic uint64_t knitk__consumer_poll_rounds;
+
 #ifdef KNITK_TEST_HOOKS
 #define KNOT_HOOK(k, point, arg) do {					\
 	knot_hook_fn hook_ = atomic_load(&knitk__endpoint_hook);		\

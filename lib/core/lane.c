@@ -73,6 +73,7 @@ struct knitk_consumer {
 	bool by_stamp;			/* the last scan's lanes are out of ring order */
 	struct knitk_arena_freer freer;
 	struct knitk_steal *steal;	/* a claimant of a stealing mailbox */
+	struct knitk_consumer_poll poll;	/* knitk_consumer_wait's budget */
 };
 
 static inline uint64_t bit(unsigned int lane)
@@ -902,6 +903,21 @@ KNITK_EXPORT void knitk_consumer_destroy(struct knitk_consumer *consumer)
 	if (consumer)
 		knitk__steal_destroy(consumer->steal);
 	free(consumer);
+}
+
+struct knitk_consumer_poll *knitk__consumer_poll(struct knitk_consumer *c)
+{
+	return &c->poll;
+}
+
+struct knitk_endpoint *knitk__consumer_endpoint(const struct knitk_consumer *c)
+{
+	return c->g.ep;
+}
+
+unsigned int knitk__consumer_mailbox(const struct knitk_consumer *c)
+{
+	return c->g.mailbox;
 }
 
 /* The shared lane @lane of the consumer's mailbox. */

@@ -2,14 +2,18 @@
 /*
  * The topology of a knot: which mailbox a (submitter, worker) pair or a
  * worker's results use, whose doorbell consumes each mailbox, and what is
- * pending there.  This is the one place of the relation "doorbell d
- * consumes mailbox m"; the lane layer (a producer rings its consumers)
- * and the doorbells (a sleeper re-checks what it consumes) both ask here.
+ * pending there.  This is the one place of the relations "doorbell d
+ * consumes mailbox m" and "doorbell d produces into mailbox m": the lane
+ * layer (a producer rings its consumers), the doorbells (a sleeper
+ * re-checks what it consumes) and a consumer's wait (it polls while its
+ * producer is awake) all ask here.
  *
  *   request mailbox (s, w)  s * W + w, consumed by worker w; with
  *                           KNITK_GEOM_STEAL one per submitter (s),
- *                           consumed by every worker (one steal line each)
- *   return mailbox w        nr_request + w, consumed by the host
+ *                           consumed by every worker (one steal line each);
+ *                           produced by the host
+ *   return mailbox w        nr_request + w, consumed by the host, produced
+ *                           by worker w
  */
 #include <errno.h>
 
@@ -44,6 +48,14 @@ uint64_t knitk__endpoint_mailbox_doorbells(const struct knitk_endpoint *k,
 		return k->geom.nr_workers == 64 ? ~0ULL :
 		       (1ULL << k->geom.nr_workers) - 1;
 	return 1ULL << (m % k->geom.nr_workers);
+}
+
+unsigned int knitk__endpoint_mailbox_producer(const struct knitk_endpoint *k,
+					      unsigned int m)
+{
+	if (m >= k->layout.nr_request)
+		return m - k->layout.nr_request;
+	return KNITK_DOORBELL_HOST;
 }
 
 /*

@@ -602,6 +602,41 @@ int knitk_lane_decode_batch(struct knitk_consumer *consumer, uint64_t *pending,
  */
 int knitk_lane_ack(struct knitk_consumer *consumer, uint64_t lanes);
 
+/*
+ * knitk_consumer_wait - wait until @consumer has pending lanes, polling
+ * while that pays and parking otherwise (docs/protocol.md S10): the wait a
+ * consumer's loop needs between its scans.  Returns the number of pending
+ * lanes, with *@pending set as knitk_lane_scan() sets it; the lanes stay
+ * pending until knitk_lane_ack().
+ *
+ * It first scans.  Then it polls, but only while the role that produces
+ * into the mailbox (the host for a request mailbox, worker w for return
+ * mailbox w) is awake, its doorbell's sleeping flag clear, and no more of
+ * the knot's roles are awake than CPUs the thread may run on
+ * (knitk_endpoint_awake(), read again every 64 parks), and for at most a
+ * budget kept in the consumer: halved after a poll that found nothing,
+ * doubled (to a cap of tens of microseconds) after a park that a publish
+ * ended soon.  Otherwise it parks on the endpoint's doorbell:
+ * knitk_doorbell_prepare(), the re-check, knitk_doorbell_wait(), so no
+ * publish is missed and an infinite park is safe.  While it polls its own
+ * flag is clear, so knitk_producer_notify() on the other side rings
+ * nothing (no system call).  The thread that calls it parks on the
+ * endpoint's doorbell: one thread at a time, as for knitk_doorbell_park().
+ *
+ * Returns 0 when a park ended with nothing pending in this mailbox and
+ * its writer alive: a knitk_doorbell_kick_self(), work in another mailbox
+ * the role consumes, the death of a role that does not write here; call
+ * again.  -ETIMEDOUT at @deadline_ns (absolute CLOCK_MONOTONIC, or
+ * KNITK_WAIT_FOREVER) with nothing pending; -EPIPE when the writing
+ * role's endpoint was released or marked dead (knitk_endpoint_mark_dead()
+ * on the futex backend, a death on the module) and nothing is pending
+ * (lanes it published before it went are returned first); -EINTR on a
+ * signal; -ENOTCONN before knitk_endpoint_join() or once the role ended;
+ * -EINVAL for a NULL argument.
+ */
+int knitk_consumer_wait(struct knitk_consumer *consumer, uint64_t *pending,
+			uint64_t deadline_ns);
+
 /* ------------------------------------------------------------- stealing */
 
 /*
@@ -730,6 +765,21 @@ int knitk_doorbell_ring_wait(struct knitk_endpoint *ep, uint64_t doorbells,
 			     uint32_t seq, uint64_t deadline_ns);
 int knitk_doorbell_ring_park(struct knitk_endpoint *ep, uint64_t doorbells,
 			     uint64_t deadline_ns);
+
+/*
+ * knitk_endpoint_awake - who runs on the knot, for a poll that must not
+ * keep the thread it waits for off a CPU: *@awake (if non-NULL) gets bit
+ * d for each doorbell d of the knot's roles (its workers and the host)
+ * whose sleeping flag is clear (awake, or not parked: a role never
+ * joined, or dead with its flag clear, counts too), *@cpus (if non-NULL)
+ * the CPUs the calling thread may run on (its affinity mask, at least 1).
+ * Returns how many roles are awake.  A poll pays only while that is at
+ * most *@cpus: the rule of knitk_consumer_wait() and of the pool's polls.
+ * The flags are loaded without ordering, a hint that may be stale by the
+ * return.  -EINVAL for a NULL @ep.
+ */
+int knitk_endpoint_awake(const struct knitk_endpoint *ep, uint64_t *awake,
+			 unsigned int *cpus);
 
 /**
  * struct knitk_wait_word - a futex word that also ends a wait

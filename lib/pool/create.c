@@ -169,7 +169,7 @@ static int pool_setup(struct knitk_pool *pool)
 	knitk_endpoint_base(pool->ep, &base);
 	knitk_endpoint_layout(pool->ep, &layout, NULL);
 	pool->abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
-	knitk__spin_init(&pool->spin, pool->ep, knitk__spin_cpus());
+	knitk__spin_init(&pool->spin, pool->ep, knitk__spin_cpus(pool->ep));
 	pool->max_len = layout.arena_size > geom.inline_bytes ?
 			layout.arena_size : geom.inline_bytes;
 	for (w = 0; w < pool->nr_workers; w++) {

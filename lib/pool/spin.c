@@ -19,59 +19,37 @@
  * cache line per role, so it is taken every POOL_SPIN_RECOUNT rounds and
  * kept between polls.
  */
-#define _GNU_SOURCE
-#include <sched.h>
-
 #include "spin.h"
 
-unsigned int knitk__spin_cpus(void)
+unsigned int knitk__spin_cpus(const struct knitk_endpoint *ep)
 {
-	cpu_set_t set;
-	int n;
+	unsigned int cpus = 1;
 
-	if (sched_getaffinity(0, sizeof(set), &set))
-		return 1;
-	n = CPU_COUNT(&set);
-	return n < 1 ? 1 : (unsigned int)n;
+	knitk_endpoint_awake(ep, NULL, &cpus);
+	return cpus;
 }
 
-void knitk__spin_init(struct pool_spin *s, struct knitk_endpoint *ep,
+void knitk__spin_init(struct pool_spin *s, const struct knitk_endpoint *ep,
 		      unsigned int cpus)
 {
-	struct knitk_geometry g;
-	struct knitk_layout l;
-	void *base;
-
-	knitk_endpoint_layout(ep, &l, &g);
-	knitk_endpoint_base(ep, &base);
-	s->doorbells = (const char *)base + l.doorbell_off;
-	s->stride = l.doorbell_stride;
-	s->roles = ((1ULL << g.nr_workers) - 1) | 1ULL << KNITK_DOORBELL_HOST;
+	s->ep = ep;
 	s->cpus = cpus;
 	atomic_init(&s->crowded, false);
 }
 
 uint64_t knitk__spin_awake(const struct pool_spin *s)
 {
-	uint64_t m, awake = 0;
+	uint64_t awake = 0;
 
-	for (m = s->roles; m; m &= m - 1) {
-		unsigned int d = (unsigned int)__builtin_ctzll(m);
-		const struct knitk_doorbell *db = (const void *)(s->doorbells +
-							       (size_t)d * s->stride);
-
-		/* A hint: a stale flag costs a yield too many or too few. */
-		if (!atomic_load_explicit((const _Atomic uint32_t *)&db->sleeping,
-					  memory_order_relaxed))
-			awake |= 1ULL << d;
-	}
+	/* A hint: a stale flag costs a yield too many or too few. */
+	knitk_endpoint_awake(s->ep, &awake, NULL);
 	return awake;
 }
 
 void knitk__spin_recount(struct pool_spin *s)
 {
-	unsigned int n = (unsigned int)__builtin_popcountll(knitk__spin_awake(s));
+	int n = knitk_endpoint_awake(s->ep, NULL, NULL);
 
-	atomic_store_explicit(&s->crowded, n > s->cpus,
+	atomic_store_explicit(&s->crowded, n > (int)s->cpus,
 			      memory_order_relaxed);
 }

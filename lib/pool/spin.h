@@ -26,16 +26,15 @@
 /* A waiter's spin reads the clock for its deadline every N rounds (2^k). */
 #define POOL_SPIN_CLOCK		64
 struct pool_spin {
-	const char *doorbells;		/* the knot's doorbell array */
-	uint32_t stride;
-	uint64_t roles;			/* the doorbells counted */
+	const struct knitk_endpoint *ep;	/* whose roles are counted */
 	unsigned int cpus;		/* that this process may run on */
 	/* More roles awake than cpus at the last count; relaxed, a hint. */
 	_Atomic bool crowded;
 };
 
-unsigned int knitk__spin_cpus(void);
-void knitk__spin_init(struct pool_spin *s, struct knitk_endpoint *ep,
+/* The CPUs this thread may run on (knitk_endpoint_awake). */
+unsigned int knitk__spin_cpus(const struct knitk_endpoint *ep);
+void knitk__spin_init(struct pool_spin *s, const struct knitk_endpoint *ep,
 		      unsigned int cpus);
 /* The roles awake: bit d for doorbell d whose sleeping flag is clear. */
 uint64_t knitk__spin_awake(const struct pool_spin *s);

@@ -252,7 +252,7 @@ int knitk__worker_run(const struct worker_args *a)
 
 	knitk_endpoint_layout(a->ep, &layout, &geom);
 	knitk_endpoint_base(a->ep, &base);
-	knitk__spin_init(&spin, a->ep, knitk__spin_cpus());
+	knitk__spin_init(&spin, a->ep, knitk__spin_cpus(a->ep));
 	l.nr_submitters = geom.nr_submitters;
 	l.abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
 	l.abort_bits = geom.abort_bits;

@@ -136,6 +136,10 @@ static void null_everywhere_core(void)
 	NULL_OK(knitk_lane_decode(NULL, 0, &m));
 	NULL_OK(knitk_lane_decode(c, 0, NULL));
 	NULL_OK(knitk_lane_ack(NULL, 1));
+	NULL_OK(knitk_consumer_wait(NULL, &pend, 0));
+	NULL_OK(knitk_consumer_wait(c, NULL, 0));
+	NULL_OK(knitk_endpoint_awake(NULL, &pend, NULL));
+	VOID_OK(knitk_endpoint_awake(ep, NULL, NULL));	/* both outputs optional */
 	NULL_OK(knitk_doorbell_prepare(NULL, &seq));
 	NULL_OK(knitk_doorbell_prepare(ep, NULL));
 	NULL_OK(knitk_doorbell_wait(NULL, 0, 0));

@@ -217,6 +217,17 @@ int bench_pair_run(const struct bench_pair_ops *ops, const struct bench_case *c,
 		   unsigned int msgs_per_op, struct bench_result *r);
 
 /*
+ * @npairs (up to BENCH_MAX_PAIRS) pairs at once, each a process with a
+ * process peer, bench_ops() / @npairs operations apiece: the clock runs
+ * from their common start to the last one's end, the CPU time is theirs
+ * together, and the rate is that of all of them.
+ */
+#define BENCH_MAX_PAIRS	16
+int bench_pairs_run(const struct bench_pair_ops *ops, const struct bench_case *c,
+		    const struct bench_ctx *ctx, unsigned int npairs, long arg,
+		    unsigned int msgs_per_op, struct bench_result *r);
+
+/*
  * A knot of one worker for the pair cases: the host endpoint (producer of
  * request mailbox 0, consumer of the return mailbox) opened in the parent,
  * the worker endpoint (the opposite pair) opened by the peer with its own

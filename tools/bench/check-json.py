@@ -29,7 +29,9 @@ RATIOS = ["pingpong_spin_vs_raw_spin", "pingpong_park_vs_raw_futex",
           "death_wait_steal_vs_pidfd_p99", "pool_park_vs_raw_futex",
           "pool_park_cpu_vs_raw_futex", "death_notice_p99_us",
           "death_notice_missed", "steal_long_vs_ideal",
-          "steal_long_vs_gthreadpool", "steal_spurious_wakes"]
+          "steal_long_vs_gthreadpool", "steal_spurious_wakes",
+          "stream_8b_vs_pipe", "stream_8b_vs_eventfd",
+          "stream_8b_oversub_vs_pipe", "stream_4k_vs_pipe"]
 KMOD_RATIOS = ["kmod_park_vs_raw_futex", "kmod_pool_park_vs_raw_futex"]
 # Ratios whose cases are all built: they must carry a number.
 NEEDED = {"steal_skewed_vs_ideal", "steal_skewed_vs_private",
@@ -42,7 +44,8 @@ NEEDED = {"steal_skewed_vs_ideal", "steal_skewed_vs_private",
           "pool_park_vs_raw_futex", "pool_park_cpu_vs_raw_futex",
           "death_notice_p99_us", "death_notice_missed",
           "steal_long_vs_ideal", "steal_long_vs_gthreadpool",
-          "steal_spurious_wakes"}
+          "steal_spurious_wakes", "stream_8b_vs_pipe", "stream_8b_vs_eventfd",
+          "stream_8b_oversub_vs_pipe", "stream_4k_vs_pipe"}
 
 
 def check(cond, name, why=""):

@@ -143,6 +143,44 @@ struct pair_sync {
 	uint64_t peer_end_ns;	/* CLOCK_MONOTONIC is system wide */
 };
 
+/*
+ * Where the pairs of one repetition of bench_pairs_run meet, in a
+ * MAP_SHARED page (each pair is a process): every pair reports ready and
+ * waits for go before its clock starts, then adds its end and its
+ * messages; a pair that fails before it is ready counts as failed.
+ */
+struct pair_gate {
+	_Atomic unsigned int ready;
+	_Atomic unsigned int failed;
+	_Atomic int go;
+	_Atomic uint64_t end_ns;	/* the latest end of any pair */
+	_Atomic uint64_t moved;		/* messages moved by every pair */
+};
+
+/* Start together with the other pairs of @gate (if any). */
+static void pair_gate_wait(struct pair_gate *gate)
+{
+	if (!gate)
+		return;
+	atomic_fetch_add(&gate->ready, 1);
+	while (!atomic_load(&gate->go))
+		sched_yield();
+}
+
+static void pair_gate_done(struct pair_gate *gate, uint64_t end_ns,
+			   uint64_t moved)
+{
+	uint64_t cur;
+
+	if (!gate)
+		return;
+	atomic_fetch_add(&gate->moved, moved);
+	cur = atomic_load(&gate->end_ns);
+	while (cur < end_ns &&
+	       !atomic_compare_exchange_weak(&gate->end_ns, &cur, end_ns))
+		;
+}
+
 struct pair_thread {
 	const struct bench_pair_ops *ops;
 	void *state;
@@ -178,10 +216,14 @@ static void *pair_peer_thread(void *arg)
 	return NULL;
 }
 
-/* One repetition; returns 0 and the elapsed ns, or a negative errno. */
+/*
+ * One repetition; returns 0 and the elapsed ns, or a negative errno.
+ * With @gate, the clock starts when every pair of the gate is ready.
+ */
 static int pair_once(const struct bench_pair_ops *ops, const struct bench_ctx *ctx,
 		     int process, long arg, uint64_t n, uint64_t *elapsed,
-		     double *cpu, uint64_t *moved, struct bench_result *r)
+		     double *cpu, uint64_t *moved, struct bench_result *r,
+		     struct pair_gate *gate)
 {
 	double c0 = bench_cpu_ns(NULL);
 	struct pair_thread pt = { .ops = ops, .n = n, .process = process };
@@ -235,6 +277,7 @@ static int pair_once(const struct bench_pair_ops *ops, const struct bench_ctx *c
 		bench_fail(r, "peer init: %s", strerror(-ret));
 		goto join;
 	}
+	pair_gate_wait(gate);
 	t0 = bench_now_ns();
 	ret = ops->host(pt.state, n, &host_moved);
 	t1 = bench_now_ns();
@@ -271,6 +314,7 @@ join:
 		*elapsed = t1 - t0;
 		*cpu = bench_cpu_ns(NULL) - c0;	/* both sides, child reaped */
 		*moved = host_moved + pt.sync->peer_moved;
+		pair_gate_done(gate, t1, *moved);
 	}
 out:
 	if (ops->teardown)
@@ -290,13 +334,15 @@ int bench_pair_run(const struct bench_pair_ops *ops, const struct bench_case *c,
 	int i, ret;
 
 	/* Warm-up: page faults, first wakes, CPU frequency; not recorded. */
-	ret = pair_once(ops, ctx, process, arg, warm, &elapsed, &cpu, &moved, r);
+	ret = pair_once(ops, ctx, process, arg, warm, &elapsed, &cpu, &moved, r,
+			NULL);
 	if (ret)
 		return ret;
 	r->ops = n;
 	r->has_msgs = 1;
 	for (i = 0; i < ctx->reps; i++) {
-		ret = pair_once(ops, ctx, process, arg, n, &elapsed, &cpu, &moved, r);
+		ret = pair_once(ops, ctx, process, arg, n, &elapsed, &cpu, &moved,
+				r, NULL);
 		if (ret)
 			return ret;
 		r->cpu[r->nreps] = cpu / (double)n;
@@ -305,6 +351,107 @@ int bench_pair_run(const struct bench_pair_ops *ops, const struct bench_case *c,
 		r->msgs_moved += moved;
 	}
 	return 0;
+}
+
+/*
+ * One repetition of @npairs pairs at once, each a process whose peer is a
+ * process, @each operations apiece: the time from go to the last pair's
+ * end, and the CPU time of all of them (each reaps its peer, and is
+ * reaped here).
+ */
+static int pairs_once(const struct bench_pair_ops *ops, const struct bench_ctx *ctx,
+		      unsigned int npairs, long arg, uint64_t each,
+		      struct pair_gate *gate, uint64_t *elapsed, double *cpu,
+		      uint64_t *moved, struct bench_result *r)
+{
+	double c0 = bench_cpu_ns(NULL);
+	pid_t pid[BENCH_MAX_PAIRS];
+	unsigned int i, started = 0;
+	uint64_t t0;
+	int ret = 0, status;
+
+	atomic_store(&gate->ready, 0);
+	atomic_store(&gate->failed, 0);
+	atomic_store(&gate->go, 0);
+	atomic_store(&gate->end_ns, 0);
+	atomic_store(&gate->moved, 0);
+	fflush(NULL);
+	for (i = 0; i < npairs; i++, started++) {
+		pid[i] = fork();
+		if (pid[i] < 0) {
+			ret = -errno;
+			bench_fail(r, "fork: %s", strerror(errno));
+			break;
+		}
+		if (pid[i] == 0) {
+			struct bench_result cr = { 0 };
+			uint64_t el, mv;
+			double c;
+
+			if (pair_once(ops, ctx, BENCH_PROCESS, arg, each, &el, &c,
+				      &mv, &cr, gate)) {
+				atomic_fetch_add(&gate->failed, 1);
+				_exit(1);
+			}
+			_exit(0);
+		}
+	}
+	while (!ret && atomic_load(&gate->ready) + atomic_load(&gate->failed) < npairs)
+		sched_yield();
+	t0 = bench_now_ns();
+	atomic_store(&gate->go, 1);
+	for (i = 0; i < started; i++) {
+		if (waitpid(pid[i], &status, 0) != pid[i]) {
+			ret = ret ? ret : -ECHILD;
+			bench_fail(r, "waitpid: %s", strerror(errno));
+		} else if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+			ret = ret ? ret : -EPROTO;
+			bench_fail(r, "pair %u failed", i);
+		}
+	}
+	if (ret)
+		return ret;
+	*elapsed = atomic_load(&gate->end_ns) - t0;
+	*cpu = bench_cpu_ns(NULL) - c0;
+	*moved = atomic_load(&gate->moved);
+	return 0;
+}
+
+int bench_pairs_run(const struct bench_pair_ops *ops, const struct bench_case *c,
+		    const struct bench_ctx *ctx, unsigned int npairs, long arg,
+		    unsigned int msgs_per_op, struct bench_result *r)
+{
+	uint64_t n = bench_ops(c, ctx) / npairs * npairs, elapsed, moved;
+	uint64_t warm = n / 10 / npairs ? n / 10 / npairs : 1;
+	struct pair_gate *gate;
+	double cpu;
+	int i, ret;
+
+	if (!npairs || npairs > BENCH_MAX_PAIRS)
+		return -EINVAL;
+	gate = mmap(NULL, sizeof(*gate), PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (gate == MAP_FAILED) {
+		bench_fail(r, "mmap: %s", strerror(errno));
+		return -errno;
+	}
+	/* Warm-up, not recorded. */
+	ret = pairs_once(ops, ctx, npairs, arg, warm, gate, &elapsed, &cpu,
+			 &moved, r);
+	r->ops = n;
+	r->has_msgs = 1;
+	for (i = 0; !ret && i < ctx->reps; i++) {
+		ret = pairs_once(ops, ctx, npairs, arg, n / npairs, gate,
+				 &elapsed, &cpu, &moved, r);
+		if (ret)
+			break;
+		r->cpu[r->nreps] = cpu / (double)n;
+		r->ns[r->nreps++] = (double)elapsed / (double)n;
+		r->msgs_expected += n * msgs_per_op;
+		r->msgs_moved += moved;
+	}
+	munmap(gate, sizeof(*gate));
+	return ret;
 }
 
 /* ------------------------------------------------ a knot of one worker */

@@ -89,7 +89,7 @@ for pat in "rtt-thread/knitk-busy" "tput-*/knitk"; do
 	sel=$("$bench" --list --only "$pat" | tr '\n' ' ')
 	case "$pat" in
 	rtt-*) want="rtt-thread/knitk-busy " ;;
-	*) want="tput-8B/knitk tput-4K/knitk " ;;
+	*) want="tput-8B/knitk tput-8B-oversub/knitk tput-4K/knitk " ;;
 	esac
 	if [ "$sel" = "$want" ]; then
 		echo "ok - bench: --only '$pat'"

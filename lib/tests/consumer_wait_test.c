@@ -1,0 +1,425 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * knitk_consumer_wait (futex backend): the lanes published come back in
+ * order, exactly once, from a writer thread and from a writer process; a
+ * deadline loses nothing; the wait does not poll while its writer is
+ * parked or the knot's awake roles outnumber the CPUs, and does poll
+ * while the writer is awake and CPUs are free (the poll-round counter of
+ * the test build); bad arguments; a SIGKILLed writer process ends the
+ * wait with -EPIPE once its death is marked, after the lanes it published.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <knitk.h>
+
+#include "tap.h"
+#include "../core/knot_hooks.h"
+
+#define NR_MSGS		200000
+
+struct fx {
+	struct knitk_endpoint *host, *worker;
+	int req, ret_mb;
+};
+
+static int fx_init(struct fx *f)
+{
+	struct knitk_geometry g = {
+		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
+		.inline_bytes = 64,
+	};
+
+	memset(f, 0, sizeof(*f));
+	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &f->host) ||
+	    knitk_endpoint_join(f->host, KNITK_ROLE_HOST, 0) < 1)
+		return -1;
+	f->req = knitk_endpoint_request_mailbox(f->host, 0, 0);
+	f->ret_mb = knitk_endpoint_return_mailbox(f->host, 0);
+	return f->req < 0 || f->ret_mb < 0 ? -1 : 0;
+}
+
+/* The worker's endpoint, in this process. */
+static int fx_worker(struct fx *f)
+{
+	if (knitk_endpoint_attach(knitk_endpoint_fd(f->host), 0, &f->worker) ||
+	    knitk_endpoint_join(f->worker, KNITK_ROLE_WORKER, 0) < 1)
+		return -1;
+	return 0;
+}
+
+static void fx_fini(struct fx *f)
+{
+	knitk_endpoint_destroy(f->worker);
+	knitk_endpoint_destroy(f->host);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Send the values @first.. @first + @n - 1 in batches of 1 to 16, ringing
+ * after each; under backpressure yield and retry.  0 or a negative errno.
+ */
+static int send_values(struct knitk_producer *p, uint64_t first, uint64_t n)
+{
+	uint64_t v = first, end = first + n;
+	unsigned int k, i;
+	int ret;
+
+	while (v < end) {
+		k = 1 + (unsigned int)(v % 16);
+		for (i = 0; i < k && v < end; i++) {
+			struct knitk_lane_header h = { .value = v };
+
+			ret = knitk_producer_send(p, &h, NULL, 0);
+			if (ret == -EAGAIN || ret == -ENOSPC)
+				break;
+			if (ret < 0)
+				return ret;
+			v++;
+		}
+		ret = knitk_producer_notify(p);
+		if (ret < 0)
+			return ret;
+		if (i < k && v < end)
+			sched_yield();
+	}
+	return 0;
+}
+
+/*
+ * Take @n values through knitk_consumer_wait, checking that they come in
+ * order from @first, each once; returns how many came.  Stops early at an
+ * error of the wait (in *@err).
+ */
+static uint64_t take_values(struct knitk_consumer *c, uint64_t first, uint64_t n,
+			    int *err)
+{
+	struct knitk_msg m = { .size = sizeof(m) };
+	uint64_t got = 0, pend, batch;
+	int ret, lane;
+
+	*err = 0;
+	while (got < n) {
+		ret = knitk_consumer_wait(c, &pend, KNITK_WAIT_FOREVER);
+		if (ret < 0) {
+			*err = ret;
+			break;
+		}
+		if (ret == 0)
+			continue;
+		CHECK_EQ(ret, __builtin_popcountll(pend));
+		batch = pend;
+		while ((lane = knitk_lane_next(c, &pend)) >= 0) {
+			if (knitk_lane_decode(c, (unsigned int)lane, &m) ||
+			    m.header.value != first + got) {
+				printf("# lane %d: value %llu, expected %llu\n", lane,
+				       (unsigned long long)m.header.value,
+				       (unsigned long long)(first + got));
+				*err = -EPROTO;
+				knitk_lane_ack(c, batch);
+				return got;
+			}
+			got++;
+		}
+		CHECK_EQ(knitk_lane_ack(c, batch), 0);
+	}
+	return got;
+}
+
+struct writer_arg {
+	struct knitk_endpoint *ep;
+	int mailbox;
+	int ret;
+};
+
+static void *writer_thread(void *arg)
+{
+	struct writer_arg *a = arg;
+	struct knitk_producer *p;
+
+	a->ret = knitk_producer_create(a->ep, (unsigned int)a->mailbox, &p);
+	if (a->ret)
+		return NULL;
+	a->ret = send_values(p, 0, NR_MSGS);
+	knitk_producer_destroy(p);
+	return NULL;
+}
+
+static void every_lane_once_threads(void)
+{
+	struct knitk_consumer *c;
+	struct writer_arg a;
+	pthread_t th;
+	struct fx f;
+	int err;
+
+	REQUIRE(fx_init(&f) == 0 && fx_worker(&f) == 0);
+	REQUIRE(knitk_consumer_create(f.worker, (unsigned int)f.req, &c) == 0);
+	a = (struct writer_arg){ .ep = f.host, .mailbox = f.req };
+	REQUIRE(pthread_create(&th, NULL, writer_thread, &a) == 0);
+	CHECK_EQ(take_values(c, 0, NR_MSGS, &err), NR_MSGS);
+	CHECK_EQ(err, 0);
+	pthread_join(th, NULL);
+	CHECK_EQ(a.ret, 0);
+	/* Nothing more, nothing twice. */
+	CHECK_EQ(knitk_consumer_wait(c, &(uint64_t){ 0 }, 0), -ETIMEDOUT);
+	knitk_consumer_destroy(c);
+	fx_fini(&f);
+}
+
+/*
+ * A forked writer process holding worker 0's role: it sends @n values
+ * into its return mailbox, then reports on @done (if >= 0) and pauses
+ * when @stay, else leaves.
+ */
+static pid_t fork_writer(struct fx *f, uint64_t n, int done, int stay)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid != 0)
+		return pid;
+	{
+		struct knitk_endpoint *w;
+		struct knitk_producer *p;
+		int ret;
+
+		if (knitk_endpoint_attach(knitk_endpoint_fd(f->host), 0, &w) ||
+		    knitk_endpoint_join(w, KNITK_ROLE_WORKER, 0) < 1 ||
+		    knitk_producer_create(w, (unsigned int)f->ret_mb, &p))
+			_exit(2);
+		ret = send_values(p, 0, n);
+		if (done >= 0 && write(done, "x", 1) != 1)
+			_exit(3);
+		while (stay)
+			pause();
+		knitk_producer_destroy(p);
+		knitk_endpoint_destroy(w);
+		_exit(ret ? 1 : 0);
+	}
+}
+
+static void every_lane_once_process(void)
+{
+	struct knitk_consumer *c;
+	int err, status;
+	struct fx f;
+	pid_t pid;
+
+	REQUIRE(fx_init(&f) == 0);
+	REQUIRE(knitk_consumer_create(f.host, (unsigned int)f.ret_mb, &c) == 0);
+	pid = fork_writer(&f, NR_MSGS, -1, 0);
+	REQUIRE(pid > 0);
+	CHECK_EQ(take_values(c, 0, NR_MSGS, &err), NR_MSGS);
+	CHECK_EQ(err, 0);
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* Its clean leave ended the role: nothing pending, so -EPIPE. */
+	CHECK_EQ(knitk_consumer_wait(c, &(uint64_t){ 0 }, KNITK_WAIT_FOREVER), -EPIPE);
+	knitk_consumer_destroy(c);
+	fx_fini(&f);
+}
+
+static void deadline_loses_nothing(void)
+{
+	struct knitk_consumer *c;
+	struct knitk_producer *p;
+	uint64_t pend = 1;
+	struct fx f;
+	int err;
+
+	REQUIRE(fx_init(&f) == 0 && fx_worker(&f) == 0);
+	REQUIRE(knitk_consumer_create(f.worker, (unsigned int)f.req, &c) == 0);
+	REQUIRE(knitk_producer_create(f.host, (unsigned int)f.req, &p) == 0);
+	CHECK_EQ(knitk_consumer_wait(c, &pend, now_ns() + 2000000), -ETIMEDOUT);
+	CHECK_EQ(knitk_consumer_wait(c, &pend, 0), -ETIMEDOUT);	/* long past */
+	CHECK_EQ(send_values(p, 0, 3), 0);
+	/* A past deadline still returns what is pending. */
+	CHECK_EQ(knitk_consumer_wait(c, &pend, 0), 3);
+	CHECK_EQ(take_values(c, 0, 3, &err), 3);
+	CHECK_EQ(err, 0);
+	CHECK_EQ(knitk_consumer_wait(c, &pend, now_ns() + 1000000), -ETIMEDOUT);
+	CHECK_EQ(send_values(p, 3, 5), 0);
+	CHECK_EQ(take_values(c, 3, 5, &err), 5);
+	CHECK_EQ(err, 0);
+	knitk_producer_destroy(p);
+	knitk_consumer_destroy(c);
+	fx_fini(&f);
+}
+
+/* Poll rounds of one wait that times out after @ns. */
+static uint64_t rounds_of_wait(struct knitk_consumer *c, uint64_t ns)
+{
+	uint64_t r0 = atomic_load(&knitk__consumer_poll_rounds), pend;
+
+	CHECK_EQ(knitk_consumer_wait(c, &pend, now_ns() + ns), -ETIMEDOUT);
+	return atomic_load(&knitk__consumer_poll_rounds) - r0;
+}
+
+static void no_poll_while_writer_parked(void)
+{
+	struct knitk_consumer *c;
+	unsigned int cpus = 0;
+	uint32_t seq;
+	struct fx f;
+
+	REQUIRE(fx_init(&f) == 0 && fx_worker(&f) == 0);
+	REQUIRE(knitk_consumer_create(f.worker, (unsigned int)f.req, &c) == 0);
+	/* The writer (the host) flags itself asleep, as a park does. */
+	REQUIRE(knitk_doorbell_prepare(f.host, &seq) == 0);
+	CHECK_EQ(knitk_endpoint_awake(f.host, NULL, NULL), 1);
+	CHECK_EQ(rounds_of_wait(c, 2000000), 0);
+	CHECK_EQ(rounds_of_wait(c, 2000000), 0);
+	CHECK_EQ(knitk_doorbell_cancel(f.host), 0);
+	knitk_consumer_destroy(c);
+
+	/* Awake writer, CPUs for both roles: a fresh consumer polls. */
+	CHECK_EQ(knitk_endpoint_awake(f.host, NULL, &cpus), 2);
+	if (cpus >= 2) {
+		REQUIRE(knitk_consumer_create(f.worker, (unsigned int)f.req, &c) == 0);
+		CHECK(rounds_of_wait(c, 2000000) > 0);
+		knitk_consumer_destroy(c);
+	} else {
+		printf("# one CPU: the polling half is left out\n");
+	}
+	fx_fini(&f);
+}
+
+static void no_poll_when_crowded(void)
+{
+	struct knitk_consumer *c;
+	cpu_set_t old, one;
+	unsigned int cpus = 0;
+	struct fx f;
+	int cpu;
+
+	REQUIRE(sched_getaffinity(0, sizeof(old), &old) == 0);
+	for (cpu = 0; !CPU_ISSET(cpu, &old); cpu++)
+		;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	REQUIRE(sched_setaffinity(0, sizeof(one), &one) == 0);
+	REQUIRE(fx_init(&f) == 0 && fx_worker(&f) == 0);
+	/* Two roles awake, one CPU: a poll would only delay the writer. */
+	CHECK_EQ(knitk_endpoint_awake(f.host, NULL, &cpus), 2);
+	CHECK_EQ(cpus, 1);
+	REQUIRE(knitk_consumer_create(f.worker, (unsigned int)f.req, &c) == 0);
+	CHECK_EQ(rounds_of_wait(c, 2000000), 0);
+	knitk_consumer_destroy(c);
+	fx_fini(&f);
+	CHECK_EQ(sched_setaffinity(0, sizeof(old), &old), 0);
+}
+
+static void bad_arguments(void)
+{
+	struct knitk_endpoint *unjoined;
+	struct knitk_consumer *c;
+	uint64_t pend;
+	struct fx f;
+
+	CHECK_EQ(knitk_consumer_wait(NULL, &pend, 0), -EINVAL);
+	CHECK_EQ(knitk_endpoint_awake(NULL, &pend, NULL), -EINVAL);
+	REQUIRE(fx_init(&f) == 0 && fx_worker(&f) == 0);
+	REQUIRE(knitk_consumer_create(f.worker, (unsigned int)f.req, &c) == 0);
+	CHECK_EQ(knitk_consumer_wait(c, NULL, 0), -EINVAL);
+	knitk_consumer_destroy(c);
+	/* A consumer on an endpoint with no role cannot park. */
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(f.host), 0, &unjoined) == 0);
+	if (knitk_consumer_create(unjoined, (unsigned int)f.ret_mb, &c) == 0) {
+		CHECK_EQ(knitk_consumer_wait(c, &pend, KNITK_WAIT_FOREVER), -ENOTCONN);
+		knitk_consumer_destroy(c);
+	}
+	knitk_endpoint_destroy(unjoined);
+	fx_fini(&f);
+}
+
+struct killer_arg {
+	struct knitk_endpoint *host;
+	pid_t pid;
+	int ret;
+};
+
+/* The pool's part on the futex backend: see the death, mark it. */
+static void *killer_thread(void *arg)
+{
+	struct killer_arg *a = arg;
+
+	/* Let the reader park first, if it will (not needed for the result). */
+	usleep(20000);
+	kill(a->pid, SIGKILL);
+	if (waitpid(a->pid, NULL, 0) != a->pid)
+		a->ret = -ECHILD;
+	else
+		a->ret = knitk_endpoint_mark_dead(a->host, 0);
+	return NULL;
+}
+
+static void killed_writer_ends_wait(void)
+{
+	struct killer_arg ka;
+	struct knitk_consumer *c;
+	uint64_t pend;
+	int err, pipefd[2];
+	pthread_t th;
+	char x;
+	struct fx f;
+
+	REQUIRE(pipe(pipefd) == 0);
+	REQUIRE(fx_init(&f) == 0);
+	REQUIRE(knitk_consumer_create(f.host, (unsigned int)f.ret_mb, &c) == 0);
+
+	/* Killed while the reader waits: the wait ends -EPIPE. */
+	ka = (struct killer_arg){ .host = f.host, .pid = fork_writer(&f, 5, pipefd[1], 1) };
+	REQUIRE(ka.pid > 0);
+	REQUIRE(read(pipefd[0], &x, 1) == 1);
+	CHECK_EQ(take_values(c, 0, 5, &err), 5);
+	CHECK_EQ(err, 0);
+	REQUIRE(pthread_create(&th, NULL, killer_thread, &ka) == 0);
+	CHECK_EQ(knitk_consumer_wait(c, &pend, KNITK_WAIT_FOREVER), -EPIPE);
+	pthread_join(th, NULL);
+	CHECK_EQ(ka.ret, 0);
+	knitk_consumer_destroy(c);
+	fx_fini(&f);
+
+	/* Killed before the wait, with lanes pending: those first. */
+	REQUIRE(fx_init(&f) == 0);
+	REQUIRE(knitk_consumer_create(f.host, (unsigned int)f.ret_mb, &c) == 0);
+	ka = (struct killer_arg){ .host = f.host, .pid = fork_writer(&f, 7, pipefd[1], 1) };
+	REQUIRE(ka.pid > 0);
+	REQUIRE(read(pipefd[0], &x, 1) == 1);
+	killer_thread(&ka);
+	CHECK_EQ(ka.ret, 0);
+	CHECK_EQ(take_values(c, 0, 7, &err), 7);
+	CHECK_EQ(err, 0);
+	CHECK_EQ(knitk_consumer_wait(c, &pend, KNITK_WAIT_FOREVER), -EPIPE);
+	knitk_consumer_destroy(c);
+	fx_fini(&f);
+	close(pipefd[0]);
+	close(pipefd[1]);
+}
+
+int main(void)
+{
+	/* Processes first: fork before any thread exists. */
+	TEST(every_lane_once_process);
+	TEST(killed_writer_ends_wait);
+	TEST(every_lane_once_threads);
+	TEST(deadline_loses_nothing);
+	TEST(no_poll_while_writer_parked);
+	TEST(no_poll_when_crowded);
+	TEST(bad_arguments);
+	return tap_exit();
+}
