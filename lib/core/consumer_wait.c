@@ -164,6 +164,14 @@ static int consumer_park(struct knitk_consumer *c,
 	if (ret)
 		return ret;
 	/*
+	 * Our own role ended (the end kicks our doorbell, so one after the
+	 * prepare ends the wait, and is seen below).
+	 */
+	if (knot_role_ended(ep)) {
+		knitk_doorbell_cancel(ep);
+		return -ENOTCONN;
+	}
+	/*
 	 * The prepare read death_seq before its flag: a death of the writer
 	 * after that read ends the wait as a peer event (P3, P4); one before
 	 * it shows in the dead bit here (acquire, partner as in
@@ -176,6 +184,8 @@ static int consumer_park(struct knitk_consumer *c,
 	}
 	t0 = now_ns();
 	ret = knitk_doorbell_wait(ep, seq, deadline_ns);
+	if (knot_role_ended(ep))
+		return -ENOTCONN;
 	if (ret && ret != -EPIPE)
 		return ret;
 	/* The re-check's and the wake's lanes, freshly loaded (L4). */
@@ -204,7 +214,7 @@ KNITK_EXPORT int knitk_consumer_wait(struct knitk_consumer *consumer,
 	if (!consumer || !pending)
 		return -EINVAL;
 	ep = knitk__consumer_endpoint(consumer);
-	if (ep->doorbell < 0)
+	if (ep->doorbell < 0 || knot_role_ended(ep))
 		return -ENOTCONN;
 	n = knitk_lane_scan(consumer, pending);
 	if (n)

@@ -288,6 +288,24 @@ static inline bool knot_host_dead(const struct knitk_endpoint *k)
 	return knot_role_dead(k, KNITK_DOORBELL_HOST);
 }
 
+/*
+ * The role @k joined has ended: its live bit is clear (its death, or a
+ * knitk_endpoint_mark_dead of it on the futex backend), or a later join
+ * took the role (another generation).  Acquire loads as in
+ * knitk_endpoint_role: a live bit seen comes with its join's generation.
+ * Only for a joined endpoint.
+ */
+static inline bool knot_role_ended(const struct knitk_endpoint *k)
+{
+	const struct knitk_control *ctl = knot_control(k);
+	unsigned int d = (unsigned int)k->doorbell;
+	uint64_t live = atomic_load_explicit(A64(&ctl->live), memory_order_acquire);
+	uint32_t gen = atomic_load_explicit(A32(&ctl->generation[d]),
+					    memory_order_acquire);
+
+	return !(live & (1ULL << d)) || gen != k->join_gen;
+}
+
 /* The doorbell's seq and sleeping flag as one 64-bit word. */
 static inline _Atomic uint64_t *doorbell_word(struct knitk_doorbell *db)
 {

@@ -395,22 +395,6 @@ KNITK_EXPORT int knitk_endpoint_host_dead(const struct knitk_endpoint *ep)
 	return knot_host_dead(ep);
 }
 
-/*
- * The endpoint's role has ended: its live bit is clear, or a later JOIN
- * took the role (another generation).  Acquire loads as in
- * knitk_endpoint_role: a live bit seen comes with its join's generation.
- */
-static bool knot_role_ended(const struct knitk_endpoint *ep)
-{
-	const struct knitk_control *ctl = knot_control(ep);
-	unsigned int d = (unsigned int)ep->doorbell;
-	uint64_t live = atomic_load_explicit(A64(&ctl->live), memory_order_acquire);
-	uint32_t gen = atomic_load_explicit(A32(&ctl->generation[d]),
-					    memory_order_acquire);
-
-	return !(live & (1ULL << d)) || gen != ep->join_gen;
-}
-
 KNITK_EXPORT int knitk_endpoint_poll(const struct knitk_endpoint *ep)
 {
 	unsigned int d;

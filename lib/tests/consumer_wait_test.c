@@ -346,6 +346,53 @@ static void bad_arguments(void)
 	fx_fini(&f);
 }
 
+struct parked {
+	struct knitk_consumer *c;
+	int ret;
+};
+
+static void *parked_wait(void *arg)
+{
+	struct parked *p = arg;
+	uint64_t pend;
+
+	p->ret = knitk_consumer_wait(p->c, &pend, KNITK_WAIT_FOREVER);
+	return NULL;
+}
+
+/*
+ * The waiter's own role ends (a mark_dead of it, by itself or by a peer):
+ * the wait returns -ENOTCONN, at once or from its park, while the writer
+ * lives.  It parked for ever before.
+ */
+static void ended_role_ends_wait(void)
+{
+	struct knitk_consumer *c;
+	struct parked p;
+	pthread_t t;
+	uint64_t pend;
+	struct fx f;
+
+	/* The host ends its own role, then waits for its return mailbox. */
+	REQUIRE(fx_init(&f) == 0 && fx_worker(&f) == 0);
+	REQUIRE(knitk_consumer_create(f.host, (unsigned int)f.ret_mb, &c) == 0);
+	REQUIRE(knitk_endpoint_mark_dead(f.host, KNITK_DOORBELL_HOST) == 0);
+	CHECK_EQ(knitk_consumer_wait(c, &pend, KNITK_WAIT_FOREVER), -ENOTCONN);
+	knitk_consumer_destroy(c);
+	fx_fini(&f);
+
+	/* The host ends worker 0's role while it waits for requests. */
+	REQUIRE(fx_init(&f) == 0 && fx_worker(&f) == 0);
+	REQUIRE(knitk_consumer_create(f.worker, (unsigned int)f.req, &c) == 0);
+	p = (struct parked){ .c = c, .ret = 1 };
+	REQUIRE(pthread_create(&t, NULL, parked_wait, &p) == 0);
+	CHECK_EQ(knitk_endpoint_mark_dead(f.host, 0), 0);
+	pthread_join(t, NULL);
+	CHECK_EQ(p.ret, -ENOTCONN);
+	knitk_consumer_destroy(c);
+	fx_fini(&f);
+}
+
 struct killer_arg {
 	struct knitk_endpoint *host;
 	pid_t pid;
@@ -421,5 +468,6 @@ int main(void)
 	TEST(no_poll_while_writer_parked);
 	TEST(no_poll_when_crowded);
 	TEST(bad_arguments);
+	TEST(ended_role_ends_wait);
 	return tap_exit();
 }
