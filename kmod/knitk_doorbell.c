@@ -563,6 +563,40 @@ out:
 	return end == KNITK_SPIN_WOKEN;
 }
 
+/**
+ * knitk_deadline_timer() - arm @timer to wake the caller at @deadline_ns
+ * @timer: an hrtimer sleeper on the caller's stack
+ * @deadline_ns: absolute CLOCK_MONOTONIC on the host's clock, or
+ *	KNITK_WAIT_FOREVER
+ *
+ * A sleep loop ends with -ETIMEDOUT once @timer.task is NULL, and calls
+ * knitk_deadline_timer_end() after it.
+ *
+ * Return: true when @timer was armed (not for KNITK_WAIT_FOREVER).
+ */
+bool knitk_deadline_timer(struct hrtimer_sleeper *timer, u64 deadline_ns)
+{
+	ktime_t at;
+
+	if (deadline_ns == KNITK_WAIT_FOREVER)
+		return false;
+	at = deadline_ns > KTIME_MAX ? KTIME_MAX : ns_to_ktime(deadline_ns);
+	hrtimer_init_sleeper_on_stack(timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
+	hrtimer_set_expires_range_ns(&timer->timer, at, current->timer_slack_ns);
+	hrtimer_sleeper_start_expires(timer, HRTIMER_MODE_ABS);
+	return true;
+}
+
+/**
+ * knitk_deadline_timer_end() - disarm a timer knitk_deadline_timer() armed
+ * @timer: the sleeper
+ */
+void knitk_deadline_timer_end(struct hrtimer_sleeper *timer)
+{
+	hrtimer_cancel(&timer->timer);
+	destroy_hrtimer_on_stack(&timer->timer);
+}
+
 /* Sleep until the wait is done, the deadline passes or a signal arrives. */
 static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
 				const struct knitk_role *r, u32 expected,
@@ -571,21 +605,11 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
 	struct knitk_doorbell *db = knitk_doorbell_shared(knot, d);
 	struct knitk_bell *bell = &knot->bells[d];
 	bool worker = d != KNITK_DOORBELL_HOST;
-	bool timed = deadline_ns != KNITK_WAIT_FOREVER;
 	struct hrtimer_sleeper timer;
+	bool timed = knitk_deadline_timer(&timer, deadline_ns);
 	DEFINE_WAIT(wait);
 	int ret;
 
-	if (timed) {
-		ktime_t at = deadline_ns > KTIME_MAX ? KTIME_MAX :
-						       ns_to_ktime(deadline_ns);
-
-		hrtimer_init_sleeper_on_stack(&timer, CLOCK_MONOTONIC,
-					      HRTIMER_MODE_ABS);
-		hrtimer_set_expires_range_ns(&timer.timer, at,
-					     current->timer_slack_ns);
-		hrtimer_sleeper_start_expires(&timer, HRTIMER_MODE_ABS);
-	}
 	for (;;) {
 		/* Sets the task state before the re-check: no lost wake. */
 		prepare_to_wait(&bell->wq, &wait, TASK_INTERRUPTIBLE);
@@ -604,10 +628,8 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
 		schedule();
 	}
 	finish_wait(&bell->wq, &wait);
-	if (timed) {
-		hrtimer_cancel(&timer.timer);
-		destroy_hrtimer_on_stack(&timer.timer);
-	}
+	if (timed)
+		knitk_deadline_timer_end(&timer);
 	return ret;
 }
 

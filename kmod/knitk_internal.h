@@ -304,6 +304,8 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 			  bool sync, u64 *woken);
 u64 knitk_deadline_on_host(u64 deadline_ns, s64 offset_ns);
 u64 knitk_caller_deadline(u64 deadline_ns);
+bool knitk_deadline_timer(struct hrtimer_sleeper *timer, u64 deadline_ns);
+void knitk_deadline_timer_end(struct hrtimer_sleeper *timer);
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 			const struct knitk_role *r, u32 expected,
 			u32 flags, u64 deadline_ns, bool uring);

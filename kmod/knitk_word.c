@@ -12,7 +12,6 @@
  */
 #include <linux/errno.h>
 #include <linux/hash.h>
-#include <linux/hrtimer.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
@@ -103,20 +102,10 @@ static int knitk_word_wake_fn(struct wait_queue_entry *wq, unsigned int mode,
 /* Sleep on @w until woken, the deadline or a signal (state set by caller). */
 static int knitk_word_sleep(struct knitk_word_waiter *w, u64 deadline_ns)
 {
-	bool timed = deadline_ns != KNITK_WAIT_FOREVER;
 	struct hrtimer_sleeper timer;
+	bool timed = knitk_deadline_timer(&timer, deadline_ns);
 	int ret;
 
-	if (timed) {
-		ktime_t at = deadline_ns > KTIME_MAX ? KTIME_MAX :
-						       ns_to_ktime(deadline_ns);
-
-		hrtimer_init_sleeper_on_stack(&timer, CLOCK_MONOTONIC,
-					      HRTIMER_MODE_ABS);
-		hrtimer_set_expires_range_ns(&timer.timer, at,
-					     current->timer_slack_ns);
-		hrtimer_sleeper_start_expires(&timer, HRTIMER_MODE_ABS);
-	}
 	for (;;) {
 		/* The wake function removed us: pairs with its removal. */
 		if (list_empty_careful(&w->wq.entry)) {
@@ -136,10 +125,8 @@ static int knitk_word_sleep(struct knitk_word_waiter *w, u64 deadline_ns)
 		set_current_state(TASK_INTERRUPTIBLE);
 	}
 	__set_current_state(TASK_RUNNING);
-	if (timed) {
-		hrtimer_cancel(&timer.timer);
-		destroy_hrtimer_on_stack(&timer.timer);
-	}
+	if (timed)
+		knitk_deadline_timer_end(&timer);
 	return ret;
 }
 

@@ -5,7 +5,7 @@
  * runs on the futex backend), and the ioctls' own refusals: offsets,
  * flags, reserved fields, nr 0, an endpoint with no knot, a wake whose
  * argument cannot be written back (refused before it wakes anyone), a
- * signal, and the API's report of the feature.
+ * signal.  api_test checks the handshake's report of the feature.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -50,22 +50,6 @@ LWORD_CASE(wakes_only_its_word)
 LWORD_CASE(wake_counts)
 LWORD_CASE(ping_pong)
 LWORD_CASE(across_processes)
-
-/* The module reports the feature and both ioctls. */
-TEST(word_api)
-{
-	struct knitk_api api = { .api = KNITK_API };
-	int fd;
-
-	KNITK_REQUIRE_DEV();
-	fd = knitk_open_raw();
-	ASSERT_LE(0, fd);
-	ASSERT_EQ(0, knitk_ioctl(fd, KNITK_IOC_API, &api));
-	EXPECT_TRUE(api.features & KNITK_FEATURE_WORD_WAIT);
-	EXPECT_TRUE(api.ioctls & (1ULL << _IOC_NR(KNITK_IOC_WORD_WAIT)));
-	EXPECT_TRUE(api.ioctls & (1ULL << _IOC_NR(KNITK_IOC_WORD_WAKE)));
-	close(fd);
-}
 
 /* Every field checked, and an endpoint with no knot refused. */
 TEST(word_ioctl_refusals)
