@@ -352,7 +352,7 @@ static void compute_ratios(struct ratios *rs, const struct row *rows, int nr,
 		{ "park_cpu_vs_raw_futex", "rtt-process/knitk", "rtt-process/futex", 0, 1 },
 		{ "pool_park_vs_raw_futex", "pool-park/knitk-processes", "rtt-process/futex", 0, 0 },
 		{ "pool_park_cpu_vs_raw_futex", "pool-park/knitk-processes", "rtt-process/futex", 0, 1 },
-		{ "payload_loan_1mib_vs_memcpy", "payload-1M/knitk-loan", "payload-1M/memcpy", 1, 0 },
+		{ "payload_1mib_loan_vs_memcpy", "payload-1M/knitk-loan", "payload-1M/memcpy", 1, 0 },
 		/* One-way streams: message rates, higher is better. */
 		{ "stream_8b_vs_pipe", "tput-8B/knitk", "tput-8B/pipe", 1, 0 },
 		{ "stream_8b_vs_eventfd", "tput-8B/knitk", "tput-8B/eventfd", 1, 0 },
