@@ -6,7 +6,8 @@
  *
  * knitk: knitk_pool_call with the payload, the task replies with the same
  * bytes (knitk_reply_set) and the result is copied out to the caller's
- * buffer.  knitk-loan: the argument written in place, the whole of it at
+ * buffer.  knitk-loan (thread workers) and knitk-loan-processes: the
+ * argument written in place, the whole of it at
  * every call, into the request's arena bytes of a loan
  * (knitk_pool_loan, knitk_pool_submit_loan) instead of being copied
  * there from a buffer prepared once; the result read in the handle,
@@ -161,16 +162,18 @@ out:
 #define PL(grp, var, size, kind, n, nq) \
 	{ grp "/" var, grp, "B/s", grp "/memcpy", (kind) != 0, pl_run, \
 	  (long)(size) | ((long)(kind) << 24), n, nq }
-#define PL3(grp, size, n, nq) \
+/* Every size: memcpy, the copy path and the loan, thread and process workers. */
+#define PL5(grp, size, n, nq) \
 	PL(grp, "memcpy", size, 0, (n) * 10, (nq) * 10), \
 	PL(grp, "knitk-threads", size, KNITK_WORKER_THREADS, n, nq), \
-	PL(grp, "knitk-processes", size, KNITK_WORKER_PROCESSES, n, nq)
+	PL(grp, "knitk-processes", size, KNITK_WORKER_PROCESSES, n, nq), \
+	PL(grp, "knitk-loan", size, KNITK_WORKER_THREADS | (PL_LOAN >> 24), n, nq), \
+	PL(grp, "knitk-loan-processes", size, KNITK_WORKER_PROCESSES | (PL_LOAN >> 24), n, nq)
 
 const struct bench_case bench_payload_cases[] = {
-	PL3("payload-64B", 64, 20000, 300),
-	PL3("payload-4K", 4096, 20000, 300),
-	PL3("payload-64K", 65536, 4000, 100),
-	PL3("payload-1M", PL_MAX, 400, 20),
-	PL("payload-1M", "knitk-loan", PL_MAX, KNITK_WORKER_THREADS | (PL_LOAN >> 24), 400, 20),
+	PL5("payload-64B", 64, 20000, 300),
+	PL5("payload-4K", 4096, 20000, 300),
+	PL5("payload-64K", 65536, 4000, 100),
+	PL5("payload-1M", PL_MAX, 400, 20),
 	{ NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0 },
 };
