@@ -483,7 +483,10 @@ int knitk_worker_main(int argc, char **argv,
  * @size: sizeof(struct knitk_pool_stats) of the caller (sized struct, see
  *	knitk.h); the library stores the bytes it filled.
  * @reserved: written as zero.
- * @submitted: calls submitted.
+ * @submitted: calls submitted; an unsent loan counts from knitk_pool_loan
+ *	on, and a loan released unsent (never a call) leaves the count again,
+ *	so @submitted may go down by the loans released.  Once every handle
+ *	is done and no loan is unsent, @submitted equals @completed.
  * @completed: calls completed (every code).
  * @timedout: completed with -ETIMEDOUT.
  * @canceled: completed with -ECANCELED.
