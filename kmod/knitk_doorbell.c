@@ -588,6 +588,23 @@ bool knitk_deadline_timer(struct hrtimer_sleeper *timer, u64 deadline_ns)
 }
 
 /**
+ * knitk_sleep_ended() - whether a sleep armed by knitk_deadline_timer() ends
+ * @timer: the sleeper
+ * @timed: what knitk_deadline_timer() returned
+ *
+ * Return: -ETIMEDOUT once the deadline passed, -ERESTARTSYS with a signal
+ * pending, else 0 (sleep on).
+ */
+int knitk_sleep_ended(const struct hrtimer_sleeper *timer, bool timed)
+{
+	if (timed && !READ_ONCE(timer->task))
+		return -ETIMEDOUT;
+	if (signal_pending(current))
+		return -ERESTARTSYS;
+	return 0;
+}
+
+/**
  * knitk_deadline_timer_end() - disarm a timer knitk_deadline_timer() armed
  * @timer: the sleeper
  */
@@ -617,14 +634,9 @@ static int knitk_doorbell_sleep(struct knitk_knot *knot, unsigned int d,
 			ret = 0;
 			break;
 		}
-		if (timed && !READ_ONCE(timer.task)) {
-			ret = -ETIMEDOUT;
+		ret = knitk_sleep_ended(&timer, timed);
+		if (ret)
 			break;
-		}
-		if (signal_pending(current)) {
-			ret = -ERESTARTSYS;
-			break;
-		}
 		schedule();
 	}
 	finish_wait(&bell->wq, &wait);

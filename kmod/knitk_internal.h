@@ -305,6 +305,7 @@ int knitk_doorbell_notify(struct knitk_knot *knot, u64 doorbells, u32 flags,
 u64 knitk_deadline_on_host(u64 deadline_ns, s64 offset_ns);
 u64 knitk_caller_deadline(u64 deadline_ns);
 bool knitk_deadline_timer(struct hrtimer_sleeper *timer, u64 deadline_ns);
+int knitk_sleep_ended(const struct hrtimer_sleeper *timer, bool timed);
 void knitk_deadline_timer_end(struct hrtimer_sleeper *timer);
 int knitk_doorbell_wait(struct knitk_knot *knot, unsigned int d,
 			const struct knitk_role *r, u32 expected,

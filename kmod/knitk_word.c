@@ -13,7 +13,6 @@
 #include <linux/errno.h>
 #include <linux/hash.h>
 #include <linux/sched.h>
-#include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 #include <linux/uaccess.h>
 #include <linux/wait.h>
@@ -112,14 +111,9 @@ static int knitk_word_sleep(struct knitk_word_waiter *w, u64 deadline_ns)
 			ret = 0;
 			break;
 		}
-		if (timed && !READ_ONCE(timer.task)) {
-			ret = -ETIMEDOUT;
+		ret = knitk_sleep_ended(&timer, timed);
+		if (ret)
 			break;
-		}
-		if (signal_pending(current)) {
-			ret = -ERESTARTSYS;
-			break;
-		}
 		schedule();
 		/* Before the checks above: a wake in between is not lost. */
 		set_current_state(TASK_INTERRUPTIBLE);
