@@ -60,10 +60,16 @@ static bool futex_wants_huge(const struct knitk_endpoint *k)
 	       !(k->geom.flags & KNITK_GEOM_NO_HUGE);
 }
 
+/* The length to map: the knot rounded up to whole pages of its file. */
+static uint64_t futex_map_bytes(const struct knitk_endpoint *k)
+{
+	return (k->layout.size + k->page_bytes - 1) & ~(k->page_bytes - 1);
+}
+
 /*
  * Record how @fd is backed: its page (the huge page of a hugetlbfs file,
- * whose mappings must be multiples of it) and the length to map.
- * -EINVAL for a page size that is not a power of two.
+ * whose mappings must be multiples of it).  -EINVAL for a page size that
+ * is not a power of two.
  */
 static int futex_pages_of(struct knitk_endpoint *k, int fd)
 {
@@ -79,7 +85,6 @@ static int futex_pages_of(struct knitk_endpoint *k, int fd)
 		k->page_bytes = (uint64_t)sf.f_bsize;
 		k->pages_flags = KNITK_PAGES_HUGETLB;
 	}
-	k->map_bytes = (k->layout.size + k->page_bytes - 1) & ~(k->page_bytes - 1);
 	return 0;
 }
 
@@ -143,6 +148,7 @@ static int futex_memfd_map(struct knitk_endpoint *k, bool hugetlb)
 	if (k->fd < 0)
 		return -errno;
 	ret = futex_pages_of(k, k->fd);
+	k->map_bytes = futex_map_bytes(k);
 	if (!ret && ftruncate(k->fd, (off_t)k->map_bytes) < 0)
 		ret = -errno;
 	if (!ret)
@@ -231,7 +237,7 @@ static int futex_attach(struct knitk_endpoint *k, int fd)
 		goto out;
 	k->geom = ctl->geometry;
 	k->layout = ctl->layout;
-	k->map_bytes = (k->layout.size + k->page_bytes - 1) & ~(k->page_bytes - 1);
+	k->map_bytes = futex_map_bytes(k);
 	if (!knitk__layout_matches_geometry(&k->geom, &k->layout) ||
 	    (uint64_t)st.st_size != k->map_bytes)
 		goto out;

@@ -33,7 +33,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
-#include <time.h>
 
 #include "internal.h"
 #include "knot_hooks.h"
@@ -61,14 +60,6 @@ _Atomic uint64_t knitk__consumer_poll_rounds;
 #define POLL_COUNT_ROUND() do { } while (0)
 #endif
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static inline void poll_relax(unsigned int round)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -80,20 +71,11 @@ static inline void poll_relax(unsigned int round)
 		sched_yield();
 }
 
-/* The role that writes doorbell @d's mailbox is parked (a hint). */
-static bool poll_writer_parked(const struct knitk_endpoint *ep, unsigned int d)
-{
-	uint64_t w = atomic_load_explicit(doorbell_word(knot_doorbell(ep, d)),
-					  memory_order_relaxed);
-
-	return dbw_sleeping(w) != 0;
-}
-
 /* Whether a poll may start now: its writer is awake and CPUs are free. */
 static bool poll_pays(const struct knitk_endpoint *ep,
 		      const struct knitk_consumer_poll *cp, unsigned int writer)
 {
-	if (poll_writer_parked(ep, writer))
+	if (knot_doorbell_asleep(ep, writer))
 		return false;
 	return (unsigned int)knitk_endpoint_awake(ep, NULL, NULL) <= cp->cpus;
 }
@@ -107,7 +89,7 @@ static int consumer_poll(struct knitk_consumer *c,
 			 uint64_t *pending, uint64_t deadline_ns)
 {
 	struct knitk_endpoint *ep = knitk__consumer_endpoint(c);
-	uint64_t last = now_ns(), end = last + cp->budget_ns, t;
+	uint64_t last = knitk__now_ns(), end = last + cp->budget_ns, t;
 	unsigned int round;
 	int n;
 
@@ -122,7 +104,7 @@ static int consumer_poll(struct knitk_consumer *c,
 			continue;
 		if (!poll_pays(ep, cp, writer))
 			return 0;	/* not the budget's fault: it stays */
-		t = now_ns();
+		t = knitk__now_ns();
 		if (t >= deadline_ns)
 			return -ETIMEDOUT;
 		if (t - last > POLL_MAX_NS) {
@@ -182,7 +164,7 @@ static int consumer_park(struct knitk_consumer *c,
 		n = knitk_lane_scan(c, pending);
 		return n ? n : -EPIPE;
 	}
-	t0 = now_ns();
+	t0 = knitk__now_ns();
 	ret = knitk_doorbell_wait(ep, seq, deadline_ns);
 	if (knot_role_ended(ep))
 		return -ENOTCONN;
@@ -190,7 +172,7 @@ static int consumer_park(struct knitk_consumer *c,
 		return ret;
 	/* The re-check's and the wake's lanes, freshly loaded (L4). */
 	n = knitk_lane_scan(c, pending);
-	if (n > 0 && now_ns() - t0 < POLL_MAX_NS) {
+	if (n > 0 && knitk__now_ns() - t0 < POLL_MAX_NS) {
 		/* A publish came soon after the park: a poll would have caught it. */
 		cp->budget_ns = cp->budget_ns ? cp->budget_ns * 2 : POLL_START_NS;
 		if (cp->budget_ns > POLL_MAX_NS)

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -488,6 +489,14 @@ KNITK_EXPORT int knitk_doorbell_ring(struct knitk_endpoint *ep,
  * Who is awake, for a poll that must not keep the thread it waits for off
  * a CPU (knitk_consumer_wait, the pool's polls in lib/pool/spin.c).
  */
+uint64_t knitk__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 KNITK_EXPORT int knitk_endpoint_awake(const struct knitk_endpoint *ep,
 				      uint64_t *awake, unsigned int *cpus)
 {
@@ -498,11 +507,8 @@ KNITK_EXPORT int knitk_endpoint_awake(const struct knitk_endpoint *ep,
 		return -EINVAL;
 	for (m = knot_doorbell_mask(ep); m; m &= m - 1) {
 		unsigned int d = (unsigned int)__builtin_ctzll(m);
-		uint64_t w = atomic_load_explicit(doorbell_word(knot_doorbell(ep, d)),
-						  memory_order_relaxed);
 
-		/* A hint, no ordering: a stale flag costs a poll too many or too few. */
-		if (!dbw_sleeping(w))
+		if (!knot_doorbell_asleep(ep, d))
 			mask |= 1ULL << d;
 	}
 	if (awake)

@@ -330,6 +330,18 @@ static inline uint32_t dbw_sleeping(uint64_t w)
 #endif
 }
 
+/*
+ * Doorbell @d's owner has its sleeping flag up: a hint (relaxed, no
+ * ordering), for the polls that count who is awake; a stale flag costs a
+ * poll too many or too few, never a wake.
+ */
+static inline bool knot_doorbell_asleep(const struct knitk_endpoint *k,
+					unsigned int d)
+{
+	return dbw_sleeping(atomic_load_explicit(doorbell_word(knot_doorbell(k, d)),
+						 memory_order_relaxed)) != 0;
+}
+
 static inline uint64_t dbw_make(uint32_t seq, uint32_t sleeping)
 {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -338,5 +350,8 @@ static inline uint64_t dbw_make(uint32_t seq, uint32_t sleeping)
 	return (uint64_t)seq << 32 | sleeping;
 #endif
 }
+
+/* CLOCK_MONOTONIC now, in ns: the clock of every deadline (doorbell.c). */
+uint64_t knitk__now_ns(void);
 
 #endif /* KNITK_INTERNAL_H */

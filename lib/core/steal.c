@@ -28,7 +28,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "arena.h"
 #include "internal.h"
@@ -225,7 +224,6 @@ static unsigned int oldest_region(const struct knitk_steal *st,
 /* The bounded wait of a senior for a junior in its region (T5). */
 static void steal_backoff(struct knitk_steal *st, unsigned int round)
 {
-	struct timespec ts;
 	uint32_t seq;
 
 	if (round < STEAL_SPIN) {
@@ -241,9 +239,7 @@ static void steal_backoff(struct knitk_steal *st, unsigned int round)
 	if (knitk_doorbell_prepare(st->ep, &seq))
 		return;
 	KNITK_TRACE(KT_NAP, st->me, 0, 0);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	st->ep->ops->wait(st->ep, seq, (uint64_t)ts.tv_sec * 1000000000ULL +
-			  (uint64_t)ts.tv_nsec + STEAL_NAP_NS);
+	st->ep->ops->wait(st->ep, seq, knitk__now_ns() + STEAL_NAP_NS);
 	knitk_doorbell_cancel(st->ep);
 	KNITK_TRACE(KT_NAP, st->me, 1, 0);
 }
