@@ -344,7 +344,8 @@ int knitk_mailbox_pending(const struct knitk_endpoint *ep, unsigned int mailbox,
  *	the arena offset.
  * @length: library: payload bytes (inline or arena).
  * @deadline_ns: caller meta: absolute CLOCK_MONOTONIC deadline, 0 = none.
- * @abort_id: caller meta: abort bit + 1, 0 = none.
+ * @abort_id: caller meta: abort bit + 1, 0 = none (the pool: its call's
+ *	64-bit word in the abort region + 1).
  * @user: free for the caller.
  * @stamp: library: the mailbox's publish count when the lane was published
  *	(claimants of a stealing mailbox take the oldest first).

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "slot.h"
 
 /*
  * A cached handle stays poisoned under AddressSanitizer, so a use after
@@ -202,29 +203,30 @@ bool knitk__call_unref_unless_last(struct knitk_call *call)
 	return false;
 }
 
-void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx)
+void knitk__entry_answered_locked(struct knitk_pool *pool, unsigned int idx)
 {
 	struct pool_entry *e = &pool->entries[idx];
 	struct pool_worker *pw = &pool->workers[idx / KNITK_LANES];
-	_Atomic uint64_t *aw = &pool->abort_words[idx / 64];
-	uint64_t bit = 1ULL << (idx % 64);
 
 	/*
-	 * Clear the abort bit before the entry can be reused; the next call
-	 * of this entry is published later with a release store of the pub
-	 * word, which orders this clear before the worker's acquire load.
-	 * Only an abort sets it, under pool->lock as we are: when it is
-	 * clear, leave the word alone, so that the cache line the workers
-	 * read at every call is not taken away from them at every call.
+	 * The word is left alone: the answer's worker claimed the call and
+	 * ended it there (slot.h), and the next call of this entry is queued
+	 * by that word as it is, so the line the workers use at every call
+	 * is not taken from them.
 	 */
-	if (atomic_load_explicit(aw, memory_order_relaxed) & bit)
-		atomic_fetch_and_explicit(aw, ~bit, memory_order_relaxed);
 	pw->busy &= ~(1ULL << (idx % KNITK_LANES));
 	pw->inflight--;
 	if (e->call) {
 		knitk__call_unref_locked(e->call);
 		e->call = NULL;
 	}
+}
+
+void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx)
+{
+	/* No answer came: no lane of this generation may run from now on (R5). */
+	slot_seal(&pool->slots[idx], pool->entries[idx].gen);
+	knitk__entry_answered_locked(pool, idx);
 }
 
 void knitk__events_queue_locked(struct knitk_pool *pool, struct knitk_call *call)
@@ -284,12 +286,8 @@ int knitk__call_abort_locked(struct knitk_call *call)
 
 	if (call_done_locked(call))
 		return -EALREADY;
-	/*
-	 * Release pairs with the acquire load in the worker (worker_exec,
-	 * knitk_task_aborted).  Many host threads may set bits: atomic OR.
-	 */
-	atomic_fetch_or_explicit(&pool->abort_words[idx / 64],
-				 1ULL << (idx % 64), memory_order_release);
+	/* R4: the worker sees it at its claim or in knitk_task_aborted. */
+	slot_abort(&pool->slots[idx], (uint32_t)(call->task_id >> 32));
 	knitk__call_complete_locked(pool, call, -ECANCELED, NULL, 0);
 	pthread_cond_broadcast(&pool->cond);
 	/* A drainer parked for this call has no result to wake it. */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "slot.h"
 #include "../sized.h"
 
 _Static_assert(offsetof(struct knitk_pool_opts, size) == 0 &&
@@ -148,7 +149,8 @@ static int pool_setup(struct knitk_pool *pool)
 		.nr_submitters = pool->nr_submitters,
 		.lanes = KNITK_LANES,
 		.inline_bytes = pool->opts.inline_bytes,
-		.abort_bits = pool->nr_workers * KNITK_LANES,
+		/* A word per entry (slot.h), in the region of abort bits. */
+		.abort_bits = pool->nr_workers * KNITK_LANES * 64,
 		.arena_bytes = pool->opts.arena_bytes,
 		/* The claimants' size, recorded: they are checked against it. */
 		.region_lanes = pool->steal_g,
@@ -156,6 +158,7 @@ static int pool_setup(struct knitk_pool *pool)
 	struct knitk_layout layout;
 	unsigned int s, w;
 	void *base;
+	size_t i;
 	int ret;
 
 	ret = knitk_endpoint_create(&geom, pool->opts.knot_flags |
@@ -168,7 +171,10 @@ static int pool_setup(struct knitk_pool *pool)
 		return ret;
 	knitk_endpoint_base(pool->ep, &base);
 	knitk_endpoint_layout(pool->ep, &layout, NULL);
-	pool->abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
+	pool->slots = (_Atomic uint64_t *)((char *)base + layout.abort_off);
+	/* Each entry's first call, of generation gen + 1, is queued. */
+	for (i = 0; i < (size_t)pool->nr_workers * KNITK_LANES; i++)
+		atomic_init(&pool->slots[i], slot_word(pool->entries[i].gen, 0, SLOT_FREE));
 	knitk__spin_init(&pool->spin, pool->ep, knitk__spin_cpus(pool->ep));
 	pool->max_len = layout.arena_size > geom.inline_bytes ?
 			layout.arena_size : geom.inline_bytes;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "slot.h"
 
 static void worker_drain(struct knitk_pool *pool, unsigned int w)
 {
@@ -129,6 +130,9 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 		struct pool_entry *e = &pool->entries[idx];
 
 		if (idx >= pool->nr_workers * KNITK_LANES || !e->call || e->gen != gen)
+			continue;
+		/* Taken by another worker after all (R2): its answer ends it. */
+		if (slot_other(&pool->slots[idx], gen, w))
 			continue;
 		if (!call_done_locked(e->call))
 			e->call->ran = (int)w;

@@ -84,6 +84,14 @@ extern _Atomic(pool_hook_fn) knitk__test_hook;
  */
 extern _Atomic uint32_t knitk__test_gen_base;
 
+/*
+ * Fault injection: while set, every request a submit publishes goes out
+ * twice, the copy in a lane of its own of the same mailbox, as a lane
+ * delivered again would (docs/protocol.md R2: it must not run twice).
+ * No copy when the mailbox has no room for it.
+ */
+extern _Atomic int knitk__test_publish_twice;
+
 #ifdef KNITK_TEST_HOOKS
 #define POOL_HOOK(pool, point, arg) do {				\
 	pool_hook_fn hook_ = atomic_load(&knitk__test_hook);		\
@@ -92,9 +100,11 @@ extern _Atomic uint32_t knitk__test_gen_base;
 		hook_(pool, point, arg);				\
 } while (0)
 #define POOL_GEN_BASE() atomic_load(&knitk__test_gen_base)
+#define POOL_PUBLISH_TWICE() atomic_load(&knitk__test_publish_twice)
 #else
 #define POOL_HOOK(pool, point, arg) do { } while (0)
 #define POOL_GEN_BASE() 0U
+#define POOL_PUBLISH_TWICE() 0
 #endif
 
 #endif /* KNITK_POOL_HOOKS_H */

@@ -232,7 +232,7 @@ struct knitk_pool {
 	struct knitk_pool_opts opts;
 	struct knitk_task_table table;
 	struct knitk_endpoint *ep;	/* host endpoint */
-	_Atomic uint64_t *abort_words;
+	_Atomic uint64_t *slots;	/* the calls' words (slot.h), in the knot */
 	unsigned int nr_workers;
 	unsigned int nr_submitters;
 	uint64_t max_len;		/* largest argument/result */
@@ -520,6 +520,8 @@ void knitk__call_withdraw_locked(struct knitk_pool *pool,
 				 struct knitk_call *call, int status);
 void knitk__call_unref_locked(struct knitk_call *call);
 bool knitk__call_unref_unless_last(struct knitk_call *call);
+/* An entry goes back: after its worker's answer, or without one (sealed). */
+void knitk__entry_answered_locked(struct knitk_pool *pool, unsigned int idx);
 void knitk__entry_free_locked(struct knitk_pool *pool, unsigned int idx);
 void knitk__events_queue_locked(struct knitk_pool *pool, struct knitk_call *call);
 void knitk__events_forget_locked(struct knitk_call *call);

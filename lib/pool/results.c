@@ -69,7 +69,7 @@ static void results_apply_locked(struct knitk_pool *pool, unsigned int w,
 		else
 			knitk__call_complete_locked(pool, e->call, r->status,
 						    r->data, r->len);
-		knitk__entry_free_locked(pool, idx);
+		knitk__entry_answered_locked(pool, idx);
 	}
 	pool_progress_locked(pool);
 }

@@ -386,6 +386,8 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 		/* Acquire pairs with the release in pool_progress_locked. */
 		progress = atomic_load_explicit(&pool->progress, memory_order_acquire);
 		ret = steal_publish_once(pool, -1, h, in, len, -1);
+		if (ret >= 0 && POOL_PUBLISH_TWICE())
+			steal_publish_once(pool, -1, h, in, len, -1);
 		if (ret >= 0)
 			return 0;
 		if (ret != -ENOSPC && ret != -EAGAIN)

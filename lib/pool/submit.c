@@ -255,6 +255,14 @@ static unsigned int pool_publish(struct knitk_pool *pool,
 				lanes[w] = 0;
 			lanes[w] |= 1ULL << ret;
 			rung |= 1ULL << w;
+			if (POOL_PUBLISH_TWICE()) {
+				int again = knitk_producer_stage(producers[w], &h,
+								 subs[i].len ? subs[i].in : NULL,
+								 subs[i].len);
+
+				if (again >= 0)
+					lanes[w] |= 1ULL << again;
+			}
 		}
 		/* L2: one release store of each pub word publishes its lanes. */
 		for (m = rung; m; m &= m - 1) {

@@ -4,8 +4,10 @@
  * side of a call (reply, abort flag, task data).
  *
  * Worker w consumes its request mailboxes (s, w) for every submitter s
- * and produces into its return mailbox.  Per request lane: decode, run the
- * task (or skip it when its deadline passed or its abort bit is set), then
+ * and produces into its return mailbox.  Per request lane: decode, claim
+ * the call on its word (slot.h: a lane of a call that is not ours to run
+ * is retired unanswered), run the task (or skip it when its deadline
+ * passed or it was aborted), then
  * acknowledge the request lane *before* publishing the result, so that by
  * the time the host sees a result the request's arena bytes are free again
  * (the submitter's backpressure wait in submit.c relies on it).  The result
@@ -24,6 +26,7 @@
 #include <time.h>
 
 #include "pool_internal.h"
+#include "slot.h"
 #include "../trace.h"
 
 struct knitk_reply {
@@ -34,8 +37,8 @@ struct knitk_reply {
 };
 
 struct task_ctx {
-	const _Atomic uint64_t *abort_word;	/* NULL: no abort bit */
-	uint64_t abort_mask;
+	const _Atomic uint64_t *slot;	/* the call's word (slot.h), or NULL */
+	uint32_t gen;
 	uint64_t deadline_ns;
 	void *data;
 };
@@ -86,12 +89,8 @@ KNITK_EXPORT int knitk_task_aborted(void *ctx)
 
 	if (!t)
 		return -EINVAL;
-	/*
-	 * Acquire pairs with the host's fetch_or in knitk_call_abort (the
-	 * flag is advisory: the host completes the call on its own).
-	 */
-	if (t->abort_word &&
-	    (atomic_load_explicit(t->abort_word, memory_order_acquire) & t->abort_mask))
+	/* Advisory: the host completes an aborted call on its own. */
+	if (t->slot && slot_failed(t->slot, t->gen))
 		return 1;
 	if (t->deadline_ns && pool_now_ns() >= t->deadline_ns)
 		return 1;
@@ -109,8 +108,8 @@ struct worker_loop {
 	unsigned int nr_submitters;
 	struct knitk_consumer **req;
 	struct knitk_producer *ret;
-	_Atomic uint64_t *abort_words;
-	uint32_t abort_bits;
+	_Atomic uint64_t *slots;	/* the calls' words (slot.h) */
+	uint32_t nr_slots;
 	uint64_t max;
 	/*
 	 * Ring-then-wait (S9): the host's ring after our last result is
@@ -145,14 +144,23 @@ static int worker_claim_return(struct worker_loop *l)
 	return lane;
 }
 
+/* The word of the call @h asks for (its abort_id - 1), or NULL. */
+static _Atomic uint64_t *worker_slot(const struct worker_loop *l,
+				     const struct knitk_lane_header *h)
+{
+	if (!h->abort_id || h->abort_id > l->nr_slots)
+		return NULL;
+	return &l->slots[h->abort_id - 1];
+}
+
 /* Run (or skip) the call of one decoded request; fills the return lane. */
 static int worker_exec(struct worker_loop *l, const struct knitk_msg *msg,
-		       int decode_err, unsigned int rlane)
+		       int decode_err, unsigned int rlane,
+		       const _Atomic uint64_t *slot)
 {
 	const struct knitk_lane_header *h = &msg->header;
 	struct knitk_reply reply = { l->ep, l->ret, rlane, l->max };
-	struct task_ctx ctx = { 0 };
-	uint32_t abit;
+	struct task_ctx ctx = { .slot = slot, .gen = (uint32_t)(h->task_id >> 32) };
 
 	if (decode_err)
 		return decode_err;
@@ -160,16 +168,10 @@ static int worker_exec(struct worker_loop *l, const struct knitk_msg *msg,
 		return -ENOSYS;
 	ctx.deadline_ns = h->deadline_ns;
 	ctx.data = l->a->task_data;
-	if (h->abort_id && h->abort_id <= l->abort_bits) {
-		abit = h->abort_id - 1;
-		ctx.abort_word = &l->abort_words[abit / 64];
-		ctx.abort_mask = 1ULL << (abit % 64);
-	}
 	/* Skip calls that expired or were aborted while queued. */
 	if (h->deadline_ns && pool_now_ns() >= h->deadline_ns)
 		return -ETIMEDOUT;
-	if (ctx.abort_word &&
-	    (atomic_load_explicit(ctx.abort_word, memory_order_acquire) & ctx.abort_mask))
+	if (slot && slot_failed(slot, ctx.gen))
 		return -ECANCELED;
 	return l->a->table->tasks[h->function_id](msg->data, msg->len, &reply, &ctx);
 }
@@ -180,18 +182,37 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 {
 	struct knitk_lane_header *rh;
 	struct knitk_msg msg = { .size = sizeof(msg) };
+	enum slot_claim how = SLOT_RUN;
+	_Atomic uint64_t *slot;
 	unsigned int rlane;
 	int err, status, stop, ret;
+	uint32_t gen;
 
 	/* The last call's result is not held back while this one runs. */
 	worker_ring(l);
 	err = knitk_lane_decode(c, lane, &msg);
 	stop = !err && msg.header.function_id == POOL_FN_STOP;
+	slot = stop ? NULL : worker_slot(l, &msg.header);
+	gen = (uint32_t)(msg.header.task_id >> 32);
+	if (slot)
+		how = slot_claim(slot, gen, l->a->worker);
+	if (how == SLOT_SKIP) {
+		/* R2: not ours to run or answer (taken, ended, or stale). */
+		knitk_lane_ack(c, 1ULL << lane);
+		return 0;
+	}
 	ret = worker_claim_return(l);
 	if (ret < 0)
 		return 1;	/* the host is gone: nobody to answer */
 	rlane = (unsigned int)ret;
-	status = stop ? 0 : worker_exec(l, &msg, err, rlane);
+	if (stop)
+		status = 0;
+	else if (how == SLOT_ANSWER)
+		status = -ECANCELED;
+	else
+		status = worker_exec(l, &msg, err, rlane, slot);
+	if (slot && how == SLOT_RUN)
+		slot_done(slot, gen, l->a->worker);
 	/* The request's bytes are read: retire it before answering. */
 	knitk_lane_ack(c, 1ULL << lane);
 	knitk_lane_header(l->ret, rlane, &rh);
@@ -254,8 +275,8 @@ int knitk__worker_run(const struct worker_args *a)
 	knitk_endpoint_base(a->ep, &base);
 	knitk__spin_init(&spin, a->ep, knitk__spin_cpus(a->ep));
 	l.nr_submitters = geom.nr_submitters;
-	l.abort_words = (_Atomic uint64_t *)((char *)base + layout.abort_off);
-	l.abort_bits = geom.abort_bits;
+	l.slots = (_Atomic uint64_t *)((char *)base + layout.abort_off);
+	l.nr_slots = geom.abort_bits / 64;
 	l.max = layout.arena_size > geom.inline_bytes ? layout.arena_size :
 							 geom.inline_bytes;
 	/*

@@ -53,7 +53,9 @@
  *   control page   struct knitk_control, written by the kernel only
  *   doorbells      KNITK_NR_DOORBELLS x struct knitk_doorbell; worker w rings
  *                  on doorbell w, the host on KNITK_DOORBELL_HOST
- *   abort bitmap   geometry.abort_bits bits, host sets, workers read
+ *   abort bitmap   geometry.abort_bits bits of userspace's own words, which
+ *                  the kernel never reads (the pool keeps a 64-bit word per
+ *                  call there, changed by host and workers alike)
  *   steal lines    (KNITK_GEOM_STEAL only) one struct knitk_steal_line per
  *                  (submit mailbox, worker)
  *   mailboxes      request mailboxes, then one return mailbox per worker;
