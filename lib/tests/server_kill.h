@@ -27,10 +27,12 @@
  *
  * A client is this program, re-executed (posix_spawn of /proc/self/exe
  * with SK_CLIENT_ARG): it connects, attaches with the fd it received,
- * joins its worker role, makes ncalls calls one at a time (call id in the
- * lane's task_id, request and answer bytes derived from the id, 8 B
- * inline to 6 KiB in the arena; the answer starts with id * 2654435761 +
- * 1) and then stops at one step of the next call, writes a byte to its
+ * joins its worker role, makes ncalls calls, up to SK_PIPELINE in flight
+ * (call id in the lane's task_id, request and answer bytes derived from
+ * the id, 8 B inline to 6 KiB in the arena; the answer starts with id *
+ * 2654435761 + 1; the server takes each client's calls in publish order,
+ * also from a client whose producer starts where a dead one's left the
+ * lanes) and then stops at one step of the next call, writes a byte to its
  * report pipe and waits for our SIGKILL (placement by step, not by time):
  *   connected (fd not received), attached, joined (between calls),
  *   claimed (lane claimed, payload half written), loan (a claimed lane
@@ -93,6 +95,7 @@
 #define SK_IDS			16	/* call ids per client: [iter * SK_IDS, +SK_IDS) */
 #define SK_MAX_CALLS		5	/* complete calls before the kill step */
 #define SK_FRESH_CALLS		8	/* calls of each fresh client at the end */
+#define SK_PIPELINE		3	/* calls a client has in flight at most */
 #define SK_WAIT_S		30	/* every wait's bound: beyond it, a hang */
 #define SK_CLIENT_ARG		"--knitk-server-kill-client"
 #define SK_TABLE_FD		100	/* the run table, in a client */
@@ -306,18 +309,28 @@ static inline int sk_recv_fd(int s, struct sk_reply *r)
 
 /* Claim, fill and publish call @id; the step hooks of the kill target. */
 static inline void sk_submit(struct knitk_producer *p, struct sk_call *tab,
-			     uint64_t id, int fn, size_t len, bool target)
+			     uint64_t id, int fn, size_t len, bool target, bool ring)
 {
 	struct knitk_lane_header *h;
+	uint64_t deadline = sk_deadline();
 	unsigned char *buf;
 	void *room;
-	int lane;
+	int lane, ret;
 
 	atomic_store(&tab[id].role, (uint8_t)(sk_my_iter->role + 1));
 	atomic_store(&tab[id].begun, 1);
-	lane = knitk_lane_claim(p);
-	if (lane < 0 || knitk_lane_header(p, (unsigned int)lane, &h) ||
-	    knitk_lane_reserve(p, (unsigned int)lane, len, &room))
+	/*
+	 * Backpressure: the server may answer a call before it acknowledges
+	 * the call's lane and frees its arena bytes; wait for them.
+	 */
+	while ((lane = knitk_lane_claim(p)) == -EAGAIN && sk_now_ns() < deadline)
+		usleep(50);
+	if (lane < 0 || knitk_lane_header(p, (unsigned int)lane, &h))
+		_exit(SKE_SUBMIT);
+	while ((ret = knitk_lane_reserve(p, (unsigned int)lane, len, &room)) == -ENOSPC &&
+	       sk_now_ns() < deadline)
+		usleep(50);
+	if (ret)
 		_exit(SKE_SUBMIT);
 	h->function_id = (uint32_t)fn;
 	h->task_id = id;
@@ -332,8 +345,47 @@ static inline void sk_submit(struct knitk_producer *p, struct sk_call *tab,
 		_exit(SKE_SUBMIT);
 	if (target)
 		sk_park_if(ST_PUBLISHED);
-	if (knitk_producer_notify(p) < 0)
+	if (ring && knitk_producer_notify(p) < 0)
 		_exit(SKE_SUBMIT);
+}
+
+/*
+ * The answers to the @n calls from @id0 on, in flight at once, taken in
+ * the order they come, each checked against its own call.
+ */
+static inline void sk_answers(struct knitk_consumer *c, struct sk_call *tab,
+			      uint64_t id0, const int *fns, unsigned int n)
+{
+	struct knitk_msg msg = { .size = sizeof(msg) };
+	uint64_t pending = 0, deadline = sk_deadline(), id, acks;
+	unsigned int got = 0, seen = 0;
+	int lane, ret;
+
+	while (got < n) {
+		ret = knitk_consumer_wait(c, &pending, deadline);
+		if (ret == 0 || ret == -EINTR)
+			continue;
+		if (ret < 0)
+			_exit(SKE_WAIT);
+		for (acks = 0; (lane = knitk_lane_next(c, &pending)) >= 0;) {
+			acks |= 1ULL << lane;
+			id = 0;
+			if (knitk_lane_decode(c, (unsigned int)lane, &msg) ||
+			    (id = msg.header.task_id) < id0 || id >= id0 + n ||
+			    (seen & (1U << (id - id0))) ||
+			    msg.len != sk_ans_len(id, fns[id - id0]) ||
+			    !sk_check(msg.data, msg.len, id, 1)) {
+				if (id >= id0 && id < id0 + n)
+					atomic_fetch_add(&tab[id].wrong, 1);
+				_exit(SKE_ANSWER);
+			}
+			seen |= 1U << (id - id0);
+			atomic_fetch_add(&tab[id].answered, 1);
+			got++;
+		}
+		if (knitk_lane_ack(c, acks))
+			_exit(SKE_ANSWER);
+	}
 }
 
 /* Wait for the answer to @id, check it, acknowledge it. */
@@ -383,7 +435,7 @@ static inline int sk_client_main(int argc, char **argv)
 	struct sk_table *t;
 	struct sk_call *tab;
 	struct stat st;
-	unsigned int it_no, i;
+	unsigned int it_no, i, n;
 	uint64_t base, id;
 	int s, fd, w, fn;
 
@@ -418,11 +470,24 @@ static inline int sk_client_main(int argc, char **argv)
 	if (knitk_producer_create(ep, (unsigned int)knitk_endpoint_return_mailbox(ep, (unsigned int)w), &p) ||
 	    knitk_consumer_create(ep, (unsigned int)knitk_endpoint_request_mailbox(ep, 0, (unsigned int)w), &c))
 		_exit(SKE_OBJECTS);
-	for (i = 0; i < sk_my_iter->ncalls; i++) {
-		id = base + i;
-		fn = sk_my_iter->big && i == 1 ? SK_BIG : SK_CALL;
-		sk_submit(p, tab, id, fn, sk_req_len(id, fn), false);
-		sk_answer(c, tab, id, fn, false);
+	/* Up to SK_PIPELINE calls in flight; the large one alone. */
+	for (i = 0; i < sk_my_iter->ncalls; i += n) {
+		int fns[SK_PIPELINE];
+
+		for (n = 0; n < SK_PIPELINE && i + n < sk_my_iter->ncalls; n++) {
+			fns[n] = sk_my_iter->big && i + n == 1 ? SK_BIG : SK_CALL;
+			if (n && fns[n] == SK_BIG)
+				break;
+			id = base + i + n;
+			sk_submit(p, tab, id, fns[n], sk_req_len(id, fns[n]), false, false);
+			if (fns[n] == SK_BIG) {
+				n++;
+				break;
+			}
+		}
+		if (knitk_producer_notify(p) < 0)
+			_exit(SKE_SUBMIT);
+		sk_answers(c, tab, base + i, fns, n);
 	}
 	sk_park_if(ST_JOINED);
 	if (sk_my_iter->step == ST_LEAVE) {
@@ -435,7 +500,7 @@ static inline int sk_client_main(int argc, char **argv)
 	fn = sk_my_iter->step == ST_WAITING ? SK_HOLD : SK_CALL;
 	/* A loan is a lane with arena bytes. */
 	sk_submit(p, tab, id, fn, sk_my_iter->step == ST_LOAN ?
-		  1000 + id % 5 * 1000 : sk_req_len(id, fn), true);
+		  1000 + id % 5 * 1000 : sk_req_len(id, fn), true, true);
 	if (fn == SK_HOLD) {
 		uint64_t pending = 0, deadline = sk_deadline();
 		char b = 'P';
@@ -469,8 +534,8 @@ struct sk_role {
 	uint32_t gen0;
 	struct sk_waiter waiters[SK_WAITERS];
 	unsigned int nr_waiters;
-	/* The lane thread's: the call it holds unanswered, or -1. */
-	int64_t held;
+	/* The lane thread's: the call it holds unanswered, or -1; the last taken. */
+	int64_t held, last;
 };
 
 struct sk_server {
@@ -564,6 +629,11 @@ static inline int sk_take_calls(struct sk_server *sv, unsigned int w, bool dead)
 				 w, lane, ret, (unsigned long long)id);
 			continue;
 		}
+		/* A client publishes in id order, a new one from a new producer. */
+		if ((int64_t)id <= sv->roles[w].last)
+			sk_error(sv, "role %u: call %llu taken after call %lld: not in publish order",
+				 w, (unsigned long long)id, (long long)sv->roles[w].last);
+		sv->roles[w].last = (int64_t)id;
 		if (atomic_load(&tab[id].role) != w + 1)
 			sk_error(sv, "call %llu of role %u came through role %u",
 				 (unsigned long long)id, atomic_load(&tab[id].role) - 1u, w);
@@ -640,6 +710,7 @@ static inline void sk_cleanup(struct sk_server *sv, unsigned int w)
 	if (ret < 0)
 		sk_error(sv, "role %u: request arena not whole after the reset: %s", w,
 			 strerror(-ret));
+	sv->roles[w].last = -1;
 	atomic_fetch_add(&sv->cleanups, 1);
 	atomic_store(&sv->roles[w].state, SK_FREE);
 	sk_poke_door(sv);
@@ -883,6 +954,7 @@ static inline int sk_server_start(struct sk_server *sv, struct sk_table *tab,
 			return ret;
 		sv->roles[w].pidfd = -1;
 		sv->roles[w].held = -1;
+		sv->roles[w].last = -1;
 		ret = sk_arena_whole(sv->req[w]);
 		if (ret)
 			return ret;
