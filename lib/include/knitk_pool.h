@@ -7,13 +7,16 @@
  * submits calls; a call is a function id plus argument bytes and comes back
  * as a status plus result bytes.  Every submitted call completes exactly
  * once: with the task's result, or with -ETIMEDOUT (its deadline passed),
- * -ECANCELED (aborted, or cancelled by shutdown) or -EOWNERDEAD (the worker
- * process it was given to died before answering it).  The pool learns of
- * a death after the fact: with private lanes, a call submitted between a
- * worker's exit and the pool seeing it (knitk_pool_worker_info still gives
- * alive 1) is queued to the dead worker and completes -EOWNERDEAD without
- * having run; once the pool reports the worker not alive, no call goes to
- * it.
+ * -ECANCELED (aborted, or cancelled by shutdown), -EOWNERDEAD (the worker
+ * process it was given to died before answering it) or -EBADMSG (its
+ * worker answered with a malformed result header: a kind, length, arena
+ * slot or offset out of bounds, or the stop message's function id; the
+ * host checks the header before it reads a byte of the result).  The
+ * pool learns of a death after the fact: with private lanes, a call
+ * submitted between a worker's exit and the pool seeing it
+ * (knitk_pool_worker_info still gives alive 1) is queued to the dead
+ * worker and completes -EOWNERDEAD without having run; once the pool
+ * reports the worker not alive, no call goes to it.
  *
  * Dispatch uses private lanes: one request mailbox per (submitter,
  * worker) and one return mailbox per worker.  A submitting thread holds one
@@ -389,8 +392,9 @@ int knitk_pool_wait_all(struct knitk_pool *pool, struct knitk_call *const *calls
  * value, -EPROTO for a task that returned -EINPROGRESS, or -ETIMEDOUT,
  * -ECANCELED, -EOWNERDEAD, -EMSGSIZE for a result too big, -ENOMEM for a
  * task that ran but whose result, over 64 bytes, the host found no memory
- * to copy out of the return lane); -EINPROGRESS while running, and only
- * then.
+ * to copy out of the return lane, -EBADMSG for a result whose header its
+ * worker wrote out of bounds, with no result bytes); -EINPROGRESS while
+ * running, and only then.
  */
 int knitk_call_status(struct knitk_call *call);
 
@@ -491,7 +495,8 @@ int knitk_worker_main(int argc, char **argv,
  * @timedout: completed with -ETIMEDOUT.
  * @canceled: completed with -ECANCELED.
  * @ownerdead: completed with -EOWNERDEAD.
- * @stale: results that arrived for calls already completed, dropped.
+ * @stale: results that arrived for calls already completed, or naming no
+ *	call in flight (another entry, or a wrong generation), dropped.
  * @deaths: worker deaths seen.
  * @respawns: workers restarted.
  * @event_writes: futex backend: writes to the event fd

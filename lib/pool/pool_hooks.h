@@ -69,6 +69,12 @@ enum pool_hook {
 	 * it hands it anything.
 	 */
 	POOL_HOOK_STEAL_PICKED,
+	/*
+	 * worker_handle, in a worker (no pool): worker @arg filled the
+	 * header of its result lane and is about to publish it.  Only the
+	 * lane hook (knitk__test_lane_hook) is called here.
+	 */
+	POOL_HOOK_RESULT,
 };
 
 typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,
@@ -76,6 +82,22 @@ typedef void (*pool_hook_fn)(struct knitk_pool *pool, enum pool_hook point,
 
 /* Set by a test (atomic: the pool's threads may be running). */
 extern _Atomic(pool_hook_fn) knitk__test_hook;
+
+struct knitk_producer;
+struct knitk_lane_header;
+
+/*
+ * The hook of a point where a worker holds a lane it is about to publish
+ * (POOL_HOOK_RESULT): worker @worker, its producer @producer, the lane
+ * @lane and its header @h.  A test may rewrite the header (a hostile
+ * worker) and may claim and publish lanes of its own through @producer.
+ * Set by a test, in the process of the workers it means.
+ */
+typedef void (*pool_lane_hook_fn)(enum pool_hook point, unsigned int worker,
+				  struct knitk_producer *producer,
+				  unsigned int lane, struct knitk_lane_header *h);
+
+extern _Atomic(pool_lane_hook_fn) knitk__test_lane_hook;
 
 /*
  * Where a pool made from now on starts its entries' generations (the high
@@ -99,10 +121,17 @@ extern _Atomic int knitk__test_publish_twice;
 	if (hook_)							\
 		hook_(pool, point, arg);				\
 } while (0)
+#define POOL_LANE_HOOK(point, worker, producer, lane, h) do {	\
+	pool_lane_hook_fn lhook_ = atomic_load(&knitk__test_lane_hook);	\
+									\
+	if (lhook_)							\
+		lhook_(point, worker, producer, lane, h);		\
+} while (0)
 #define POOL_GEN_BASE() atomic_load(&knitk__test_gen_base)
 #define POOL_PUBLISH_TWICE() atomic_load(&knitk__test_publish_twice)
 #else
 #define POOL_HOOK(pool, point, arg) do { } while (0)
+#define POOL_LANE_HOOK(point, worker, producer, lane, h) do { } while (0)
 #define POOL_GEN_BASE() 0U
 #define POOL_PUBLISH_TWICE() 0
 #endif

@@ -267,6 +267,7 @@ struct knitk_pool {
 	_Atomic uint64_t progress;
 	bool closed;			/* no more submits */
 	bool shut;			/* knitk_pool_shutdown ran */
+	bool stopping;			/* the stop messages are sent (shutdown.c) */
 	bool completer_done;
 	bool destroyed;			/* freed by the last handle */
 	unsigned long handles;		/* live call handles */

@@ -3,6 +3,10 @@
  * Results: taking a worker's answers from its return mailbox and
  * completing their calls.  A result is matched to its call by task id
  * (entry, generation); one for a call that is gone is dropped (stale).
+ * The header is the worker's to write: knitk_lane_decode checks its kind,
+ * lengths, arena slot and offset on a private copy before a byte is read,
+ * and a result that fails (or a stop reply nobody asked for) completes
+ * the call it names -EBADMSG, with no bytes (docs/protocol.md C9).
  *
  * A thread waiting for its calls that holds the drainer role takes results
  * without pool->lock and completes them at its next hold of it, the one
@@ -30,17 +34,33 @@ static void results_apply_locked(struct knitk_pool *pool, unsigned int w,
 		uint32_t idx = (uint32_t)r->task_id, gen = (uint32_t)(r->task_id >> 32);
 		struct pool_entry *e;
 
+		if (r->stop && !pool->stopping) {
+			/*
+			 * A stop reply nobody asked for: the stop message
+			 * goes out only at shutdown, once no call is in
+			 * flight.  A worker that answers a call with the stop
+			 * function id has not stopped; the call its task id
+			 * names fails as any malformed result does.
+			 */
+			r->stop = false;
+			r->status = -EBADMSG;
+			free(r->data);
+			r->data = NULL;
+			r->len = 0;
+		}
 		if (r->stop) {
 			if (pw->state == WORKER_RUNNING)
 				pw->state = WORKER_STOPPED;
 			atomic_store_explicit(&pw->alive, 0, memory_order_seq_cst);
 			continue;
 		}
-		/* Stealing: any worker may answer any entry (T10). */
-		e = pool->steal || idx / KNITK_LANES == w ?
+		/*
+		 * Stealing: any worker may answer any entry (T10).  The
+		 * index is the worker's to write: bounded before it is used.
+		 */
+		e = idx < pool->nr_workers * KNITK_LANES &&
+		    (pool->steal || idx / KNITK_LANES == w) ?
 		    &pool->entries[idx] : NULL;
-		if (e && idx >= pool->nr_workers * KNITK_LANES)
-			e = NULL;
 		if (!e || !e->call || e->gen != gen) {
 			/* Not ours, or its entry is gone: drop it. */
 			pool->stats.stale++;

@@ -17,6 +17,10 @@ static void pool_stop_workers(struct knitk_pool *pool)
 	struct knitk_lane_header h = { .function_id = POOL_FN_STOP };
 	unsigned int w;
 
+	/* From now on a stop reply is an answer (results.c). */
+	pthread_mutex_lock(&pool->lock);
+	pool->stopping = true;
+	pthread_mutex_unlock(&pool->lock);
 	if (pool->steal)
 		knitk__steal_stop_workers(pool);
 	for (w = 0; !pool->steal && w < pool->nr_workers; w++) {

@@ -221,6 +221,7 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	rh->user = (uint32_t)status;
 	if (status < 0)
 		rh->flags |= KNITK_LANE_F_ERROR;
+	POOL_LANE_HOOK(POOL_HOOK_RESULT, l->a->worker, l->ret, rlane, rh);
 	knitk_lane_publish(l->ret, rlane);
 	if (l->ring_wait && !stop)
 		l->ring_due = true;
