@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "process.h"
 #include "slot.h"
 #include "../sized.h"
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "process.h"
 #include "slot.h"
 
 static void worker_drain(struct knitk_pool *pool, unsigned int w)

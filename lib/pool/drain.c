@@ -26,6 +26,7 @@
 #include <errno.h>
 
 #include "pool_internal.h"
+#include "process.h"
 
 /*
  * Drain every return mailbox and handle deaths; returns the work done.

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "process.h"
 
 #ifndef SYS_futex_waitv
 #define SYS_futex_waitv 449	/* the same on every architecture */

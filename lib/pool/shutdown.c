@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "process.h"
 
 /* Send the stop message to every running worker, wait until they stop. */
 static void pool_stop_workers(struct knitk_pool *pool)

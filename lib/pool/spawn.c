@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "process.h"
 
 extern char **environ;
 

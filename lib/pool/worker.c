@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "pool_internal.h"
+#include "process.h"
 #include "slot.h"
 #include "../trace.h"
 
