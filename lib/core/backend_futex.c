@@ -284,6 +284,7 @@ static int futex_join(struct knitk_endpoint *k, unsigned int role,
 	atomic_fetch_and_explicit(A64(&ctl->dead), ~b, memory_order_seq_cst);
 	*generation = atomic_fetch_add_explicit(A32(&ctl->generation[doorbell]), 1,
 						memory_order_seq_cst) + 1;
+	k->join_pid = getpid();
 	return 0;
 }
 
@@ -543,7 +544,17 @@ static int futex_mark_dead(struct knitk_endpoint *k, unsigned int doorbell)
 
 static void futex_release(struct knitk_endpoint *k)
 {
-	if (k->base && k->doorbell >= 0)
+	/*
+	 * Leaving ends the role only for the process that joined it (P1)
+	 * and only while it is still this endpoint's: a forked child
+	 * releasing the endpoint it inherited, or an endpoint whose role was
+	 * marked dead and joined again by another, leaves the role to its
+	 * holder.  A mark_dead of the role and a new join that both land
+	 * between this look and the clear in futex_mark_dead are not told
+	 * apart (the module's release keeps each endpoint's own record).
+	 */
+	if (k->base && k->doorbell >= 0 && k->join_pid == getpid() &&
+	    !knot_role_ended(k))
 		futex_mark_dead(k, (unsigned int)k->doorbell);
 	if (k->base)
 		munmap(k->base, k->map_bytes);

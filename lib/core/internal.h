@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "knitk.h"
 
@@ -115,6 +116,7 @@ struct knitk_endpoint {
 	uint32_t pages_flags;		/* KNITK_PAGES_HUGETLB, KNITK_PAGES_THP */
 	int doorbell;			/* the joined role's doorbell, -1 before JOIN */
 	uint32_t join_gen;		/* the generation our JOIN gave the role */
+	pid_t join_pid;			/* futex: the process that joined */
 	uint32_t nonce;			/* last sleeping-flag value written */
 	uint32_t death_seq;		/* death_seq seen at prepare */
 	uint32_t death_done;		/* death_done seen at prepare */

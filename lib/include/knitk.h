@@ -171,7 +171,13 @@ int knitk_endpoint_attach(int fd, unsigned int flags, struct knitk_endpoint **ep
 int knitk_endpoint_join(struct knitk_endpoint *ep, unsigned int role,
 			unsigned int worker);
 
-/* knitk_endpoint_destroy - leave (a joined role is marked dead), unmap, close. */
+/*
+ * knitk_endpoint_destroy - leave, unmap, close.  A joined role ends (it is
+ * marked dead) only in the process that joined it and only while it is
+ * still this endpoint's: a forked child's destroy of an inherited
+ * endpoint, or that of an endpoint whose role was taken by a later join,
+ * ends nothing.
+ */
 void knitk_endpoint_destroy(struct knitk_endpoint *ep);
 
 /* knitk_endpoint_fd - the fd to hand to children (O_CLOEXEC is set on it). */
@@ -568,6 +574,10 @@ int knitk_lane_scan(struct knitk_consumer *consumer, uint64_t *pending);
  * knitk_lane_next - remove from *@pending and return the next lane in
  * consume order (publish order for a single producer, also when a lane
  * staged early is published after lanes claimed later); -ENOENT if empty.
+ * The order comes from a cursor kept in @consumer, which each lane taken
+ * moves on: walk the mask the last knitk_lane_scan() (or
+ * knitk_consumer_wait()) gave, and no copy of it beside, or the lanes
+ * come out in another order until the next scan.
  */
 int knitk_lane_next(struct knitk_consumer *consumer, uint64_t *pending);
 

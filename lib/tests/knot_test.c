@@ -195,6 +195,57 @@ static void join_roles(void)
 }
 
 /*
+ * Leaving ends a role only for its holder (P1): an endpoint whose role
+ * was marked dead and joined again by another, and a forked child that
+ * releases the endpoints it inherited, leave the role where it is.
+ */
+static void release_leaves_others_roles(void)
+{
+	const struct knitk_control *ctl;
+	struct knitk_endpoint *h, *w0, *w0b, *w0c;
+	int status;
+	pid_t pid;
+
+	REQUIRE(knitk_endpoint_create(&geom2, KNITK_KNOT_FUTEX, &h) == 0);
+	knitk_endpoint_control(h, &ctl);
+	REQUIRE(knitk_endpoint_join(h, KNITK_ROLE_HOST, 0) == 1);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(h), 0, &w0) == 0);
+	REQUIRE(knitk_endpoint_join(w0, KNITK_ROLE_WORKER, 0) == 1);
+	/* w0's role ends; w0b takes it; then w0, stale, is released. */
+	CHECK_EQ(knitk_endpoint_mark_dead(h, 0), 0);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(h), 0, &w0b) == 0);
+	CHECK_EQ(knitk_endpoint_join(w0b, KNITK_ROLE_WORKER, 0), 2);
+	knitk_endpoint_destroy(w0);
+	CHECK_EQ(ctl->death_seq, 1);
+	CHECK_EQ(ctl->live, 1ULL << 63 | 1);
+	CHECK_EQ(knitk_endpoint_poll(w0b), 0);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(h), 0, &w0c) == 0);
+	CHECK_EQ(knitk_endpoint_join(w0c, KNITK_ROLE_WORKER, 0), -EBUSY);
+	knitk_endpoint_destroy(w0c);
+
+	/* A child releases what it inherited, as cleanup code before exit. */
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (!pid) {
+		knitk_endpoint_destroy(w0b);
+		knitk_endpoint_destroy(h);
+		_exit(0);
+	}
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ(ctl->death_seq, 1);
+	CHECK_EQ(ctl->live, 1ULL << 63 | 1);
+	CHECK_EQ(knitk_endpoint_host_dead(w0b), 0);
+	CHECK_EQ(knitk_endpoint_poll(w0b), 0);
+
+	/* The holder's own release still ends its role. */
+	knitk_endpoint_destroy(w0b);
+	CHECK_EQ(ctl->death_seq, 2);
+	CHECK_EQ(ctl->live, 1ULL << 63);
+	knitk_endpoint_destroy(h);
+}
+
+/*
  * The ordered readers of the control page follow joins, deaths and
  * rejoins: knitk_endpoint_deaths, knitk_endpoint_role, knitk_endpoint_host_dead.
  */
@@ -456,6 +507,7 @@ int main(void)
 	TEST(region_lanes_recorded);
 	TEST(control_page_and_layout);
 	TEST(join_roles);
+	TEST(release_leaves_others_roles);
 	TEST(control_page_readers);
 	TEST(attach_rejects_other_fds);
 	TEST(process_worker_by_fd);
