@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
- * The lane protocol of a mailbox (docs/protocol.md L1-L6).
+ * The lane protocol of a mailbox (docs/protocol.md L1-L7).
  *
  * Lane L is free when bit L of the pub word and of the effective ack word
  * agree, pending when they differ.  The producer is the only writer of the
