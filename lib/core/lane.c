@@ -627,45 +627,40 @@ KNITK_EXPORT int knitk_producer_send_batch(struct knitk_producer *producer,
 	return (int)i;
 }
 
-/*
- * The checks of knitk_producer_send_packed, over every message before any
- * is written (so a refused call sends nothing).
- */
-static int producer_check_packed(const struct knitk_producer *p,
-				 const struct iovec *msgs, unsigned int n)
+/* Whether message @m can be a record of a lane of @p: 0 or -errno. */
+static inline int packed_check(const struct knitk_producer *p,
+			       const struct iovec *m)
 {
-	unsigned int i;
-	size_t len;
-
-	if (!p || !msgs || !n || n > INT_MAX)
+	if (!m->iov_len || !m->iov_base)
 		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		len = msgs[i].iov_len;
-		if (!len || !msgs[i].iov_base)
-			return -EINVAL;
-		if (len > p->g.inline_bytes ||
-		    KNITK_PACK_ROOM(len) > p->g.inline_bytes)
-			return -EMSGSIZE;
-	}
+	if (m->iov_len > p->g.inline_bytes ||
+	    KNITK_PACK_ROOM(m->iov_len) > p->g.inline_bytes)
+		return -EMSGSIZE;
 	return 0;
 }
 
 /*
  * Fill free @lane with the records of @msgs from *@i on that fit its
- * inline bytes (at least the first, which always fits), and its header
- * as a packed lane (L7); *@i moves past them.
+ * inline bytes, and its header as a packed lane (L7); *@i moves past
+ * them.  Each message is checked before it is copied: 0, or the error of
+ * the first that cannot be sent (the lane is then not the consumer's to
+ * see: the caller publishes nothing).
  */
-static void lane_fill_packed(struct knitk_producer *p, unsigned int lane,
-			     const struct knitk_lane_header *header,
-			     const struct iovec *msgs, unsigned int n,
-			     unsigned int *i)
+static int lane_fill_packed(struct knitk_producer *p, unsigned int lane,
+			    const struct knitk_lane_header *header,
+			    const struct iovec *msgs, unsigned int n,
+			    unsigned int *i)
 {
 	struct knitk_lane_header *h = lane_hdr(p, lane);
 	char *buf = (char *)h + KNITK_LANE_HEADER_BYTES;
 	size_t room = p->g.inline_bytes, used = 0, len;
 	unsigned int k = *i;
+	int ret;
 
 	do {
+		ret = packed_check(p, &msgs[k]);
+		if (ret)
+			return ret;
 		len = msgs[k].iov_len;
 		if (KNITK_PACK_ROOM(len) > room - used)
 			break;
@@ -679,6 +674,7 @@ static void lane_fill_packed(struct knitk_producer *p, unsigned int lane,
 	h->length = used;
 	p->lane_slot[lane] = -1;
 	*i = k;
+	return 0;
 }
 
 KNITK_EXPORT int knitk_producer_send_packed(struct knitk_producer *producer,
@@ -688,10 +684,15 @@ KNITK_EXPORT int knitk_producer_send_packed(struct knitk_producer *producer,
 {
 	static const struct knitk_lane_header none;
 	struct knitk_producer *p = producer;
+	unsigned char order[KNITK_LANES];
 	uint64_t free, lanes = 0;
-	unsigned int i = 0, lane, cursor;
-	int ret = producer_check_packed(p, msgs, n);
+	unsigned int i = 0, nr = 0, lane, cursor;
+	int ret;
 
+	if (!p || !msgs || !n || n > INT_MAX)
+		return -EINVAL;
+	/* The first message alone decides between an error and -EAGAIN. */
+	ret = packed_check(p, &msgs[0]);
 	if (ret)
 		return ret;
 	/* As knitk_producer_send_batch takes lanes: no claimed bits needed. */
@@ -705,15 +706,19 @@ KNITK_EXPORT int knitk_producer_send_packed(struct knitk_producer *producer,
 				break;
 		}
 		lane = ring_next(free, cursor);
-		lane_fill_packed(p, lane, header ? header : &none, msgs, n, &i);
-		/* Stamped in fill order, wherever the lane is. */
-		lane_stamp(p, lane);
+		ret = lane_fill_packed(p, lane, header ? header : &none, msgs, n, &i);
+		if (ret)
+			return ret;	/* nothing published, the cursor kept */
+		order[nr++] = (unsigned char)lane;
 		free &= ~bit(lane);
 		lanes |= bit(lane);
 		cursor = (lane + 1) % KNITK_LANES;
 	}
 	if (!lanes)
 		return -EAGAIN;
+	/* Stamped in fill order, wherever the lanes are. */
+	for (lane = 0; lane < nr; lane++)
+		lane_stamp(p, order[lane]);
 	p->cursor = cursor;
 	lane_publish_stamped(p, lanes);
 	return (int)i;

@@ -490,11 +490,13 @@ int knitk_producer_send_batch(struct knitk_producer *producer,
  *
  * Return: how many messages were sent, from the first on; -EAGAIN
  * (backpressure) when every lane is pending or claimed, and nothing was
- * sent.  Every message is checked before any is written, and on an error
- * below nothing is sent: -EINVAL for a NULL @producer or @msgs, an @n of
- * 0 or above INT_MAX, a message of 0 bytes or a NULL iov_base;
- * -EMSGSIZE for a message longer than a lane can hold (then every
- * message is, with inline_bytes 0).
+ * sent.  Each message is checked before it is copied, and a message the
+ * call reaches that cannot be sent fails the whole call, with nothing
+ * sent (messages past the last lane the call could take are not looked
+ * at: their lanes' worth before them is sent): -EINVAL for a NULL
+ * @producer or @msgs, an @n of 0 or above INT_MAX, a message of 0 bytes
+ * or a NULL iov_base; -EMSGSIZE for a message longer than a lane can
+ * hold (then every message is, with inline_bytes 0).
  */
 int knitk_producer_send_packed(struct knitk_producer *producer,
 			       const struct knitk_lane_header *header,

@@ -448,8 +448,11 @@ static void backpressure_sends_a_prefix(void)
 	/* 62 lanes taken, 2 left: 2 of 6 lane-sized messages go. */
 	for (i = 0; i < 62; i++)
 		REQUIRE(knitk_producer_send_packed(p, NULL, iov, 1) == 1);
+	/* A bad message past the lanes it could take is not looked at. */
+	iov[5].iov_len = 0;
 	CHECK_EQ(knitk_producer_send_packed(p, NULL, iov, 6), 2);
 	CHECK_EQ(knitk_producer_send_packed(p, NULL, iov, 6), -EAGAIN);
+	iov[5].iov_len = REC_MAX;
 	CHECK_EQ(knitk_lane_scan(c, &pend), 64);
 	CHECK_EQ(knitk_lane_ack(c, pend), 0);
 	CHECK_EQ(knitk_producer_send_packed(p, NULL, iov, 6), 6);
@@ -481,7 +484,7 @@ static void bad_arguments(void)
 	CHECK_EQ(knitk_producer_send_packed(p, NULL, NULL, 1), -EINVAL);
 	CHECK_EQ(knitk_producer_send_packed(p, NULL, iov, 0), -EINVAL);
 	CHECK_EQ(knitk_producer_send_packed(p, NULL, iov, (unsigned int)INT_MAX + 1), -EINVAL);
-	/* One bad message anywhere: nothing at all is sent. */
+	/* One bad message anywhere the call reaches: nothing is sent. */
 	iov[2].iov_len = 0;
 	CHECK_EQ(knitk_producer_send_packed(p, NULL, iov, 3), -EINVAL);
 	iov[2] = (struct iovec){ NULL, 8 };
@@ -492,6 +495,11 @@ static void bad_arguments(void)
 	CHECK_EQ(knitk_producer_send_packed(p, NULL, iov, 3), -EMSGSIZE);
 	iov[2] = (struct iovec){ a, SIZE_MAX - 1 };
 	CHECK_EQ(knitk_producer_send_packed(p, NULL, iov, 3), -EMSGSIZE);
+	/* Also when the bad one would go in a later lane than the first. */
+	iov[0] = (struct iovec){ a, REC_MAX };
+	iov[2] = (struct iovec){ a, 0 };
+	CHECK_EQ(knitk_producer_send_packed(p, NULL, iov, 3), -EINVAL);
+	iov[0] = (struct iovec){ a, 8 };
 	CHECK_EQ(knitk_lane_scan(c, &pend), 0);
 	/* A lane that is not packed is not unpacked. */
 	lane = knitk_producer_send(p, &(struct knitk_lane_header){ 0 }, a, 8);
