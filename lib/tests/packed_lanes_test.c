@@ -3,15 +3,16 @@
  * Packed lanes (knitk_producer_send_packed, knitk_lane_unpack,
  * docs/protocol.md L7), futex backend: every message arrives once and in
  * order, its length and every byte derived from its sequence number, from
- * a writer thread and a writer process, in records of mixed sizes that
- * include ones that fill a lane exactly; records are packed into as few
- * lanes as they fit and a message too big for a lane is refused with
- * nothing sent; a writer SIGKILLed mid-stream leaves the reader every
- * record it published, none torn; hostile packed lanes (forged lengths
- * and counts: past the end, running over the used bytes, zero, huge) are
- * refused -EBADMSG, lane by lane, with the next lane read as usual and
- * the page past the hostile lane unreadable, so a read outside it would
- * fault; bad arguments get a negative errno.
+ * a writer thread and a writer process, and to a claimant of a stealing
+ * mailbox, in records of mixed sizes that include ones that fill a lane
+ * exactly; records are packed into as few lanes as they fit and a message
+ * too big for a lane is refused with nothing sent; a writer SIGKILLed
+ * mid-stream leaves the reader every record it published, none torn;
+ * hostile packed lanes (forged lengths and counts: past the end, running
+ * over the used bytes, zero, huge) are refused -EBADMSG, lane by lane,
+ * with the next lane read as usual and the page past the hostile lane
+ * unreadable, so a read outside it would fault; bad arguments get a
+ * negative errno.
  */
 #include <errno.h>
 #include <limits.h>
@@ -544,6 +545,91 @@ static void bad_arguments(void)
 	fx_fini(&f0);
 }
 
+/*
+ * A claimant of a stealing mailbox reads packed lanes from its private
+ * copy: every record once, in order (one claimant), a forged lane
+ * refused -EBADMSG and the lanes after it read.
+ */
+static void steal_claimant_unpacks(void)
+{
+	struct knitk_geometry g = {
+		.flags = KNITK_GEOM_STEAL, .nr_workers = 1, .nr_submitters = 1,
+		.lanes = KNITK_LANES, .inline_bytes = INLINE,
+	};
+	static unsigned char bufs[BATCH_MAX][REC_MAX];
+	struct knitk_endpoint *host, *w;
+	struct knitk_producer *p;
+	struct knitk_consumer *c;
+	struct knitk_lane_header *h;
+	struct iovec iov[BATCH_MAX];
+	struct knitk_msg m[8];
+	struct knitk_record r[16];
+	uint64_t sent = 0, got = 0, pend, done;
+	unsigned int k, i;
+	int ret, n, j, lane, bad = 0, forged = 0;
+	size_t pos;
+	void *buf;
+
+	REQUIRE(knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &host) == 0);
+	REQUIRE(knitk_endpoint_join(host, KNITK_ROLE_HOST, 0) >= 1);
+	REQUIRE(knitk_endpoint_attach(knitk_endpoint_fd(host), 0, &w) == 0);
+	REQUIRE(knitk_endpoint_join(w, KNITK_ROLE_WORKER, 0) >= 1);
+	REQUIRE(knitk_producer_create(host, 0, &p) == 0);
+	REQUIRE(knitk_steal_consumer_create(w, 0,
+		(unsigned int)knitk_steal_region_lanes(1, 0), &c) == 0);
+	while (sent < 5000 && !tap_case_failed) {
+		k = 1 + (unsigned int)(sent % BATCH_MAX);
+		for (i = 0; i < k; i++) {
+			msg_fill(bufs[i], sent + i);
+			iov[i] = (struct iovec){ bufs[i], msg_len(sent + i) };
+		}
+		REQUIRE((ret = knitk_producer_send_packed(p, NULL, iov, k)) > 0);
+		sent += (unsigned int)ret;
+		/* Now and then a forged lane among them: one that frames nothing. */
+		if (sent % 7 == 0) {
+			lane = knitk_lane_claim(p);
+			REQUIRE(lane >= 0);
+			REQUIRE(knitk_lane_reserve(p, (unsigned int)lane, 8, &buf) == 0);
+			REQUIRE(knitk_lane_header(p, (unsigned int)lane, &h) == 0);
+			memset(buf, 0xff, 8);
+			h->kind = KNITK_PAYLOAD_PACKED;
+			h->value = 1;
+			REQUIRE(knitk_lane_publish(p, (unsigned int)lane) == 0);
+			bad++;
+			forged++;
+		}
+		while (knitk_lane_scan(c, &pend) > 0) {
+			while (pend) {
+				n = knitk_lane_decode_batch(c, &pend, m, 8, sizeof(m[0]));
+				if (n == -EBADMSG) {
+					bad--;
+					CHECK_EQ(knitk_lane_ack(c, 1ULL << m[0].lane), 0);
+					continue;
+				}
+				REQUIRE(n > 0);
+				done = 0;
+				for (j = 0; j < n; j++) {
+					done |= 1ULL << m[j].lane;
+					pos = 0;
+					while ((ret = knitk_lane_unpack(&m[j], &pos, r, 16)) > 0)
+						for (i = 0; i < (unsigned int)ret; i++)
+							CHECK(msg_is(&r[i], got++));
+					CHECK_EQ(ret, 0);
+				}
+				CHECK_EQ(knitk_lane_ack(c, done), 0);
+			}
+		}
+	}
+	CHECK_EQ(got, sent);
+	/* Every forged lane was refused, once. */
+	CHECK(forged > 0);
+	CHECK_EQ(bad, 0);
+	knitk_consumer_destroy(c);
+	knitk_producer_destroy(p);
+	knitk_endpoint_destroy(w);
+	knitk_endpoint_destroy(host);
+}
+
 /* --------------------------------------------------------- hostile lanes */
 
 struct forged {
@@ -763,6 +849,7 @@ int main(void)
 	TEST(every_message_once_threads);
 	TEST(pack_into_fewest_lanes);
 	TEST(backpressure_sends_a_prefix);
+	TEST(steal_claimant_unpacks);
 	TEST(bad_arguments);
 	TEST(hostile_lanes_refused);
 	TEST(rewritten_lane_never_read_outside);
