@@ -42,10 +42,10 @@
  * zero (-EINVAL otherwise): knitk_task_table (usually a static initialiser;
  * its word of room is the padding it always had) and knitk_submission (an
  * array element, whose stride must not vary; per-call options grow through
- * its sized knitk_call_opts).  struct knitk_record, an output array element
- * of a pointer and a length, is fixed.  uAPI structs follow the uAPI's own rule
- * (reserved fields, checked), and struct knitk_lane_header is a fixed
- * 64-byte wire format.
+ * its sized knitk_call_opts).  struct knitk_record, an output array
+ * element of a pointer and a length, is fixed.  uAPI structs follow the
+ * uAPI's own rule (reserved fields, checked), and struct knitk_lane_header
+ * is a fixed 64-byte wire format.
  *
  * Backends: "kmod" uses /dev/knitk; "futex" uses a memfd of the same layout
  * and shared futexes.  knitk_endpoint_create() picks kmod when /dev/knitk opens,
@@ -492,8 +492,8 @@ int knitk_producer_send_batch(struct knitk_producer *producer,
  * (backpressure) when every lane is pending or claimed, and nothing was
  * sent.  Each message is checked before it is copied, and a message the
  * call reaches that cannot be sent fails the whole call, with nothing
- * sent (messages past the last lane the call could take are not looked
- * at: their lanes' worth before them is sent): -EINVAL for a NULL
+ * sent (a message past the last lane the call could take is not looked
+ * at: the call returns the count before it): -EINVAL for a NULL
  * @producer or @msgs, an @n of 0 or above INT_MAX, a message of 0 bytes
  * or a NULL iov_base; -EMSGSIZE for a message longer than a lane can
  * hold (then every message is, with inline_bytes 0).
@@ -644,10 +644,10 @@ int knitk_lane_decode(struct knitk_consumer *consumer, unsigned int lane,
  * (-EINVAL, -E2BIG) and -EINVAL unless a multiple of the struct's
  * alignment (so every element is aligned as @msgs is); each element is written as knitk_lane_decode writes
  * one, its size included.  A lane that does not decode (its header, or
- * the records of a packed lane) ends the
- * batch: as the first lane it is taken, msgs[0] filled as far as
- * knitk_lane_decode fills it and -EBADMSG returned (the lane must still be
- * acknowledged); after others it stays in *@pending for the next call.
+ * the records of a packed lane) ends the batch: as the first lane it is
+ * taken, msgs[0] filled as far as knitk_lane_decode fills it and -EBADMSG
+ * returned (the lane must still be acknowledged); after others it stays
+ * in *@pending for the next call.
  * -ENOENT if *@pending is empty, -EPERM if it holds a lane that no scan
  * returned as pending.
  */
@@ -690,9 +690,8 @@ struct knitk_record {
  * end of the lane.  A record that no longer frames (the lane was written
  * after its decode) ends the batch: as the first, -EBADMSG, with *@pos
  * unchanged (read no further records of that lane); after others, they
- * are returned and the next call fails.  -EINVAL for
- * a NULL argument, an @n of 0, a @msg of another kind or a *@pos past
- * @msg->len.
+ * are returned and the next call fails.  -EINVAL for a NULL argument, an
+ * @n of 0, a @msg of another kind or a *@pos past @msg->len.
  */
 int knitk_lane_unpack(const struct knitk_msg *msg, size_t *pos,
 		      struct knitk_record *recs, unsigned int n);
