@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later OR MIT
 /*
- * The lane protocol of a mailbox (docs/protocol.md L1-L6).
+ * The lane protocol of a mailbox (docs/protocol.md L1-L7).
  *
  * Lane L is free when bit L of the pub word and of the effective ack word
  * agree, pending when they differ.  The producer is the only writer of the
@@ -17,11 +17,13 @@
  * and one consumer lanes are consumed in publish order.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "arena.h"
 #include "internal.h"
+#include "packed.h"
 #include "../sized.h"
 
 KNITK__SIZED_VER0(knitk_msg, KNITK_MSG_SIZE_VER0);
@@ -625,6 +627,103 @@ KNITK_EXPORT int knitk_producer_send_batch(struct knitk_producer *producer,
 	return (int)i;
 }
 
+/* Whether message @m can be a record of a lane of @p: 0 or -errno. */
+static inline int packed_check(const struct knitk_producer *p,
+			       const struct iovec *m)
+{
+	if (!m->iov_len || !m->iov_base)
+		return -EINVAL;
+	if (m->iov_len > p->g.inline_bytes ||
+	    KNITK_PACK_ROOM(m->iov_len) > p->g.inline_bytes)
+		return -EMSGSIZE;
+	return 0;
+}
+
+/*
+ * Fill free @lane with the records of @msgs from *@i on that fit its
+ * inline bytes, and its header as a packed lane (L7); *@i moves past
+ * them.  Each message is checked before it is copied: 0, or the error of
+ * the first that cannot be sent (the lane is then not the consumer's to
+ * see: the caller publishes nothing).
+ */
+static int lane_fill_packed(struct knitk_producer *p, unsigned int lane,
+			    const struct knitk_lane_header *header,
+			    const struct iovec *msgs, unsigned int n,
+			    unsigned int *i)
+{
+	struct knitk_lane_header *h = lane_hdr(p, lane);
+	char *buf = (char *)h + KNITK_LANE_HEADER_BYTES;
+	size_t room = p->g.inline_bytes, used = 0, len;
+	unsigned int k = *i;
+	int ret;
+
+	do {
+		ret = packed_check(p, &msgs[k]);
+		if (ret)
+			return ret;
+		len = msgs[k].iov_len;
+		if (KNITK_PACK_ROOM(len) > room - used)
+			break;
+		knitk__pack_put(buf + used, msgs[k].iov_base, len);
+		used += KNITK_PACK_ROOM(len);
+	} while (++k < n);
+	memcpy(h, header, offsetof(struct knitk_lane_header, stamp));
+	h->kind = KNITK_PAYLOAD_PACKED;
+	h->arena_slot = KNITK_ARENA_NO_SLOT;
+	h->value = k - *i;
+	h->length = used;
+	p->lane_slot[lane] = -1;
+	*i = k;
+	return 0;
+}
+
+KNITK_EXPORT int knitk_producer_send_packed(struct knitk_producer *producer,
+					    const struct knitk_lane_header *header,
+					    const struct iovec *msgs,
+					    unsigned int n)
+{
+	static const struct knitk_lane_header none;
+	struct knitk_producer *p = producer;
+	unsigned char order[KNITK_LANES];
+	uint64_t free, lanes = 0;
+	unsigned int i = 0, nr = 0, lane, cursor;
+	int ret;
+
+	if (!p || !msgs || !n || n > INT_MAX)
+		return -EINVAL;
+	/* The first message alone decides between an error and -EAGAIN. */
+	ret = packed_check(p, &msgs[0]);
+	if (ret)
+		return ret;
+	/* As knitk_producer_send_batch takes lanes: no claimed bits needed. */
+	free = producer_free(p);
+	cursor = p->cursor;
+	while (i < n) {
+		if (!free) {
+			p->ack_cache = producer_load_ack(p);
+			free = producer_free(p) & ~lanes;
+			if (!free)
+				break;
+		}
+		lane = ring_next(free, cursor);
+		ret = lane_fill_packed(p, lane, header ? header : &none, msgs, n, &i);
+		if (ret)
+			return ret;	/* nothing published, the cursor kept */
+		order[nr++] = (unsigned char)lane;
+		free &= ~bit(lane);
+		lanes |= bit(lane);
+		cursor = (lane + 1) % KNITK_LANES;
+	}
+	if (!lanes)
+		return -EAGAIN;
+	/* Stamped in fill order, wherever the lanes are. */
+	for (lane = 0; lane < nr; lane++)
+		lane_stamp(p, order[lane]);
+	p->cursor = cursor;
+	lane_publish_stamped(p, lanes);
+	return (int)i;
+}
+
 /* A stealing mailbox's producer, and @claimant one of its knot's workers. */
 static bool producer_steals_to(const struct knitk_producer *p, unsigned int claimant)
 {
@@ -1075,6 +1174,15 @@ static inline int lane_decode(const struct knitk_consumer *c, unsigned int lane,
 		return 0;
 	case KNITK_PAYLOAD_INLINE:
 		if (h->length > c->g.inline_bytes)
+			return -EBADMSG;
+		msg->data = l + KNITK_LANE_HEADER_BYTES;
+		msg->len = h->length;
+		return 0;
+	case KNITK_PAYLOAD_PACKED:
+		/* L7: the whole lane frames, or none of it is read. */
+		if (h->length > c->g.inline_bytes ||
+		    !knitk__packed_frames(l + KNITK_LANE_HEADER_BYTES,
+					  h->length, h->value))
 			return -EBADMSG;
 		msg->data = l + KNITK_LANE_HEADER_BYTES;
 		msg->len = h->length;

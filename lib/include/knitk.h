@@ -42,9 +42,10 @@
  * zero (-EINVAL otherwise): knitk_task_table (usually a static initialiser;
  * its word of room is the padding it always had) and knitk_submission (an
  * array element, whose stride must not vary; per-call options grow through
- * its sized knitk_call_opts).  uAPI structs follow the uAPI's own rule
- * (reserved fields, checked), and struct knitk_lane_header is a fixed
- * 64-byte wire format.
+ * its sized knitk_call_opts).  struct knitk_record, an output array
+ * element of a pointer and a length, is fixed.  uAPI structs follow the
+ * uAPI's own rule (reserved fields, checked), and struct knitk_lane_header
+ * is a fixed 64-byte wire format.
  *
  * Backends: "kmod" uses /dev/knitk; "futex" uses a memfd of the same layout
  * and shared futexes.  knitk_endpoint_create() picks kmod when /dev/knitk opens,
@@ -59,6 +60,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include <linux/knitk.h>
 
 #ifdef __cplusplus
@@ -330,6 +332,20 @@ int knitk_mailbox_pending(const struct knitk_endpoint *ep, unsigned int mailbox,
 #define KNITK_PAYLOAD_VALUE		1	/* @value holds a 64-bit value */
 #define KNITK_PAYLOAD_INLINE		2	/* @length bytes in the lane */
 #define KNITK_PAYLOAD_ARENA		3	/* @length bytes at arena @value */
+#define KNITK_PAYLOAD_PACKED		4	/* @value records in @length inline bytes */
+
+/*
+ * A packed lane (KNITK_PAYLOAD_PACKED, docs/protocol.md L7) holds records
+ * back to back in its inline bytes: each a length prefix of
+ * KNITK_PACK_PREFIX_BYTES (a uint16_t in the machine's byte order, 1 at
+ * least) and that many bytes, with no padding, so a record's bytes have
+ * no alignment.  KNITK_PACK_ROOM(len) is the lane bytes a record of @len
+ * bytes takes: a lane of inline_bytes holds records whose rooms add up to
+ * at most that, and a record of inline_bytes - KNITK_PACK_PREFIX_BYTES
+ * fills a lane alone.
+ */
+#define KNITK_PACK_PREFIX_BYTES		2
+#define KNITK_PACK_ROOM(len)		((size_t)(len) + KNITK_PACK_PREFIX_BYTES)
 
 #define KNITK_ARENA_NO_SLOT		0xffffffffU
 #define KNITK_ARENA_SLOTS		64
@@ -347,8 +363,10 @@ int knitk_mailbox_pending(const struct knitk_endpoint *ep, unsigned int mailbox,
  * @tag: caller: the payload's type tag.
  * @arena_slot: library: allocator slot, or KNITK_ARENA_NO_SLOT.
  * @value: KNITK_PAYLOAD_VALUE: the value; KNITK_PAYLOAD_ARENA (library):
- *	the arena offset.
- * @length: library: payload bytes (inline or arena).
+ *	the arena offset; KNITK_PAYLOAD_PACKED (library): the number of
+ *	records.
+ * @length: library: payload bytes (inline or arena; for a packed lane the
+ *	inline bytes its records take, prefixes included).
  * @deadline_ns: caller meta: absolute CLOCK_MONOTONIC deadline, 0 = none.
  * @abort_id: caller meta: abort bit + 1, 0 = none (the pool: its call's
  *	64-bit word in the abort region + 1).
@@ -451,6 +469,44 @@ int knitk_producer_send(struct knitk_producer *producer,
 int knitk_producer_send_batch(struct knitk_producer *producer,
 			      const struct knitk_lane_header *headers,
 			      const void *data, size_t len, unsigned int n);
+
+/**
+ * knitk_producer_send_packed - pack messages into as few lanes as they fit
+ * @producer: the mailbox's producer.
+ * @header: the caller fields of every lane it fills (NULL: all zero); the
+ *	library's fields say KNITK_PAYLOAD_PACKED, the record count and the
+ *	bytes used.
+ * @msgs: the messages, as for writev(2): message i is the @msgs[i].iov_len
+ *	bytes at @msgs[i].iov_base, 1 to inline_bytes - KNITK_PACK_PREFIX_BYTES
+ *	bytes (the geometry's inline bytes per lane).
+ * @n: how many, 1 to INT_MAX.
+ *
+ * Copies the messages, in order, as records (KNITK_PACK_ROOM) into the
+ * inline bytes of free lanes, filling each lane before it takes the next,
+ * and publishes every lane it filled with one release store of the pub
+ * word.  The consumer gets the lanes from knitk_lane_decode() or
+ * knitk_lane_decode_batch() as messages of kind KNITK_PAYLOAD_PACKED and
+ * the records of each, in order, from knitk_lane_unpack(): a mailbox then
+ * holds up to 64 lanes of records instead of 64 messages.  Lanes are
+ * taken in the order knitk_lane_claim takes them and the call stops at
+ * the first lane it cannot take; the messages of the lanes it filled are
+ * sent.  On a stealing mailbox each lane goes to one claimant, so the
+ * records of one lane stay in order but lanes may be taken by different
+ * workers.  The arena is not used.
+ *
+ * Return: how many messages were sent, from the first on; -EAGAIN
+ * (backpressure) when every lane is pending or claimed, and nothing was
+ * sent.  Each message is checked before it is copied, and a message the
+ * call reaches that cannot be sent fails the whole call, with nothing
+ * sent (a message past the last lane the call could take is not looked
+ * at: the call returns the count before it): -EINVAL for a NULL
+ * @producer or @msgs, an @n of 0 or above INT_MAX, a message of 0 bytes
+ * or a NULL iov_base; -EMSGSIZE for a message longer than a lane can
+ * hold (then every message is, with inline_bytes 0).
+ */
+int knitk_producer_send_packed(struct knitk_producer *producer,
+			       const struct knitk_lane_header *header,
+			       const struct iovec *msgs, unsigned int n);
 
 /*
  * knitk_producer_send_to - knitk_producer_send on a stealing mailbox, the
@@ -584,7 +640,8 @@ int knitk_lane_next(struct knitk_consumer *consumer, uint64_t *pending);
 /*
  * knitk_lane_decode - read the header of pending @lane and locate its
  * payload.  -EBADMSG for a header that does not describe a valid payload
- * (the lane must still be acknowledged).
+ * (the lane must still be acknowledged), and for a packed lane whose
+ * records do not frame its bytes (knitk_lane_unpack()).
  */
 int knitk_lane_decode(struct knitk_consumer *consumer, unsigned int lane,
 		      struct knitk_msg *msg);
@@ -596,16 +653,58 @@ int knitk_lane_decode(struct knitk_consumer *consumer, unsigned int lane,
  * the caller, the stride of @msgs, checked as a sized struct's size is
  * (-EINVAL, -E2BIG) and -EINVAL unless a multiple of the struct's
  * alignment (so every element is aligned as @msgs is); each element is written as knitk_lane_decode writes
- * one, its size included.  A lane whose header does not decode ends the
- * batch: as the first lane it is taken, msgs[0] filled as far as
- * knitk_lane_decode fills it and -EBADMSG returned (the lane must still be
- * acknowledged); after others it stays in *@pending for the next call.
+ * one, its size included.  A lane that does not decode (its header, or
+ * the records of a packed lane) ends the batch: as the first lane it is
+ * taken, msgs[0] filled as far as knitk_lane_decode fills it and -EBADMSG
+ * returned (the lane must still be acknowledged); after others it stays
+ * in *@pending for the next call.
  * -ENOENT if *@pending is empty, -EPERM if it holds a lane that no scan
  * returned as pending.
  */
 int knitk_lane_decode_batch(struct knitk_consumer *consumer, uint64_t *pending,
 			    struct knitk_msg *msgs, unsigned int n,
 			    size_t msg_size);
+
+/**
+ * struct knitk_record - one record of a packed lane
+ * @data: its bytes, inside the lane's inline bytes, with no alignment
+ *	(copy them out, e.g. with memcpy, to read typed values); valid, as
+ *	the lane's knitk_msg.data, until the lane is acknowledged.
+ * @len: its bytes, at least 1.
+ *
+ * An array element of fixed layout: it does not grow (no size field).
+ */
+struct knitk_record {
+	const void *data;
+	size_t len;
+};
+
+/**
+ * knitk_lane_unpack - the records of a decoded packed lane, in order
+ * @msg: a lane of kind KNITK_PAYLOAD_PACKED, as knitk_lane_decode() or
+ *	knitk_lane_decode_batch() filled it, before its lane is acknowledged.
+ * @pos: the offset of the next record in @msg's bytes: 0 for the first;
+ *	advanced past the records returned.
+ * @recs: gets up to @n records.
+ * @n: room in @recs, at least 1.
+ *
+ * The decode has checked the lane whole (docs/protocol.md L7): every
+ * prefix and record inside the lane's bytes, none empty, exactly as many
+ * as the header counts; a lane that does not frame so was not returned
+ * as a message but as -EBADMSG, and none of its records is read.  Each
+ * call checks the lengths it reads again against @msg->len before it
+ * gives a record, so a writer that breaks the protocol and rewrites a
+ * published lane cannot make the reader touch a byte outside it.
+ *
+ * Return: the number of records stored in @recs, 0 once *@pos is at the
+ * end of the lane.  A record that no longer frames (the lane was written
+ * after its decode) ends the batch: as the first, -EBADMSG, with *@pos
+ * unchanged (read no further records of that lane); after others, they
+ * are returned and the next call fails.  -EINVAL for a NULL argument, an
+ * @n of 0, a @msg of another kind or a *@pos past @msg->len.
+ */
+int knitk_lane_unpack(const struct knitk_msg *msg, size_t *pos,
+		      struct knitk_record *recs, unsigned int n);
 
 /*
  * knitk_lane_ack - retire every lane of @lanes (all pending): free their

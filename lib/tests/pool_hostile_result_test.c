@@ -304,7 +304,9 @@ struct hostile {
  */
 
 static const struct hostile hostiles[] = {
-	{ "kind 4 (unknown)", F_KIND, 4, 0, 8 },
+	{ "kind 5 (unknown)", F_KIND, 5, 0, 8 },
+	{ "kind PACKED over an inline result (no record counted)", F_KIND,
+	  KNITK_PAYLOAD_PACKED, 0, 8 },
 	{ "kind 0xffff", F_KIND, 0xffff, 0, 8 },
 	{ "inline length INLINE + 1", F_INLINE, INLINE + 1, 0, 8 },
 	{ "inline length 2^32 + 8", F_INLINE, (1ULL << 32) + 8, 0, 8 },

@@ -5,27 +5,31 @@
  *
  * Both senders fill one buffer of BATCH fixed-size records, each
  * starting with its sequence number, and hand it over in one call:
- * knitk_producer_send_batch (inline lanes for 8 bytes, the arena for
- * 4 KiB; one store of the pub word), then a ring; the pipe, one write.
+ * for 8 bytes knitk_producer_send_packed (the BATCH messages packed as
+ * records into one lane's inline bytes), for 4 KiB
+ * knitk_producer_send_batch (a lane and an arena slot per message), one
+ * store of the pub word either way, then a ring; the pipe, one write.
  * Both readers copy every payload out; the knitk reader also checks each
- * record's sequence number (knitk_lane_decode_batch, then one ack store
- * per batch and a credit on its return mailbox), the pipe reader reads
- * up to 64 KiB per read.  Under backpressure the knitk host waits for a
- * credit, as a pipe writer sleeps on a full pipe, and an idle worker
- * waits for messages, both in knitk_consumer_wait, which polls only
- * while the other side runs and CPUs are free, for a budget that adapts,
- * and otherwise parks (sleeping allowed on both sides, as for the pipe).
+ * record's sequence number (knitk_lane_decode_batch and
+ * knitk_lane_unpack, then one ack store per BATCH lanes and a credit on
+ * its return mailbox), the pipe reader reads up to 64 KiB per read.
+ * Under backpressure the knitk host waits for a credit, as a pipe
+ * writer sleeps on a full pipe, and an idle worker waits for messages,
+ * both in knitk_consumer_wait, which polls only while the other side
+ * runs and CPUs are free, for a budget that adapts, and otherwise parks
+ * (sleeping allowed on both sides, as for the pipe).
  *
  * tput-8B-oversub runs four such pairs at once, each a writer process and
  * a reader process, whatever the CPUs: on a small machine more threads
  * want to run than there are CPUs, where a reader that polls takes the
  * CPU its writer needs.  Its rate is that of the four pairs together.
  *
- * BATCH is 16, a quarter of a mailbox's 64 lanes: a host can have four
- * batches in flight before it must wait.  A larger batch would favour
- * the pipe (its cost is per write, knitk's mostly per message) while
- * leaving knitk fewer batches in flight; a pipe buffers 8192 such
- * messages and a mailbox 64, which no batch size changes.
+ * BATCH is 16.  Sent one lane per message, a mailbox holds 64 messages
+ * where a pipe buffers 8192 of 8 bytes, and with one CPU for a pair every
+ * 64 messages cost a park, a wake and two context switches; packed, a
+ * batch takes one lane (TP_PACK_INLINE bytes), so 64 batches, 1024
+ * messages, are in flight.  A larger batch would favour either side's
+ * per-call costs; both write BATCH messages per call.
  *
  * eventfd: a count of BATCH per write, no payload at all (so not a
  * like-for-like channel: it is the floor of a kernel counter).
@@ -44,6 +48,13 @@
 #define TP_BATCH	16
 #define TP_OVERSUB	4		/* pairs at once in tput-8B-oversub */
 #define TP_READ_BUF	(64 * 1024)
+/* Inline bytes of a packed lane: one batch of 8-byte records. */
+#define TP_PACK_INLINE	192
+_Static_assert(TP_BATCH * KNITK_PACK_ROOM(8) <= TP_PACK_INLINE,
+	       "a batch of 8-byte records fits one lane");
+
+/* Messages of at most this many bytes go packed. */
+#define TP_PACK_MAX	8
 
 struct tp_state {
 	int fd[2];
@@ -58,9 +69,11 @@ static int tk_setup(void *st, const struct bench_ctx *ctx, long size)
 	struct tp_state *s = st;
 
 	s->size = (size_t)size;
-	/* 8 bytes go inline; 4 KiB goes to a 2 MiB arena (room for 2 rings). */
-	return bench_kpair_host_open(&s->kp, ctx->knot_flags, 64,
-				     s->size > 64 ? 2U << 20 : 0);
+	/* 8 bytes go packed; 4 KiB goes to a 2 MiB arena (room for 2 rings). */
+	if (s->size <= TP_PACK_MAX)
+		return bench_kpair_host_open(&s->kp, ctx->knot_flags,
+					     TP_PACK_INLINE, 0);
+	return bench_kpair_host_open(&s->kp, ctx->knot_flags, 64, 2U << 20);
 }
 
 static void tk_teardown(void *st)
@@ -104,8 +117,9 @@ static int tk_host(void *st, uint64_t n, uint64_t *moved)
 {
 	struct tp_state *s = st;
 	struct knitk_producer *p = s->kp.hp;
+	struct iovec iov[TP_BATCH];
 	uint64_t sent = 0, pend;
-	unsigned int k;
+	unsigned int k, i;
 	unsigned char *buf;
 	int ret = 0;
 
@@ -114,10 +128,15 @@ static int tk_host(void *st, uint64_t n, uint64_t *moved)
 	if (!buf)
 		return -ENOMEM;
 	memset(buf, 0xa5, TP_BATCH * s->size);
+	for (i = 0; i < TP_BATCH; i++)
+		iov[i] = (struct iovec){ buf + i * s->size, s->size };
 	while (sent < n) {
 		k = n - sent < TP_BATCH ? (unsigned int)(n - sent) : TP_BATCH;
 		tp_number(buf, s->size, sent, k);
-		ret = knitk_producer_send_batch(p, NULL, buf, s->size, k);
+		if (s->size <= TP_PACK_MAX)
+			ret = knitk_producer_send_packed(p, NULL, iov, k);
+		else
+			ret = knitk_producer_send_batch(p, NULL, buf, s->size, k);
 		if (ret > 0) {
 			sent += (unsigned int)ret;
 			ret = knitk_producer_notify(p);
@@ -155,12 +174,60 @@ out:
 	return ret;
 }
 
+/* Read one message, as a pipe reader gets it, and check its number. */
+static inline int tk_read(const struct tp_state *s, const void *data,
+			  size_t len, unsigned char *dst, uint64_t *got)
+{
+	uint64_t seq;
+
+	if (len != s->size)
+		return -EPROTO;
+	memcpy(dst, data, s->size);
+	memcpy(&seq, dst, sizeof(seq));
+	if (seq != *got)
+		return -EPROTO;
+	++*got;
+	return 0;
+}
+
+/* Read every record of packed lane @m. */
+static int tk_read_packed(const struct tp_state *s, const struct knitk_msg *m,
+			  unsigned char *dst, uint64_t *got)
+{
+	struct knitk_record r[TP_BATCH];
+	size_t pos = 0;
+	int k, i, ret;
+
+	while ((k = knitk_lane_unpack(m, &pos, r, TP_BATCH)) > 0)
+		for (i = 0; i < k; i++) {
+			ret = tk_read(s, r[i].data, r[i].len, dst, got);
+			if (ret)
+				return ret;
+		}
+	return k;
+}
+
+/*
+ * Return a credit on the return mailbox: it wakes a host parked under
+ * backpressure.  A full return mailbox means the host has credits to
+ * drain and is not asleep, so this one may be skipped.
+ */
+static int tk_credit(struct tp_state *s, uint64_t got)
+{
+	struct knitk_lane_header h = { .value = got };
+	int ret = knitk_producer_send(s->kp.pp, &h, NULL, 0);
+
+	if (ret >= 0)
+		ret = knitk_producer_notify(s->kp.pp);
+	return ret < 0 && ret != -EAGAIN ? ret : 0;
+}
+
 static int tk_peer(void *st, uint64_t n, uint64_t *moved)
 {
 	struct tp_state *s = st;
 	struct knitk_consumer *c = s->kp.pc;
-	struct knitk_msg m[KNITK_LANES];
-	uint64_t got = 0, pend, batch, seq;
+	struct knitk_msg m[TP_BATCH];
+	uint64_t got = 0, pend, done;
 	unsigned char *dst;
 	int i, k, ret = 0;
 
@@ -171,46 +238,32 @@ static int tk_peer(void *st, uint64_t n, uint64_t *moved)
 		ret = knitk_consumer_wait(c, &pend, KNITK_WAIT_FOREVER);
 		if (ret < 0)
 			goto out;
-		if (ret == 0)
-			continue;	/* woken for nothing of ours */
-		batch = pend;
+		/*
+		 * Up to BATCH lanes at a time, each lot acknowledged and
+		 * credited once read, as a pipe's read frees its buffer:
+		 * the host refills them while the rest are read.
+		 */
 		while (pend) {
-			k = knitk_lane_decode_batch(c, &pend, m, KNITK_LANES,
+			k = knitk_lane_decode_batch(c, &pend, m, TP_BATCH,
 						    sizeof(m[0]));
 			if (k < 0) {
 				ret = k;
 				goto out;
 			}
+			done = 0;
 			for (i = 0; i < k; i++) {
-				if (m[i].len != s->size) {
-					ret = -EPROTO;
+				done |= 1ULL << m[i].lane;
+				if (m[i].header.kind == KNITK_PAYLOAD_PACKED)
+					ret = tk_read_packed(s, &m[i], dst, &got);
+				else
+					ret = tk_read(s, m[i].data, m[i].len, dst, &got);
+				if (ret)
 					goto out;
-				}
-				/* Read the payload, as a pipe reader gets it. */
-				memcpy(dst, m[i].data, s->size);
-				memcpy(&seq, dst, sizeof(seq));
-				if (seq != got) {
-					ret = -EPROTO;
-					goto out;
-				}
-				got++;
 			}
-		}
-		ret = knitk_lane_ack(c, batch);
-		if (ret)
-			goto out;
-		/*
-		 * The credit wakes a host parked under backpressure.  A full
-		 * return mailbox means the host has credits to drain and is
-		 * not asleep, so this one may be skipped.
-		 */
-		{
-			struct knitk_lane_header h = { .value = got };
-
-			ret = knitk_producer_send(s->kp.pp, &h, NULL, 0);
-			if (ret >= 0)
-				ret = knitk_producer_notify(s->kp.pp);
-			if (ret < 0 && ret != -EAGAIN)
+			ret = knitk_lane_ack(c, done);
+			if (!ret)
+				ret = tk_credit(s, got);
+			if (ret)
 				goto out;
 		}
 	}
