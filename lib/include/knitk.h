@@ -298,9 +298,11 @@ int knitk_endpoint_doorbell(const struct knitk_endpoint *ep);
 /*
  * knitk_endpoint_mark_dead - futex backend: record that role @doorbell (worker id
  * or KNITK_DOORBELL_HOST) died: clear its live bit, set its dead bit, bump
- * death_seq and wake the host (or every worker, if @doorbell is the host).  For
- * the pool's process-death detection (pidfd).  On kmod the kernel does this
- * itself: -EOPNOTSUPP.  -ENOENT if the role was not live.
+ * death_seq and wake the host (or every worker, if @doorbell is the host),
+ * and the role's own doorbell, whose waiters then find the role ended
+ * (-ENOTCONN), as on the module.  For the pool's process-death detection
+ * (pidfd).  On kmod the kernel does this itself: -EOPNOTSUPP.  -ENOENT if
+ * the role was not live.
  */
 int knitk_endpoint_mark_dead(struct knitk_endpoint *ep, unsigned int doorbell);
 
