@@ -735,7 +735,9 @@ int knitk_producer_reset_claimant(struct knitk_producer *producer,
  * (absolute CLOCK_MONOTONIC, or KNITK_WAIT_FOREVER), -EINTR on a signal,
  * -EPIPE for a worker whose host has died (looked at before the
  * mailboxes: lanes it published before it went may still be pending, for
- * one more scan), -ENOTCONN when not joined.
+ * one more scan), -ENOTCONN when not joined or (the waits) once the role
+ * has ended (docs/protocol.md P4: a wait asleep when it ends is woken, a
+ * ring-then-wait of an ended role rings nothing).
  */
 int knitk_doorbell_prepare(struct knitk_endpoint *ep, uint32_t *seq);
 int knitk_doorbell_wait(struct knitk_endpoint *ep, uint32_t seq,
