@@ -543,21 +543,27 @@ static void bad_arguments(void)
 static void ring_park_rings_then_waits(void)
 {
 	struct knitk_wake_stats st = { .size = sizeof(st) };
+	struct parker p;
 	pthread_t th;
 	uint32_t seq;
-	void *ret;
 	struct fx f;
 
 	REQUIRE(fx_init(&f, 1) == 0);
 	CHECK_EQ(knitk_doorbell_can_ring_wait(f.host), 0);
 	CHECK_EQ(knitk_doorbell_can_ring_wait(NULL), -EINVAL);
 
-	REQUIRE(pthread_create(&th, NULL, park_forever, f.worker[0]) == 0);
-	wait_until_sleeping(f.host, 0);
+	/*
+	 * The worker asleep on its futex, past its re-check: flagged only, it
+	 * could still find the request in its re-check and clear its flag
+	 * before the ring, which would then be suppressed.
+	 */
+	p = (struct parker){ .ep = f.worker[0] };
+	REQUIRE(pthread_create(&th, NULL, park_told, &p) == 0);
+	wait_asleep_on_futex(&p.tid, &doorbell_of(f.worker[0], 0)->seq);
 	CHECK(publish_value(f.host, 0, 1, 0) >= 0);
 	CHECK_EQ(knitk_doorbell_ring_park(f.host, 1, 0), -ETIMEDOUT);
-	pthread_join(th, &ret);
-	CHECK_EQ((intptr_t)ret, 0);
+	pthread_join(th, NULL);
+	CHECK_EQ(p.ret, 0);
 	knitk_endpoint_wake_stats(f.host, &st);
 	CHECK_EQ(st.sent, 1);
 	CHECK_EQ(st.timeouts, 1);
