@@ -518,6 +518,17 @@ static int futex_mark_dead(struct knitk_endpoint *k, unsigned int doorbell)
 	 */
 	atomic_fetch_add_explicit(A32(&ctl->death_seq), 1, memory_order_seq_cst);
 	KNOT_HOOK(k, KNOT_HOOK_DEATH, doorbell);
+	/*
+	 * The ended role's own doorbell, as the module wakes the slot's
+	 * waiters (P4): a thread of that role asleep on it wakes and finds
+	 * its role ended (knot_role_ended: -ENOTCONN).  The kick's seq_cst
+	 * CAS comes after the clear of live above; a prepare whose seq_cst
+	 * CAS (doorbell_set_sleeping) reads the advanced seq then sees live
+	 * clear in knot_role_ended's acquire load, and one that read the
+	 * old seq is woken from it.  Without this kick such a waiter slept
+	 * until its deadline, for ever without one.
+	 */
+	doorbell_kick(k, doorbell);
 	if (doorbell == KNITK_DOORBELL_HOST) {
 		for (w = 0; w < k->geom.nr_workers; w++)
 			doorbell_kick(k, w);

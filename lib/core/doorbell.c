@@ -378,6 +378,21 @@ static int doorbell_wait_ring(struct knitk_endpoint *ep, uint32_t seq,
 	db = knot_doorbell(ep, d);
 	/* Pairs with the fence in knitk_doorbell_ring (the CAS is one too). */
 	atomic_thread_fence(memory_order_seq_cst);
+	/*
+	 * The role ended (P4): refused before anything is rung or slept, as
+	 * the module refuses its wait and ring-then-wait.  An end this look
+	 * misses still ends the sleep below: on the futex backend its kick
+	 * of our doorbell comes after its clear of live, so either the
+	 * prepare's seq_cst CAS read the kicked seq (and this acquire load
+	 * of live, partner the seq_cst clear in futex_mark_dead, sees the
+	 * end) or the wait finds seq moved; the module's wait returns
+	 * -ENOTCONN itself (knitk_role_end()).  The look after the sleep
+	 * then sees the end.
+	 */
+	if (knot_role_ended(ep)) {
+		doorbell_set_sleeping(db, 0);
+		return -ENOTCONN;
+	}
 	if (d != KNITK_DOORBELL_HOST && knot_host_dead(ep)) {
 		ret = -EPIPE;
 		goto out;
@@ -393,6 +408,9 @@ static int doorbell_wait_ring(struct knitk_endpoint *ep, uint32_t seq,
 		ret = doorbell_sleep(ep, d, seq, deadline_ns, ring, words, nr);
 		ring = 0;	/* rung by the sleep */
 	}
+	/* Ended while we slept or re-checked: woken by the end's kick. */
+	if (ret == 0 && knot_role_ended(ep))
+		ret = -ENOTCONN;
 	if (ret == 0 && d != KNITK_DOORBELL_HOST && knot_host_dead(ep) &&
 	    !knitk__endpoint_doorbell_pending(ep, d))
 		ret = -EPIPE;

@@ -306,9 +306,11 @@ int knitk_endpoint_doorbell(const struct knitk_endpoint *ep);
 /*
  * knitk_endpoint_mark_dead - futex backend: record that role @doorbell (worker id
  * or KNITK_DOORBELL_HOST) died: clear its live bit, set its dead bit, bump
- * death_seq and wake the host (or every worker, if @doorbell is the host).  For
- * the pool's process-death detection (pidfd).  On kmod the kernel does this
- * itself: -EOPNOTSUPP.  -ENOENT if the role was not live.
+ * death_seq and wake the host (or every worker, if @doorbell is the host),
+ * and the role's own doorbell, whose waiters then find the role ended
+ * (-ENOTCONN), as on the module.  For the pool's process-death detection
+ * (pidfd).  On kmod the kernel does this itself: -EOPNOTSUPP.  -ENOENT if
+ * the role was not live.
  */
 int knitk_endpoint_mark_dead(struct knitk_endpoint *ep, unsigned int doorbell);
 
@@ -842,7 +844,9 @@ int knitk_producer_reset_claimant(struct knitk_producer *producer,
  * (absolute CLOCK_MONOTONIC, or KNITK_WAIT_FOREVER), -EINTR on a signal,
  * -EPIPE for a worker whose host has died (looked at before the
  * mailboxes: lanes it published before it went may still be pending, for
- * one more scan), -ENOTCONN when not joined.
+ * one more scan), -ENOTCONN when not joined or (the waits) once the role
+ * has ended (docs/protocol.md P4: a wait asleep when it ends is woken, a
+ * ring-then-wait of an ended role rings nothing).
  */
 int knitk_doorbell_prepare(struct knitk_endpoint *ep, uint32_t *seq);
 int knitk_doorbell_wait(struct knitk_endpoint *ep, uint32_t seq,

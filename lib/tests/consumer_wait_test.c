@@ -6,7 +6,9 @@
  * parked or the knot's awake roles outnumber the CPUs, and does poll
  * while the writer is awake and CPUs are free (the poll-round counter of
  * the test build); bad arguments; a SIGKILLed writer process ends the
- * wait with -EPIPE once its death is marked, after the lanes it published.
+ * wait with -EPIPE once its death is marked, after the lanes it published;
+ * the end of the waiter's own role ends it with -ENOTCONN, also when the
+ * waiter sleeps on its doorbell as the end comes.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -19,6 +21,8 @@
 #include <knitk.h>
 
 #include "tap.h"
+#include "futex_asleep.h"
+#include "../core/internal.h"
 #include "../core/knot_hooks.h"
 
 #define NR_MSGS		200000
@@ -348,6 +352,7 @@ static void bad_arguments(void)
 
 struct parked {
 	struct knitk_consumer *c;
+	_Atomic pid_t tid;	/* its thread id, once running */
 	int ret;
 };
 
@@ -356,20 +361,56 @@ static void *parked_wait(void *arg)
 	struct parked *p = arg;
 	uint64_t pend;
 
+	atomic_store(&p->tid, futex_asleep_tid());
 	p->ret = knitk_consumer_wait(p->c, &pend, KNITK_WAIT_FOREVER);
 	return NULL;
 }
 
 /*
+ * @c, a consumer of @ep whose role is doorbell @d, waits in a thread of
+ * its own; once that thread sleeps on the doorbell's seq, @marker ends
+ * role @d.  The end must advance the seq, waking the sleeper, and the
+ * wait return -ENOTCONN.  A sleeper the end left asleep is kicked free
+ * after the failed check (a failure, not a hang).
+ */
+static void end_role_under_sleeper(struct knitk_endpoint *ep,
+				   struct knitk_consumer *c,
+				   struct knitk_endpoint *marker, unsigned int d)
+{
+	_Atomic uint32_t *seq = A32(&knot_doorbell(ep, d)->seq);
+	struct knitk_wake_stats st = { .size = sizeof(st) };
+	struct parked p = { .c = c, .ret = 1 };
+	uint32_t before;
+	pthread_t t;
+	bool woken;
+
+	REQUIRE(pthread_create(&t, NULL, parked_wait, &p) == 0);
+	wait_asleep_on_futex(&p.tid, seq);
+	before = atomic_load(seq);
+	CHECK_EQ(knitk_endpoint_mark_dead(marker, d), 0);
+	woken = atomic_load(seq) != before;
+	CHECK(woken);
+	if (!woken)
+		CHECK_EQ(knitk_doorbell_kick_self(ep), 0);
+	pthread_join(t, NULL);
+	CHECK_EQ(p.ret, -ENOTCONN);
+	/* A death's kick: a wake, never a spurious one. */
+	CHECK_EQ(knitk_endpoint_wake_stats(ep, &st), 0);
+	CHECK_EQ(st.spurious, 0);
+	CHECK_EQ(st.wakes, 1);
+}
+
+/*
  * The waiter's own role ends (a mark_dead of it, by itself or by a peer):
- * the wait returns -ENOTCONN, at once or from its park, while the writer
- * lives.  It parked for ever before.
+ * the wait returns -ENOTCONN, at once when the end came first, or from
+ * its park when it came while the waiter slept.  Each parked for ever
+ * once: the first while the wait looked only at whether it had joined,
+ * the second while the end (futex_mark_dead) woke only the peers'
+ * doorbells, not the ended role's own.
  */
 static void ended_role_ends_wait(void)
 {
 	struct knitk_consumer *c;
-	struct parked p;
-	pthread_t t;
 	uint64_t pend;
 	struct fx f;
 
@@ -381,14 +422,20 @@ static void ended_role_ends_wait(void)
 	knitk_consumer_destroy(c);
 	fx_fini(&f);
 
-	/* The host ends worker 0's role while it waits for requests. */
+	/* The host ends worker 0's role while it sleeps waiting for requests. */
 	REQUIRE(fx_init(&f) == 0 && fx_worker(&f) == 0);
 	REQUIRE(knitk_consumer_create(f.worker, (unsigned int)f.req, &c) == 0);
-	p = (struct parked){ .c = c, .ret = 1 };
-	REQUIRE(pthread_create(&t, NULL, parked_wait, &p) == 0);
-	CHECK_EQ(knitk_endpoint_mark_dead(f.host, 0), 0);
-	pthread_join(t, NULL);
-	CHECK_EQ(p.ret, -ENOTCONN);
+	end_role_under_sleeper(f.worker, c, f.host, 0);
+	knitk_consumer_destroy(c);
+	fx_fini(&f);
+
+	/*
+	 * Worker 0 ends the host's role (a worker's watch of its host,
+	 * lib/pool/spawn.c) while the host sleeps waiting for results.
+	 */
+	REQUIRE(fx_init(&f) == 0 && fx_worker(&f) == 0);
+	REQUIRE(knitk_consumer_create(f.host, (unsigned int)f.ret_mb, &c) == 0);
+	end_role_under_sleeper(f.host, c, f.worker, KNITK_DOORBELL_HOST);
 	knitk_consumer_destroy(c);
 	fx_fini(&f);
 }

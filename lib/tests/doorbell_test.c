@@ -2,8 +2,8 @@
 /*
  * Doorbells (futex backend): park re-checks, suppressed rings (owner awake,
  * nothing pending), wakes of a parked thread with no timeout, the host's
- * wait over all of its return mailboxes, deadlines, peer death, and the
- * kick of one's own doorbell.
+ * wait over all of its return mailboxes, deadlines, peer death, the
+ * kick of one's own doorbell, and the waits of a role that has ended.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,6 +15,7 @@
 #include <knitk.h>
 
 #include "tap.h"
+#include "futex_asleep.h"
 
 struct fx {
 	struct knitk_endpoint *host, *worker[3];
@@ -326,6 +327,97 @@ static void kick_self_ends_prepared_wait(void)
 	fx_fini(&f);
 }
 
+/* A thread that parks (ringing @ring first, if any) and says it runs. */
+struct parker {
+	struct knitk_endpoint *ep;
+	uint64_t ring;
+	_Atomic pid_t tid;
+	int ret;
+};
+
+static void *park_told(void *arg)
+{
+	struct parker *p = arg;
+
+	atomic_store(&p->tid, futex_asleep_tid());
+	p->ret = knitk_doorbell_ring_park(p->ep, p->ring, KNITK_WAIT_FOREVER);
+	return NULL;
+}
+
+/*
+ * @ep's role (doorbell @d) ends by a mark of @marker while a thread of it
+ * sleeps on its doorbell: the end wakes it and its wait returns
+ * -ENOTCONN.  A sleeper the end left asleep is kicked free after the
+ * failed check (a failure, not a hang).
+ */
+static void end_under_parker(struct knitk_endpoint *ep, unsigned int d,
+			     struct knitk_endpoint *marker)
+{
+	const _Atomic uint32_t *seq =
+		(const _Atomic uint32_t *)&doorbell_of(ep, d)->seq;
+	struct parker p = { .ep = ep };
+	uint32_t before;
+	pthread_t th;
+	bool woken;
+
+	REQUIRE(pthread_create(&th, NULL, park_told, &p) == 0);
+	wait_asleep_on_futex(&p.tid, seq);
+	before = atomic_load(seq);
+	CHECK_EQ(knitk_endpoint_mark_dead(marker, d), 0);
+	woken = atomic_load(seq) != before;
+	CHECK(woken);
+	if (!woken)
+		CHECK_EQ(knitk_doorbell_kick_self(ep), 0);
+	pthread_join(th, NULL);
+	CHECK_EQ(p.ret, -ENOTCONN);
+}
+
+/*
+ * P4 on the futex backend as on the module: a wait of a role that has
+ * ended returns -ENOTCONN, whether the end came while it slept (the end
+ * wakes it) or before it (at once, and a ring-then-wait rings nothing, as
+ * the module refuses it).
+ */
+static void ended_role_waits_refused(void)
+{
+	struct knitk_wake_stats st = { .size = sizeof(st) };
+	struct knitk_lane_header h = { .value = 7 };
+	struct knitk_producer *p;
+	uint32_t seq, hseq;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 1) == 0);
+	/* A lane for the host, unrung: a ring of it would get through. */
+	REQUIRE(knitk_producer_create(f.worker[0],
+				      (unsigned int)knitk_endpoint_return_mailbox(f.worker[0], 0),
+				      &p) == 0);
+	REQUIRE(knitk_producer_send(p, &h, NULL, 0) >= 0);
+	end_under_parker(f.worker[0], 0, f.host);
+	/*
+	 * Ended before the wait: refused at once, before its deadline (long
+	 * past here, so that a wait that is not refused ends too).
+	 */
+	CHECK_EQ(knitk_doorbell_park(f.worker[0], 0), -ENOTCONN);
+	REQUIRE(knitk_doorbell_prepare(f.worker[0], &seq) == 0);
+	CHECK_EQ(knitk_doorbell_wait(f.worker[0], seq, 0), -ENOTCONN);
+	/* The host flagged asleep with the lane pending: nothing rings it. */
+	REQUIRE(knitk_doorbell_prepare(f.host, &hseq) == 0);
+	CHECK_EQ(knitk_doorbell_ring_park(f.worker[0], 1ULL << KNITK_DOORBELL_HOST, 0),
+		 -ENOTCONN);
+	CHECK_EQ(doorbell_of(f.host, KNITK_DOORBELL_HOST)->seq, hseq);
+	CHECK_EQ(knitk_endpoint_wake_stats(f.worker[0], &st), 0);
+	CHECK_EQ(st.sent, 0);
+	CHECK_EQ(knitk_doorbell_cancel(f.host), 0);
+	knitk_producer_destroy(p);
+	fx_fini(&f);
+
+	/* The host's role, ended by a worker's watch while the host sleeps. */
+	REQUIRE(fx_init(&f, 1) == 0);
+	end_under_parker(f.host, KNITK_DOORBELL_HOST, f.worker[0]);
+	CHECK_EQ(knitk_doorbell_park(f.host, 0), -ENOTCONN);
+	fx_fini(&f);
+}
+
 /* A thread that parks on the own doorbell and a word of the test's. */
 struct words_wait {
 	struct knitk_endpoint *ep;
@@ -451,21 +543,27 @@ static void bad_arguments(void)
 static void ring_park_rings_then_waits(void)
 {
 	struct knitk_wake_stats st = { .size = sizeof(st) };
+	struct parker p;
 	pthread_t th;
 	uint32_t seq;
-	void *ret;
 	struct fx f;
 
 	REQUIRE(fx_init(&f, 1) == 0);
 	CHECK_EQ(knitk_doorbell_can_ring_wait(f.host), 0);
 	CHECK_EQ(knitk_doorbell_can_ring_wait(NULL), -EINVAL);
 
-	REQUIRE(pthread_create(&th, NULL, park_forever, f.worker[0]) == 0);
-	wait_until_sleeping(f.host, 0);
+	/*
+	 * The worker asleep on its futex, past its re-check: flagged only, it
+	 * could still find the request in its re-check and clear its flag
+	 * before the ring, which would then be suppressed.
+	 */
+	p = (struct parker){ .ep = f.worker[0] };
+	REQUIRE(pthread_create(&th, NULL, park_told, &p) == 0);
+	wait_asleep_on_futex(&p.tid, &doorbell_of(f.worker[0], 0)->seq);
 	CHECK(publish_value(f.host, 0, 1, 0) >= 0);
 	CHECK_EQ(knitk_doorbell_ring_park(f.host, 1, 0), -ETIMEDOUT);
-	pthread_join(th, &ret);
-	CHECK_EQ((intptr_t)ret, 0);
+	pthread_join(th, NULL);
+	CHECK_EQ(p.ret, 0);
 	knitk_endpoint_wake_stats(f.host, &st);
 	CHECK_EQ(st.sent, 1);
 	CHECK_EQ(st.timeouts, 1);
@@ -503,6 +601,7 @@ int main(void)
 	TEST(host_death_gives_epipe);
 	TEST(worker_death_wakes_host);
 	TEST(kick_self_ends_prepared_wait);
+	TEST(ended_role_waits_refused);
 	TEST(bad_arguments);
 	TEST(ring_park_rings_then_waits);
 	TEST(ring_wait_words_ends_on_word);

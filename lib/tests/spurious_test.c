@@ -14,14 +14,13 @@
  *    only after the kick.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "tap.h"
+#include "futex_asleep.h"
 #include "../core/internal.h"
 #include "../core/knot_hooks.h"
 
@@ -113,56 +112,9 @@ static void *parker_run(void *arg)
 {
 	struct actor *a = arg;
 
-	atomic_store(&a->tid, (pid_t)syscall(SYS_gettid));
+	atomic_store(&a->tid, futex_asleep_tid());
 	a->ret = knitk_doorbell_park(a->knot, KNITK_WAIT_FOREVER);
 	return NULL;
-}
-
-static int read_proc(pid_t tid, const char *what, char *buf, size_t len)
-{
-	char path[64];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/%s", (int)tid, what);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	return 0;
-}
-
-/*
- * Thread @tid sleeps in FUTEX_WAIT on @addr: queued on the futex, past
- * the kernel's check of the value, so a seq advance now wakes it.
- */
-static bool asleep_on_futex(pid_t tid, const void *addr)
-{
-	char buf[512], want[64], *p;
-
-	if (read_proc(tid, "stat", buf, sizeof(buf)))
-		return false;
-	p = strrchr(buf, ')');
-	if (!p || p[1] != ' ' || p[2] != 'S')
-		return false;
-	if (read_proc(tid, "syscall", buf, sizeof(buf)))
-		return false;
-	snprintf(want, sizeof(want), "%d %p ", (int)SYS_futex, addr);
-	return !strncmp(buf, want, strlen(want));
-}
-
-static void wait_asleep_on_futex(struct actor *a, const void *addr)
-{
-	pid_t tid;
-
-	while (!(tid = atomic_load(&a->tid)))
-		sched_yield();
-	while (!asleep_on_futex(tid, addr))
-		usleep(1000);
 }
 
 /* ------------------------------------------------------------ fixture */
@@ -224,7 +176,7 @@ static void park_across(struct knitk_endpoint *host, struct actor *ev,
 	ev->begun = atomic_load(A32(&ctl->death_seq));
 	ev->done = atomic_load(A32(&ctl->death_done));
 	REQUIRE(pthread_create(&p.thread, NULL, parker_run, &p) == 0);
-	wait_asleep_on_futex(&p, host_seq(host));
+	wait_asleep_on_futex(&p.tid, host_seq(host));
 	hook_release();
 	pthread_join(ev->thread, NULL);
 	pthread_join(p.thread, NULL);
