@@ -150,22 +150,82 @@ static int wrapper_pid(struct knitk_pool *pool, unsigned int workers)
 	return found;
 }
 
-/*
- * Reap the wrapper's "sleep" children that a killed wrapper left to us,
- * the subreaper; any other child left is the pool's.
- */
-static void reap_sleepers(void)
+/* The children of process @parent now, at most @max, into @out. */
+static unsigned int children_of(pid_t parent, pid_t *out, unsigned int max)
 {
 	DIR *d = opendir("/proc");
-	char stat[512];
-	pid_t p;
+	unsigned int n = 0;
+	struct dirent *e;
 
 	if (!d)
-		return;
-	while ((p = proc_next_child(d, stat, sizeof(stat))))
-		if (strstr(stat, "(sleep)"))
-			waitpid(p, NULL, 0);
+		return 0;
+	while (n < max && (e = readdir(d))) {
+		char path[64], stat[512], *q;
+		pid_t p = (pid_t)atoi(e->d_name);
+		FILE *f;
+
+		if (p <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)p);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		q = fgets(stat, sizeof(stat), f) ? strrchr(stat, ')') : NULL;
+		fclose(f);
+		/* Field 4, after the state: the parent. */
+		if (q && atoi(q + 4) == (int)parent)
+			out[n++] = p;
+	}
 	closedir(d);
+	return n;
+}
+
+#define MAX_ORPHANS	16
+
+/*
+ * SIGKILL the respawn wrapper @wp; its children of the moment (its
+ * "sleep", or a shell between its fork and its exec of it) go to us, the
+ * subreaper: into @orphans, for reap_orphans() once the pool is gone.
+ * Stopped first, the wrapper forks nothing while they are listed.  A look
+ * for "(sleep)" children after the kill missed a child that had not
+ * exec'd its sleep yet, which then stayed our child.
+ */
+static unsigned int kill_wrapper(pid_t wp, pid_t *orphans)
+{
+	siginfo_t si;
+	unsigned int n;
+
+	if (kill(wp, SIGSTOP))
+		return 0;
+	/*
+	 * Not reaped: the pool reaps its wrappers (WNOWAIT).  It cannot have
+	 * gone on (the hold is set); if it exited all the same, there is
+	 * nothing to list.
+	 */
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PID, (id_t)wp, &si, WSTOPPED | WEXITED | WNOWAIT) ||
+	    si.si_code != CLD_STOPPED)
+		return 0;
+	n = children_of(wp, orphans, MAX_ORPHANS);
+	kill(wp, SIGKILL);
+	return n;
+}
+
+/* Reap the children a killed wrapper left (kill_wrapper). */
+static void reap_orphans(pid_t wp, const pid_t *orphans, unsigned int n)
+{
+	siginfo_t si;
+	unsigned int i;
+
+	/*
+	 * Once the wrapper has exited its children are ours (its exit hands
+	 * them over before it is a zombie); if the pool reaped it already
+	 * (ECHILD), that was done too.
+	 */
+	memset(&si, 0, sizeof(si));
+	waitid(P_PID, (id_t)wp, &si, WEXITED | WNOWAIT);
+	for (i = 0; i < n; i++)
+		CHECK_EQ(waitpid(orphans[i], NULL, 0), orphans[i]);
 }
 
 enum { R_HELD, R_FAILS, R_WRAPPER_KILLED };
@@ -193,7 +253,9 @@ static void death_wait(unsigned int dispatch, int mode)
 	struct knitk_pool *pool;
 	struct pgate gt;
 	unsigned int nw = 0, i;
-	int pid[2], victim, other, ret, wp;
+	int pid[2], victim, other, ret, wp = 0;
+	pid_t orphans[MAX_ORPHANS];
+	unsigned int nr_orphans = 0;
 	uint64_t x = 11, y;
 	size_t len;
 
@@ -258,7 +320,7 @@ static void death_wait(unsigned int dispatch, int mode)
 			usleep(1000);
 		CHECK(wp > 0);
 		if (wp > 0)
-			kill(wp, SIGKILL);
+			nr_orphans = kill_wrapper(wp, orphans);
 		flag_set(hold_path, false);
 	}
 	/* The other worker is busy with its gated call: let it go. */
@@ -317,7 +379,8 @@ static void death_wait(unsigned int dispatch, int mode)
 	knitk_pool_destroy(pool);
 	pgate_close(&gt);
 	flag_set(fail_path, false);
-	reap_sleepers();
+	if (wp > 0)
+		reap_orphans(wp, orphans, nr_orphans);
 	CHECK_EQ(count_children(), 0);
 }
 
