@@ -155,27 +155,13 @@ static unsigned int children_of(pid_t parent, pid_t *out, unsigned int max)
 {
 	DIR *d = opendir("/proc");
 	unsigned int n = 0;
-	struct dirent *e;
+	char stat[512];
+	pid_t p;
 
 	if (!d)
 		return 0;
-	while (n < max && (e = readdir(d))) {
-		char path[64], stat[512], *q;
-		pid_t p = (pid_t)atoi(e->d_name);
-		FILE *f;
-
-		if (p <= 0)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/stat", (int)p);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		q = fgets(stat, sizeof(stat), f) ? strrchr(stat, ')') : NULL;
-		fclose(f);
-		/* Field 4, after the state: the parent. */
-		if (q && atoi(q + 4) == (int)parent)
-			out[n++] = p;
-	}
+	while (n < max && (p = proc_next_child_of(d, parent, stat, sizeof(stat))))
+		out[n++] = p;
 	closedir(d);
 	return n;
 }

@@ -88,11 +88,12 @@ static inline bool no_children(void)
 }
 
 /*
- * The next child of this process in /proc (@dir, an opendir("/proc")), or
- * 0 at the end; its stat line in @stat ("pid (comm) state ppid ...").  A
- * child subreaper sees its orphaned descendants here too.
+ * The next child of process @parent in /proc (@dir, an opendir("/proc")),
+ * or 0 at the end; its stat line in @stat ("pid (comm) state ppid ...").
+ * A child subreaper sees its orphaned descendants here too.
  */
-static inline pid_t proc_next_child(DIR *dir, char *stat, size_t size)
+static inline pid_t proc_next_child_of(DIR *dir, pid_t parent, char *stat,
+				       size_t size)
 {
 	struct dirent *d;
 
@@ -110,10 +111,16 @@ static inline pid_t proc_next_child(DIR *dir, char *stat, size_t size)
 		q = fgets(stat, (int)size, f) ? strrchr(stat, ')') : NULL;
 		fclose(f);
 		/* Field 4, after the state: the parent. */
-		if (q && atoi(q + 4) == (int)getpid())
+		if (q && atoi(q + 4) == (int)parent)
 			return p;
 	}
 	return 0;
+}
+
+/* The next child of this process: proc_next_child_of() of getpid(). */
+static inline pid_t proc_next_child(DIR *dir, char *stat, size_t size)
+{
+	return proc_next_child_of(dir, getpid(), stat, size);
 }
 
 /* The state letter of a stat line of proc_next_child ('Z': a zombie). */
