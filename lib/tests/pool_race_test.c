@@ -20,13 +20,15 @@
  *  - stop_reply_then_exit: at shutdown a worker answers its stop and
  *    exits between the completer's drain of its return mailbox and the
  *    completer's look at the deaths: it stopped, it did not die (no death
- *    counted, the worker not killed mid-exit).
+ *    counted, the worker not killed mid-exit).  Also with the completer
+ *    parked on the host doorbell before the worker is stopped.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -396,14 +398,17 @@ static void held_result_before_death(void)
 
 /* ----------------------------------------------- stop_reply_then_exit */
 
-static _Atomic int look_armed;
+static _Atomic int look_armed, idle_watch, idle_parked;
 static _Atomic pid_t look_pid;
 
 /*
  * In the completer, between its drain of every return mailbox and its
  * look at the deaths: let the worker (held stopped by SIGSTOP, so the
  * drain found no answer) go on, and wait until it has answered its stop,
- * exited, and its death is counted.
+ * exited, and its death is counted.  The round may be the one the test's
+ * kick makes before the shutdown sent the stop: the test's thread sends
+ * it without us.  Also tells when the completer is about to park on the
+ * host doorbell (idle_watch).
  */
 static void hook_exit_before_look(struct knitk_pool *pool, enum pool_hook point,
 				  unsigned int arg)
@@ -413,6 +418,8 @@ static void hook_exit_before_look(struct knitk_pool *pool, enum pool_hook point,
 	uint32_t seq;
 
 	(void)arg;
+	if (point == POOL_HOOK_COMPLETER_PARK && atomic_load(&idle_watch))
+		atomic_store(&idle_parked, 1);
 	if (point != POOL_HOOK_DEATHS_LOOK || !atomic_exchange(&look_armed, 0))
 		return;
 	kill(atomic_load(&look_pid), SIGCONT);
@@ -426,7 +433,27 @@ static void hook_exit_before_look(struct knitk_pool *pool, enum pool_hook point,
 	} while (seq == 0);
 }
 
-static void stop_reply_then_exit_one(unsigned int dispatch)
+/* End the drainer's park: it makes another round (a look at the deaths). */
+static void kick_drainer(struct knitk_pool *pool)
+{
+	pthread_mutex_lock(&pool->lock);
+	knitk__pool_kick_drainer_locked(pool);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+/*
+ * The hook runs in a drainer's round that starts after it is armed.  The
+ * completer takes the drainer role and parks on the host doorbell
+ * POOL_LINGER_NS after the last wait, which on a loaded machine passes
+ * before the shutdown.  Parked before the arm, it made its last look at
+ * the deaths unarmed, and the stopped worker never rings it: nothing
+ * ends that park, the hook never lets the worker go on, and the shutdown
+ * waits for its answer for ever.  The kick after the arm ends such a park
+ * (or is seen before it: pool->kicks), so a round runs the hook whoever
+ * holds the role.  @parked: the completer is parked before the worker is
+ * stopped, every time (without the kick the shutdown hung every time).
+ */
+static void stop_reply_then_exit_one(unsigned int dispatch, bool parked)
 {
 	struct knitk_pool_opts o = { .size = sizeof(o),
 				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1,
@@ -436,7 +463,24 @@ static void stop_reply_then_exit_one(unsigned int dispatch)
 	struct knitk_pool *pool;
 
 	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	/* Without a kick (a module without KNITK_FEATURE_KICK) it would hang. */
+	if (!pool->leader) {
+		CHECK(pool->leader);
+		knitk_pool_destroy(pool);
+		return;
+	}
 	CHECK_EQ(mix_calls_good(pool, 10, NULL, 1, 1), 10);
+	atomic_store(&look_armed, 0);
+	atomic_store(&knitk__test_hook, hook_exit_before_look);
+	if (parked) {
+		atomic_store(&idle_parked, 0);
+		atomic_store(&idle_watch, 1);
+		/* Parked already (before idle_watch): once more, seen. */
+		kick_drainer(pool);
+		while (!atomic_load(&idle_parked))
+			sched_yield();
+		atomic_store(&idle_watch, 0);
+	}
 	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0);
 	atomic_store(&look_pid, wi.pid);
 	/* It answers the stop only once the hook lets it. */
@@ -445,7 +489,11 @@ static void stop_reply_then_exit_one(unsigned int dispatch)
 		      WSTOPPED | WNOWAIT) < 0 && errno == EINTR)
 		;
 	atomic_store(&look_armed, 1);
-	atomic_store(&knitk__test_hook, hook_exit_before_look);
+	/*
+	 * A drainer whose last look came before the arm gets no ring from
+	 * the stopped worker: a round after it, whoever holds the role then.
+	 */
+	kick_drainer(pool);
 	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
 	atomic_store(&knitk__test_hook, NULL);
 	CHECK_EQ(atomic_load(&look_armed), 0);
@@ -459,8 +507,10 @@ static void stop_reply_then_exit_one(unsigned int dispatch)
 
 static void stop_reply_then_exit(void)
 {
-	stop_reply_then_exit_one(KNITK_POOL_DISPATCH_PRIVATE);
-	stop_reply_then_exit_one(KNITK_POOL_DISPATCH_STEAL);
+	stop_reply_then_exit_one(KNITK_POOL_DISPATCH_PRIVATE, false);
+	stop_reply_then_exit_one(KNITK_POOL_DISPATCH_STEAL, false);
+	stop_reply_then_exit_one(KNITK_POOL_DISPATCH_PRIVATE, true);
+	stop_reply_then_exit_one(KNITK_POOL_DISPATCH_STEAL, true);
 }
 
 int main(int argc, char **argv)
