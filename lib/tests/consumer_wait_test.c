@@ -22,53 +22,15 @@
 
 #include "tap.h"
 #include "futex_asleep.h"
+#include "stream_fx.h"
 #include "../core/internal.h"
 #include "../core/knot_hooks.h"
 
 #define NR_MSGS		200000
 
-struct fx {
-	struct knitk_endpoint *host, *worker;
-	int req, ret_mb;
-};
-
 static int fx_init(struct fx *f)
 {
-	struct knitk_geometry g = {
-		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
-		.inline_bytes = 64,
-	};
-
-	memset(f, 0, sizeof(*f));
-	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &f->host) ||
-	    knitk_endpoint_join(f->host, KNITK_ROLE_HOST, 0) < 1)
-		return -1;
-	f->req = knitk_endpoint_request_mailbox(f->host, 0, 0);
-	f->ret_mb = knitk_endpoint_return_mailbox(f->host, 0);
-	return f->req < 0 || f->ret_mb < 0 ? -1 : 0;
-}
-
-/* The worker's endpoint, in this process. */
-static int fx_worker(struct fx *f)
-{
-	if (knitk_endpoint_attach(knitk_endpoint_fd(f->host), 0, &f->worker) ||
-	    knitk_endpoint_join(f->worker, KNITK_ROLE_WORKER, 0) < 1)
-		return -1;
-	return 0;
-}
-
-static void fx_fini(struct fx *f)
-{
-	knitk_endpoint_destroy(f->worker);
-	knitk_endpoint_destroy(f->host);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return fx_init_inline(f, 64);
 }
 
 /*
@@ -142,99 +104,20 @@ static uint64_t take_values(struct knitk_consumer *c, uint64_t first, uint64_t n
 	return got;
 }
 
-struct writer_arg {
-	struct knitk_endpoint *ep;
-	int mailbox;
-	int ret;
-};
-
-static void *writer_thread(void *arg)
-{
-	struct writer_arg *a = arg;
-	struct knitk_producer *p;
-
-	a->ret = knitk_producer_create(a->ep, (unsigned int)a->mailbox, &p);
-	if (a->ret)
-		return NULL;
-	a->ret = send_values(p, 0, NR_MSGS);
-	knitk_producer_destroy(p);
-	return NULL;
-}
-
 static void every_lane_once_threads(void)
 {
-	struct knitk_consumer *c;
-	struct writer_arg a;
-	pthread_t th;
 	struct fx f;
-	int err;
 
-	REQUIRE(fx_init(&f) == 0 && fx_worker(&f) == 0);
-	REQUIRE(knitk_consumer_create(f.worker, (unsigned int)f.req, &c) == 0);
-	a = (struct writer_arg){ .ep = f.host, .mailbox = f.req };
-	REQUIRE(pthread_create(&th, NULL, writer_thread, &a) == 0);
-	CHECK_EQ(take_values(c, 0, NR_MSGS, &err), NR_MSGS);
-	CHECK_EQ(err, 0);
-	pthread_join(th, NULL);
-	CHECK_EQ(a.ret, 0);
-	/* Nothing more, nothing twice. */
-	CHECK_EQ(knitk_consumer_wait(c, &(uint64_t){ 0 }, 0), -ETIMEDOUT);
-	knitk_consumer_destroy(c);
-	fx_fini(&f);
-}
-
-/*
- * A forked writer process holding worker 0's role: it sends @n values
- * into its return mailbox, then reports on @done (if >= 0) and pauses
- * when @stay, else leaves.
- */
-static pid_t fork_writer(struct fx *f, uint64_t n, int done, int stay)
-{
-	pid_t pid;
-
-	fflush(NULL);
-	pid = fork();
-	if (pid != 0)
-		return pid;
-	{
-		struct knitk_endpoint *w;
-		struct knitk_producer *p;
-		int ret;
-
-		if (knitk_endpoint_attach(knitk_endpoint_fd(f->host), 0, &w) ||
-		    knitk_endpoint_join(w, KNITK_ROLE_WORKER, 0) < 1 ||
-		    knitk_producer_create(w, (unsigned int)f->ret_mb, &p))
-			_exit(2);
-		ret = send_values(p, 0, n);
-		if (done >= 0 && write(done, "x", 1) != 1)
-			_exit(3);
-		while (stay)
-			pause();
-		knitk_producer_destroy(p);
-		knitk_endpoint_destroy(w);
-		_exit(ret ? 1 : 0);
-	}
+	REQUIRE(fx_init(&f) == 0);
+	stream_once_threads(&f, send_values, take_values, NR_MSGS);
 }
 
 static void every_lane_once_process(void)
 {
-	struct knitk_consumer *c;
-	int err, status;
 	struct fx f;
-	pid_t pid;
 
 	REQUIRE(fx_init(&f) == 0);
-	REQUIRE(knitk_consumer_create(f.host, (unsigned int)f.ret_mb, &c) == 0);
-	pid = fork_writer(&f, NR_MSGS, -1, 0);
-	REQUIRE(pid > 0);
-	CHECK_EQ(take_values(c, 0, NR_MSGS, &err), NR_MSGS);
-	CHECK_EQ(err, 0);
-	REQUIRE(waitpid(pid, &status, 0) == pid);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	/* Its clean leave ended the role: nothing pending, so -EPIPE. */
-	CHECK_EQ(knitk_consumer_wait(c, &(uint64_t){ 0 }, KNITK_WAIT_FOREVER), -EPIPE);
-	knitk_consumer_destroy(c);
-	fx_fini(&f);
+	stream_once_process(&f, send_values, take_values, NR_MSGS);
 }
 
 static void deadline_loses_nothing(void)
@@ -476,7 +359,7 @@ static void killed_writer_ends_wait(void)
 	REQUIRE(knitk_consumer_create(f.host, (unsigned int)f.ret_mb, &c) == 0);
 
 	/* Killed while the reader waits: the wait ends -EPIPE. */
-	ka = (struct killer_arg){ .host = f.host, .pid = fork_writer(&f, 5, pipefd[1], 1) };
+	ka = (struct killer_arg){ .host = f.host, .pid = fork_writer(&f, send_values, 5, pipefd[1], 1) };
 	REQUIRE(ka.pid > 0);
 	REQUIRE(read(pipefd[0], &x, 1) == 1);
 	CHECK_EQ(take_values(c, 0, 5, &err), 5);
@@ -491,7 +374,7 @@ static void killed_writer_ends_wait(void)
 	/* Killed before the wait, with lanes pending: those first. */
 	REQUIRE(fx_init(&f) == 0);
 	REQUIRE(knitk_consumer_create(f.host, (unsigned int)f.ret_mb, &c) == 0);
-	ka = (struct killer_arg){ .host = f.host, .pid = fork_writer(&f, 7, pipefd[1], 1) };
+	ka = (struct killer_arg){ .host = f.host, .pid = fork_writer(&f, send_values, 7, pipefd[1], 1) };
 	REQUIRE(ka.pid > 0);
 	REQUIRE(read(pipefd[0], &x, 1) == 1);
 	killer_thread(&ka);

@@ -28,6 +28,7 @@
 #include <knitk.h>
 
 #include "tap.h"
+#include "stream_fx.h"
 
 #define NR_MSGS		100000
 /* Inline bytes per lane: lanes of 256 bytes, so lane 14 ends on a page. */
@@ -38,45 +39,9 @@
 /* Messages per send_packed call at most. */
 #define BATCH_MAX	100
 
-struct fx {
-	struct knitk_endpoint *host, *worker;
-	int req, ret_mb;
-};
-
-static int fx_init_inline(struct fx *f, unsigned int inline_bytes)
-{
-	struct knitk_geometry g = {
-		.nr_workers = 1, .nr_submitters = 1, .lanes = KNITK_LANES,
-		.inline_bytes = inline_bytes,
-	};
-
-	memset(f, 0, sizeof(*f));
-	if (knitk_endpoint_create(&g, KNITK_KNOT_FUTEX, &f->host) ||
-	    knitk_endpoint_join(f->host, KNITK_ROLE_HOST, 0) < 1)
-		return -1;
-	f->req = knitk_endpoint_request_mailbox(f->host, 0, 0);
-	f->ret_mb = knitk_endpoint_return_mailbox(f->host, 0);
-	return f->req < 0 || f->ret_mb < 0 ? -1 : 0;
-}
-
 static int fx_init(struct fx *f)
 {
 	return fx_init_inline(f, INLINE);
-}
-
-/* The worker's endpoint, in this process. */
-static int fx_worker(struct fx *f)
-{
-	if (knitk_endpoint_attach(knitk_endpoint_fd(f->host), 0, &f->worker) ||
-	    knitk_endpoint_join(f->worker, KNITK_ROLE_WORKER, 0) < 1)
-		return -1;
-	return 0;
-}
-
-static void fx_fini(struct fx *f)
-{
-	knitk_endpoint_destroy(f->worker);
-	knitk_endpoint_destroy(f->host);
 }
 
 /*
@@ -121,15 +86,15 @@ static bool msg_is(const struct knitk_record *r, uint64_t seq)
 }
 
 /*
- * Send messages @first.. (up to @end, or for ever with @end UINT64_MAX)
+ * Send messages @first.. @first + @n - 1 (for ever with @n UINT64_MAX)
  * in calls of 1 to BATCH_MAX messages, ringing after each; under
  * backpressure yield and retry.  0 or a negative errno.
  */
-static int send_msgs(struct knitk_producer *p, uint64_t first, uint64_t end)
+static int send_msgs(struct knitk_producer *p, uint64_t first, uint64_t n)
 {
 	static unsigned char bufs[BATCH_MAX][REC_MAX];
+	uint64_t seq = first, end = n > UINT64_MAX - first ? UINT64_MAX : first + n;
 	struct iovec iov[BATCH_MAX];
-	uint64_t seq = first;
 	unsigned int k, i;
 	int ret;
 
@@ -218,94 +183,20 @@ static uint64_t take_msgs(struct knitk_consumer *c, uint64_t first, uint64_t n,
 	return got;
 }
 
-struct writer_arg {
-	struct knitk_endpoint *ep;
-	int mailbox;
-	int ret;
-};
-
-static void *writer_thread(void *arg)
-{
-	struct writer_arg *a = arg;
-	struct knitk_producer *p;
-
-	a->ret = knitk_producer_create(a->ep, (unsigned int)a->mailbox, &p);
-	if (a->ret)
-		return NULL;
-	a->ret = send_msgs(p, 0, NR_MSGS);
-	knitk_producer_destroy(p);
-	return NULL;
-}
-
 static void every_message_once_threads(void)
 {
-	struct knitk_consumer *c;
-	struct writer_arg a;
-	pthread_t th;
 	struct fx f;
-	int err;
 
-	REQUIRE(fx_init(&f) == 0 && fx_worker(&f) == 0);
-	REQUIRE(knitk_consumer_create(f.worker, (unsigned int)f.req, &c) == 0);
-	a = (struct writer_arg){ .ep = f.host, .mailbox = f.req };
-	REQUIRE(pthread_create(&th, NULL, writer_thread, &a) == 0);
-	CHECK_EQ(take_msgs(c, 0, NR_MSGS, &err), NR_MSGS);
-	CHECK_EQ(err, 0);
-	pthread_join(th, NULL);
-	CHECK_EQ(a.ret, 0);
-	/* Nothing more, nothing twice. */
-	CHECK_EQ(knitk_consumer_wait(c, &(uint64_t){ 0 }, 0), -ETIMEDOUT);
-	knitk_consumer_destroy(c);
-	fx_fini(&f);
-}
-
-/*
- * A forked writer holding worker 0's role: it sends messages 0.. up to
- * @n (for ever with UINT64_MAX) into its return mailbox, then leaves.
- */
-static pid_t fork_writer(struct fx *f, uint64_t n)
-{
-	pid_t pid;
-
-	fflush(NULL);
-	pid = fork();
-	if (pid != 0)
-		return pid;
-	{
-		struct knitk_endpoint *w;
-		struct knitk_producer *p;
-		int ret;
-
-		if (knitk_endpoint_attach(knitk_endpoint_fd(f->host), 0, &w) ||
-		    knitk_endpoint_join(w, KNITK_ROLE_WORKER, 0) < 1 ||
-		    knitk_producer_create(w, (unsigned int)f->ret_mb, &p))
-			_exit(2);
-		ret = send_msgs(p, 0, n);
-		knitk_producer_destroy(p);
-		knitk_endpoint_destroy(w);
-		_exit(ret ? 1 : 0);
-	}
+	REQUIRE(fx_init(&f) == 0);
+	stream_once_threads(&f, send_msgs, take_msgs, NR_MSGS);
 }
 
 static void every_message_once_process(void)
 {
-	struct knitk_consumer *c;
-	int err, status;
 	struct fx f;
-	pid_t pid;
 
 	REQUIRE(fx_init(&f) == 0);
-	REQUIRE(knitk_consumer_create(f.host, (unsigned int)f.ret_mb, &c) == 0);
-	pid = fork_writer(&f, NR_MSGS);
-	REQUIRE(pid > 0);
-	CHECK_EQ(take_msgs(c, 0, NR_MSGS, &err), NR_MSGS);
-	CHECK_EQ(err, 0);
-	REQUIRE(waitpid(pid, &status, 0) == pid);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	/* Its clean leave ended the role: nothing more pending, so -EPIPE. */
-	CHECK_EQ(knitk_consumer_wait(c, &(uint64_t){ 0 }, KNITK_WAIT_FOREVER), -EPIPE);
-	knitk_consumer_destroy(c);
-	fx_fini(&f);
+	stream_once_process(&f, send_msgs, take_msgs, NR_MSGS);
 }
 
 /*
@@ -325,7 +216,7 @@ static void killed_writer_leaves_whole_records(void)
 	for (round = 0; round < 3; round++) {
 		REQUIRE(fx_init(&f) == 0);
 		REQUIRE(knitk_consumer_create(f.host, (unsigned int)f.ret_mb, &c) == 0);
-		pid = fork_writer(&f, UINT64_MAX);
+		pid = fork_writer(&f, send_msgs, UINT64_MAX, -1, 0);
 		REQUIRE(pid > 0);
 		got = take_msgs(c, 0, 1000 + 7919 * (uint64_t)round, &err);
 		CHECK_EQ(err, 0);
