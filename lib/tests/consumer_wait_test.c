@@ -263,19 +263,10 @@ static void end_role_under_sleeper(struct knitk_endpoint *ep,
 	_Atomic uint32_t *seq = A32(&knot_doorbell(ep, d)->seq);
 	struct knitk_wake_stats st = { .size = sizeof(st) };
 	struct parked p = { .c = c, .ret = 1 };
-	uint32_t before;
 	pthread_t t;
-	bool woken;
 
 	REQUIRE(pthread_create(&t, NULL, parked_wait, &p) == 0);
-	wait_asleep_on_futex(&p.tid, seq);
-	before = atomic_load(seq);
-	CHECK_EQ(knitk_endpoint_mark_dead(marker, d), 0);
-	woken = atomic_load(seq) != before;
-	CHECK(woken);
-	if (!woken)
-		CHECK_EQ(knitk_doorbell_kick_self(ep), 0);
-	pthread_join(t, NULL);
+	end_role_wakes_sleeper(ep, d, marker, t, &p.tid, seq);
 	CHECK_EQ(p.ret, -ENOTCONN);
 	/* A death's kick: a wake, never a spurious one. */
 	CHECK_EQ(knitk_endpoint_wake_stats(ep, &st), 0);

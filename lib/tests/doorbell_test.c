@@ -356,19 +356,10 @@ static void end_under_parker(struct knitk_endpoint *ep, unsigned int d,
 	const _Atomic uint32_t *seq =
 		(const _Atomic uint32_t *)&doorbell_of(ep, d)->seq;
 	struct parker p = { .ep = ep };
-	uint32_t before;
 	pthread_t th;
-	bool woken;
 
 	REQUIRE(pthread_create(&th, NULL, park_told, &p) == 0);
-	wait_asleep_on_futex(&p.tid, seq);
-	before = atomic_load(seq);
-	CHECK_EQ(knitk_endpoint_mark_dead(marker, d), 0);
-	woken = atomic_load(seq) != before;
-	CHECK(woken);
-	if (!woken)
-		CHECK_EQ(knitk_doorbell_kick_self(ep), 0);
-	pthread_join(th, NULL);
+	end_role_wakes_sleeper(ep, d, marker, th, &p.tid, seq);
 	CHECK_EQ(p.ret, -ENOTCONN);
 }
 

@@ -5,11 +5,13 @@
  * doorbell's seq, past every re-check, before it sends the event under
  * test (a kick, a death), so the event lands on a sleeper every run.
  * Futex backend only; needs _GNU_SOURCE (the build's -D_GNU_SOURCE).
+ * Include after tap.h.
  */
 #ifndef KNITK_FUTEX_ASLEEP_H
 #define KNITK_FUTEX_ASLEEP_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -19,6 +21,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include <knitk.h>
 
 /* The calling thread's id, for the parker to publish. */
 static inline pid_t futex_asleep_tid(void)
@@ -77,6 +80,30 @@ static inline void wait_asleep_on_futex(_Atomic pid_t *tid, const void *addr)
 		sched_yield();
 	while (!asleep_on_futex(t, addr))
 		usleep(1000);
+}
+
+/*
+ * Doorbell @d of @ep, whose @seq word @thread sleeps on once it published
+ * its id in *@tid, ends by a mark of @marker: the end must advance @seq,
+ * waking the sleeper.  One the end left asleep is kicked free after the
+ * failed check (a failure, not a hang).  Joins @thread.
+ */
+static inline void end_role_wakes_sleeper(struct knitk_endpoint *ep, unsigned int d,
+					  struct knitk_endpoint *marker,
+					  pthread_t thread, _Atomic pid_t *tid,
+					  const _Atomic uint32_t *seq)
+{
+	uint32_t before;
+	bool woken;
+
+	wait_asleep_on_futex(tid, seq);
+	before = atomic_load(seq);
+	CHECK_EQ(knitk_endpoint_mark_dead(marker, d), 0);
+	woken = atomic_load(seq) != before;
+	CHECK(woken);
+	if (!woken)
+		CHECK_EQ(knitk_doorbell_kick_self(ep), 0);
+	pthread_join(thread, NULL);
 }
 
 #endif /* KNITK_FUTEX_ASLEEP_H */
