@@ -96,7 +96,8 @@ int knitk__pool_wait_passive_until_locked(struct knitk_pool *pool,
  * submits again), and nobody once the pool is shut down (-ESHUTDOWN: the
  * call is never sent).  Room held by unsent loans, which shutdown does
  * not wait for (C8), would otherwise never come, and shutdown would wait
- * for this call for ever.  0: look again.
+ * for this call for ever.  -EPIPE when a stealing pool has no worker left
+ * nor coming.  0: look again.
  */
 int knitk__pool_wait_room(struct knitk_pool *pool, struct pool_worker *pw,
 			  const struct knitk_call *call, uint64_t progress)
@@ -114,6 +115,13 @@ int knitk__pool_wait_room(struct knitk_pool *pool, struct pool_worker *pw,
 		else
 			ret = knitk__pool_wait_passive_until_locked(pool, call->deadline_ns);
 	}
+	/*
+	 * Stealing, and no worker left nor coming (a death without respawn,
+	 * or a respawn that failed): the room is never freed, nobody takes
+	 * what fills it, and the call is not sent (-EPIPE).
+	 */
+	if (!ret && !pw && !knitk__pool_has_workers_locked(pool, NULL))
+		ret = -EPIPE;
 	pthread_mutex_unlock(&pool->lock);
 	return ret;
 }
