@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "pool_internal.h"
+#include "process.h"
 
 /* Nothing left to serve: every worker stopped or dead for good. */
 static bool completer_should_exit_locked(struct knitk_pool *pool)
@@ -64,7 +65,8 @@ static void completer_drain(struct knitk_pool *pool, bool ev)
 	unsigned int spins = 0;
 
 	for (;;) {
-		unsigned int k0;
+		struct lifeline_park lp;
+		unsigned int k0, park;
 		uint32_t seq;
 
 		/* seq_cst pairs with the increment in calls_wait. */
@@ -109,8 +111,10 @@ static void completer_drain(struct knitk_pool *pool, bool ev)
 		 * look again now that the sleeping flag is set.  So for
 		 * event mode: knitk_pool_event_fd stores evmode before its
 		 * kick, whose seq_cst doorbell CAS this prepare reads from
-		 * when it saw the kicked seq.
+		 * when it saw the kicked seq.  A worker's death its lifeline
+		 * shows is reported now, and seen as pending.
 		 */
+		park = knitk__lifeline_park_words(pool, &lp);
 		if (knitk__pool_deaths_pending(pool) ||
 		    (!ev && atomic_load_explicit(&pool->evmode, memory_order_relaxed)) ||
 		    (pool->leader &&
@@ -119,7 +123,19 @@ static void completer_drain(struct knitk_pool *pool, bool ev)
 			knitk_doorbell_cancel(pool->ep);
 			continue;
 		}
-		knitk_doorbell_wait(pool->ep, seq, KNITK_WAIT_FOREVER);
+		/*
+		 * With lifelines a worker's death ends the park from the
+		 * start of its exit (P7): a thread waiting on its own call's
+		 * word (R6) hears of it through us.
+		 */
+		if (park) {
+			knitk_doorbell_ring_wait_words(pool->ep, 0, seq,
+						       KNITK_WAIT_FOREVER,
+						       lp.words, park);
+			knitk__lifeline_park_seen(pool, &lp);
+		} else {
+			knitk_doorbell_wait(pool->ep, seq, KNITK_WAIT_FOREVER);
+		}
 	}
 }
 

@@ -150,8 +150,12 @@ static int pool_setup(struct knitk_pool *pool)
 		.nr_submitters = pool->nr_submitters,
 		.lanes = KNITK_LANES,
 		.inline_bytes = pool->opts.inline_bytes,
-		/* A word per entry (slot.h), in the region of abort bits. */
-		.abort_bits = pool->nr_workers * KNITK_LANES * 64,
+		/*
+		 * A word per entry (slot.h), in the region of abort bits,
+		 * then a box per entry for its result (struct slot_box).
+		 */
+		.abort_bits = pool->nr_workers * KNITK_LANES *
+			      (64 + 8 * slot_box_size(pool->nr_workers * KNITK_LANES)),
 		.arena_bytes = pool->opts.arena_bytes,
 		/* The claimants' size, recorded: they are checked against it. */
 		.region_lanes = pool->steal_g,
@@ -173,6 +177,9 @@ static int pool_setup(struct knitk_pool *pool)
 	knitk_endpoint_base(pool->ep, &base);
 	knitk_endpoint_layout(pool->ep, &layout, NULL);
 	pool->slots = (_Atomic uint64_t *)((char *)base + layout.abort_off);
+	pool->box_size = slot_box_size_of(geom.abort_bits,
+					  (uint64_t)pool->nr_workers * KNITK_LANES);
+	pool->boxes = (unsigned char *)(pool->slots + pool->nr_workers * KNITK_LANES);
 	/* Each entry's first call, of generation gen + 1, is queued. */
 	for (i = 0; i < (size_t)pool->nr_workers * KNITK_LANES; i++)
 		atomic_init(&pool->slots[i], slot_word(pool->entries[i].gen, 0, SLOT_FREE));

@@ -121,6 +121,9 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 		/* An unsent loan is not w's call yet: it keeps its entry (C8). */
 		if (call && call->loan == LOAN_HELD)
 			continue;
+		/* Finished before it died, the result in the box: it stands. */
+		if (call && knitk__call_take_back_locked(pool, call, false, NULL))
+			continue;
 		if (call)
 			knitk__call_complete_locked(pool, call, -EOWNERDEAD, NULL, 0);
 		knitk__entry_free_locked(pool, idx);
@@ -133,7 +136,8 @@ static void handle_death(struct knitk_pool *pool, unsigned int w)
 		if (idx >= pool->nr_workers * KNITK_LANES || !e->call || e->gen != gen)
 			continue;
 		/* Taken by another worker after all (R2): its answer ends it. */
-		if (slot_other(&pool->slots[idx], gen, w))
+		if (slot_other(&pool->slots[idx], gen, w) ||
+		    knitk__call_take_back_locked(pool, e->call, false, NULL))
 			continue;
 		if (!call_done_locked(e->call))
 			e->call->ran = (int)w;

@@ -6,6 +6,7 @@
 #ifdef KNITK_TEST_HOOKS
 _Atomic(pool_hook_fn) knitk__test_hook;
 _Atomic(pool_lane_hook_fn) knitk__test_lane_hook;
+_Atomic(pool_box_hook_fn) knitk__test_box_hook;
 _Atomic uint32_t knitk__test_gen_base;
 _Atomic int knitk__test_publish_twice;
 #endif

@@ -100,6 +100,17 @@ typedef void (*pool_lane_hook_fn)(enum pool_hook point, unsigned int worker,
 extern _Atomic(pool_lane_hook_fn) knitk__test_lane_hook;
 
 /*
+ * The hook of the point where a worker wrote the box of the call it ran
+ * (struct slot_box: length, status, bytes) and is about to end the call
+ * on its word (R3): worker @worker, the box @box.  A test may rewrite the
+ * box (a hostile worker).  Set by a test, in the process of the workers
+ * it means.
+ */
+typedef void (*pool_box_hook_fn)(unsigned int worker, void *box);
+
+extern _Atomic(pool_box_hook_fn) knitk__test_box_hook;
+
+/*
  * Where a pool made from now on starts its entries' generations (the high
  * half of every task id) and its workers' epochs instead of 0, so that a
  * test runs task ids across their wrap.
@@ -127,11 +138,18 @@ extern _Atomic int knitk__test_publish_twice;
 	if (lhook_)							\
 		lhook_(point, worker, producer, lane, h);		\
 } while (0)
+#define POOL_BOX_HOOK(worker, box) do {				\
+	pool_box_hook_fn bhook_ = atomic_load(&knitk__test_box_hook);	\
+									\
+	if (bhook_)							\
+		bhook_(worker, box);					\
+} while (0)
 #define POOL_GEN_BASE() atomic_load(&knitk__test_gen_base)
 #define POOL_PUBLISH_TWICE() atomic_load(&knitk__test_publish_twice)
 #else
 #define POOL_HOOK(pool, point, arg) do { } while (0)
 #define POOL_LANE_HOOK(point, worker, producer, lane, h) do { } while (0)
+#define POOL_BOX_HOOK(worker, box) do { } while (0)
 #define POOL_GEN_BASE() 0U
 #define POOL_PUBLISH_TWICE() 0
 #endif

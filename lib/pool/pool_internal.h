@@ -101,6 +101,11 @@ struct knitk_call {
 	/* The result went straight to knitk_pool_call's buffer: no @data. */
 	bool direct;
 	/*
+	 * A waiting thread set SLOT_TAKE on the call's word (R6) and has not
+	 * taken it back: pool->lock.
+	 */
+	bool take;
+	/*
 	 * enum loan_state; changed under pool->lock by the loan's owner
 	 * only, who may read it without.  An unsent loan's lane is
 	 * @loan_lane of submitter @loan_sub's mailbox to its worker
@@ -233,6 +238,8 @@ struct knitk_pool {
 	struct knitk_task_table table;
 	struct knitk_endpoint *ep;	/* host endpoint */
 	_Atomic uint64_t *slots;	/* the calls' words (slot.h), in the knot */
+	unsigned char *boxes;		/* their result boxes, after the words */
+	unsigned int box_size;		/* bytes per box; 0: no boxes */
 	unsigned int nr_workers;
 	unsigned int nr_submitters;
 	uint64_t max_len;		/* largest argument/result */
@@ -293,6 +300,11 @@ struct knitk_pool {
 	 * another thread can end the park); otherwise only the completer does.
 	 */
 	bool leader;
+	/*
+	 * Threads waiting on their own call's word (wait.c, R6), pool->lock:
+	 * the destroy lets them leave before the knot goes.
+	 */
+	unsigned int own_waiters;
 	/*
 	 * knitk_pool_call rings the worker in its park (S9): private lanes,
 	 * a leader, and a backend with KNITK_IOC_NOTIFY_WAIT.
@@ -476,6 +488,16 @@ void knitk__events_queue_locked(struct knitk_pool *pool, struct knitk_call *call
 void knitk__events_forget_locked(struct knitk_call *call);
 void knitk__pool_kick_drainer_locked(struct knitk_pool *pool);
 int knitk__call_abort_locked(struct knitk_call *call);
+/*
+ * The waiter's SLOT_TAKE comes off @call's word (R6): before any other
+ * completion of it, and when its waiter (@waiter: the caller) leaves.  A
+ * result its worker left in the box completes the call (its bytes to
+ * @direct's buffer, when given) and its entry goes back: then true, and
+ * the caller neither completes the call nor frees its entry.
+ */
+bool knitk__call_take_back_locked(struct knitk_pool *pool,
+				  struct knitk_call *call, bool waiter,
+				  const struct pool_direct *direct);
 void knitk__pool_cancel_all_locked(struct knitk_pool *pool);
 
 /* room.c */

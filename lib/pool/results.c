@@ -61,6 +61,16 @@ static void results_apply_locked(struct knitk_pool *pool, unsigned int w,
 		e = idx < pool->nr_workers * KNITK_LANES &&
 		    (pool->steal || idx / KNITK_LANES == w) ?
 		    &pool->entries[idx] : NULL;
+		/*
+		 * A waiter's flags come off first; a result also in the box
+		 * (which a worker that sent this one never left) went back
+		 * with its entry.
+		 */
+		if (e && e->call && e->gen == gen &&
+		    knitk__call_take_back_locked(pool, e->call, false, NULL)) {
+			free(r->data);
+			continue;
+		}
 		if (!e || !e->call || e->gen != gen) {
 			/* Not ours, or its entry is gone: drop it. */
 			pool->stats.stale++;

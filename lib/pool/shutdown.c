@@ -90,11 +90,12 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 	pool->completer_done = true;
 	/*
 	 * A waiting thread may still hold the drainer role (the completer
-	 * can exit under it once the worker deaths it handles leave none):
-	 * let it finish before its consumers and knot go.  Nobody takes the
-	 * role after completer_done; each release broadcasts pool->cond.
+	 * can exit under it once the worker deaths it handles leave none),
+	 * or be on its way off its call's word (the cancel woke it): let it
+	 * finish before its consumers and knot go.  Nobody takes the role or
+	 * a word after completer_done; each release broadcasts pool->cond.
 	 */
-	while (pool->draining)
+	while (pool->draining || pool->own_waiters)
 		pthread_cond_wait(&pool->cond, &pool->lock);
 	pthread_mutex_unlock(&pool->lock);
 	/*

@@ -461,7 +461,9 @@ void knitk__steal_orphans_locked(struct knitk_pool *pool)
 		return;
 	for (i = 0; i < pool->nr_workers * KNITK_LANES; i++)
 		/* An unsent loan is nobody's to claim yet (C8): it stays. */
-		if (pool->entries[i].call && pool->entries[i].call->loan != LOAN_HELD) {
+		if (pool->entries[i].call && pool->entries[i].call->loan != LOAN_HELD &&
+		    !knitk__call_take_back_locked(pool, pool->entries[i].call,
+						  false, NULL)) {
 			knitk__call_complete_locked(pool, pool->entries[i].call,
 						    -EPIPE, NULL, 0);
 			knitk__entry_free_locked(pool, i);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "pool_internal.h"
+#include "slot.h"
 
 /* The time of one look at the calls, read only when a deadline needs it. */
 static uint64_t lazy_now(uint64_t *now)
@@ -28,7 +29,8 @@ static uint64_t lazy_now(uint64_t *now)
 static void call_expire_locked(struct knitk_call *call, uint64_t *now)
 {
 	if (!call_done_locked(call) && call->deadline_ns &&
-	    lazy_now(now) >= call->deadline_ns)
+	    lazy_now(now) >= call->deadline_ns &&
+	    !knitk__call_take_back_locked(call->pool, call, false, NULL))
 		knitk__call_complete_locked(call->pool, call, -ETIMEDOUT, NULL, 0);
 }
 
@@ -164,6 +166,81 @@ static int calls_wait_locked(struct knitk_pool *pool,
 	return all ? 0 : first;
 }
 
+/*
+ * R6: wait for @call on its own word, without pool->lock (held on entry
+ * and on return): set SLOT_TAKE, spin while that pays, then sleep on the
+ * word until its worker, an abort, a death or a deadline changes it; then
+ * take the flags back, which completes the call when its result is in the
+ * box (to @direct's buffer, when given).  A call it does not complete
+ * (its result did not fit the box, the wait's @deadline_ns came) is left
+ * to calls_wait_locked.  Not for a loan, in event mode, or with a second
+ * waiter: those wait as they always did.
+ */
+static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *call,
+				 uint64_t deadline_ns,
+				 const struct pool_direct *direct)
+{
+	_Atomic uint64_t *word = &pool->slots[call->entry];
+	uint32_t gen = (uint32_t)(call->task_id >> 32);
+	uint64_t until = deadline_ns;
+	unsigned int spins = 0;
+
+	if (!pool->box_size || call->take || call->loan != LOAN_NONE ||
+	    call_done_locked(call) || pool->completer_done ||
+	    atomic_load_explicit(&pool->evmode, memory_order_relaxed) ||
+	    !slot_take(word, gen))
+		return;
+	call->take = true;
+	pool->own_waiters++;
+	/* Deaths are seen by a drainer: the completer's, while nobody drains. */
+	if (!pool->draining && !pool->orphans) {
+		pool->orphans = true;
+		pthread_cond_signal(&pool->ccond);
+	}
+	if (call->deadline_ns && call->deadline_ns < until)
+		until = call->deadline_ns;
+	pthread_mutex_unlock(&pool->lock);
+	for (;;) {
+		uint64_t v = atomic_load_explicit(word, memory_order_acquire);
+		uint32_t low;
+		int ret;
+
+		/*
+		 * Taken back (the call ended elsewhere; its entry may hold
+		 * the next call already), or ended here.
+		 */
+		if (!(v & SLOT_TAKE) || !slot_of(v, gen) ||
+		    slot_phase(v) == SLOT_DONE || slot_phase(v) == SLOT_FAILED)
+			break;
+		if (spins < pool->opts.spin) {
+			/* A clock read costs more than a look: every few rounds. */
+			if ((spins & (POOL_SPIN_CLOCK - 1)) == POOL_SPIN_CLOCK - 1 &&
+			    until != KNITK_WAIT_FOREVER && pool_now_ns() >= until)
+				break;
+			pool_spin_relax(&pool->spin, spins++);
+			continue;
+		}
+		/*
+		 * Our call may wait for a stopped searcher: see to it before
+		 * we sleep (T14), as a drainer does before its park.
+		 */
+		if (pool->steal)
+			knitk__steal_rescue(pool);
+		low = slot_park(word, v);
+		if (!low)
+			continue;
+		/* Woken, or the word moved: look again; a deadline ends it. */
+		ret = knitk_word_wait(pool->ep, slot_low(word), low, until);
+		if (ret && ret != -EAGAIN && ret != -EINTR)
+			break;
+	}
+	pthread_mutex_lock(&pool->lock);
+	knitk__call_take_back_locked(pool, call, true, direct);
+	/* Off the knot: a destroy waiting for us may unmap it now. */
+	if (!--pool->own_waiters && pool->completer_done)
+		pthread_cond_broadcast(&pool->cond);
+}
+
 static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 		      unsigned int nr, bool all, uint64_t deadline_ns)
 {
@@ -246,7 +323,9 @@ KNITK_EXPORT int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns)
 		return call->status;
 	pool = call->pool;
 	pthread_mutex_lock(&pool->lock);
-	ret = calls_wait_locked(pool, &call, 1, false, deadline_ns, 0, NULL);
+	call_wait_own_locked(pool, call, deadline_ns, NULL);
+	ret = call_done_locked(call) ? 0 :
+	      calls_wait_locked(pool, &call, 1, false, deadline_ns, 0, NULL);
 	/* Done (not -EINPROGRESS): its status, under the same lock. */
 	if (ret >= 0)
 		ret = call->status;
@@ -371,8 +450,13 @@ KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
 	/* Set at its registration, before the publish. */
 	direct.task_id = call->task_id;
 	pthread_mutex_lock(&pool->lock);
+	/* Its own word, unless the ring is left to a ring-then-wait (S9). */
+	if (!ring)
+		call_wait_own_locked(pool, call, KNITK_WAIT_FOREVER, &direct);
 	/* Without a deadline the wait ends only with the call done. */
-	calls_wait_locked(pool, &call, 1, false, KNITK_WAIT_FOREVER, ring, &direct);
+	if (!call_done_locked(call))
+		calls_wait_locked(pool, &call, 1, false, KNITK_WAIT_FOREVER, ring,
+				  &direct);
 	ret = call->status;
 	if (out_len)
 		*out_len = call->len;

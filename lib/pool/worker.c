@@ -8,10 +8,14 @@
  * the call on its word (slot.h: a lane of a call that is not ours to run
  * is retired unanswered), run the task (or skip it when its deadline
  * passed or it was aborted), then
- * acknowledge the request lane *before* publishing the result, so that by
- * the time the host sees a result the request's arena bytes are free again
- * (the submitter's backpressure wait in submit.c relies on it).  The result
- * carries the task id it answers; the host matches it.
+ * acknowledge the request lane *before* the call ends, so that by the
+ * time the host sees its end the request's arena bytes are free again
+ * (the submitter's backpressure wait in submit.c relies on it).  A result
+ * that fits the call's box goes there, and when a thread of the host
+ * waits for it (SLOT_TAKE, R6) the call ends on its word alone: no return
+ * lane, and a wake only for a waiter asleep.  Any other result travels in
+ * a return lane, claimed once it is needed, carrying the task id it
+ * answers; the host matches it.
  *
  * With nothing pending the worker polls for opts.spin rounds, then parks
  * on its doorbell with no timeout: the doorbell protocol (doorbell.c) makes
@@ -33,9 +37,29 @@
 struct knitk_reply {
 	struct knitk_endpoint *ep;
 	struct knitk_producer *producer;
-	unsigned int lane;
+	int lane;			/* the return lane, once claimed; else -1 */
 	uint64_t max;
+	struct slot_box *box;		/* the call's box, or NULL */
+	size_t box_cap;
+	size_t len;			/* bytes in the box */
+	bool in_box;			/* the result is there, not in the lane */
 };
+
+/*
+ * A free return lane: there always is one (POOL_CAP), but be safe; -EPIPE
+ * when the host, which frees them, is gone.
+ */
+static int reply_claim_lane(struct knitk_reply *out)
+{
+	if (out->lane >= 0)
+		return 0;
+	while ((out->lane = knitk_lane_claim(out->producer)) < 0) {
+		if (knitk_endpoint_host_dead(out->ep) > 0)
+			return -EPIPE;
+		sched_yield();
+	}
+	return 0;
+}
 
 struct task_ctx {
 	const _Atomic uint64_t *slot;	/* the call's word (slot.h), or NULL */
@@ -53,6 +77,17 @@ KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
 		return -EINVAL;
 	if (len > out->max)
 		return -EMSGSIZE;
+	/* Into the box while it fits and no lane was taken for the result. */
+	if (out->box && out->lane < 0 && len <= out->box_cap) {
+		out->in_box = true;
+		out->len = len;
+		*buf = out->box->bytes;
+		return 0;
+	}
+	out->in_box = false;
+	ret = reply_claim_lane(out);
+	if (ret)
+		return ret;
 	/*
 	 * -ENOSPC: the host has not yet taken earlier results out of our
 	 * arena.  Its drainer is awake (we rang it when we published
@@ -60,7 +95,8 @@ KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
 	 * host is gone (-EPIPE: nobody will).  Only results bigger than the
 	 * inline bytes ever wait here.
 	 */
-	while ((ret = knitk_lane_reserve(out->producer, out->lane, len, buf)) == -ENOSPC) {
+	while ((ret = knitk_lane_reserve(out->producer, (unsigned int)out->lane,
+					 len, buf)) == -ENOSPC) {
 		if (knitk_endpoint_host_dead(out->ep) > 0)
 			return -EPIPE;
 		sched_yield();
@@ -111,6 +147,8 @@ struct worker_loop {
 	struct knitk_producer *ret;
 	_Atomic uint64_t *slots;	/* the calls' words (slot.h) */
 	uint32_t nr_slots;
+	unsigned char *boxes;		/* their boxes, box_size bytes each */
+	unsigned int box_size;
 	uint64_t max;
 	/*
 	 * Ring-then-wait (S9): the host's ring after our last result is
@@ -129,22 +167,6 @@ static void worker_ring(struct worker_loop *l)
 	knitk_producer_notify(l->ret);
 }
 
-/*
- * A free return lane: there always is one (POOL_CAP), but be safe; -EPIPE
- * when the host, which frees them, is gone.
- */
-static int worker_claim_return(struct worker_loop *l)
-{
-	int lane;
-
-	while ((lane = knitk_lane_claim(l->ret)) < 0) {
-		if (knitk_endpoint_host_dead(l->ep) > 0)
-			return -EPIPE;
-		sched_yield();
-	}
-	return lane;
-}
-
 /* The word of the call @h asks for (its abort_id - 1), or NULL. */
 static _Atomic uint64_t *worker_slot(const struct worker_loop *l,
 				     const struct knitk_lane_header *h)
@@ -154,13 +176,12 @@ static _Atomic uint64_t *worker_slot(const struct worker_loop *l,
 	return &l->slots[h->abort_id - 1];
 }
 
-/* Run (or skip) the call of one decoded request; fills the return lane. */
+/* Run (or skip) the call of one decoded request; fills @reply. */
 static int worker_exec(struct worker_loop *l, const struct knitk_msg *msg,
-		       int decode_err, unsigned int rlane,
+		       int decode_err, struct knitk_reply *reply,
 		       const _Atomic uint64_t *slot)
 {
 	const struct knitk_lane_header *h = &msg->header;
-	struct knitk_reply reply = { l->ep, l->ret, rlane, l->max };
 	struct task_ctx ctx = { .slot = slot, .gen = (uint32_t)(h->task_id >> 32) };
 
 	if (decode_err)
@@ -174,7 +195,41 @@ static int worker_exec(struct worker_loop *l, const struct knitk_msg *msg,
 		return -ETIMEDOUT;
 	if (slot && slot_failed(slot, ctx.gen))
 		return -ECANCELED;
-	return l->a->table->tasks[h->function_id](msg->data, msg->len, &reply, &ctx);
+	return l->a->table->tasks[h->function_id](msg->data, msg->len, reply, &ctx);
+}
+
+/*
+ * R3: the call we ran ends on its word.  Its result is in the box (or it
+ * has none) and a host thread takes it from there (SLOT_TAKE): that is
+ * all, with a wake when it sleeps; true.  Otherwise false: the answer
+ * goes in a return lane, the box's bytes copied there.
+ */
+static bool worker_finish(struct worker_loop *l, struct knitk_reply *reply,
+			  _Atomic uint64_t *slot, uint32_t gen, int status)
+{
+	bool box = reply->box && reply->lane < 0;
+	uint64_t old;
+	void *buf;
+
+	if (box) {
+		reply->box->len = reply->in_box ? (uint32_t)reply->len : 0;
+		reply->box->status = status;
+		POOL_BOX_HOOK(l->a->worker, reply->box);
+	}
+	old = slot_finish(slot, gen, l->a->worker, box);
+	/* Every sleeper, as knitk__call_take_back_locked does. */
+	if (old & SLOT_PARKED)
+		knitk_word_wake(l->ep, slot_low(slot), UINT_MAX);
+	if (box && (old & SLOT_TAKE) && slot_phase(old) == SLOT_RUNNING)
+		return true;
+	if (reply->in_box && reply->len) {
+		const void *bytes = reply->box->bytes;
+
+		reply->box = NULL;
+		if (!knitk_reply_alloc(reply, reply->len, &buf))
+			memcpy(buf, bytes, reply->len);
+	}
+	return false;
 }
 
 /* Handle one request lane; 1 when the loop ends (stop message, host gone). */
@@ -183,10 +238,11 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 {
 	struct knitk_lane_header *rh;
 	struct knitk_msg msg = { .size = sizeof(msg) };
+	struct knitk_reply reply = { .ep = l->ep, .producer = l->ret,
+				     .lane = -1, .max = l->max };
 	enum slot_claim how = SLOT_RUN;
 	_Atomic uint64_t *slot;
-	unsigned int rlane;
-	int err, status, stop, ret;
+	int err, status, stop;
 	uint32_t gen;
 
 	/* The last call's result is not held back while this one runs. */
@@ -202,28 +258,32 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 		knitk_lane_ack(c, 1ULL << lane);
 		return 0;
 	}
-	ret = worker_claim_return(l);
-	if (ret < 0)
-		return 1;	/* the host is gone: nobody to answer */
-	rlane = (unsigned int)ret;
+	if (slot && l->box_size) {
+		reply.box = (struct slot_box *)(l->boxes +
+			(size_t)(slot - l->slots) * l->box_size);
+		reply.box_cap = l->box_size - sizeof(*reply.box);
+	}
 	if (stop)
 		status = 0;
 	else if (how == SLOT_ANSWER)
 		status = -ECANCELED;
 	else
-		status = worker_exec(l, &msg, err, rlane, slot);
-	if (slot && how == SLOT_RUN)
-		slot_done(slot, gen, l->a->worker);
-	/* The request's bytes are read: retire it before answering. */
+		status = worker_exec(l, &msg, err, &reply, slot);
+	/* The request's bytes are read: retire it before the call ends. */
 	knitk_lane_ack(c, 1ULL << lane);
-	knitk_lane_header(l->ret, rlane, &rh);
+	if (slot && how == SLOT_RUN && worker_finish(l, &reply, slot, gen, status))
+		return 0;
+	if (reply_claim_lane(&reply))
+		return 1;	/* the host is gone: nobody to answer */
+	knitk_lane_header(l->ret, (unsigned int)reply.lane, &rh);
 	rh->function_id = msg.header.function_id;
 	rh->task_id = msg.header.task_id;
 	rh->user = (uint32_t)status;
 	if (status < 0)
 		rh->flags |= KNITK_LANE_F_ERROR;
-	POOL_LANE_HOOK(POOL_HOOK_RESULT, l->a->worker, l->ret, rlane, rh);
-	knitk_lane_publish(l->ret, rlane);
+	POOL_LANE_HOOK(POOL_HOOK_RESULT, l->a->worker, l->ret,
+		       (unsigned int)reply.lane, rh);
+	knitk_lane_publish(l->ret, (unsigned int)reply.lane);
 	if (l->ring_wait && !stop)
 		l->ring_due = true;
 	else
@@ -278,7 +338,12 @@ int knitk__worker_run(const struct worker_args *a)
 	knitk__spin_init(&spin, a->ep, knitk__spin_cpus(a->ep));
 	l.nr_submitters = geom.nr_submitters;
 	l.slots = (_Atomic uint64_t *)((char *)base + layout.abort_off);
-	l.nr_slots = geom.abort_bits / 64;
+	/* A word per entry, then a box per entry (slot.h); older hosts: words. */
+	l.nr_slots = geom.nr_workers * geom.lanes;
+	l.box_size = slot_box_size_of(geom.abort_bits, l.nr_slots);
+	if (!l.box_size)
+		l.nr_slots = geom.abort_bits / 64;
+	l.boxes = (unsigned char *)(l.slots + l.nr_slots);
 	l.max = layout.arena_size > geom.inline_bytes ? layout.arena_size :
 							 geom.inline_bytes;
 	/*

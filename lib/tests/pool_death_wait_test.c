@@ -16,10 +16,13 @@
  * POOL_HOOK_AFTERCARE instead, before it resets the dead worker's request
  * mailboxes and reaps it: the waiter returns before either.
  *
- * On the futex backend the waiter parked on the host doorbell is woken by
- * the dying worker's own lifeline (docs/protocol.md P7), not through the
- * lifeline thread or the pidfd monitor: both are held at
- * POOL_HOOK_NOTICE until the waiter returned.  Before, the waiter heard
+ * The waiter sleeps on its own call's word (docs/protocol.md R6): checked
+ * through /proc before the kill.  On the futex backend the pool's drainer
+ * parked on the host doorbell (the completer, while the waiter sleeps on
+ * its word) is woken by the dying worker's own lifeline (P7), and the
+ * waiter by the death's completion of its call, not through the lifeline
+ * thread or the pidfd monitor: both are held at POOL_HOOK_NOTICE until
+ * the waiter returned.  Before, the waiter heard
  * of the death only from them: it stayed parked while they were held,
  * and the hook let go after NOTICE_HOLD_S without it.
  */
@@ -38,7 +41,9 @@
 #include "tap.h"
 #include "pool_tasks.h"
 #include "pool_kill.h"
+#include "futex_asleep.h"
 #include "../pool/pool_internal.h"
+#include "../pool/slot.h"
 
 enum { D_MIX, D_PARK, D_NR };
 
@@ -52,11 +57,13 @@ static _Atomic int waiter_ret, waiter_returned;
 static _Atomic int hook_calls, hook_held, returned_first;
 static _Atomic int hold_point, hook_done;
 static _Thread_local bool in_waiter;
+static _Atomic pid_t waiter_tid;
 
 static void *waiter_main(void *arg)
 {
 	(void)arg;
 	in_waiter = true;
+	atomic_store(&waiter_tid, futex_asleep_tid());
 	atomic_store(&waiter_ret, knitk_call_wait(parked, KNITK_WAIT_FOREVER));
 	atomic_store(&waiter_returned, 1);
 	return NULL;
@@ -118,14 +125,14 @@ static void death_wait(bool steal, bool respawn, enum pool_hook point)
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool *pool;
-	unsigned int victim, waiters;
+	unsigned int victim;
 	int32_t pid;
 	unsigned long i, good = 0;
 	int pfd[2];
-	bool drains;
 	pthread_t th;
 
 	atomic_store(&waiter_returned, 0);
+	atomic_store(&waiter_tid, 0);
 	atomic_store(&hook_calls, 0);
 	atomic_store(&hook_held, 0);
 	atomic_store(&returned_first, 0);
@@ -139,14 +146,8 @@ static void death_wait(bool steal, bool respawn, enum pool_hook point)
 		CHECK_EQ(victim, 1);
 	atomic_store(&knitk__test_hook, hook_hold_respawn);
 	REQUIRE(pthread_create(&th, NULL, waiter_main, NULL) == 0);
-	/* Parked: waiting, and the drainer role held by a waiter. */
-	do {
-		sched_yield();
-		pthread_mutex_lock(&pool->lock);
-		waiters = atomic_load(&pool->waiters);
-		drains = pool->draining && !pool->completer_draining;
-		pthread_mutex_unlock(&pool->lock);
-	} while (!waiters || (pool->leader && !drains));
+	/* Parked: asleep on its own call's word (docs/protocol.md R6). */
+	wait_asleep_on_futex(&waiter_tid, slot_low(&pool->slots[parked->entry]));
 	CHECK_EQ(atomic_load(&waiter_returned), 0);
 	kill(pid, SIGKILL);
 	pthread_join(th, NULL);
@@ -234,6 +235,7 @@ static void notice_wait(bool steal)
 	pthread_t th;
 
 	atomic_store(&waiter_returned, 0);
+	atomic_store(&waiter_tid, 0);
 	atomic_store(&hook_calls, 0);
 	atomic_store(&hook_held, 0);
 	atomic_store(&hook_done, 0);
@@ -250,8 +252,7 @@ static void notice_wait(bool steal)
 	REQUIRE(victim < 2);
 	atomic_store(&knitk__test_hook, hook_hold_notice);
 	REQUIRE(pthread_create(&th, NULL, waiter_main, NULL) == 0);
-	while (!atomic_load(&pool->waiters))
-		sched_yield();
+	wait_asleep_on_futex(&waiter_tid, slot_low(&pool->slots[parked->entry]));
 	kill(pid, SIGKILL);
 	pthread_join(th, NULL);
 	CHECK_EQ(atomic_load(&waiter_ret), -EOWNERDEAD);

@@ -2,7 +2,9 @@
 /*
  * knitk_pool_destroy while another thread waits on a call: the waiter
  * returns with its call completed, and the destroy frees nothing that
- * thread still uses.  The narrow case: the waiting thread holds the
+ * thread still uses, whether it waits on its call's own word
+ * (knitk_call_wait, docs/protocol.md R6) or as the pool's drainer
+ * (knitk_pool_wait_any).  The narrow case: the waiting thread holds the
  * drainer role and is handling a worker's death, after which no worker is
  * left and the completer exits, so the destroy goes on to its teardown.
  * The pool's hook (pool_hooks.h) holds the waiter there, in the death
@@ -21,7 +23,9 @@
 #include "knitk_pool.h"
 #include "pool_tasks.h"
 #include "tap.h"
-#include "../pool/pool_hooks.h"
+#include "futex_asleep.h"
+#include "../pool/pool_internal.h"
+#include "../pool/slot.h"
 
 #define HOLD_NS		500000000ULL
 
@@ -74,6 +78,9 @@ void __wrap_knitk_consumer_destroy(struct knitk_consumer *consumer)
 
 struct waiter {
 	struct knitk_call *call;
+	struct knitk_pool *pool;
+	bool any;		/* knitk_pool_wait_any: the drainer's way */
+	_Atomic pid_t tid;
 	int status;
 };
 
@@ -82,7 +89,14 @@ static void *waiter_main(void *arg)
 	struct waiter *w = arg;
 
 	is_waiter = true;
-	w->status = knitk_call_wait(w->call, KNITK_WAIT_FOREVER);
+	atomic_store(&w->tid, futex_asleep_tid());
+	if (!w->any) {
+		w->status = knitk_call_wait(w->call, KNITK_WAIT_FOREVER);
+	} else {
+		w->status = knitk_pool_wait_any(w->pool, &w->call, 1, KNITK_WAIT_FOREVER);
+		if (!w->status)
+			w->status = knitk_call_status(w->call);
+	}
 	return NULL;
 }
 
@@ -93,11 +107,12 @@ static void destroy_during_death(void)
 				     .nr_workers = 1, .nr_submitters = 1 };
 	struct knitk_pool *pool;
 	struct knitk_worker_info wi = { .size = sizeof(wi) };
-	struct waiter w = { 0 };
+	struct waiter w = { .any = true };
 	uint32_t ms = 60000;
 	pthread_t th;
 
 	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	w.pool = pool;
 	REQUIRE(knitk_pool_worker_info(pool, 0, &wi) == 0);
 	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &w.call) == 0);
 	REQUIRE(pthread_create(&th, NULL, waiter_main, &w) == 0);
@@ -118,21 +133,30 @@ static void destroy_during_death(void)
 	knitk_call_release(w.call);
 }
 
-/* A thread waiting forever when the destroy starts: its call is cancelled. */
-static void destroy_with_waiter(unsigned int kind)
+/*
+ * A thread waiting forever when the destroy starts: its call is cancelled.
+ * @any: it waits as the drainer, parked on the host doorbell; else asleep
+ * on its call's own word, which the destroy must not unmap under it.
+ */
+static void destroy_with_waiter(unsigned int kind, bool any)
 {
 	struct knitk_pool_opts o = { .size = sizeof(o), .kind = kind, .nr_workers = 2 };
 	struct knitk_pool *pool;
-	struct waiter w = { 0 };
+	struct waiter w = { .any = any };
 	uint32_t ms = 60000;
 	pthread_t th;
 
 	REQUIRE(knitk_pool_create(&o, &test_tasks, &pool) == 0);
+	w.pool = pool;
 	REQUIRE(knitk_pool_submit(pool, T_SLEEP, &ms, 4, NULL, &w.call) == 0);
 	atomic_store(&waiter_parked, 0);
 	REQUIRE(pthread_create(&th, NULL, waiter_main, &w) == 0);
-	while (!atomic_load(&waiter_parked))
-		sched_yield();
+	if (any) {
+		while (!atomic_load(&waiter_parked))
+			sched_yield();
+	} else {
+		wait_asleep_on_futex(&w.tid, slot_low(&pool->slots[w.call->entry]));
+	}
 	knitk_pool_destroy(pool);
 	pthread_join(th, NULL);
 	CHECK_EQ(w.status, -ECANCELED);
@@ -141,12 +165,14 @@ static void destroy_with_waiter(unsigned int kind)
 
 static void destroy_with_waiter_threads(void)
 {
-	destroy_with_waiter(KNITK_WORKER_THREADS);
+	destroy_with_waiter(KNITK_WORKER_THREADS, false);
+	destroy_with_waiter(KNITK_WORKER_THREADS, true);
 }
 
 static void destroy_with_waiter_processes(void)
 {
-	destroy_with_waiter(KNITK_WORKER_PROCESSES);
+	destroy_with_waiter(KNITK_WORKER_PROCESSES, false);
+	destroy_with_waiter(KNITK_WORKER_PROCESSES, true);
 }
 
 int main(int argc, char **argv)

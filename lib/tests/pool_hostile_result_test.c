@@ -33,6 +33,7 @@
 #include "tap.h"
 #include "fixtures.h"
 #include "../pool/pool_internal.h"
+#include "../pool/slot.h"
 
 /* The pools' inline bytes per lane and arena per mailbox. */
 #define INLINE		192
@@ -135,6 +136,16 @@ static int task_forge(const void *in, size_t len, struct knitk_reply *out,
 	if (len < sizeof(a))
 		return -EINVAL;
 	memcpy(&a, in, sizeof(a));
+	/*
+	 * A result to forge travels in a return lane: a lane taken first
+	 * (a reply larger than any call's box, docs/protocol.md R3) keeps the
+	 * reply that follows in it.
+	 */
+	if (a.how != F_NONE) {
+		ret = knitk_reply_alloc(out, SLOT_BOX_BIG, (void **)&buf);
+		if (ret)
+			return ret;
+	}
 	ret = knitk_reply_alloc(out, a.len, (void **)&buf);
 	if (ret)
 		return ret;

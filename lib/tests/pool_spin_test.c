@@ -235,7 +235,10 @@ struct aborter {
 	int ret;
 };
 
-/* Once the waiter holds the drainer role (it spins), abort its call. */
+/*
+ * Once the waiter spins on its call's own word (docs/protocol.md R6: it
+ * set SLOT_TAKE, and its spin outlasts the test), abort its call.
+ */
 static void *abort_spinning(void *arg)
 {
 	struct aborter *a = arg;
@@ -244,8 +247,7 @@ static void *abort_spinning(void *arg)
 	while (!spinning) {
 		sched_yield();
 		pthread_mutex_lock(&a->pool->lock);
-		spinning = a->pool->draining &&
-			   atomic_load(&a->pool->waiters) == 1;
+		spinning = a->call->take;
 		pthread_mutex_unlock(&a->pool->lock);
 	}
 	a->ret = knitk_call_abort(a->call);
