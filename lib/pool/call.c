@@ -334,6 +334,21 @@ static void call_settle_locked(struct knitk_pool *pool, struct knitk_call *call,
 		knitk__pool_kick_drainer_locked(pool);
 }
 
+bool knitk__call_take_locked(struct knitk_pool *pool, struct knitk_call *call)
+{
+	/*
+	 * Not for a loan (its owner's until sent), nor in event mode, where
+	 * the reaper is the drainer that would hear of a death.
+	 */
+	if (!pool->box_size || call->take || call->loan != LOAN_NONE ||
+	    call_done_locked(call) || pool->completer_done ||
+	    atomic_load_explicit(&pool->evmode, memory_order_relaxed) ||
+	    !slot_take(&pool->slots[call->entry], (uint32_t)(call->task_id >> 32)))
+		return false;
+	call->take = true;
+	return true;
+}
+
 bool knitk__call_take_back_locked(struct knitk_pool *pool,
 				  struct knitk_call *call, bool waiter,
 				  const struct pool_direct *direct)

@@ -489,6 +489,12 @@ void knitk__events_forget_locked(struct knitk_call *call);
 void knitk__pool_kick_drainer_locked(struct knitk_pool *pool);
 int knitk__call_abort_locked(struct knitk_call *call);
 /*
+ * R6: the thread that will wait for @call alone takes its result from the
+ * box: SLOT_TAKE on its word, queued or running.  False when the pool has
+ * no boxes, or the call is past that or not one for it.
+ */
+bool knitk__call_take_locked(struct knitk_pool *pool, struct knitk_call *call);
+/*
  * The waiter's SLOT_TAKE comes off @call's word (R6): before any other
  * completion of it, and when its waiter (@waiter: the caller) leaves.  A
  * result its worker left in the box completes the call (its bytes to

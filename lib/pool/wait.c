@@ -167,14 +167,14 @@ static int calls_wait_locked(struct knitk_pool *pool,
 }
 
 /*
- * R6: wait for @call on its own word, without pool->lock (held on entry
- * and on return): set SLOT_TAKE, spin while that pays, then sleep on the
- * word until its worker, an abort, a death or a deadline changes it; then
- * take the flags back, which completes the call when its result is in the
- * box (to @direct's buffer, when given).  A call it does not complete
- * (its result did not fit the box, the wait's @deadline_ns came) is left
- * to calls_wait_locked.  Not for a loan, in event mode, or with a second
- * waiter: those wait as they always did.
+ * R6: wait for @call, whose SLOT_TAKE is ours (knitk__call_take_locked),
+ * on its own word, without pool->lock (held on entry and on return): spin
+ * while that pays, then sleep on the word until its worker, an abort, a
+ * death or a deadline changes it; then take the flags back, which
+ * completes the call when its result is in the box (to @direct's buffer,
+ * when given).  A call it does not complete (its result did not fit the
+ * box, the wait's @deadline_ns came) is left to calls_wait_locked.  A
+ * loan, event mode, or a second waiter wait as they always did.
  */
 static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *call,
 				 uint64_t deadline_ns,
@@ -185,12 +185,6 @@ static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *cal
 	uint64_t until = deadline_ns;
 	unsigned int spins = 0;
 
-	if (!pool->box_size || call->take || call->loan != LOAN_NONE ||
-	    call_done_locked(call) || pool->completer_done ||
-	    atomic_load_explicit(&pool->evmode, memory_order_relaxed) ||
-	    !slot_take(word, gen))
-		return;
-	call->take = true;
 	pool->own_waiters++;
 	/* Deaths are seen by a drainer: the completer's, while nobody drains. */
 	if (!pool->draining && !pool->orphans) {
@@ -323,7 +317,8 @@ KNITK_EXPORT int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns)
 		return call->status;
 	pool = call->pool;
 	pthread_mutex_lock(&pool->lock);
-	call_wait_own_locked(pool, call, deadline_ns, NULL);
+	if (knitk__call_take_locked(pool, call))
+		call_wait_own_locked(pool, call, deadline_ns, NULL);
 	ret = call_done_locked(call) ? 0 :
 	      calls_wait_locked(pool, &call, 1, false, deadline_ns, 0, NULL);
 	/* Done (not -EINPROGRESS): its status, under the same lock. */
@@ -450,8 +445,11 @@ KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
 	/* Set at its registration, before the publish. */
 	direct.task_id = call->task_id;
 	pthread_mutex_lock(&pool->lock);
-	/* Its own word, unless the ring is left to a ring-then-wait (S9). */
-	if (!ring)
+	/*
+	 * Its own word (taken at its registration, or now), unless the ring
+	 * is left to a ring-then-wait (S9).
+	 */
+	if (call->take || (!ring && knitk__call_take_locked(pool, call)))
 		call_wait_own_locked(pool, call, KNITK_WAIT_FOREVER, &direct);
 	/* Without a deadline the wait ends only with the call done. */
 	if (!call_done_locked(call))
