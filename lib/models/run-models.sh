@@ -74,6 +74,12 @@ table=(
 "complete-park-store;complete.pml;-DBROKEN_PARK_STORE;safety;invalid end state;complete: broken variant rejected (waiter bit stored after a look, not by CAS: lost wake-up)"
 "complete-no-gen;complete.pml;-DBROKEN_NO_GEN;safety;assertion violated.*r *== *c;complete: broken variant rejected (no generation in the CASes: a stale request claims the slot's new call)"
 "complete-reuse-held;complete.pml;-DBROKEN_REUSE_HELD;safety;assertion violated.*r *== *c;complete: broken variant rejected (a slot reused while an aborted call's worker still holds it)"
+"ownwait;ownwait.pml;;safety;;ownwait: a host thread waits on its own call's word (R3, R6-R8): nobody sleeps for ever, every call completes once, each owner gets its own status, a late waiter leaves once the entry's next call is claimed (A aborted by another thread, the entry reused by B, wakes of every sleeper, 1 spurious wake)"
+"ownwait-reuse;ownwait.pml;-DCALLS_B=2;safety;;ownwait: the same with B's two calls after A's on the entry (3 generations)"
+"ownwait-wake-one;ownwait.pml;-DBROKEN_WAKE_ONE;safety;invalid end state;ownwait: broken variant rejected (a wake wakes one sleeper: a late waiter on the reused entry takes the next call's wake, its owner sleeps for ever)"
+"ownwait-no-gen;ownwait.pml;-DBROKEN_NO_GEN;safety;assertion violated.*late;ownwait: broken variant rejected (no generation check in the owner's loop: a waiter whose call ended keeps waiting on the next call's word)"
+"ownwait-no-gen-wake-one;ownwait.pml;-DBROKEN_NO_GEN -DBROKEN_WAKE_ONE;safety;invalid end state;ownwait: broken variant rejected (no generation check and wakes of one sleeper, the defect as it was: the next call's owner sleeps for ever)"
+"ownwait-park-store;ownwait.pml;-DBROKEN_PARK_STORE;safety;invalid end state;ownwait: broken variant rejected (PARKED by a plain store after a load, not a CAS: a finish undone, lost wake-up)"
 )
 
 # run_one INDEX: runs one entry, leaves its verdict in $build/<id>/result.
