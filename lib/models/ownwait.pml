@@ -144,9 +144,10 @@ bool claimed[NGEN + 2];		/* ghost: the worker claimed it to run */
 byte over;			/* ghost: owners and worker that ended */
 
 #ifdef BROKEN_NO_GEN
-#define SLOT_OF(vg, g)	1
+#define SLOT_OF(vg, vp, g)	1
 #else
-#define SLOT_OF(vg, g)	((vg) == (g) || (vg) == (g) - 1)
+/* g's own word, or g queued: {g - 1, any}; {g, QUEUED} is g + 1's. */
+#define SLOT_OF(vg, vp, g)	(((vg) == (g) && (vp) != QUEUED) || (vg) == (g) - 1)
 #endif
 
 /* knitk_word_wake of the word's low half. */
@@ -264,7 +265,7 @@ proctype owner(byte p; byte first; byte last)
 				late = done[g] && claimed[g + 1]
 			   }
 				if
-				:: !vtake || !SLOT_OF(vgen, g) ||
+				:: !vtake || !SLOT_OF(vgen, vph, g) ||
 				   vph == DONE || vph == FAILED -> break
 				:: else -> skip
 				fi;

@@ -127,12 +127,14 @@ static inline bool slot_queued(uint64_t v, uint32_t gen)
 
 /*
  * The word is still generation @gen's: queued (its predecessor's, or
- * {gen - 1, SLOT_QUEUED}) or @gen's own.  A waiter woken after its call
- * ended elsewhere and its entry went to a new call sees it is not.
+ * {gen - 1, SLOT_QUEUED}) or @gen's own ({gen, SLOT_QUEUED} is the next
+ * call's, queued).  A waiter woken after its call ended elsewhere and its
+ * entry went to a new call sees it is not.
  */
 static inline bool slot_of(uint64_t v, uint32_t gen)
 {
-	return slot_gen(v) == gen || slot_queued(v, gen);
+	return (slot_gen(v) == gen && slot_phase(v) != SLOT_QUEUED) ||
+	       slot_queued(v, gen);
 }
 
 /* A waiter's flags on a queued word count for the claim (only SLOT_QUEUED). */
@@ -258,9 +260,7 @@ static inline uint64_t slot_untake(_Atomic uint64_t *word, uint32_t gen)
 	uint64_t v = atomic_load_explicit(word, memory_order_acquire);
 
 	do {
-		if (!(v & SLOT_TAKE) ||
-		    (slot_gen(v) != gen &&
-		     !(slot_gen(v) == gen - 1 && slot_phase(v) == SLOT_QUEUED)))
+		if (!(v & SLOT_TAKE) || !slot_of(v, gen))
 			return 0;
 	} while (!atomic_compare_exchange_weak_explicit(word, &v, v & ~SLOT_FLAGS,
 							memory_order_acq_rel,

@@ -11,9 +11,11 @@
  *  - event_fd_at_completer_park: knitk_pool_event_fd switches to event
  *    mode and kicks the parking completer after its last look at the mode
  *    and before it reads the kick count: it still leaves the role.
- *  - held_result_before_death: a waiting drainer has taken a worker's
- *    result and not completed it yet when it sees that worker's death:
- *    the call completes with its result, not -EOWNERDEAD (C3).
+ *  - held_result_before_death: a waiting drainer (knitk_pool_wait_any:
+ *    a thread alone in knitk_call_wait waits on its call's word instead)
+ *    has taken a worker's result and not completed it yet when it sees
+ *    that worker's death: the call completes with its result, not
+ *    -EOWNERDEAD (C3).
  *  - shutdown_ends_room_wait: a submit waits for arena room that only
  *    an unsent loan holds when the pool is shut down: the submit gives
  *    -ESHUTDOWN and the shutdown returns (both waited for ever before).
@@ -369,7 +371,9 @@ static void held_result_before_death(void)
 				     .kind = KNITK_WORKER_PROCESSES, .nr_workers = 1 };
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_pool *pool;
+	struct knitk_call *c;
 	uint64_t x = 5, y = 0;
+	const void *d;
 	size_t len = 0;
 	int ret = 0;
 
@@ -382,7 +386,15 @@ static void held_result_before_death(void)
 	while (!atomic_load(&held_fired) && !ret) {
 		x++;
 		atomic_store(&held_armed, 1);
-		ret = knitk_pool_call(pool, T_MIX, &x, 8, NULL, &y, 8, &len);
+		ret = knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c);
+		if (ret)
+			break;
+		ret = knitk_pool_wait_any(pool, &c, 1, KNITK_WAIT_FOREVER);
+		if (!ret)
+			ret = knitk_call_status(c);
+		if (!ret && !knitk_call_result(c, &d, &len) && len == 8)
+			memcpy(&y, d, 8);
+		knitk_call_release(c);
 	}
 	knitk__test_hook = NULL;
 	CHECK_EQ(atomic_load(&held_fired), 1);

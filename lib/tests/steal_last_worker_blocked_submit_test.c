@@ -26,13 +26,13 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "knitk.h"
 #include "knitk_pool.h"
 #include "tap.h"
+#include "futex_asleep.h"
 
 /*
  * u32 ms, then any bytes: sleeps, returns early when aborted.  Exactly
@@ -99,32 +99,15 @@ static unsigned char big[BIG];
  */
 static bool asleep_in_futex(pid_t tid)
 {
-	char path[64], buf[256], *p;
-	ssize_t n;
-	int fd;
+	char buf[256], *p;
 
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
+	if (futex_asleep_read(tid, "stat", buf, sizeof(buf)))
 		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
 	p = strrchr(buf, ')');
 	if (!p || p[1] != ' ' || p[2] != 'S')
 		return false;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
-	return atoi(buf) == SYS_futex;
+	return !futex_asleep_read(tid, "syscall", buf, sizeof(buf)) &&
+	       atoi(buf) == SYS_futex;
 }
 
 static void *blocked_main(void *arg)
