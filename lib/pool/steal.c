@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "steal_wake.h"
 #include "../trace.h"
 
 /* Attempts of one rescue: a hand-off fails only while a claimant works. */

@@ -12,6 +12,7 @@
 #include <sched.h>
 
 #include "pool_internal.h"
+#include "steal_wake.h"
 #include "../trace.h"
 
 /*

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "pool_internal.h"
+#include "steal_wake.h"
 #include "process.h"
 #include "slot.h"
 #include "../trace.h"

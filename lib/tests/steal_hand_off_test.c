@@ -27,6 +27,7 @@
 #include "../core/knot_hooks.h"
 #include "../pool/pool_hooks.h"
 #include "../pool/pool_internal.h"
+#include "../pool/steal_wake.h"
 #include "fixtures.h"
 
 /* Worker 0 (process @hook_pid0, thread @hook_tid0), worker 1's process. */
