@@ -300,15 +300,15 @@ static void call_settle_locked(struct knitk_pool *pool, struct knitk_call *call,
 		status = -EBADMSG;
 		len = 0;
 	}
-	if (by && by <= pool->nr_workers) {
+	if (by && by <= pool->nr_workers)
 		pool->workers[by - 1].calls++;
-		if (!call_done_locked(call))
-			call->ran = (int)by - 1;
-	}
 	/* Past its deadline the call has expired: the result is dropped. */
 	if (!call_done_locked(call) && call->deadline_ns &&
 	    pool_now_ns() >= call->deadline_ns)
 		knitk__call_complete_locked(pool, call, -ETIMEDOUT, NULL, 0);
+	/* Set before the completion publishes the handle (C5). */
+	if (!call_done_locked(call) && by && by <= pool->nr_workers)
+		call->ran = (int)by - 1;
 	if (call_done_locked(call)) {
 		knitk__call_complete_locked(pool, call, status, NULL, 0);
 	} else if (direct) {

@@ -476,6 +476,7 @@ struct storm_ctx {
 	_Atomic uint64_t next_id;
 	_Atomic unsigned long bad, ok, canceled, timedout;
 	unsigned int per_owner;
+	bool steal;
 };
 
 static void *storm_owner(void *arg)
@@ -534,6 +535,12 @@ static void *storm_owner(void *arg)
 			atomic_fetch_add(&s->canceled, 1);
 		} else if (ret == -ETIMEDOUT) {
 			atomic_fetch_add(&s->timedout, 1);
+			/* Stealing: no worker's result ended it, none is named. */
+			if (s->steal && knitk_call_worker(c) != -ENOENT) {
+				printf("# call %llu timed out, named worker %d\n",
+				       (unsigned long long)id, knitk_call_worker(c));
+				atomic_fetch_add(&s->bad, 1);
+			}
 		} else {
 			printf("# call %llu: %d (foreign %llu)\n", (unsigned long long)id, ret,
 			       (unsigned long long)run_result_foreign(c, id));
@@ -563,7 +570,8 @@ static void *storm_aborter(void *arg)
 
 static void storm_in(const struct pool_shape *sh, uint64_t first_id)
 {
-	struct storm_ctx s = { .per_owner = scaled(3000, 100) };
+	struct storm_ctx s = { .per_owner = scaled(3000, 100),
+			       .steal = sh->dispatch == KNITK_POOL_DISPATCH_STEAL };
 	pthread_t owners[STORM_OWNERS], aborter;
 	struct knitk_pool_stats st;
 	_Atomic uint8_t *tab = runtab_get();
