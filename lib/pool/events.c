@@ -68,6 +68,7 @@ static int events_futex_fd_locked(struct knitk_pool *pool)
 
 KNITK_EXPORT int knitk_pool_event_fd(struct knitk_pool *pool)
 {
+	unsigned int i;
 	int fd;
 
 	if (!pool)
@@ -90,6 +91,17 @@ KNITK_EXPORT int knitk_pool_event_fd(struct knitk_pool *pool)
 		goto out;
 	pool->event_fd = fd;
 	atomic_store_explicit(&pool->evmode, true, memory_order_relaxed);
+	/*
+	 * Reap takes every result from now on: a thread waiting on its own
+	 * call's word (R6) gives its flag back, so the call's answer travels
+	 * in a return lane, whose ring fires the fd; one already in the box
+	 * completes the call now, queued for the first reap.  No flag is
+	 * taken in event mode (knitk__call_take_locked).
+	 */
+	for (i = 0; i < pool->nr_workers * KNITK_LANES; i++)
+		if (pool->entries[i].call)
+			knitk__call_take_back_locked(pool, pool->entries[i].call,
+						     false, NULL);
 	/*
 	 * Whoever holds the role leaves it for good: the completer checks
 	 * evmode after this kick, a waiting thread no longer may drain

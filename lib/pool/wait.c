@@ -86,8 +86,12 @@ static void drain_round_locked(struct knitk_pool *pool, unsigned int k0,
 	knitk__pool_held_apply_locked(pool);
 	pool->draining = false;
 	pthread_cond_broadcast(&pool->cond);
-	/* A death we handled leaves the completer its aftercare. */
-	if (pool->passive || atomic_load_explicit(&pool->aftercare, memory_order_relaxed))
+	/*
+	 * A death we handled leaves the completer its aftercare; a thread on
+	 * its own call's word needs it as the drainer.
+	 */
+	if (pool->passive || pool->orphans ||
+	    atomic_load_explicit(&pool->aftercare, memory_order_relaxed))
 		pthread_cond_signal(&pool->ccond);
 }
 
@@ -186,8 +190,11 @@ static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *cal
 	unsigned int spins = 0;
 
 	pool->own_waiters++;
-	/* Deaths are seen by a drainer: the completer's, while nobody drains. */
-	if (!pool->draining && !pool->orphans) {
+	/*
+	 * Deaths are seen by a drainer: the completer, at once (another
+	 * thread may hold the role only for a round, as a status poll does).
+	 */
+	if (!pool->completer_draining && !pool->orphans) {
 		pool->orphans = true;
 		pthread_cond_signal(&pool->ccond);
 	}

@@ -25,11 +25,14 @@
 #include "pool_tasks.h"
 #include "pool_kill.h"
 #include "fixtures.h"
+#include "futex_asleep.h"
+#include "../pool/pool_internal.h"
+#include "../pool/slot.h"
 
 struct waiter {
 	pthread_t thread;
 	struct knitk_call *call;
-	_Atomic int started;
+	_Atomic pid_t tid;
 	_Atomic int done;
 	int ret;
 };
@@ -38,7 +41,7 @@ static void *waiter_main(void *arg)
 {
 	struct waiter *w = arg;
 
-	atomic_store(&w->started, 1);
+	atomic_store(&w->tid, futex_asleep_tid());
 	w->ret = knitk_call_wait(w->call, after_ms(10000));
 	atomic_store(&w->done, 1);
 	return NULL;
@@ -46,9 +49,9 @@ static void *waiter_main(void *arg)
 
 /*
  * A T_GATE call of @n bytes waited for by a thread of its own, the task
- * started and the thread in its wait; then event mode, a reap that arms
- * the fd, the task let go: the fd fires within 3 s and a reap returns
- * the call with its @n bytes.
+ * started and the thread asleep on its call's word (docs/protocol.md R6);
+ * then event mode, a reap that arms the fd, the task let go: the fd fires
+ * and a reap returns the call with its @n bytes.
  */
 static void switched_in(const struct pool_shape *sh, uint32_t n)
 {
@@ -69,10 +72,8 @@ static void switched_in(const struct pool_shape *sh, uint32_t n)
 	REQUIRE(knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg), NULL, &w.call) == 0);
 	REQUIRE(gate_wait(&g, 'r') == 0);
 	REQUIRE(pthread_create(&w.thread, NULL, waiter_main, &w) == 0);
-	while (!atomic_load(&w.started))
-		sched_yield();
-	/* Into its wait, past any spin. */
-	sleep_us(200000);
+	/* Asleep on its call's word, past any spin. */
+	wait_asleep_on_futex(&w.tid, slot_low(&pool->slots[w.call->entry]));
 	fd = knitk_pool_event_fd(pool);
 	REQUIRE(fd >= 0);
 	ep = epoll_create1(0);
@@ -83,10 +84,11 @@ static void switched_in(const struct pool_shape *sh, uint32_t n)
 	CHECK_EQ(reap_all(pool, NULL, 0, NULL), 0);
 	CHECK_EQ(gate_release(&g), 0);
 	REQUIRE(gate_wait(&g, 'd') == 0);
-	fired = epoll_wait(ep, &ev, 1, 3000);
+	/* Bounded: the hang detector, the fd fires at once. */
+	fired = epoll_wait(ep, &ev, 1, HANG_MS);
 	CHECK_EQ(fired, 1);
 	/* Reap it (bounded), whatever the fd did. */
-	end = now_ms() + 5000;
+	end = now_ms() + HANG_MS;
 	while (!reaped && now_ms() < end) {
 		int k = knitk_pool_reap(pool, got, 4);
 
