@@ -74,16 +74,14 @@ int knitk__pool_drain_once(struct knitk_pool *pool, unsigned int k0,
 	 * With a ring due, the worker has not been woken yet: no spin of
 	 * ours, the ring-then-wait spins in the kernel while it runs (S8).
 	 * The spin ends for what would end the park: a kick (an abort, a
-	 * waiter for the role) and the deadline, read every
-	 * POOL_SPIN_CLOCK rounds (a clock read costs more than a poll).
+	 * waiter for the role) and the deadline (pool_spin_past).
 	 */
 	spin = *ring ? 0 : pool->opts.spin;
 	for (i = 0; i <= spin; i++) {
 		if (knitk__pool_drain_all(pool, true, direct))
 			return 0;
 		early = atomic_load_explicit(&pool->kicks, memory_order_relaxed) != k0 ||
-			((i & (POOL_SPIN_CLOCK - 1)) == POOL_SPIN_CLOCK - 1 &&
-			 deadline_ns != KNITK_WAIT_FOREVER && pool_now_ns() >= deadline_ns);
+			pool_spin_past(i, deadline_ns);
 		if (early)
 			break;
 		pool_spin_relax(&pool->spin, (unsigned int)i);

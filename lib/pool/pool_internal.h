@@ -359,6 +359,17 @@ static inline uint64_t pool_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * A bounded poll's look at its deadline in round @round: only every
+ * POOL_SPIN_CLOCK rounds (a clock read costs more than a poll), and never
+ * for KNITK_WAIT_FOREVER.
+ */
+static inline bool pool_spin_past(uint64_t round, uint64_t deadline_ns)
+{
+	return (round & (POOL_SPIN_CLOCK - 1)) == POOL_SPIN_CLOCK - 1 &&
+	       deadline_ns != KNITK_WAIT_FOREVER && pool_now_ns() >= deadline_ns;
+}
+
 /* Under pool->lock, which every writer of call->state holds. */
 static inline bool call_done_locked(const struct knitk_call *call)
 {

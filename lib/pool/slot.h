@@ -137,6 +137,16 @@ static inline bool slot_of(uint64_t v, uint32_t gen)
 	       slot_queued(v, gen);
 }
 
+/*
+ * Generation @gen's waiter still waits on @v: its SLOT_TAKE is there, the
+ * word is its call's, and the call has not ended (R6).
+ */
+static inline bool slot_awaited(uint64_t v, uint32_t gen)
+{
+	return (v & SLOT_TAKE) && slot_of(v, gen) &&
+	       slot_phase(v) != SLOT_DONE && slot_phase(v) != SLOT_FAILED;
+}
+
 /* A waiter's flags on a queued word count for the claim (only SLOT_QUEUED). */
 static inline uint64_t slot_queued_flags(uint64_t v)
 {
@@ -230,16 +240,13 @@ static inline bool slot_take(_Atomic uint64_t *word, uint32_t gen)
 
 /*
  * R6: the waiter is going to sleep on the word: SLOT_PARKED on a word
- * still @v (taken, not finished).  Returns the value to sleep on, or 0
- * when the word moved (look again).
+ * still @v, which it awaits (slot_awaited).  Returns the value to sleep
+ * on, or 0 when the word moved (look again).
  */
 static inline uint32_t slot_park(_Atomic uint64_t *word, uint64_t v)
 {
 	uint64_t next = v | SLOT_PARKED;
 
-	if (!(v & SLOT_TAKE) || slot_phase(v) == SLOT_DONE ||
-	    slot_phase(v) == SLOT_FAILED)
-		return 0;
 	if (v != next &&
 	    !atomic_compare_exchange_strong_explicit(word, &v, next,
 						     memory_order_relaxed,

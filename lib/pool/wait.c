@@ -210,13 +210,10 @@ static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *cal
 		 * Taken back (the call ended elsewhere; its entry may hold
 		 * the next call already), or ended here.
 		 */
-		if (!(v & SLOT_TAKE) || !slot_of(v, gen) ||
-		    slot_phase(v) == SLOT_DONE || slot_phase(v) == SLOT_FAILED)
+		if (!slot_awaited(v, gen))
 			break;
 		if (spins < pool->opts.spin) {
-			/* A clock read costs more than a look: every few rounds. */
-			if ((spins & (POOL_SPIN_CLOCK - 1)) == POOL_SPIN_CLOCK - 1 &&
-			    until != KNITK_WAIT_FOREVER && pool_now_ns() >= until)
+			if (pool_spin_past(spins, until))
 				break;
 			pool_spin_relax(&pool->spin, spins++);
 			continue;

@@ -230,13 +230,13 @@ static void wait_asleep_on_a_word(struct waiter *w, struct knitk_pool *pool)
  * the worker's pid once the task runs, and the waiter asleep on its word.
  */
 static int32_t waiter_start(struct waiter *w, struct knitk_pool *pool,
-			    const int ready[2], const int gate[2], uint32_t n,
-			    uint32_t seed, bool handle)
+			    struct gate *g, uint32_t n, uint32_t seed, bool handle)
 {
 	int32_t pid = 0;
 
 	w->pool = pool;
-	w->arg = (struct pidgate){ .ready = ready[1], .gate = gate[0], .n = n, .seed = seed };
+	w->arg = (struct pidgate){ .ready = g->ready[1], .gate = g->gate[0], .n = n,
+				   .seed = seed };
 	if (!w->co.size)
 		w->co.size = sizeof(w->co);
 	if (handle && (pid = knitk_pool_submit(pool, T_PIDGATE, &w->arg,
@@ -246,7 +246,7 @@ static int32_t waiter_start(struct waiter *w, struct knitk_pool *pool,
 	}
 	if (pthread_create(&w->thread, NULL, waiter_main, w))
 		return -1;
-	if (read(ready[0], &pid, sizeof(pid)) != sizeof(pid)) {
+	if (read(g->ready[0], &pid, sizeof(pid)) != sizeof(pid)) {
 		printf("# read: %d\n", errno);
 		return -1;
 	}
@@ -270,7 +270,7 @@ static void woken_in(const struct pool_shape *sh, enum wake_by by, uint32_t n,
 	struct waiter w = { .co = { .size = sizeof(w.co) } };
 	struct knitk_pool_stats st;
 	struct knitk_pool *pool;
-	int ready[2], gate[2];
+	struct gate g;
 	const void *d = NULL;
 	size_t len = 0;
 	int32_t pid;
@@ -279,15 +279,15 @@ static void woken_in(const struct pool_shape *sh, enum wake_by by, uint32_t n,
 
 	printf("# %s, %s, %u bytes, %s\n", sh->name, wake_names[by], (unsigned int)n,
 	       handle ? "knitk_call_wait" : "knitk_pool_call");
-	REQUIRE(pipe(ready) == 0 && pipe(gate) == 0);
+	REQUIRE(gate_open(&g) == 0);
 	REQUIRE(own_pool(sh, 2, &pool) == 0);
 	if (by == BY_DEADLINE)
 		w.co.deadline_ns = after_ms(300);
-	pid = waiter_start(&w, pool, ready, gate, n, 7, handle);
+	pid = waiter_start(&w, pool, &g, n, 7, handle);
 	REQUIRE(pid > 0);
 	switch (by) {
 	case BY_RESULT:
-		CHECK(write(gate[1], "g", 1) == 1);
+		CHECK_EQ(gate_release(&g), 0);
 		want = (int)n;
 		break;
 	case BY_ABORT:
@@ -318,7 +318,7 @@ static void woken_in(const struct pool_shape *sh, enum wake_by by, uint32_t n,
 	}
 	/* The task ends (a late answer is dropped); the pool goes on. */
 	if (by != BY_RESULT && by != BY_KILL)
-		CHECK(write(gate[1], "g", 1) == 1);
+		CHECK_EQ(gate_release(&g), 0);
 	if (handle)
 		knitk_call_release(w.call);
 	CHECK_EQ(knitk_pool_call(pool, T_MIX, &x, sizeof(x), NULL, &y, sizeof(y), NULL), 0);
@@ -328,10 +328,7 @@ static void woken_in(const struct pool_shape *sh, enum wake_by by, uint32_t n,
 	CHECK_EQ(st.completed, st.submitted);
 	CHECK_EQ(st.deaths, by == BY_KILL);
 	knitk_pool_destroy(pool);
-	close(ready[0]);
-	close(ready[1]);
-	close(gate[0]);
-	close(gate[1]);
+	gate_close(&g);
 }
 
 static void woken_all(void)
@@ -412,21 +409,21 @@ static void hostile_in(const struct pool_shape *sh)
 {
 	struct knitk_pool_stats st;
 	struct knitk_pool *pool;
-	int ready[2], gate[2];
+	struct gate g;
 	uint64_t x = 7, y = 0;
 	size_t len;
 	int k;
 
 	printf("# %s\n", sh->name);
-	REQUIRE(pipe(ready) == 0 && pipe(gate) == 0);
+	REQUIRE(gate_open(&g) == 0);
 	REQUIRE(own_pool(sh, 2, &pool) == 0);
 	for (k = 0; k < 4; k++) {
 		struct waiter w = { .co = { 0 } };
 
 		/* 1 byte: a length of all ones; 8: past the box's bytes. */
-		REQUIRE(waiter_start(&w, pool, ready, gate, k % 2 ? 8 : 1,
+		REQUIRE(waiter_start(&w, pool, &g, k % 2 ? 8 : 1,
 				     FORGE_SEED, k < 2) > 0);
-		CHECK(write(gate[1], "g", 1) == 1);
+		CHECK_EQ(gate_release(&g), 0);
 		pthread_join(w.thread, NULL);
 		CHECK_EQ(w.ret, -EBADMSG);
 		if (w.call) {
@@ -446,10 +443,7 @@ static void hostile_in(const struct pool_shape *sh)
 	pool_stats(pool, &st);
 	CHECK_EQ(st.completed, st.submitted);
 	knitk_pool_destroy(pool);
-	close(ready[0]);
-	close(ready[1]);
-	close(gate[0]);
-	close(gate[1]);
+	gate_close(&g);
 }
 
 static void hostile_all(void)
