@@ -491,7 +491,10 @@ int knitk_worker_main(int argc, char **argv,
  *	on, and a loan released unsent (never a call) leaves the count again,
  *	so @submitted may go down by the loans released.  Once every handle
  *	is done and no loan is unsent, @submitted equals @completed.
- * @completed: calls completed (every code).
+ * @completed: calls completed (every code).  A call whose worker left its
+ *	result in the call's own slot counts once a thread looks at it (a
+ *	wait, knitk_call_status, knitk_call_result, knitk_call_release), or
+ *	once the pool needs its room (a submit waiting for room, shutdown).
  * @timedout: completed with -ETIMEDOUT.
  * @canceled: completed with -ECANCELED.
  * @ownerdead: completed with -EOWNERDEAD.
@@ -535,8 +538,9 @@ int knitk_pool_stats(struct knitk_pool *pool, struct knitk_pool_stats *stats);
  *	death on (its process is then reaped by the pool, so the number may
  *	be reused), until a respawned worker has joined.
  * @alive: 1 while the worker serves calls.
- * @inflight: calls it holds now.
- * @calls: results it has returned.
+ * @inflight: calls it holds now, with those whose results wait in their
+ *	slots for a look (see @completed in struct knitk_pool_stats).
+ * @calls: results it has returned, counted as their calls complete.
  * @db: its doorbell counters: the module's (kmod), or for thread workers
  *	on the futex backend the library's wake counters of its endpoint
  *	(waits, wakes, spurious; suppressed counts are the wakers').

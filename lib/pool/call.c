@@ -378,6 +378,33 @@ bool knitk__call_take_back_locked(struct knitk_pool *pool,
 	return true;
 }
 
+void knitk__call_look_locked(struct knitk_pool *pool, struct knitk_call *call)
+{
+	uint64_t v;
+
+	if (!call->take)
+		return;
+	/* Acquire pairs with slot_finish's release, as slot_untake's does. */
+	v = atomic_load_explicit(&pool->slots[call->entry], memory_order_acquire);
+	if (slot_gen(v) == (uint32_t)(call->task_id >> 32) &&
+	    slot_phase(v) == SLOT_DONE)
+		knitk__call_take_back_locked(pool, call, false, NULL);
+}
+
+bool knitk__pool_untake_idle_locked(struct knitk_pool *pool)
+{
+	unsigned int i, n = pool->nr_workers * KNITK_LANES;
+	struct knitk_call *call;
+	bool done = false;
+
+	for (i = 0; pool->entries && i < n; i++) {
+		call = pool->entries[i].call;
+		if (call && call->take && !call->own)
+			done |= knitk__call_take_back_locked(pool, call, false, NULL);
+	}
+	return done;
+}
+
 int knitk__call_abort_locked(struct knitk_call *call)
 {
 	struct knitk_pool *pool = call->pool;

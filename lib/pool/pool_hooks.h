@@ -102,11 +102,12 @@ extern _Atomic(pool_lane_hook_fn) knitk__test_lane_hook;
 /*
  * The hook of the point where a worker wrote the box of the call it ran
  * (struct slot_box: length, status, bytes) and is about to end the call
- * on its word (R3): worker @worker, the box @box.  A test may rewrite the
- * box (a hostile worker).  Set by a test, in the process of the workers
- * it means.
+ * on its word @word (R3): worker @worker, the box @box.  A test may
+ * rewrite the box (a hostile worker), or see whether a host thread takes
+ * it (SLOT_TAKE).  Set by a test, in the process of the workers it means.
  */
-typedef void (*pool_box_hook_fn)(unsigned int worker, void *box);
+typedef void (*pool_box_hook_fn)(unsigned int worker, void *box,
+				 const _Atomic uint64_t *word);
 
 extern _Atomic(pool_box_hook_fn) knitk__test_box_hook;
 
@@ -138,18 +139,18 @@ extern _Atomic int knitk__test_publish_twice;
 	if (lhook_)							\
 		lhook_(point, worker, producer, lane, h);		\
 } while (0)
-#define POOL_BOX_HOOK(worker, box) do {				\
+#define POOL_BOX_HOOK(worker, box, word) do {			\
 	pool_box_hook_fn bhook_ = atomic_load(&knitk__test_box_hook);	\
 									\
 	if (bhook_)							\
-		bhook_(worker, box);					\
+		bhook_(worker, box, word);				\
 } while (0)
 #define POOL_GEN_BASE() atomic_load(&knitk__test_gen_base)
 #define POOL_PUBLISH_TWICE() atomic_load(&knitk__test_publish_twice)
 #else
 #define POOL_HOOK(pool, point, arg) do { } while (0)
 #define POOL_LANE_HOOK(point, worker, producer, lane, h) do { } while (0)
-#define POOL_BOX_HOOK(worker, box) do { } while (0)
+#define POOL_BOX_HOOK(worker, box, word) do { } while (0)
 #define POOL_GEN_BASE() 0U
 #define POOL_PUBLISH_TWICE() 0
 #endif

@@ -75,6 +75,12 @@ int knitk__pool_wait_passive_until_locked(struct knitk_pool *pool,
 		ts.tv_sec = (time_t)(deadline_ns / 1000000000ULL);
 		ts.tv_nsec = (long)(deadline_ns % 1000000000ULL);
 	}
+	/*
+	 * What we wait for comes through the drainer: no result in a box.
+	 * One there is progress already: look again.
+	 */
+	if (knitk__pool_untake_idle_locked(pool))
+		return 0;
 	pool->passive++;
 	pthread_cond_signal(&pool->ccond);
 	/* pool->cond runs on CLOCK_MONOTONIC (knitk_pool_create). */

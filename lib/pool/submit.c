@@ -134,12 +134,12 @@ static struct knitk_call *pool_enter_locked(struct knitk_pool *pool,
 	call->epoch = atomic_load(&pw->epoch);
 	call->task_id = pool_task_id(call->entry, e->gen);
 	/*
-	 * knitk_pool_call's own, never reaped: its thread waits for it
-	 * alone, so it takes the result from the box from the start (R6),
-	 * before a worker could end it, unless the ring is left to a
-	 * ring-then-wait (S9), which waits the drainer's way.
+	 * Its result goes to the box from the start (R6, R7), before a
+	 * worker could end it: whoever looks at the call takes it there.
+	 * Not knitk_pool_call's own (never reaped) when its ring is left to
+	 * a ring-then-wait (S9), which waits the drainer's way.
 	 */
-	if (!reap && !loan && !pool->ring_wait)
+	if (!loan && (reap || !pool->ring_wait))
 		knitk__call_take_locked(pool, call);
 	if (loan) {
 		call->loan = LOAN_HELD;

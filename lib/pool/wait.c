@@ -25,9 +25,13 @@ static uint64_t lazy_now(uint64_t *now)
 	return *now;
 }
 
-/* Complete @call with -ETIMEDOUT if its deadline passed at *@now. */
-static void call_expire_locked(struct knitk_call *call, uint64_t *now)
+/*
+ * A look at @call: its result in the box completes it (R7), else
+ * -ETIMEDOUT if its deadline passed at *@now.
+ */
+static void call_look_locked(struct knitk_call *call, uint64_t *now)
 {
+	knitk__call_look_locked(call->pool, call);
 	if (!call_done_locked(call) && call->deadline_ns &&
 	    lazy_now(now) >= call->deadline_ns &&
 	    !knitk__call_take_back_locked(call->pool, call, false, NULL))
@@ -127,7 +131,7 @@ static int calls_wait_locked(struct knitk_pool *pool,
 		done = 0;
 		first = -1;
 		for (i = 0; i < nr; i++) {
-			call_expire_locked(calls[i], &now);
+			call_look_locked(calls[i], &now);
 			if (call_done_locked(calls[i])) {
 				done++;
 				if (first < 0)
@@ -142,6 +146,14 @@ static int calls_wait_locked(struct knitk_pool *pool,
 			first = -EINPROGRESS;
 			break;
 		}
+		/*
+		 * Their ends come through the drainer, not into a box that
+		 * no ring tells us of (R7), but for a call a thread waits for
+		 * on its word: that thread's look wakes us.
+		 */
+		for (i = 0; i < nr; i++)
+			if (!calls[i]->own)
+				knitk__call_take_back_locked(pool, calls[i], false, NULL);
 		if (pool_may_drain_locked(pool)) {
 			/* Leader: drain for everyone until our calls are done. */
 			drain_round_locked(pool, k0, until, &ring, direct);
@@ -171,14 +183,15 @@ static int calls_wait_locked(struct knitk_pool *pool,
 }
 
 /*
- * R6: wait for @call, whose SLOT_TAKE is ours (knitk__call_take_locked),
+ * R6: wait for @call, whose SLOT_TAKE is set (knitk__call_take_locked),
  * on its own word, without pool->lock (held on entry and on return): spin
  * while that pays, then sleep on the word until its worker, an abort, a
  * death or a deadline changes it; then take the flags back, which
  * completes the call when its result is in the box (to @direct's buffer,
  * when given).  A call it does not complete (its result did not fit the
- * box, the wait's @deadline_ns came) is left to calls_wait_locked.  A
- * loan, event mode, or a second waiter wait as they always did.
+ * box) is left to calls_wait_locked; one the wait's @deadline_ns came
+ * first for keeps its flag.  A loan or event mode wait as they always
+ * did; other threads waiting for the same call may wait here too.
  */
 static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *call,
 				 uint64_t deadline_ns,
@@ -189,6 +202,7 @@ static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *cal
 	uint64_t until = deadline_ns;
 	unsigned int spins = 0;
 
+	call->own++;
 	pool->own_waiters++;
 	/*
 	 * Deaths are seen by a drainer: the completer, at once (another
@@ -233,7 +247,14 @@ static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *cal
 			break;
 	}
 	pthread_mutex_lock(&pool->lock);
-	knitk__call_take_back_locked(pool, call, true, direct);
+	call->own--;
+	/*
+	 * Still awaited: the wait's deadline came first, the result still
+	 * goes to the box (the look of a later wait takes it).  Else the
+	 * call ended, here or elsewhere.
+	 */
+	if (!slot_awaited(atomic_load_explicit(word, memory_order_relaxed), gen))
+		knitk__call_take_back_locked(pool, call, true, direct);
 	/* Off the knot: a destroy waiting for us may unmap it now. */
 	if (!--pool->own_waiters && pool->completer_done)
 		pthread_cond_broadcast(&pool->cond);
@@ -242,9 +263,25 @@ static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *cal
 static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 		      unsigned int nr, bool all, uint64_t deadline_ns)
 {
+	unsigned int i;
 	int ret;
 
 	pthread_mutex_lock(&pool->lock);
+	/*
+	 * All of them: one word after the other (R6), their results taken
+	 * from their boxes; what is left, the drainer's way.
+	 */
+	for (i = 0; all && i < nr; i++) {
+		struct knitk_call *call = calls[i];
+
+		if (call_done_locked(call) ||
+		    (!call->take && !knitk__call_take_locked(pool, call)))
+			continue;
+		call_wait_own_locked(pool, call, deadline_ns, NULL);
+		/* Still its flag: the wait's deadline came. */
+		if (!call_done_locked(call) && call->take)
+			break;
+	}
 	ret = calls_wait_locked(pool, calls, nr, all, deadline_ns, 0, NULL);
 	pthread_mutex_unlock(&pool->lock);
 	return ret;
@@ -293,7 +330,7 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 		return call->status;
 	pool = call->pool;
 	pthread_mutex_lock(&pool->lock);
-	call_expire_locked(call, &now);
+	call_look_locked(call, &now);
 	if (!call_done_locked(call) && pool_may_drain_locked(pool)) {
 		/*
 		 * A poller makes progress as a waiter would, without parking:
@@ -303,7 +340,7 @@ KNITK_EXPORT int knitk_call_status(struct knitk_call *call)
 
 		drain_round_locked(pool, 0, 0, &none, NULL);
 		now = 0;
-		call_expire_locked(call, &now);
+		call_look_locked(call, &now);
 	}
 	ret = call_done_locked(call) ? call->status : -EINPROGRESS;
 	pthread_mutex_unlock(&pool->lock);
@@ -321,7 +358,7 @@ KNITK_EXPORT int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns)
 		return call->status;
 	pool = call->pool;
 	pthread_mutex_lock(&pool->lock);
-	if (knitk__call_take_locked(pool, call))
+	if (call->take || knitk__call_take_locked(pool, call))
 		call_wait_own_locked(pool, call, deadline_ns, NULL);
 	ret = call_done_locked(call) ? 0 :
 	      calls_wait_locked(pool, &call, 1, false, deadline_ns, 0, NULL);
@@ -346,7 +383,7 @@ KNITK_EXPORT int knitk_call_result(struct knitk_call *call, const void **data,
 		return 0;
 	}
 	pthread_mutex_lock(&call->pool->lock);
-	call_expire_locked(call, &now);
+	call_look_locked(call, &now);
 	if (!call_done_locked(call)) {
 		ret = -EINPROGRESS;
 	} else {
@@ -365,7 +402,7 @@ KNITK_EXPORT int knitk_call_abort(struct knitk_call *call)
 	if (!call)
 		return -EINVAL;
 	pthread_mutex_lock(&call->pool->lock);
-	call_expire_locked(call, &now);
+	call_look_locked(call, &now);
 	ret = knitk__call_abort_locked(call);
 	pthread_mutex_unlock(&call->pool->lock);
 	return ret;

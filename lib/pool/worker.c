@@ -215,7 +215,7 @@ static bool worker_finish(struct worker_loop *l, struct knitk_reply *reply,
 	if (box) {
 		reply->box->len = reply->in_box ? (uint32_t)reply->len : 0;
 		reply->box->status = status;
-		POOL_BOX_HOOK(l->a->worker, reply->box);
+		POOL_BOX_HOOK(l->a->worker, reply->box, slot);
 	}
 	old = slot_finish(slot, gen, l->a->worker, box);
 	/* Every sleeper, as knitk__call_take_back_locked does. */

@@ -97,11 +97,13 @@ static bool fill_ok(const unsigned char *b, size_t n, uint8_t seed)
 }
 
 /* A hostile worker: a box whose bytes start with FORGE_SEED claims more. */
-static void forge_box(unsigned int worker, void *box)
+static void forge_box(unsigned int worker, void *box,
+		      const _Atomic uint64_t *word)
 {
 	struct slot_box *b = box;
 
 	(void)worker;
+	(void)word;
 	/* Only the hostile case's results: 1 or 8 bytes from FORGE_SEED on. */
 	if ((b->len == 1 || b->len == 8) && fill_ok(b->bytes, b->len, FORGE_SEED))
 		b->len = b->len == 1 ? 0xffffffffU : SLOT_BOX_BIG;
