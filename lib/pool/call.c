@@ -378,6 +378,30 @@ bool knitk__call_take_back_locked(struct knitk_pool *pool,
 	return true;
 }
 
+void knitk__call_own_enter_locked(struct knitk_pool *pool,
+				  struct knitk_call *call)
+{
+	call->own++;
+	pool->own_waiters++;
+	/*
+	 * Deaths are seen by a drainer: the completer, at once (another
+	 * thread may hold the role only for a round, as a status poll does).
+	 */
+	if (!pool->completer_draining && !pool->orphans) {
+		pool->orphans = true;
+		pthread_cond_signal(&pool->ccond);
+	}
+}
+
+void knitk__call_own_leave_locked(struct knitk_pool *pool,
+				  struct knitk_call *call)
+{
+	call->own--;
+	/* Off the knot: a destroy waiting for us may unmap it now. */
+	if (!--pool->own_waiters && pool->completer_done)
+		pthread_cond_broadcast(&pool->cond);
+}
+
 void knitk__call_look_locked(struct knitk_pool *pool, struct knitk_call *call)
 {
 	uint64_t v;

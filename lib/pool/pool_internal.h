@@ -495,6 +495,15 @@ bool knitk__call_take_back_locked(struct knitk_pool *pool,
 				  struct knitk_call *call, bool waiter,
 				  const struct pool_direct *direct);
 /*
+ * R6: a thread is going to wait on @call's word, and is done with it:
+ * counted in the call and the pool (a destroy waits for none to be left),
+ * and a drainer made sure of for the deaths it cannot see there.
+ */
+void knitk__call_own_enter_locked(struct knitk_pool *pool,
+				  struct knitk_call *call);
+void knitk__call_own_leave_locked(struct knitk_pool *pool,
+				  struct knitk_call *call);
+/*
  * A look at @call: a result its worker left in the box completes it now
  * (R7); a call still running keeps its SLOT_TAKE.
  */

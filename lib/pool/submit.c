@@ -139,8 +139,10 @@ static struct knitk_call *pool_enter_locked(struct knitk_pool *pool,
 	 * Not knitk_pool_call's own (never reaped) when its ring is left to
 	 * a ring-then-wait (S9), which waits the drainer's way.
 	 */
-	if (!loan && (reap || !pool->ring_wait))
-		knitk__call_take_locked(pool, call);
+	if (!loan && (reap || !pool->ring_wait) &&
+	    knitk__call_take_locked(pool, call) && !reap)
+		/* Its thread waits on the word from here: no second hold. */
+		knitk__call_own_enter_locked(pool, call);
 	if (loan) {
 		call->loan = LOAN_HELD;
 		pool->loans++;
@@ -319,6 +321,8 @@ void knitk__pool_unpublished(struct knitk_pool *pool,
 
 	pthread_mutex_lock(&pool->lock);
 	for (i = 0; i < nr; i++) {
+		if (calls[i]->own)
+			knitk__call_own_leave_locked(pool, calls[i]);
 		knitk__call_withdraw_locked(pool, calls[i], err);
 		if (pool->entries[calls[i]->entry].call == calls[i])
 			knitk__entry_free_locked(pool, calls[i]->entry);

@@ -183,38 +183,27 @@ static int calls_wait_locked(struct knitk_pool *pool,
 }
 
 /*
- * R6: wait for @call, whose SLOT_TAKE is set (knitk__call_take_locked),
- * on its own word, without pool->lock (held on entry and on return): spin
- * while that pays, then sleep on the word until its worker, an abort, a
- * death or a deadline changes it; then take the flags back, which
- * completes the call when its result is in the box (to @direct's buffer,
- * when given).  A call it does not complete (its result did not fit the
- * box) is left to calls_wait_locked; one the wait's @deadline_ns came
- * first for keeps its flag.  A loan or event mode wait as they always
- * did; other threads waiting for the same call may wait here too.
+ * R6: wait for @call, whose SLOT_TAKE is set (knitk__call_take_locked) and
+ * whose waiters count us (knitk__call_own_enter_locked), on its own word,
+ * without pool->lock (not held on entry, held on return): spin while that
+ * pays, then sleep on the word until its worker, an abort, a death or a
+ * deadline changes it; then take the flags back, which completes the call
+ * when its result is in the box (to @direct's buffer, when given).  A call
+ * it does not complete (its result did not fit the box) is left to
+ * calls_wait_locked; one the wait's @deadline_ns came first for keeps its
+ * flag.  A loan or event mode wait as they always did; other threads
+ * waiting for the same call may wait here too.
  */
-static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *call,
-				 uint64_t deadline_ns,
-				 const struct pool_direct *direct)
+static void call_wait_own(struct knitk_pool *pool, struct knitk_call *call,
+			  uint64_t deadline_ns, const struct pool_direct *direct)
 {
 	_Atomic uint64_t *word = &pool->slots[call->entry];
 	uint32_t gen = (uint32_t)(call->task_id >> 32);
 	uint64_t until = deadline_ns;
 	unsigned int spins = 0;
 
-	call->own++;
-	pool->own_waiters++;
-	/*
-	 * Deaths are seen by a drainer: the completer, at once (another
-	 * thread may hold the role only for a round, as a status poll does).
-	 */
-	if (!pool->completer_draining && !pool->orphans) {
-		pool->orphans = true;
-		pthread_cond_signal(&pool->ccond);
-	}
 	if (call->deadline_ns && call->deadline_ns < until)
 		until = call->deadline_ns;
-	pthread_mutex_unlock(&pool->lock);
 	for (;;) {
 		uint64_t v = atomic_load_explicit(word, memory_order_acquire);
 		uint32_t low;
@@ -247,7 +236,7 @@ static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *cal
 			break;
 	}
 	pthread_mutex_lock(&pool->lock);
-	call->own--;
+	knitk__call_own_leave_locked(pool, call);
 	/*
 	 * Still awaited: the wait's deadline came first, the result still
 	 * goes to the box (the look of a later wait takes it).  Else the
@@ -255,9 +244,15 @@ static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *cal
 	 */
 	if (!slot_awaited(atomic_load_explicit(word, memory_order_relaxed), gen))
 		knitk__call_take_back_locked(pool, call, true, direct);
-	/* Off the knot: a destroy waiting for us may unmap it now. */
-	if (!--pool->own_waiters && pool->completer_done)
-		pthread_cond_broadcast(&pool->cond);
+}
+
+/* The same, from under pool->lock (held on entry and on return). */
+static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *call,
+				 uint64_t deadline_ns)
+{
+	knitk__call_own_enter_locked(pool, call);
+	pthread_mutex_unlock(&pool->lock);
+	call_wait_own(pool, call, deadline_ns, NULL);
 }
 
 static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
@@ -277,7 +272,7 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 		if (call_done_locked(call) ||
 		    (!call->take && !knitk__call_take_locked(pool, call)))
 			continue;
-		call_wait_own_locked(pool, call, deadline_ns, NULL);
+		call_wait_own_locked(pool, call, deadline_ns);
 		/* Still its flag: the wait's deadline came. */
 		if (!call_done_locked(call) && call->take)
 			break;
@@ -359,7 +354,7 @@ KNITK_EXPORT int knitk_call_wait(struct knitk_call *call, uint64_t deadline_ns)
 	pool = call->pool;
 	pthread_mutex_lock(&pool->lock);
 	if (call->take || knitk__call_take_locked(pool, call))
-		call_wait_own_locked(pool, call, deadline_ns, NULL);
+		call_wait_own_locked(pool, call, deadline_ns);
 	ret = call_done_locked(call) ? 0 :
 	      calls_wait_locked(pool, &call, 1, false, deadline_ns, 0, NULL);
 	/* Done (not -EINPROGRESS): its status, under the same lock. */
@@ -485,13 +480,15 @@ KNITK_EXPORT int knitk_pool_call(struct knitk_pool *pool, uint32_t fn,
 		return ret;
 	/* Set at its registration, before the publish. */
 	direct.task_id = call->task_id;
-	pthread_mutex_lock(&pool->lock);
 	/*
-	 * Its own word (taken at its registration, or now), unless the ring
-	 * is left to a ring-then-wait (S9).
+	 * Its own word, taken and waited for from its registration on (no
+	 * other thread sees its handle), unless the ring is left to a
+	 * ring-then-wait (S9).
 	 */
-	if (call->take || (!ring && knitk__call_take_locked(pool, call)))
-		call_wait_own_locked(pool, call, KNITK_WAIT_FOREVER, &direct);
+	if (call->own)
+		call_wait_own(pool, call, KNITK_WAIT_FOREVER, &direct);
+	else
+		pthread_mutex_lock(&pool->lock);
 	/* Without a deadline the wait ends only with the call done. */
 	if (!call_done_locked(call))
 		calls_wait_locked(pool, &call, 1, false, KNITK_WAIT_FOREVER, ring,

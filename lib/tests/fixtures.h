@@ -99,6 +99,16 @@ __attribute__((unused)) static const struct pool_shape pool_shapes[] = {
 };
 #define NR_POOL_SHAPES	(sizeof(pool_shapes) / sizeof(pool_shapes[0]))
 
+/* A case @name_all that runs @name_in(shape) in every shape, in order. */
+#define EACH_POOL_SHAPE(name)						\
+static void name##_all(void)						\
+{									\
+	unsigned int i_;						\
+									\
+	for (i_ = 0; i_ < NR_POOL_SHAPES; i_++)				\
+		name##_in(&pool_shapes[i_]);				\
+}
+
 /*
  * knitk_pool_shutdown(@pool, @mode) in a thread of its own, its return in
  * @ret: a test acts, or waits, while it runs.

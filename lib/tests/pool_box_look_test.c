@@ -56,18 +56,6 @@ static void count_box(unsigned int worker, void *box,
 		atomic_fetch_add(&boxed, 1);
 }
 
-static int box_pool(const struct pool_shape *sh, unsigned int workers,
-		    struct knitk_pool **pool)
-{
-	struct knitk_pool_opts o = { .size = sizeof(o), .kind = sh->kind,
-				     .nr_workers = workers,
-				     .knot_flags = KNITK_KNOT_FUTEX,
-				     .arena_bytes = ARENA,
-				     .dispatch = sh->dispatch };
-
-	return knitk_pool_create(&o, &test_tasks, pool);
-}
-
 /* Thread workers count their boxes here; process workers elsewhere. */
 static bool counts_boxes(const struct pool_shape *sh)
 {
@@ -115,7 +103,7 @@ static void batch_in(const struct pool_shape *sh)
 	unsigned int r, i;
 
 	printf("# %s\n", sh->name);
-	REQUIRE(box_pool(sh, 2, &pool) == 0);
+	REQUIRE(new_pool(sh->kind, sh->dispatch, 2, 0, &pool) == 0);
 	for (r = 0; r < ROUNDS; r++) {
 		for (i = 0; i < BATCH; i++) {
 			ids[i] = atomic_fetch_add(&next_id, 1);
@@ -135,13 +123,7 @@ static void batch_in(const struct pool_shape *sh)
 	knitk_pool_destroy(pool);
 }
 
-static void batch_all(void)
-{
-	unsigned int i;
-
-	for (i = 0; i < NR_POOL_SHAPES; i++)
-		batch_in(&pool_shapes[i]);
-}
+EACH_POOL_SHAPE(batch)
 
 /* A call polled, one read, one waited for with wait_any: from boxes. */
 static void looks_in(const struct pool_shape *sh)
@@ -155,7 +137,7 @@ static void looks_in(const struct pool_shape *sh)
 	int k, ret;
 
 	printf("# %s\n", sh->name);
-	REQUIRE(box_pool(sh, 2, &pool) == 0);
+	REQUIRE(new_pool(sh->kind, sh->dispatch, 2, 0, &pool) == 0);
 	for (k = 0; k < 3; k++) {
 		id = atomic_fetch_add(&next_id, 1);
 		REQUIRE(submit_run(pool, id, 200, &c) == 0);
@@ -178,13 +160,7 @@ static void looks_in(const struct pool_shape *sh)
 	knitk_pool_destroy(pool);
 }
 
-static void looks_all(void)
-{
-	unsigned int i;
-
-	for (i = 0; i < NR_POOL_SHAPES; i++)
-		looks_in(&pool_shapes[i]);
-}
+EACH_POOL_SHAPE(looks)
 
 /*
  * MANY calls to one worker, none waited for until all are submitted: the
@@ -200,7 +176,7 @@ static void room_in(const struct pool_shape *sh)
 	unsigned int i;
 
 	printf("# %s\n", sh->name);
-	REQUIRE(box_pool(sh, 1, &pool) == 0);
+	REQUIRE(new_pool(sh->kind, sh->dispatch, 1, 0, &pool) == 0);
 	for (i = 0; i < MANY; i++) {
 		ids[i] = atomic_fetch_add(&next_id, 1);
 		REQUIRE(submit_run(pool, ids[i], 0, &calls[i]) == 0);
@@ -223,13 +199,7 @@ static void room_in(const struct pool_shape *sh)
 	knitk_pool_destroy(pool);
 }
 
-static void room_all(void)
-{
-	unsigned int i;
-
-	for (i = 0; i < NR_POOL_SHAPES; i++)
-		room_in(&pool_shapes[i]);
-}
+EACH_POOL_SHAPE(room)
 
 struct second {
 	pthread_t thread;
@@ -262,7 +232,7 @@ static void deadline_in(const struct pool_shape *sh)
 
 	printf("# %s\n", sh->name);
 	REQUIRE(gate_open(&g) == 0);
-	REQUIRE(box_pool(sh, 2, &pool) == 0);
+	REQUIRE(new_pool(sh->kind, sh->dispatch, 2, 0, &pool) == 0);
 	g.arg.n = 24;
 	REQUIRE(knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg), NULL, &c) == 0);
 	REQUIRE(gate_wait(&g, 'r') == 0);
@@ -289,13 +259,7 @@ static void deadline_in(const struct pool_shape *sh)
 	gate_close(&g);
 }
 
-static void deadline_all(void)
-{
-	unsigned int i;
-
-	for (i = 0; i < NR_POOL_SHAPES; i++)
-		deadline_in(&pool_shapes[i]);
-}
+EACH_POOL_SHAPE(deadline)
 
 int main(int argc, char **argv)
 {

@@ -169,13 +169,7 @@ static void sizes_in(const struct pool_shape *sh)
 	knitk_pool_destroy(pool);
 }
 
-static void sizes_all(void)
-{
-	unsigned int i;
-
-	for (i = 0; i < NR_POOL_SHAPES; i++)
-		sizes_in(&pool_shapes[i]);
-}
+EACH_POOL_SHAPE(sizes)
 
 /*
  * A waiter in a thread of its own: knitk_call_wait of @call, or with
@@ -448,13 +442,7 @@ static void hostile_in(const struct pool_shape *sh)
 	gate_close(&g);
 }
 
-static void hostile_all(void)
-{
-	unsigned int i;
-
-	for (i = 0; i < NR_POOL_SHAPES; i++)
-		hostile_in(&pool_shapes[i]);
-}
+EACH_POOL_SHAPE(hostile)
 
 /* The storm: owners wait for calls that an aborter and deadlines race. */
 #define STORM_OWNERS	3
