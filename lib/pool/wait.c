@@ -255,6 +255,49 @@ static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *cal
 	call_wait_own(pool, call, deadline_ns, NULL);
 }
 
+/*
+ * Any of @calls (at most 64): spin over their words while that pays (R6),
+ * without pool->lock (held on entry and on return), and take a result
+ * that came from its box.  The sleep is calls_wait_locked's.
+ */
+static void calls_spin_any_locked(struct knitk_pool *pool,
+				  struct knitk_call *const *calls,
+				  unsigned int nr, uint64_t deadline_ns)
+{
+	unsigned int i, spins = 0;
+	uint64_t mine = 0, m;
+	bool moved = false;
+
+	for (i = 0; i < nr; i++) {
+		knitk__call_look_locked(pool, calls[i]);
+		if (call_done_locked(calls[i]))
+			return;
+	}
+	for (i = 0; i < nr; i++)
+		if (calls[i]->take || knitk__call_take_locked(pool, calls[i])) {
+			knitk__call_own_enter_locked(pool, calls[i]);
+			mine |= 1ULL << i;
+		}
+	pthread_mutex_unlock(&pool->lock);
+	while (!moved && spins < pool->opts.spin && !pool_spin_past(spins, deadline_ns)) {
+		for (m = mine; m && !moved; m &= m - 1) {
+			const struct knitk_call *call = calls[__builtin_ctzll(m)];
+			uint64_t v = atomic_load_explicit(&pool->slots[call->entry],
+							  memory_order_acquire);
+
+			moved = !slot_awaited(v, (uint32_t)(call->task_id >> 32));
+		}
+		pool_spin_relax(&pool->spin, spins++);
+	}
+	pthread_mutex_lock(&pool->lock);
+	for (m = mine; m; m &= m - 1) {
+		struct knitk_call *call = calls[__builtin_ctzll(m)];
+
+		knitk__call_own_leave_locked(pool, call);
+		knitk__call_look_locked(pool, call);
+	}
+}
+
 static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 		      unsigned int nr, bool all, uint64_t deadline_ns)
 {
@@ -262,6 +305,8 @@ static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 	int ret;
 
 	pthread_mutex_lock(&pool->lock);
+	if (!all && nr <= 64 && deadline_ns && pool->opts.spin)
+		calls_spin_any_locked(pool, calls, nr, deadline_ns);
 	/*
 	 * All of them: one word after the other (R6), their results taken
 	 * from their boxes; what is left, the drainer's way.

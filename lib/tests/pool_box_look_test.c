@@ -125,13 +125,24 @@ static void batch_in(const struct pool_shape *sh)
 
 EACH_POOL_SHAPE(batch)
 
-/* A call polled, one read, one waited for with wait_any: from boxes. */
+/* The worker of @c has ended it on its word: DONE, whoever takes it. */
+static void until_done(struct knitk_pool *pool, const struct knitk_call *c)
+{
+	while (slot_phase(atomic_load(&pool->slots[c->entry])) != SLOT_DONE)
+		sched_yield();
+}
+
+/*
+ * A call polled, one read, one done before knitk_pool_wait_any looks:
+ * from their boxes; then wait_any of two calls running, each result its
+ * own, whichever way it came.
+ */
 static void looks_in(const struct pool_shape *sh)
 {
 	unsigned long b0 = atomic_load(&boxed);
+	struct knitk_call *c, *two[2];
 	struct knitk_pool *pool;
-	struct knitk_call *c;
-	uint64_t id;
+	uint64_t id, ids[2];
 	const void *d;
 	size_t len;
 	int k, ret;
@@ -149,13 +160,23 @@ static void looks_in(const struct pool_shape *sh)
 			while (knitk_call_result(c, &d, &len) == -EINPROGRESS)
 				sched_yield();
 		} else {
+			until_done(pool, c);
 			CHECK_EQ(knitk_pool_wait_any(pool, &c, 1, KNITK_WAIT_FOREVER), 0);
 		}
 		check_run(c, id);
 	}
-	/* wait_any's may travel the drainer's way; the looks' do not. */
 	if (counts_boxes(sh))
-		CHECK(atomic_load(&boxed) - b0 >= 2);
+		CHECK_EQ(atomic_load(&boxed) - b0, 3);
+	for (k = 0; k < 2; k++) {
+		ids[k] = atomic_fetch_add(&next_id, 1);
+		REQUIRE(submit_run(pool, ids[k], k ? 300 : 100, &two[k]) == 0);
+	}
+	ret = knitk_pool_wait_any(pool, two, 2, KNITK_WAIT_FOREVER);
+	CHECK(ret == 0 || ret == 1);
+	CHECK_EQ(knitk_pool_wait_any(pool, two + 1, 1, KNITK_WAIT_FOREVER), 0);
+	CHECK_EQ(knitk_pool_wait_all(pool, two, 2, KNITK_WAIT_FOREVER), 0);
+	for (k = 0; k < 2; k++)
+		check_run(two[k], ids[k]);
 	check_stats(pool);
 	knitk_pool_destroy(pool);
 }
