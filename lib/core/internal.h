@@ -209,11 +209,11 @@ void knitk__geometry_resolve(struct knitk_geometry *geom);
 uint64_t knitk__endpoint_mailbox_doorbells(const struct knitk_endpoint *k,
 					   unsigned int m);
 /*
- * Pending lanes over every mailbox doorbell @d's owner consumes, but those
- * reserved for another live worker (T13).
+ * A lane is pending in a mailbox doorbell @d's owner consumes, not counting
+ * those reserved for another live worker (T13).
  */
-uint64_t knitk__endpoint_doorbell_pending(const struct knitk_endpoint *k,
-					  unsigned int d);
+bool knitk__endpoint_doorbell_pending(const struct knitk_endpoint *k,
+				      unsigned int d);
 /*
  * topology.c: the doorbell of the role that produces into mailbox @m: the
  * host for a request mailbox, worker w for return mailbox w.
