@@ -143,6 +143,8 @@ KNITK_EXPORT void *knitk_task_data(void *ctx)
 struct worker_loop {
 	const struct worker_args *a;
 	struct knitk_endpoint *ep;
+	/* Stealing: the idle and searching masks (docs/protocol.md T12). */
+	_Atomic uint64_t *words;
 	unsigned int nr_submitters;
 	struct knitk_consumer **req;
 	struct knitk_producer *ret;
@@ -292,6 +294,47 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	return stop;
 }
 
+/*
+ * Serve the pending lanes of the submitters in @scan; true if there were
+ * any.  Submitters with lanes are added to *@seen; *@done as for
+ * worker_handle.
+ */
+static bool worker_serve(struct worker_loop *l, uint64_t scan, uint64_t *seen,
+			 int *done)
+{
+	const unsigned int worker = l->a->worker;
+	bool any = false;
+
+	for (; scan && !*done; scan &= scan - 1) {
+		unsigned int s = (unsigned int)__builtin_ctzll(scan);
+		uint64_t pending;
+		int lane;
+
+		/* Stealing: a scan claims a region of s's mailbox. */
+		if (knitk_lane_scan(l->req[s], &pending) <= 0)
+			continue;
+		any = true;
+		*seen |= 1ULL << s;
+		if (l->words) {
+			KNITK_TRACE(KT_CLAIMED, worker, pending, s);
+			knitk__steal_claimed(l->ep, l->words, worker, l->req,
+					     l->nr_submitters);
+		}
+		while (!*done && pending &&
+		       (lane = knitk_lane_next(l->req[s], &pending)) >= 0) {
+			/*
+			 * A host gone (killed: its calls are lost with it)
+			 * ends the loop after the running call.
+			 */
+			if (knitk_endpoint_host_dead(l->ep) > 0)
+				*done = 1;
+			else
+				*done = worker_handle(l, l->req[s], (unsigned int)lane);
+		}
+	}
+	return any;
+}
+
 /* The consumer of submitter @s's requests: private lanes or a claimant. */
 static int worker_consumer(const struct worker_args *a, unsigned int s,
 			   struct knitk_consumer **c)
@@ -327,16 +370,17 @@ int knitk__worker_run(const struct worker_args *a)
 	struct knitk_geometry geom;
 	struct worker_loop l = { .a = a, .ep = a->ep };
 	struct pool_spin spin;
-	/* Stealing: the idle and searching masks (docs/protocol.md T12). */
 	_Atomic uint64_t *words = a->steal_g ? knitk__steal_words(a->ep) : NULL;
 	unsigned int s, spins = 0, round = 0;
-	uint64_t all, hot, seen = 0, scan;
+	uint64_t all, hot, seen = 0, scan, rest;
+	bool woken = false;
 	void *base;
 	int ret, done = 0;
 
 	knitk_endpoint_layout(a->ep, &layout, &geom);
 	knitk_endpoint_base(a->ep, &base);
 	knitk__spin_init(&spin, a->ep, knitk__spin_cpus(a->ep));
+	l.words = words;
 	l.nr_submitters = geom.nr_submitters;
 	l.slots = (_Atomic uint64_t *)((char *)base + layout.abort_off);
 	/* A word per entry, then a box per entry (slot.h); older hosts: words. */
@@ -369,49 +413,35 @@ int knitk__worker_run(const struct worker_args *a)
 		knitk__steal_search(words, a->worker);
 	all = hot = l.nr_submitters == 64 ? ~0ULL : (1ULL << l.nr_submitters) - 1;
 	while (!ret && !done) {
-		bool any = false;
+		bool any;
 
 		/*
 		 * Private lanes: most rounds look only at the submitters that
 		 * had work in the last window of POOL_SCAN_ALL rounds (a
-		 * caller keeps one); every POOL_SCAN_ALL-th round, and the
-		 * first after a park, looks at all.  Nothing waits for long:
-		 * a park re-checks every mailbox first.  Stealing scans all
-		 * (a wake may come with lanes reserved in any of them, T13).
+		 * caller keeps one); every POOL_SCAN_ALL-th round looks at
+		 * all.  So does the first after a park, but at those first
+		 * and at the rest only when they had nothing: the wake was
+		 * for a lane, most likely a caller's that keeps one.  Nothing
+		 * waits for long: a park re-checks every mailbox first.
+		 * Stealing scans all (a wake may come with lanes reserved in
+		 * any of them, T13).
 		 */
 		scan = all;
+		rest = 0;
 		if (!words && round++ % POOL_SCAN_ALL) {
 			scan = hot;
 		} else if (!words) {
 			hot = seen ? seen : hot;
 			seen = 0;
-		}
-		for (; scan && !done; scan &= scan - 1) {
-			uint64_t pending;
-			int lane;
-
-			s = (unsigned int)__builtin_ctzll(scan);
-			/* Stealing: a scan claims a region of s's mailbox. */
-			if (knitk_lane_scan(l.req[s], &pending) <= 0)
-				continue;
-			any = true;
-			seen |= 1ULL << s;
-			if (words) {
-				KNITK_TRACE(KT_CLAIMED, a->worker, pending, s);
-				knitk__steal_claimed(a->ep, words, a->worker,
-						     l.req, l.nr_submitters);
-			}
-			while (!done && (lane = knitk_lane_next(l.req[s], &pending)) >= 0) {
-				/*
-				 * A host gone (killed: its calls are lost with
-				 * it) ends the loop after the running call.
-				 */
-				if (knitk_endpoint_host_dead(l.ep) > 0)
-					done = 1;
-				else
-					done = worker_handle(&l, l.req[s], (unsigned int)lane);
+			if (woken) {
+				scan = hot;
+				rest = all & ~hot;
 			}
 		}
+		woken = false;
+		any = worker_serve(&l, scan, &seen, &done);
+		if (!any && rest && !done)
+			any = worker_serve(&l, rest, &seen, &done);
 		if (done || any) {
 			spins = 0;
 			continue;
@@ -426,11 +456,13 @@ int knitk__worker_run(const struct worker_args *a)
 		if (words)
 			knitk__steal_search(words, a->worker);
 		/*
-		 * With a result to ring for, the ring-then-wait spins in the
-		 * kernel while the host runs (S8): no spin of ours first.
+		 * opts.spin polls of empty mailboxes (this one the first),
+		 * then the park.  With a result to ring for, the
+		 * ring-then-wait spins in the kernel while the host runs
+		 * (S8): no spin of ours first.
 		 */
-		if (spins < a->spin && !l.ring_due) {
-			pool_spin_relax(&spin, spins++);
+		if (++spins < a->spin && !l.ring_due) {
+			pool_spin_relax(&spin, spins - 1);
 			continue;
 		}
 		spins = 0;
@@ -451,6 +483,7 @@ int knitk__worker_run(const struct worker_args *a)
 		if (words)
 			KNITK_TRACE(KT_PARK, a->worker, 1, ret);
 		round = 0;
+		woken = true;
 		if (words)
 			knitk__steal_awake(words, a->worker);
 		if (ret == -EPIPE) {
