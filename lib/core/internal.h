@@ -140,15 +140,16 @@ static inline void knot_count(struct knitk_endpoint *k, enum knitk_counter c,
 }
 
 /*
- * The number of lanes in @mask, at every scan.  Without -mpopcnt the
- * builtin is a call into libgcc: count the bits in place instead.
+ * The bits set in @mask: the lanes of a scan, the doorbells of a ring.
+ * Without -mpopcnt the builtin is a call into libgcc: count them in place
+ * instead.
  */
-static inline int knot_lane_count(uint64_t mask)
+static inline int knot_bits(uint64_t mask)
 {
 #ifdef __POPCNT__
 	return __builtin_popcountll(mask);
 #else
-	/* A scan mostly finds no lane or one: skip the count for those. */
+	/* Mostly no lane or one, one doorbell: skip the count for those. */
 	if (!(mask & (mask - 1)))
 		return mask != 0;
 	mask -= (mask >> 1) & 0x5555555555555555ULL;

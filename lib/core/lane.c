@@ -790,7 +790,7 @@ KNITK_EXPORT int knitk_producer_hand_off(struct knitk_producer *producer,
 	if (g < 0)
 		return g;
 	/* T14: reserved under the handshake of the claimants (T4). */
-	return knot_lane_count(knitk__steal_producer_hand_off(p->g.ep,
+	return knot_bits(knitk__steal_producer_hand_off(p->g.ep,
 			p->g.mailbox, (unsigned int)g, claimant));
 }
 
@@ -1085,7 +1085,7 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 	if (consumer->steal) {
 		/* T3-T7: claim a region; its lanes are ours from now on. */
 		*pending = knitk__steal_claim(consumer->steal);
-		return knot_lane_count(*pending);
+		return knot_bits(*pending);
 	}
 	/*
 	 * L4: never cache pub.  Acquire pairs with the release store
@@ -1106,7 +1106,7 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 	}
 	consumer->seen |= *pending;
 	consumer->by_stamp = consumer_out_of_order(consumer, *pending);
-	return knot_lane_count(*pending);
+	return knot_bits(*pending);
 }
 
 KNITK_EXPORT int knitk_steal_hand_off(struct knitk_consumer *consumer,
@@ -1116,7 +1116,7 @@ KNITK_EXPORT int knitk_steal_hand_off(struct knitk_consumer *consumer,
 	    worker >= consumer->g.ep->geom.nr_workers ||
 	    (int)worker == consumer->g.ep->doorbell)
 		return -EINVAL;
-	return knot_lane_count(knitk__steal_hand_off(consumer->steal, worker));
+	return knot_bits(knitk__steal_hand_off(consumer->steal, worker));
 }
 
 /* Take the next lane of non-empty *@pending in consume order. */

@@ -115,7 +115,7 @@ KNITK_EXPORT int knitk_mailbox_pending(const struct knitk_endpoint *ep,
 	if (!ep || !pending || mailbox >= ep->layout.nr_mailboxes)
 		return -EINVAL;
 	*pending = mailbox_pending(ep, mailbox);
-	return knot_lane_count(*pending);
+	return knot_bits(*pending);
 }
 
 /*
