@@ -69,22 +69,11 @@ struct task_ctx {
 	void *data;
 };
 
-KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
-				   void **buf)
+/* A return lane for the result and @len bytes in it (reply_alloc). */
+static int reply_alloc_lane(struct knitk_reply *out, size_t len, void **buf)
 {
 	int ret;
 
-	if (!out || !buf)
-		return -EINVAL;
-	if (len > out->max)
-		return -EMSGSIZE;
-	/* Into the box while it fits and no lane was taken for the result. */
-	if (out->box && out->lane < 0 && len <= out->box_cap) {
-		out->in_box = true;
-		out->len = len;
-		*buf = out->box->bytes;
-		return 0;
-	}
 	out->in_box = false;
 	ret = reply_claim_lane(out);
 	if (ret)
@@ -105,6 +94,29 @@ KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
 	return ret;
 }
 
+/* knitk_reply_alloc of valid arguments. */
+static inline int reply_alloc(struct knitk_reply *out, size_t len, void **buf)
+{
+	if (len > out->max)
+		return -EMSGSIZE;
+	/* Into the box while it fits and no lane was taken for the result. */
+	if (out->box && out->lane < 0 && len <= out->box_cap) {
+		out->in_box = true;
+		out->len = len;
+		*buf = out->box->bytes;
+		return 0;
+	}
+	return reply_alloc_lane(out, len, buf);
+}
+
+KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
+				   void **buf)
+{
+	if (!out || !buf)
+		return -EINVAL;
+	return reply_alloc(out, len, buf);
+}
+
 KNITK_EXPORT int knitk_reply_set(struct knitk_reply *out, const void *data,
 				 size_t len)
 {
@@ -113,7 +125,7 @@ KNITK_EXPORT int knitk_reply_set(struct knitk_reply *out, const void *data,
 
 	if (!out || (len && !data))
 		return -EINVAL;
-	ret = knitk_reply_alloc(out, len, &buf);
+	ret = reply_alloc(out, len, &buf);
 	if (ret)
 		return ret;
 	if (len)
@@ -229,7 +241,7 @@ static bool worker_finish(struct worker_loop *l, struct knitk_reply *reply,
 		const void *bytes = reply->box->bytes;
 
 		reply->box = NULL;
-		if (!knitk_reply_alloc(reply, reply->len, &buf))
+		if (!reply_alloc(reply, reply->len, &buf))
 			memcpy(buf, bytes, reply->len);
 	}
 	return false;
@@ -240,7 +252,7 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 			 unsigned int lane)
 {
 	struct knitk_lane_header *rh;
-	struct knitk_msg msg = { .size = sizeof(msg) };
+	struct knitk_msg msg;
 	struct knitk_reply reply = { .ep = l->ep, .producer = l->ret,
 				     .lane = -1, .max = l->max };
 	enum slot_claim how = SLOT_RUN;
@@ -250,7 +262,11 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 
 	/* The last call's result is not held back while this one runs. */
 	worker_ring(l);
+	/* The decode fills every field; a refusal before its copy none. */
+	msg.size = sizeof(msg);
 	err = knitk_lane_decode(c, lane, &msg);
+	if (err && err != -EBADMSG)
+		memset(&msg.header, 0, sizeof(msg.header));
 	stop = !err && msg.header.function_id == POOL_FN_STOP;
 	slot = stop ? NULL : worker_slot(l, &msg.header);
 	gen = (uint32_t)(msg.header.task_id >> 32);
