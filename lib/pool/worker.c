@@ -311,16 +311,18 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 }
 
 /*
- * Serve the pending lanes of the submitters in @scan; true if there were
- * any.  Submitters with lanes are added to *@seen; *@done as for
- * worker_handle.
+ * One round: serve the pending lanes of the submitters in @scan, and when
+ * they had none, of those in @rest; true if there were any.  Submitters
+ * with lanes are added to *@seen; *@done as for worker_handle.  Inline:
+ * the loop's one call, which keeps *@seen and *@done in registers.
  */
-static bool worker_serve(struct worker_loop *l, uint64_t scan, uint64_t *seen,
-			 int *done)
+static inline bool worker_round(struct worker_loop *l, uint64_t scan,
+				uint64_t rest, uint64_t *seen, int *done)
 {
 	const unsigned int worker = l->a->worker;
 	bool any = false;
 
+again:
 	for (; scan && !*done; scan &= scan - 1) {
 		unsigned int s = (unsigned int)__builtin_ctzll(scan);
 		uint64_t pending;
@@ -347,6 +349,11 @@ static bool worker_serve(struct worker_loop *l, uint64_t scan, uint64_t *seen,
 			else
 				*done = worker_handle(l, l->req[s], (unsigned int)lane);
 		}
+	}
+	if (!any && rest && !*done) {
+		scan = rest;
+		rest = 0;
+		goto again;
 	}
 	return any;
 }
@@ -455,9 +462,7 @@ int knitk__worker_run(const struct worker_args *a)
 			}
 		}
 		woken = false;
-		any = worker_serve(&l, scan, &seen, &done);
-		if (!any && rest && !done)
-			any = worker_serve(&l, rest, &seen, &done);
+		any = worker_round(&l, scan, rest, &seen, &done);
 		if (done || any) {
 			spins = 0;
 			continue;
