@@ -119,11 +119,7 @@ static uint64_t doorbell_set_sleeping(struct knitk_doorbell *db, uint32_t v)
 	_Atomic uint64_t *w = doorbell_word(db);
 	uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
 
-	/*
-	 * Already clear: the wake's CAS cleared it (S3).  Only the owner
-	 * raises the flag, so it stays clear without a store of ours.
-	 */
-	if (!v && !dbw_sleeping(old))
+	if (!v && !dbw_sleeping(old))	/* a wake's CAS cleared it (S3) */
 		return old;
 	/*
 	 * seq_cst: the flag store is ordered before the re-check loads
@@ -429,17 +425,11 @@ out:
 	return ret;
 }
 
-/* @ring is none of the knot's doorbells. */
-static bool doorbell_bad_ring(const struct knitk_endpoint *ep, uint64_t ring)
-{
-	return ring && (ring & ~knot_doorbell_mask(ep));
-}
-
 static int doorbell_wait_ring(struct knitk_endpoint *ep, uint32_t seq,
 			      uint64_t deadline_ns, uint64_t ring,
 			      const struct knitk_wait_word *words, unsigned int nr)
 {
-	if (!ep || doorbell_bad_ring(ep, ring))
+	if (!ep || (ring & ~knot_doorbell_mask(ep)))
 		return -EINVAL;
 	if (ep->doorbell < 0)
 		return -ENOTCONN;
@@ -484,11 +474,11 @@ KNITK_EXPORT int knitk_doorbell_can_ring_wait(const struct knitk_endpoint *ep)
 	return ep->can_ring_wait && ep->ops->ring_wait;
 }
 
-/* knitk_doorbell_ring_park: prepare, then the ring-then-wait. */
-static int doorbell_ring_park(struct knitk_endpoint *ep, uint64_t doorbells,
-			      uint64_t deadline_ns)
+KNITK_EXPORT int knitk_doorbell_ring_park(struct knitk_endpoint *ep,
+					  uint64_t doorbells,
+					  uint64_t deadline_ns)
 {
-	if (!ep || doorbell_bad_ring(ep, doorbells))
+	if (!ep || (doorbells & ~knot_doorbell_mask(ep)))
 		return -EINVAL;
 	if (ep->doorbell < 0)
 		return -ENOTCONN;
@@ -499,14 +489,7 @@ static int doorbell_ring_park(struct knitk_endpoint *ep, uint64_t doorbells,
 KNITK_EXPORT int knitk_doorbell_park(struct knitk_endpoint *ep,
 				     uint64_t deadline_ns)
 {
-	return doorbell_ring_park(ep, 0, deadline_ns);
-}
-
-KNITK_EXPORT int knitk_doorbell_ring_park(struct knitk_endpoint *ep,
-					  uint64_t doorbells,
-					  uint64_t deadline_ns)
-{
-	return doorbell_ring_park(ep, doorbells, deadline_ns);
+	return knitk_doorbell_ring_park(ep, 0, deadline_ns);
 }
 
 KNITK_EXPORT int knitk_doorbell_ring(struct knitk_endpoint *ep,

@@ -94,7 +94,6 @@ static int reply_alloc_lane(struct knitk_reply *out, size_t len, void **buf)
 	return ret;
 }
 
-/* knitk_reply_alloc of valid arguments. */
 static inline int reply_alloc(struct knitk_reply *out, size_t len, void **buf)
 {
 	if (len > out->max)
@@ -262,8 +261,7 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 
 	/* The last call's result is not held back while this one runs. */
 	worker_ring(l);
-	/* The decode fills every field; a refusal before its copy none. */
-	msg.size = sizeof(msg);
+	msg.size = sizeof(msg);	/* the decode fills the rest, but if refused */
 	err = knitk_lane_decode(c, lane, &msg);
 	if (err && err != -EBADMSG)
 		memset(&msg.header, 0, sizeof(msg.header));
@@ -311,15 +309,12 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 }
 
 /*
- * One round: serve the pending lanes of the submitters in @scan, and when
- * they had none, of those in @rest; true if there were any.  Submitters
- * with lanes are added to *@seen; *@done as for worker_handle.  Inline:
- * the loop's one call, which keeps *@seen and *@done in registers.
+ * Serve the lanes of @scan's submitters (added to *@seen), or if none had
+ * any of @rest's; true if there were any.  *@done as for worker_handle.
  */
 static inline bool worker_round(struct worker_loop *l, uint64_t scan,
 				uint64_t rest, uint64_t *seen, int *done)
 {
-	const unsigned int worker = l->a->worker;
 	bool any = false;
 
 again:
@@ -334,16 +329,13 @@ again:
 		any = true;
 		*seen |= 1ULL << s;
 		if (l->words) {
-			KNITK_TRACE(KT_CLAIMED, worker, pending, s);
-			knitk__steal_claimed(l->ep, l->words, worker, l->req,
-					     l->nr_submitters);
+			KNITK_TRACE(KT_CLAIMED, l->a->worker, pending, s);
+			knitk__steal_claimed(l->ep, l->words, l->a->worker,
+					     l->req, l->nr_submitters);
 		}
 		while (!*done && pending &&
 		       (lane = knitk_lane_next(l->req[s], &pending)) >= 0) {
-			/*
-			 * A host gone (killed: its calls are lost with it)
-			 * ends the loop after the running call.
-			 */
+			/* A host gone (its calls lost) ends the loop. */
 			if (knitk_endpoint_host_dead(l->ep) > 0)
 				*done = 1;
 			else
@@ -396,7 +388,6 @@ int knitk__worker_run(const struct worker_args *a)
 	_Atomic uint64_t *words = a->steal_g ? knitk__steal_words(a->ep) : NULL;
 	unsigned int s, spins = 0, round = 0;
 	uint64_t all, hot, seen = 0, scan, rest;
-	bool woken = false;
 	void *base;
 	int ret, done = 0;
 
@@ -436,18 +427,13 @@ int knitk__worker_run(const struct worker_args *a)
 		knitk__steal_search(words, a->worker);
 	all = hot = l.nr_submitters == 64 ? ~0ULL : (1ULL << l.nr_submitters) - 1;
 	while (!ret && !done) {
-		bool any;
-
 		/*
-		 * Private lanes: most rounds look only at the submitters that
-		 * had work in the last window of POOL_SCAN_ALL rounds (a
-		 * caller keeps one); every POOL_SCAN_ALL-th round looks at
-		 * all.  So does the first after a park, but at those first
-		 * and at the rest only when they had nothing: the wake was
-		 * for a lane, most likely a caller's that keeps one.  Nothing
-		 * waits for long: a park re-checks every mailbox first.
-		 * Stealing scans all (a wake may come with lanes reserved in
-		 * any of them, T13).
+		 * Private lanes: most rounds look only at the submitters with
+		 * work in the last window of POOL_SCAN_ALL rounds (a caller
+		 * keeps one), every POOL_SCAN_ALL-th at all; the first after a
+		 * park at those first and at the rest only if they had none.
+		 * A park re-checks every mailbox.  Stealing scans all (lanes
+		 * may be reserved for us in any, T13).
 		 */
 		scan = all;
 		rest = 0;
@@ -456,14 +442,13 @@ int knitk__worker_run(const struct worker_args *a)
 		} else if (!words) {
 			hot = seen ? seen : hot;
 			seen = 0;
-			if (woken) {
+			/* After a park (at the start hot is all). */
+			if (round == 1) {
 				scan = hot;
 				rest = all & ~hot;
 			}
 		}
-		woken = false;
-		any = worker_round(&l, scan, rest, &seen, &done);
-		if (done || any) {
+		if (worker_round(&l, scan, rest, &seen, &done) || done) {
 			spins = 0;
 			continue;
 		}
@@ -477,10 +462,8 @@ int knitk__worker_run(const struct worker_args *a)
 		if (words)
 			knitk__steal_search(words, a->worker);
 		/*
-		 * opts.spin polls of empty mailboxes (this one the first),
-		 * then the park.  With a result to ring for, the
-		 * ring-then-wait spins in the kernel while the host runs
-		 * (S8): no spin of ours first.
+		 * opts.spin empty polls (this the first), then the park; with
+		 * a ring due, the ring-then-wait spins in the kernel (S8).
 		 */
 		if (++spins < a->spin && !l.ring_due) {
 			pool_spin_relax(&spin, spins - 1);
@@ -504,7 +487,6 @@ int knitk__worker_run(const struct worker_args *a)
 		if (words)
 			KNITK_TRACE(KT_PARK, a->worker, 1, ret);
 		round = 0;
-		woken = true;
 		if (words)
 			knitk__steal_awake(words, a->worker);
 		if (ret == -EPIPE) {
