@@ -119,6 +119,8 @@ static uint64_t doorbell_set_sleeping(struct knitk_doorbell *db, uint32_t v)
 	_Atomic uint64_t *w = doorbell_word(db);
 	uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
 
+	if (!v && !dbw_sleeping(old))	/* a wake's CAS cleared it (S3) */
+		return old;
 	/*
 	 * seq_cst: the flag store is ordered before the re-check loads
 	 * (pairs with the fence and flag load in knitk_doorbell_ring).
@@ -201,16 +203,11 @@ static bool knot_peer_woke(const struct knitk_endpoint *k)
 				    memory_order_acquire) != k->death_done;
 }
 
-KNITK_EXPORT int knitk_doorbell_prepare(struct knitk_endpoint *ep, uint32_t *seq)
+/* knitk_doorbell_prepare of a joined endpoint: the seq read. */
+static uint32_t doorbell_prepare(struct knitk_endpoint *ep)
 {
-	struct knitk_doorbell *db;
-	uint64_t old;
+	struct knitk_doorbell *db = knot_doorbell(ep, (unsigned int)ep->doorbell);
 
-	if (!ep || !seq)
-		return -EINVAL;
-	if (ep->doorbell < 0)
-		return -ENOTCONN;
-	db = knot_doorbell(ep, (unsigned int)ep->doorbell);
 	if (++ep->nonce == 0)
 		ep->nonce = 1;
 	ep->death_seq = atomic_load_explicit(A32(&knot_control(ep)->death_seq),
@@ -229,8 +226,16 @@ KNITK_EXPORT int knitk_doorbell_prepare(struct knitk_endpoint *ep, uint32_t *seq
 						   memory_order_acquire);
 	ep->death_done = atomic_load_explicit(A32(&knot_control(ep)->death_done),
 					      memory_order_acquire);
-	old = doorbell_set_sleeping(db, ep->nonce);
-	*seq = dbw_seq(old);
+	return dbw_seq(doorbell_set_sleeping(db, ep->nonce));
+}
+
+KNITK_EXPORT int knitk_doorbell_prepare(struct knitk_endpoint *ep, uint32_t *seq)
+{
+	if (!ep || !seq)
+		return -EINVAL;
+	if (ep->doorbell < 0)
+		return -ENOTCONN;
+	*seq = doorbell_prepare(ep);
 	return 0;
 }
 
@@ -282,7 +287,7 @@ static uint64_t doorbell_flagged(struct knitk_endpoint *ep, uint64_t doorbells)
 
 static void doorbell_count_sent(struct knitk_endpoint *ep, uint64_t woken)
 {
-	knot_count(ep, KC_SENT, (uint64_t)__builtin_popcountll(woken));
+	knot_count(ep, KC_SENT, (uint64_t)knot_bits(woken));
 }
 
 /*
@@ -359,23 +364,17 @@ static int doorbell_sleep(struct knitk_endpoint *ep, unsigned int d,
 }
 
 /*
- * knitk_doorbell_wait, ringing @ring (if any) before it sleeps, and also
- * ended by @nr @words (checked by the caller).
+ * knitk_doorbell_wait of a joined endpoint, ringing @ring (valid, if any)
+ * before it sleeps, and also ended by @nr @words (checked by the caller).
  */
-static int doorbell_wait_ring(struct knitk_endpoint *ep, uint32_t seq,
-			      uint64_t deadline_ns, uint64_t ring,
-			      const struct knitk_wait_word *words, unsigned int nr)
+static int doorbell_wait(struct knitk_endpoint *ep, uint32_t seq,
+			 uint64_t deadline_ns, uint64_t ring,
+			 const struct knitk_wait_word *words, unsigned int nr)
 {
-	struct knitk_doorbell *db;
-	unsigned int d;
+	unsigned int d = (unsigned int)ep->doorbell;
+	struct knitk_doorbell *db = knot_doorbell(ep, d);
 	int ret;
 
-	if (!ep || (ring & ~knot_doorbell_mask(ep)))
-		return -EINVAL;
-	if (ep->doorbell < 0)
-		return -ENOTCONN;
-	d = (unsigned int)ep->doorbell;
-	db = knot_doorbell(ep, d);
 	/* Pairs with the fence in knitk_doorbell_ring (the CAS is one too). */
 	atomic_thread_fence(memory_order_seq_cst);
 	/*
@@ -426,6 +425,17 @@ out:
 	return ret;
 }
 
+static int doorbell_wait_ring(struct knitk_endpoint *ep, uint32_t seq,
+			      uint64_t deadline_ns, uint64_t ring,
+			      const struct knitk_wait_word *words, unsigned int nr)
+{
+	if (!ep || (ring & ~knot_doorbell_mask(ep)))
+		return -EINVAL;
+	if (ep->doorbell < 0)
+		return -ENOTCONN;
+	return doorbell_wait(ep, seq, deadline_ns, ring, words, nr);
+}
+
 KNITK_EXPORT int knitk_doorbell_wait(struct knitk_endpoint *ep, uint32_t seq,
 				     uint64_t deadline_ns)
 {
@@ -464,25 +474,22 @@ KNITK_EXPORT int knitk_doorbell_can_ring_wait(const struct knitk_endpoint *ep)
 	return ep->can_ring_wait && ep->ops->ring_wait;
 }
 
-KNITK_EXPORT int knitk_doorbell_park(struct knitk_endpoint *ep,
-				     uint64_t deadline_ns)
-{
-	return knitk_doorbell_ring_park(ep, 0, deadline_ns);
-}
-
 KNITK_EXPORT int knitk_doorbell_ring_park(struct knitk_endpoint *ep,
 					  uint64_t doorbells,
 					  uint64_t deadline_ns)
 {
-	uint32_t seq;
-	int ret;
-
-	if (ep && (doorbells & ~knot_doorbell_mask(ep)))
+	if (!ep || (doorbells & ~knot_doorbell_mask(ep)))
 		return -EINVAL;
-	ret = knitk_doorbell_prepare(ep, &seq);
-	if (ret)
-		return ret;
-	return knitk_doorbell_ring_wait(ep, doorbells, seq, deadline_ns);
+	if (ep->doorbell < 0)
+		return -ENOTCONN;
+	return doorbell_wait(ep, doorbell_prepare(ep), deadline_ns, doorbells,
+			     NULL, 0);
+}
+
+KNITK_EXPORT int knitk_doorbell_park(struct knitk_endpoint *ep,
+				     uint64_t deadline_ns)
+{
+	return knitk_doorbell_ring_park(ep, 0, deadline_ns);
 }
 
 KNITK_EXPORT int knitk_doorbell_ring(struct knitk_endpoint *ep,
@@ -500,7 +507,7 @@ KNITK_EXPORT int knitk_doorbell_ring(struct knitk_endpoint *ep,
 	if (ret < 0)
 		return ret;
 	doorbell_count_sent(ep, woken);
-	return __builtin_popcountll(woken);
+	return knot_bits(woken);
 }
 
 /*

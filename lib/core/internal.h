@@ -140,15 +140,16 @@ static inline void knot_count(struct knitk_endpoint *k, enum knitk_counter c,
 }
 
 /*
- * The number of lanes in @mask, at every scan.  Without -mpopcnt the
- * builtin is a call into libgcc: count the bits in place instead.
+ * The bits set in @mask: the lanes of a scan, the doorbells of a ring.
+ * Without -mpopcnt the builtin is a call into libgcc: count them in place
+ * instead.
  */
-static inline int knot_lane_count(uint64_t mask)
+static inline int knot_bits(uint64_t mask)
 {
 #ifdef __POPCNT__
 	return __builtin_popcountll(mask);
 #else
-	/* A scan mostly finds no lane or one: skip the count for those. */
+	/* Mostly no lane or one, one doorbell: skip the count for those. */
 	if (!(mask & (mask - 1)))
 		return mask != 0;
 	mask -= (mask >> 1) & 0x5555555555555555ULL;
@@ -209,11 +210,11 @@ void knitk__geometry_resolve(struct knitk_geometry *geom);
 uint64_t knitk__endpoint_mailbox_doorbells(const struct knitk_endpoint *k,
 					   unsigned int m);
 /*
- * Pending lanes over every mailbox doorbell @d's owner consumes, but those
- * reserved for another live worker (T13).
+ * A lane is pending in a mailbox doorbell @d's owner consumes, not counting
+ * those reserved for another live worker (T13).
  */
-uint64_t knitk__endpoint_doorbell_pending(const struct knitk_endpoint *k,
-					  unsigned int d);
+bool knitk__endpoint_doorbell_pending(const struct knitk_endpoint *k,
+				      unsigned int d);
 /*
  * topology.c: the doorbell of the role that produces into mailbox @m: the
  * host for a request mailbox, worker w for return mailbox w.

@@ -415,6 +415,12 @@ static void lane_publish_mask(struct knitk_producer *p, uint64_t lanes)
 	unsigned int lane, first, prev = 0, start = 0, descents = 0;
 	uint64_t m, r, low;
 
+	/* One lane, a call's: no order to find. */
+	if (lanes && !(lanes & (lanes - 1))) {
+		lane_stamp(p, (unsigned int)__builtin_ctzll(lanes));
+		lane_publish_stamped(p, lanes);
+		return;
+	}
 	for (m = lanes; m; m &= m - 1) {
 		lane = (unsigned int)__builtin_ctzll(m);
 		if (m != lanes && claimed_before(p, lane, prev)) {
@@ -790,7 +796,7 @@ KNITK_EXPORT int knitk_producer_hand_off(struct knitk_producer *producer,
 	if (g < 0)
 		return g;
 	/* T14: reserved under the handshake of the claimants (T4). */
-	return knot_lane_count(knitk__steal_producer_hand_off(p->g.ep,
+	return knot_bits(knitk__steal_producer_hand_off(p->g.ep,
 			p->g.mailbox, (unsigned int)g, claimant));
 }
 
@@ -1075,6 +1081,31 @@ static unsigned int consumer_oldest(const struct knitk_consumer *c, uint64_t pen
 	return best;
 }
 
+/*
+ * T3-T7: claim a region; its lanes are ours from now on.  This and
+ * consumer_found stay out of line: an empty scan, a poll's common case,
+ * then needs no frame.
+ */
+static __attribute__((noinline)) int consumer_claim(struct knitk_consumer *c, uint64_t *pending)
+{
+	*pending = knitk__steal_claim(c->steal);
+	return knot_bits(*pending);
+}
+
+/* The scan found @pending: note them, and whether they are out of order. */
+static __attribute__((noinline)) int consumer_found(struct knitk_consumer *c,
+						    uint64_t pending)
+{
+	c->seen |= pending;
+	/* One lane, a call's: no order to check. */
+	if (!(pending & (pending - 1))) {
+		c->by_stamp = false;
+		return 1;
+	}
+	c->by_stamp = consumer_out_of_order(c, pending);
+	return knot_bits(pending);
+}
+
 KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 				 uint64_t *pending)
 {
@@ -1082,11 +1113,8 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 
 	if (!consumer || !pending)
 		return -EINVAL;
-	if (consumer->steal) {
-		/* T3-T7: claim a region; its lanes are ours from now on. */
-		*pending = knitk__steal_claim(consumer->steal);
-		return knot_lane_count(*pending);
-	}
+	if (consumer->steal)
+		return consumer_claim(consumer, pending);
 	/*
 	 * L4: never cache pub.  Acquire pairs with the release store
 	 * in lane_publish_mask: header and payload are visible.
@@ -1104,9 +1132,7 @@ KNITK_EXPORT int knitk_lane_scan(struct knitk_consumer *consumer,
 		__builtin_prefetch(consumer_lane(consumer, consumer->cursor));
 		return 0;
 	}
-	consumer->seen |= *pending;
-	consumer->by_stamp = consumer_out_of_order(consumer, *pending);
-	return knot_lane_count(*pending);
+	return consumer_found(consumer, *pending);
 }
 
 KNITK_EXPORT int knitk_steal_hand_off(struct knitk_consumer *consumer,
@@ -1116,7 +1142,7 @@ KNITK_EXPORT int knitk_steal_hand_off(struct knitk_consumer *consumer,
 	    worker >= consumer->g.ep->geom.nr_workers ||
 	    (int)worker == consumer->g.ep->doorbell)
 		return -EINVAL;
-	return knot_lane_count(knitk__steal_hand_off(consumer->steal, worker));
+	return knot_bits(knitk__steal_hand_off(consumer->steal, worker));
 }
 
 /* Take the next lane of non-empty *@pending in consume order. */

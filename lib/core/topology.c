@@ -115,7 +115,7 @@ KNITK_EXPORT int knitk_mailbox_pending(const struct knitk_endpoint *ep,
 	if (!ep || !pending || mailbox >= ep->layout.nr_mailboxes)
 		return -EINVAL;
 	*pending = mailbox_pending(ep, mailbox);
-	return knot_lane_count(*pending);
+	return knot_bits(*pending);
 }
 
 /*
@@ -146,19 +146,46 @@ static uint64_t steal_reserved_others(const struct knitk_endpoint *k,
 	return r;
 }
 
-uint64_t knitk__endpoint_doorbell_pending(const struct knitk_endpoint *k,
-					  unsigned int d)
+/*
+ * A doorbell of private mailboxes (every doorbell of a knot without
+ * KNITK_GEOM_STEAL, and the host's): n sectors @step bytes apart from
+ * @sector, each tested as mailbox_pending does, without the stealing
+ * tests.  Stops at the first with a pending lane: the answer is yes.
+ */
+static bool private_pending(const char *sector, uint64_t step, unsigned int n)
+{
+	for (; n; n--, sector += step) {
+		const struct knitk_sector *sec = (const void *)sector;
+		/*
+		 * Acquire pairs with the release store in lane_publish_mask,
+		 * the second with the release of ack in knitk_lane_ack.
+		 */
+		uint64_t pub = atomic_load_explicit(A64(&sec->pub),
+						    memory_order_acquire);
+
+		if (pub != atomic_load_explicit(A64(&sec->ack),
+						memory_order_acquire))
+			return true;
+	}
+	return false;
+}
+
+bool knitk__endpoint_doorbell_pending(const struct knitk_endpoint *k,
+				      unsigned int d)
 {
 	unsigned int first = 0, stride = 1, n, i;
-	uint64_t any = 0;
 
 	n = doorbell_mailboxes(k, d, &first, &stride);
+	if (!n)
+		return false;
+	if (!knot_mailbox_steals(k, first))
+		return private_pending((const char *)knot_sector(k, first),
+				       (uint64_t)stride * k->layout.mailbox_stride, n);
 	for (i = 0; i < n; i++) {
-		uint64_t p = mailbox_pending(k, first + i * stride);
+		uint64_t p = mailbox_pending(k, first + i);
 
-		if (p && knot_mailbox_steals(k, first + i * stride))
-			p &= ~steal_reserved_others(k, first + i * stride, d);
-		any |= p;
+		if (p && (p & ~steal_reserved_others(k, first + i, d)))
+			return true;
 	}
-	return any;
+	return false;
 }

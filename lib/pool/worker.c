@@ -69,22 +69,11 @@ struct task_ctx {
 	void *data;
 };
 
-KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
-				   void **buf)
+/* A return lane for the result and @len bytes in it (reply_alloc). */
+static int reply_alloc_lane(struct knitk_reply *out, size_t len, void **buf)
 {
 	int ret;
 
-	if (!out || !buf)
-		return -EINVAL;
-	if (len > out->max)
-		return -EMSGSIZE;
-	/* Into the box while it fits and no lane was taken for the result. */
-	if (out->box && out->lane < 0 && len <= out->box_cap) {
-		out->in_box = true;
-		out->len = len;
-		*buf = out->box->bytes;
-		return 0;
-	}
 	out->in_box = false;
 	ret = reply_claim_lane(out);
 	if (ret)
@@ -105,6 +94,28 @@ KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
 	return ret;
 }
 
+static inline int reply_alloc(struct knitk_reply *out, size_t len, void **buf)
+{
+	if (len > out->max)
+		return -EMSGSIZE;
+	/* Into the box while it fits and no lane was taken for the result. */
+	if (out->box && out->lane < 0 && len <= out->box_cap) {
+		out->in_box = true;
+		out->len = len;
+		*buf = out->box->bytes;
+		return 0;
+	}
+	return reply_alloc_lane(out, len, buf);
+}
+
+KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
+				   void **buf)
+{
+	if (!out || !buf)
+		return -EINVAL;
+	return reply_alloc(out, len, buf);
+}
+
 KNITK_EXPORT int knitk_reply_set(struct knitk_reply *out, const void *data,
 				 size_t len)
 {
@@ -113,7 +124,7 @@ KNITK_EXPORT int knitk_reply_set(struct knitk_reply *out, const void *data,
 
 	if (!out || (len && !data))
 		return -EINVAL;
-	ret = knitk_reply_alloc(out, len, &buf);
+	ret = reply_alloc(out, len, &buf);
 	if (ret)
 		return ret;
 	if (len)
@@ -143,6 +154,8 @@ KNITK_EXPORT void *knitk_task_data(void *ctx)
 struct worker_loop {
 	const struct worker_args *a;
 	struct knitk_endpoint *ep;
+	/* Stealing: the idle and searching masks (docs/protocol.md T12). */
+	_Atomic uint64_t *words;
 	unsigned int nr_submitters;
 	struct knitk_consumer **req;
 	struct knitk_producer *ret;
@@ -227,7 +240,7 @@ static bool worker_finish(struct worker_loop *l, struct knitk_reply *reply,
 		const void *bytes = reply->box->bytes;
 
 		reply->box = NULL;
-		if (!knitk_reply_alloc(reply, reply->len, &buf))
+		if (!reply_alloc(reply, reply->len, &buf))
 			memcpy(buf, bytes, reply->len);
 	}
 	return false;
@@ -238,7 +251,7 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 			 unsigned int lane)
 {
 	struct knitk_lane_header *rh;
-	struct knitk_msg msg = { .size = sizeof(msg) };
+	struct knitk_msg msg;
 	struct knitk_reply reply = { .ep = l->ep, .producer = l->ret,
 				     .lane = -1, .max = l->max };
 	enum slot_claim how = SLOT_RUN;
@@ -248,7 +261,10 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 
 	/* The last call's result is not held back while this one runs. */
 	worker_ring(l);
+	msg.size = sizeof(msg);	/* the decode fills the rest, but if refused */
 	err = knitk_lane_decode(c, lane, &msg);
+	if (err && err != -EBADMSG)
+		memset(&msg.header, 0, sizeof(msg.header));
 	stop = !err && msg.header.function_id == POOL_FN_STOP;
 	slot = stop ? NULL : worker_slot(l, &msg.header);
 	gen = (uint32_t)(msg.header.task_id >> 32);
@@ -292,6 +308,48 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	return stop;
 }
 
+/*
+ * Serve the lanes of @scan's submitters (added to *@seen), or if none had
+ * any of @rest's; true if there were any.  *@done as for worker_handle.
+ */
+static inline bool worker_round(struct worker_loop *l, uint64_t scan,
+				uint64_t rest, uint64_t *seen, int *done)
+{
+	bool any = false;
+
+again:
+	for (; scan && !*done; scan &= scan - 1) {
+		unsigned int s = (unsigned int)__builtin_ctzll(scan);
+		uint64_t pending;
+		int lane;
+
+		/* Stealing: a scan claims a region of s's mailbox. */
+		if (knitk_lane_scan(l->req[s], &pending) <= 0)
+			continue;
+		any = true;
+		*seen |= 1ULL << s;
+		if (l->words) {
+			KNITK_TRACE(KT_CLAIMED, l->a->worker, pending, s);
+			knitk__steal_claimed(l->ep, l->words, l->a->worker,
+					     l->req, l->nr_submitters);
+		}
+		while (!*done && pending &&
+		       (lane = knitk_lane_next(l->req[s], &pending)) >= 0) {
+			/* A host gone (its calls lost) ends the loop. */
+			if (knitk_endpoint_host_dead(l->ep) > 0)
+				*done = 1;
+			else
+				*done = worker_handle(l, l->req[s], (unsigned int)lane);
+		}
+	}
+	if (!any && rest && !*done) {
+		scan = rest;
+		rest = 0;
+		goto again;
+	}
+	return any;
+}
+
 /* The consumer of submitter @s's requests: private lanes or a claimant. */
 static int worker_consumer(const struct worker_args *a, unsigned int s,
 			   struct knitk_consumer **c)
@@ -327,16 +385,16 @@ int knitk__worker_run(const struct worker_args *a)
 	struct knitk_geometry geom;
 	struct worker_loop l = { .a = a, .ep = a->ep };
 	struct pool_spin spin;
-	/* Stealing: the idle and searching masks (docs/protocol.md T12). */
 	_Atomic uint64_t *words = a->steal_g ? knitk__steal_words(a->ep) : NULL;
 	unsigned int s, spins = 0, round = 0;
-	uint64_t all, hot, seen = 0, scan;
+	uint64_t all, hot, seen = 0, scan, rest;
 	void *base;
 	int ret, done = 0;
 
 	knitk_endpoint_layout(a->ep, &layout, &geom);
 	knitk_endpoint_base(a->ep, &base);
 	knitk__spin_init(&spin, a->ep, knitk__spin_cpus(a->ep));
+	l.words = words;
 	l.nr_submitters = geom.nr_submitters;
 	l.slots = (_Atomic uint64_t *)((char *)base + layout.abort_off);
 	/* A word per entry, then a box per entry (slot.h); older hosts: words. */
@@ -369,50 +427,28 @@ int knitk__worker_run(const struct worker_args *a)
 		knitk__steal_search(words, a->worker);
 	all = hot = l.nr_submitters == 64 ? ~0ULL : (1ULL << l.nr_submitters) - 1;
 	while (!ret && !done) {
-		bool any = false;
-
 		/*
-		 * Private lanes: most rounds look only at the submitters that
-		 * had work in the last window of POOL_SCAN_ALL rounds (a
-		 * caller keeps one); every POOL_SCAN_ALL-th round, and the
-		 * first after a park, looks at all.  Nothing waits for long:
-		 * a park re-checks every mailbox first.  Stealing scans all
-		 * (a wake may come with lanes reserved in any of them, T13).
+		 * Private lanes: most rounds look only at the submitters with
+		 * work in the last window of POOL_SCAN_ALL rounds (a caller
+		 * keeps one), every POOL_SCAN_ALL-th at all; the first after a
+		 * park at those first and at the rest only if they had none.
+		 * A park re-checks every mailbox.  Stealing scans all (lanes
+		 * may be reserved for us in any, T13).
 		 */
 		scan = all;
+		rest = 0;
 		if (!words && round++ % POOL_SCAN_ALL) {
 			scan = hot;
 		} else if (!words) {
 			hot = seen ? seen : hot;
 			seen = 0;
-		}
-		for (; scan && !done; scan &= scan - 1) {
-			uint64_t pending;
-			int lane;
-
-			s = (unsigned int)__builtin_ctzll(scan);
-			/* Stealing: a scan claims a region of s's mailbox. */
-			if (knitk_lane_scan(l.req[s], &pending) <= 0)
-				continue;
-			any = true;
-			seen |= 1ULL << s;
-			if (words) {
-				KNITK_TRACE(KT_CLAIMED, a->worker, pending, s);
-				knitk__steal_claimed(a->ep, words, a->worker,
-						     l.req, l.nr_submitters);
-			}
-			while (!done && (lane = knitk_lane_next(l.req[s], &pending)) >= 0) {
-				/*
-				 * A host gone (killed: its calls are lost with
-				 * it) ends the loop after the running call.
-				 */
-				if (knitk_endpoint_host_dead(l.ep) > 0)
-					done = 1;
-				else
-					done = worker_handle(&l, l.req[s], (unsigned int)lane);
+			/* After a park (at the start hot is all). */
+			if (round == 1) {
+				scan = hot;
+				rest = all & ~hot;
 			}
 		}
-		if (done || any) {
+		if (worker_round(&l, scan, rest, &seen, &done) || done) {
 			spins = 0;
 			continue;
 		}
@@ -426,11 +462,11 @@ int knitk__worker_run(const struct worker_args *a)
 		if (words)
 			knitk__steal_search(words, a->worker);
 		/*
-		 * With a result to ring for, the ring-then-wait spins in the
-		 * kernel while the host runs (S8): no spin of ours first.
+		 * opts.spin empty polls (this the first), then the park; with
+		 * a ring due, the ring-then-wait spins in the kernel (S8).
 		 */
-		if (spins < a->spin && !l.ring_due) {
-			pool_spin_relax(&spin, spins++);
+		if (++spins < a->spin && !l.ring_due) {
+			pool_spin_relax(&spin, spins - 1);
 			continue;
 		}
 		spins = 0;
