@@ -215,16 +215,21 @@ static void call_wait_own(struct knitk_pool *pool, struct knitk_call *call,
 		 */
 		if (!slot_awaited(v, gen))
 			break;
+		/*
+		 * Our call may wait for a stopped searcher: see to it before
+		 * we sleep (T14), as a drainer does before its park, and when
+		 * the spin ends at a deadline (a thread polling with short
+		 * ones never sleeps).
+		 */
 		if (spins < pool->opts.spin) {
-			if (pool_spin_past(spins, until))
+			if (pool_spin_past(spins, until)) {
+				if (pool->steal)
+					knitk__steal_rescue(pool);
 				break;
+			}
 			pool_spin_relax(&pool->spin, spins++);
 			continue;
 		}
-		/*
-		 * Our call may wait for a stopped searcher: see to it before
-		 * we sleep (T14), as a drainer does before its park.
-		 */
 		if (pool->steal)
 			knitk__steal_rescue(pool);
 		low = slot_park(word, v);
@@ -289,6 +294,9 @@ static void calls_spin_any_locked(struct knitk_pool *pool,
 		}
 		pool_spin_relax(&pool->spin, spins++);
 	}
+	/* Before the wait that follows, as a waiter on one word does (T14). */
+	if (!moved && pool->steal)
+		knitk__steal_rescue(pool);
 	pthread_mutex_lock(&pool->lock);
 	for (m = mine; m; m &= m - 1) {
 		struct knitk_call *call = calls[__builtin_ctzll(m)];

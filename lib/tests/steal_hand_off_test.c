@@ -2,6 +2,7 @@
 /*
  * The waiter's hand-off (docs/protocol.md T14): a stopped searcher
  * continued inside the host's hand-off, many waiters while it is stopped,
+ * waiters that poll with short deadlines,
  * and the worker handed lanes killed there, with and without respawn (test
  * hooks of pool_hooks.h and knot_hooks.h hold the windows).
  */
@@ -301,6 +302,50 @@ static void steal_stopped_many_waiters(void)
 }
 
 /*
+ * Calls published while the searcher is stopped, each waited for by a
+ * thread that polls with short deadlines (knitk_call_wait, then
+ * knitk_pool_wait_any): its spin ends at each deadline, never in a park,
+ * and it still hands the lanes over (T14).  Every call completes with its
+ * result, the searcher stopped throughout.
+ */
+static void steal_stopped_polled(void)
+{
+	struct knitk_endpoint *ep;
+	struct knitk_pool_stats st;
+	struct knitk_call *c[4];
+	struct knitk_pool *pool;
+	unsigned int i, k, good = 0;
+	int ret;
+
+	atomic_store(&hook_mode, HOOK_NONE);
+	pool = stopped_searcher(KNITK_WORKER_PROCESSES, 0, 3, &ep);
+	REQUIRE(pool);
+	/* A round for each way: one hand-off serves a whole round. */
+	for (i = 0; i < 8; i++) {
+		uint64_t x = 5000 + i;
+
+		REQUIRE(knitk_pool_submit(pool, T_MIX, &x, 8, NULL, &c[i % 4]) == 0);
+		if (i % 4 != 3)
+			continue;
+		for (k = 0; k < 4; k++) {
+			do {
+				ret = i < 4 ? knitk_call_wait(c[k], after_ms(1)) :
+				      knitk_pool_wait_any(pool, &c[k], 1, after_ms(1));
+			} while (ret == -EINPROGRESS);
+			good += mix_result_ok(c[k], 5000 + i - 3 + k);
+			knitk_call_release(c[k]);
+		}
+	}
+	CHECK_EQ(good, 8);
+	CHECK(task_stopped(hook_pid0, hook_tid0));
+	pool_stats(pool, &st);
+	CHECK_EQ(st.deaths, 0);
+	CHECK_EQ(st.completed, st.submitted);
+	searcher_continue();
+	knitk_pool_destroy(pool);
+}
+
+/*
  * Worker 1 is killed inside the waiter's hand-off of lanes to it, before
  * it is rung, while the searcher stays stopped.  Its lanes are never lost
  * nor run twice: every call completes with its result or -EOWNERDEAD.
@@ -387,6 +432,7 @@ int main(int argc, char **argv)
 	TEST(steal_continued_in_hand_off_processes);
 	TEST(steal_continued_in_hand_off_threads);
 	TEST(steal_stopped_many_waiters);
+	TEST(steal_stopped_polled);
 	TEST(steal_kill_handed_to_plain);
 	TEST(steal_kill_handed_to_respawn);
 	return tap_exit();
