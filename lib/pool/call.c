@@ -6,7 +6,9 @@
  * through these functions, and nothing here calls up.
  *
  * A handle is completed exactly once, under pool->lock, by whoever gets
- * there first: the drainer with the worker's result (results.c), the
+ * there first: a look at its word with the result its worker left in the
+ * call's box (R7, knitk__call_take_back_locked), the drainer with the
+ * worker's result from a return lane (results.c), the
  * death handler with -EOWNERDEAD (death.c), an abort or a cancelling
  * shutdown with -ECANCELED, or any thread that looks at the handle after
  * its deadline (-ETIMEDOUT, wait.c).  A result that arrives for a

@@ -2,12 +2,16 @@
 /*
  * Waiting for calls, and the handle's face to the program: wait, status,
  * result, abort, release, and knitk_pool_call (submit, wait, copy and
- * release in one).  A waiting thread takes the drainer role when it may
- * (drain.c) and drains for everyone until its calls are done; otherwise it
- * sleeps on pool->cond, woken by each completion batch and each hand-over
- * of the role, and never past the earliest deadline of the calls it
- * waits for (a call past its deadline completes -ETIMEDOUT when looked
- * at).
+ * release in one).  A call's result that fits its box is taken from
+ * there by whoever looks at the call (docs/protocol.md R6, R7): a thread
+ * waiting for it waits on the call's own word, spinning, then asleep on
+ * it.  A result that did not fit, and a wait for any of many calls once
+ * its spin is over, go the drainer's way: the waiting thread takes the
+ * drainer role when it may (drain.c) and drains for everyone until its
+ * calls are done; otherwise it sleeps on pool->cond, woken by each
+ * completion batch and each hand-over of the role, and never past the
+ * earliest deadline of the calls it waits for (a call past its deadline
+ * completes -ETIMEDOUT when looked at).
  */
 #define _GNU_SOURCE
 #include <errno.h>
