@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "box.h"
 #include "process.h"
 #include "slot.h"
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "box.h"
 
 /* Move up to @max queued calls to @calls. */
 static unsigned int events_pop_locked(struct knitk_pool *pool,

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "box.h"
 
 /* Complete the decoded results of worker @w (pool->lock held). */
 static void results_apply_locked(struct knitk_pool *pool, unsigned int w,

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "pool_internal.h"
+#include "box.h"
 
 /* Take a submitter: the thread's own by hash, else any free one. */
 unsigned int knitk__submitter_acquire(struct knitk_pool *pool)

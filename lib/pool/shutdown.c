@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "box.h"
 #include "process.h"
 
 /* Send the stop message to every running worker, wait until they stop. */

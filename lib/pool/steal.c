@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "box.h"
 #include "steal_wake.h"
 #include "../trace.h"
 

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "box.h"
 #include "../sized.h"
 
 /*

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "pool_internal.h"
+#include "box.h"
 #include "slot.h"
 
 /* The time of one look at the calls, read only when a deadline needs it. */
