@@ -401,7 +401,9 @@ static inline uint64_t pool_task_id(unsigned int entry, uint32_t gen)
  *                          (process.h)
  *   steal_wake.c           the stealing wake policy's words (T12, T13)
  *   worker.c               a worker's loop, thread or process
- *   call.c, room.c         the call record; submitter slots and room
+ *   call.c                 the call record and its entry
+ *   box.c, room.c          a call's end on its word (box.h); submitter
+ *                          slots and room
  *   steal.c                the host's side of stealing (T10-T14)
  *   results.c              return mailboxes: results to their calls
  *   death.c                crash attribution, reset, respawn
