@@ -135,14 +135,17 @@ static struct knitk_call *pool_enter_locked(struct knitk_pool *pool,
 	call->epoch = atomic_load(&pw->epoch);
 	call->task_id = pool_task_id(call->entry, e->gen);
 	/*
-	 * Its result goes to the box from the start (R6, R7), before a
-	 * worker could end it: whoever looks at the call takes it there.
-	 * Not knitk_pool_call's own (never reaped) when its ring is left to
-	 * a ring-then-wait (S9), which waits the drainer's way.
+	 * knitk_pool_call's own, never reaped: its thread waits for it
+	 * alone, so it takes the result from the box from the start (R6),
+	 * before a worker could end it, and waits on the word from here (no
+	 * second hold of pool->lock), unless the ring is left to a
+	 * ring-then-wait (S9), which waits the drainer's way.  Other calls
+	 * travel in return lanes unless a thread waits for one alone: a
+	 * batch's results are drained together cheaper than looked at one
+	 * by one.
 	 */
-	if (!loan && (reap || !pool->ring_wait) &&
-	    knitk__call_take_locked(pool, call) && !reap)
-		/* Its thread waits on the word from here: no second hold. */
+	if (!reap && !loan && !pool->ring_wait &&
+	    knitk__call_take_locked(pool, call))
 		knitk__call_own_enter_locked(pool, call);
 	if (loan) {
 		call->loan = LOAN_HELD;

@@ -2,11 +2,11 @@
 /*
  * Waiting for calls, and the handle's face to the program: wait, status,
  * result, abort, release, and knitk_pool_call (submit, wait, copy and
- * release in one).  A call's result that fits its box is taken from
- * there by whoever looks at the call (docs/protocol.md R6, R7): a thread
- * waiting for it waits on the call's own word, spinning, then asleep on
- * it.  A result that did not fit, and a wait for any of many calls once
- * its spin is over, go the drainer's way: the waiting thread takes the
+ * release in one).  A thread waiting for one call alone waits on the
+ * call's own word, spinning, then asleep on it, and the result that fits
+ * the call's box is taken from there (docs/protocol.md R6, R7), as is one
+ * a later look finds there.  A result that did not fit, and a wait for
+ * several calls, go the drainer's way: the waiting thread takes the
  * drainer role when it may (drain.c) and drains for everyone until its
  * calls are done; otherwise it sleeps on pool->cond, woken by each
  * completion batch and each hand-over of the role, and never past the
@@ -265,76 +265,12 @@ static void call_wait_own_locked(struct knitk_pool *pool, struct knitk_call *cal
 	call_wait_own(pool, call, deadline_ns, NULL);
 }
 
-/*
- * Any of @calls (at most 64): spin over their words while that pays (R6),
- * without pool->lock (held on entry and on return), and take a result
- * that came from its box.  The sleep is calls_wait_locked's.
- */
-static void calls_spin_any_locked(struct knitk_pool *pool,
-				  struct knitk_call *const *calls,
-				  unsigned int nr, uint64_t deadline_ns)
-{
-	unsigned int i, spins = 0;
-	uint64_t mine = 0, m;
-	bool moved = false;
-
-	for (i = 0; i < nr; i++) {
-		knitk__call_look_locked(pool, calls[i]);
-		if (call_done_locked(calls[i]))
-			return;
-	}
-	for (i = 0; i < nr; i++)
-		if (calls[i]->take || knitk__call_take_locked(pool, calls[i])) {
-			knitk__call_own_enter_locked(pool, calls[i]);
-			mine |= 1ULL << i;
-		}
-	pthread_mutex_unlock(&pool->lock);
-	while (!moved && spins < pool->opts.spin && !pool_spin_past(spins, deadline_ns)) {
-		for (m = mine; m && !moved; m &= m - 1) {
-			const struct knitk_call *call = calls[__builtin_ctzll(m)];
-			uint64_t v = atomic_load_explicit(&pool->slots[call->entry],
-							  memory_order_acquire);
-
-			moved = !slot_awaited(v, (uint32_t)(call->task_id >> 32));
-		}
-		pool_spin_relax(&pool->spin, spins++);
-	}
-	/* Before the wait that follows, as a waiter on one word does (T14). */
-	if (!moved && pool->steal)
-		knitk__steal_rescue(pool);
-	pthread_mutex_lock(&pool->lock);
-	for (m = mine; m; m &= m - 1) {
-		struct knitk_call *call = calls[__builtin_ctzll(m)];
-
-		knitk__call_own_leave_locked(pool, call);
-		knitk__call_look_locked(pool, call);
-	}
-}
-
 static int calls_wait(struct knitk_pool *pool, struct knitk_call *const *calls,
 		      unsigned int nr, bool all, uint64_t deadline_ns)
 {
-	unsigned int i;
 	int ret;
 
 	pthread_mutex_lock(&pool->lock);
-	if (!all && nr <= 64 && deadline_ns && pool->opts.spin)
-		calls_spin_any_locked(pool, calls, nr, deadline_ns);
-	/*
-	 * All of them: one word after the other (R6), their results taken
-	 * from their boxes; what is left, the drainer's way.
-	 */
-	for (i = 0; all && i < nr; i++) {
-		struct knitk_call *call = calls[i];
-
-		if (call_done_locked(call) ||
-		    (!call->take && !knitk__call_take_locked(pool, call)))
-			continue;
-		call_wait_own_locked(pool, call, deadline_ns);
-		/* Still its flag: the wait's deadline came. */
-		if (!call_done_locked(call) && call->take)
-			break;
-	}
 	ret = calls_wait_locked(pool, calls, nr, all, deadline_ns, 0, NULL);
 	pthread_mutex_unlock(&pool->lock);
 	return ret;

@@ -1,21 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Every call but a loan takes its result from its box (docs/protocol.md
- * R6, R7), whoever looks at it and however: not only a thread that waits
- * for it alone.  In every shape of pool (thread and process workers,
- * private lanes and stealing), each result checked by its call's id and
- * each call's runs counted in the run table:
- *  - a batch waited for with knitk_pool_wait_all: every result from its
- *    box (counted by the workers' box hook in thread pools);
- *  - a call only polled with knitk_call_status, one only read with
- *    knitk_call_result, and one waited for with knitk_pool_wait_any;
- *  - more calls submitted than the pool has entries, none waited for:
- *    the submit that waits for room frees the entries whose results sit
- *    in boxes, and hands the rest to the drainer;
- *  - a drain shutdown of calls nobody waited for;
- *  - a wait whose deadline comes first leaves the call to its box, and a
- *    later wait takes the result from there; two threads waiting for one
- *    call both see it end.
+ * A call whose waiter left at its deadline keeps its box (docs/protocol.md
+ * R6, R7): its worker leaves the result there, and whoever looks at the
+ * call next takes it, however it looks.  In every shape of pool (thread
+ * and process workers, private lanes and stealing), each result checked
+ * by its call's id and each call's runs counted in the run table:
+ *  - the look is knitk_call_status, knitk_call_result, knitk_pool_wait_any,
+ *    knitk_pool_wait_all or knitk_call_release: the result from the box
+ *    (counted by the workers' box hook in thread pools);
+ *  - a worker's entries all held by such results: the submit that waits
+ *    for room takes them and goes on; a drain shutdown completes them;
+ *  - two threads waiting for one such call both see it end.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,10 +29,6 @@
 #include "../pool/pool_internal.h"
 #include "../pool/slot.h"
 
-#define BATCH		32
-#define ROUNDS		20
-/* More than one worker's entries: the submits wait for room. */
-#define MANY		(3 * KNITK_LANES)
 
 /*
  * Results the thread workers of this process left in boxes for the host
@@ -92,38 +83,6 @@ static void check_stats(struct knitk_pool *pool)
 	CHECK_EQ(st.stale, 0);
 }
 
-static void batch_in(const struct pool_shape *sh)
-{
-	unsigned char bufs[BATCH][sizeof(struct run_arg) + 8];
-	struct knitk_submission subs[BATCH];
-	struct knitk_call *calls[BATCH];
-	uint64_t ids[BATCH];
-	unsigned long b0 = atomic_load(&boxed);
-	struct knitk_pool *pool;
-	unsigned int r, i;
-
-	printf("# %s\n", sh->name);
-	REQUIRE(new_pool(sh->kind, sh->dispatch, 2, 0, &pool) == 0);
-	for (r = 0; r < ROUNDS; r++) {
-		for (i = 0; i < BATCH; i++) {
-			ids[i] = atomic_fetch_add(&next_id, 1);
-			run_arg_fill(bufs[i], ids[i], 0, sizeof(bufs[i]));
-			subs[i] = (struct knitk_submission){
-				.fn = T_RUN, .in = bufs[i], .len = sizeof(bufs[i]),
-			};
-		}
-		REQUIRE(knitk_pool_submit_batch(pool, subs, BATCH, calls) == BATCH);
-		CHECK_EQ(knitk_pool_wait_all(pool, calls, BATCH, KNITK_WAIT_FOREVER), 0);
-		for (i = 0; i < BATCH; i++)
-			check_run(calls[i], ids[i]);
-	}
-	if (counts_boxes(sh))
-		CHECK_EQ(atomic_load(&boxed) - b0, (unsigned long)ROUNDS * BATCH);
-	check_stats(pool);
-	knitk_pool_destroy(pool);
-}
-
-EACH_POOL_SHAPE(batch)
 
 /* The worker of @c has ended it on its word: DONE, whoever takes it. */
 static void until_done(struct knitk_pool *pool, const struct knitk_call *c)
@@ -133,91 +92,129 @@ static void until_done(struct knitk_pool *pool, const struct knitk_call *c)
 }
 
 /*
- * A call polled, one read, one done before knitk_pool_wait_any looks:
- * from their boxes; then wait_any of two calls running, each result its
- * own, whichever way it came.
+ * A gated call (@g, 24 bytes of 'g') whose wait ends at its deadline
+ * while the task holds: it keeps its box.
  */
+static struct knitk_call *left_in_box(struct knitk_pool *pool, struct gate *g)
+{
+	struct knitk_call *c;
+
+	g->arg.n = 24;
+	if (knitk_pool_submit(pool, T_GATE, &g->arg, sizeof(g->arg), NULL, &c) ||
+	    gate_wait(g, 'r'))
+		return NULL;
+	CHECK_EQ(knitk_call_wait(c, after_ms(1)), -EINPROGRESS);
+	CHECK(c->take);
+	return c;
+}
+
+static bool gate_result_ok(struct knitk_call *c)
+{
+	const void *d;
+	size_t len;
+
+	return knitk_call_status(c) == 24 && !knitk_call_result(c, &d, &len) &&
+	       len == 24 && !memcmp(d, "gggggggggggggggggggggggg", 24);
+}
+
+/* Each way of looking takes the result its worker left in the box. */
 static void looks_in(const struct pool_shape *sh)
 {
 	unsigned long b0 = atomic_load(&boxed);
-	struct knitk_call *c, *two[2];
 	struct knitk_pool *pool;
-	uint64_t id, ids[2];
+	struct knitk_call *c;
+	struct gate g;
 	const void *d;
 	size_t len;
-	int k, ret;
+	int k;
 
 	printf("# %s\n", sh->name);
+	REQUIRE(gate_open(&g) == 0);
 	REQUIRE(new_pool(sh->kind, sh->dispatch, 2, 0, &pool) == 0);
-	for (k = 0; k < 3; k++) {
-		id = atomic_fetch_add(&next_id, 1);
-		REQUIRE(submit_run(pool, id, 200, &c) == 0);
+	for (k = 0; k < 5; k++) {
+		c = left_in_box(pool, &g);
+		REQUIRE(c);
+		CHECK_EQ(gate_release(&g), 0);
+		CHECK_EQ(gate_wait(&g, 'd'), 0);
+		until_done(pool, c);
 		if (k == 0) {
-			while ((ret = knitk_call_status(c)) == -EINPROGRESS)
-				sched_yield();
-			CHECK_EQ(ret, run_status(id));
+			CHECK_EQ(knitk_call_status(c), 24);
 		} else if (k == 1) {
-			while (knitk_call_result(c, &d, &len) == -EINPROGRESS)
-				sched_yield();
-		} else {
-			until_done(pool, c);
+			CHECK_EQ(knitk_call_result(c, &d, &len), 0);
+		} else if (k == 2) {
 			CHECK_EQ(knitk_pool_wait_any(pool, &c, 1, KNITK_WAIT_FOREVER), 0);
+		} else if (k == 3) {
+			CHECK_EQ(knitk_pool_wait_all(pool, &c, 1, 0), 0);
+		} else {
+			/* Released unlooked at: complete with its result, counted. */
+			knitk_call_release(c);
+			continue;
 		}
-		check_run(c, id);
+		CHECK(gate_result_ok(c));
+		knitk_call_release(c);
 	}
 	if (counts_boxes(sh))
-		CHECK_EQ(atomic_load(&boxed) - b0, 3);
-	for (k = 0; k < 2; k++) {
-		ids[k] = atomic_fetch_add(&next_id, 1);
-		REQUIRE(submit_run(pool, ids[k], k ? 300 : 100, &two[k]) == 0);
-	}
-	ret = knitk_pool_wait_any(pool, two, 2, KNITK_WAIT_FOREVER);
-	CHECK(ret == 0 || ret == 1);
-	CHECK_EQ(knitk_pool_wait_any(pool, two + 1, 1, KNITK_WAIT_FOREVER), 0);
-	CHECK_EQ(knitk_pool_wait_all(pool, two, 2, KNITK_WAIT_FOREVER), 0);
-	for (k = 0; k < 2; k++)
-		check_run(two[k], ids[k]);
+		CHECK_EQ(atomic_load(&boxed) - b0, 5);
 	check_stats(pool);
 	knitk_pool_destroy(pool);
+	gate_close(&g);
 }
 
 EACH_POOL_SHAPE(looks)
 
 /*
- * MANY calls to one worker, none waited for until all are submitted: the
- * submits past the worker's entries wait for room, which only the
- * results in boxes can free.  Then shutdown drains a second round that
- * nobody waits for.
+ * One worker, held by a gated call, and every other entry of it taken by
+ * a call whose wait ended at its deadline: once they are all done, in
+ * their boxes, the next submit waits for room, which only those boxes
+ * can give.  Then a drain shutdown of such calls.
  */
 static void room_in(const struct pool_shape *sh)
 {
-	static struct knitk_call *calls[MANY];
-	static uint64_t ids[MANY];
+	static struct knitk_call *calls[POOL_CAP];
+	static uint64_t ids[POOL_CAP];
 	struct knitk_pool *pool;
-	unsigned int i;
+	struct knitk_call *gc, *more;
+	unsigned int i, n;
+	struct gate g;
+	uint64_t id;
 
 	printf("# %s\n", sh->name);
+	REQUIRE(gate_open(&g) == 0);
 	REQUIRE(new_pool(sh->kind, sh->dispatch, 1, 0, &pool) == 0);
-	for (i = 0; i < MANY; i++) {
-		ids[i] = atomic_fetch_add(&next_id, 1);
-		REQUIRE(submit_run(pool, ids[i], 0, &calls[i]) == 0);
-	}
-	/* Backwards: the last ones first, from their own words. */
-	for (i = MANY; i-- > 0;)
-		CHECK_EQ(knitk_call_wait(calls[i], KNITK_WAIT_FOREVER), run_status(ids[i]));
-	for (i = 0; i < MANY; i++)
-		check_run(calls[i], ids[i]);
-	for (i = 0; i < POOL_CAP; i++) {
-		ids[i] = atomic_fetch_add(&next_id, 1);
-		REQUIRE(submit_run(pool, ids[i], 0, &calls[i]) == 0);
+	for (n = POOL_CAP - 1; ; n = 10) {
+		gc = left_in_box(pool, &g);
+		REQUIRE(gc);
+		for (i = 0; i < n; i++) {
+			ids[i] = atomic_fetch_add(&next_id, 1);
+			REQUIRE(submit_run(pool, ids[i], 0, &calls[i]) == 0);
+			CHECK_EQ(knitk_call_wait(calls[i], after_ms(0)), -EINPROGRESS);
+		}
+		CHECK_EQ(gate_release(&g), 0);
+		CHECK_EQ(gate_wait(&g, 'd'), 0);
+		for (i = 0; i < n; i++)
+			until_done(pool, calls[i]);
+		if (n != POOL_CAP - 1)
+			break;
+		/* Every entry held: this submit waits for room. */
+		id = atomic_fetch_add(&next_id, 1);
+		REQUIRE(submit_run(pool, id, 0, &more) == 0);
+		CHECK_EQ(knitk_call_wait(more, KNITK_WAIT_FOREVER), run_status(id));
+		check_run(more, id);
+		CHECK(gate_result_ok(gc));
+		knitk_call_release(gc);
+		for (i = 0; i < n; i++)
+			check_run(calls[i], ids[i]);
 	}
 	CHECK_EQ(knitk_pool_shutdown(pool, KNITK_SHUTDOWN_DRAIN), 0);
-	for (i = 0; i < POOL_CAP; i++) {
+	CHECK(call_done(gc) && gate_result_ok(gc));
+	knitk_call_release(gc);
+	for (i = 0; i < n; i++) {
 		CHECK(call_done(calls[i]));
 		check_run(calls[i], ids[i]);
 	}
 	check_stats(pool);
 	knitk_pool_destroy(pool);
+	gate_close(&g);
 }
 
 EACH_POOL_SHAPE(room)
@@ -289,7 +286,6 @@ int main(int argc, char **argv)
 		return 1;
 	if (tests_init(argc, argv, false) || runtab_open())
 		return 1;
-	tap_run("batch_from_boxes", batch_all);
 	tap_run("looks_from_boxes", looks_all);
 	tap_run("room_and_drain", room_all);
 	tap_run("deadline_keeps_the_box", deadline_all);
