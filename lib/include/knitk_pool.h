@@ -219,7 +219,10 @@ void knitk_pool_destroy(struct knitk_pool *pool);
  * @flags: KNITK_CALL_* flags.
  * @deadline_ns: absolute CLOCK_MONOTONIC deadline, 0 = none.  An expired
  *	call completes with -ETIMEDOUT; the worker skips it if it has not
- *	started it, and its late result is dropped.
+ *	started it, and its late result is dropped.  A result its worker
+ *	finished in time and left in the call's own slot (a thread was
+ *	waiting for the call alone) stands, however late the call is looked
+ *	at.
  * @worker: with KNITK_CALL_WORKER, the worker to run on.
  * @reserved: zero (-EINVAL otherwise).
  */

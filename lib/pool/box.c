@@ -39,9 +39,12 @@ static void call_settle_locked(struct knitk_pool *pool, struct knitk_call *call,
 	}
 	if (by && by <= pool->nr_workers)
 		pool->workers[by - 1].calls++;
-	/* Past its deadline the call has expired: the result is dropped. */
-	if (!call_done_locked(call) && call->deadline_ns &&
-	    pool_now_ns() >= call->deadline_ns)
+	/*
+	 * Its worker finished it past its deadline: the call has expired,
+	 * the result is dropped.  One finished in time stands, however late
+	 * the look.
+	 */
+	if (!call_done_locked(call) && (v & SLOT_LATE))
 		knitk__call_complete_locked(pool, call, -ETIMEDOUT, NULL, 0);
 	/* Set before the completion publishes the handle (C5). */
 	if (!call_done_locked(call) && by && by <= pool->nr_workers)

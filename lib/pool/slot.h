@@ -7,6 +7,7 @@
  * runs at most once, and a call that ended without running never runs.
  *
  *   bits 63..32  the generation of the entry's call (task id >> 32)
+ *   bit  18      SLOT_LATE: DONE past the call's deadline (R3)
  *   bit  17      SLOT_PARKED: that waiter sleeps on the word's low half
  *   bit  16      SLOT_TAKE: a waiting thread of the host takes the result
  *                from the slot's bytes (struct slot_box), R6
@@ -40,6 +41,7 @@ enum slot_phase {
 
 #define SLOT_TAKE	(1ULL << 16)
 #define SLOT_PARKED	(1ULL << 17)
+#define SLOT_LATE	(1ULL << 18)
 #define SLOT_FLAGS	(SLOT_TAKE | SLOT_PARKED)
 
 /*
@@ -191,15 +193,17 @@ static inline enum slot_claim slot_claim(_Atomic uint64_t *word, uint32_t gen,
 }
 
 /*
- * R3: worker @w ran generation @gen to its end.  With @box (its result is
- * in the slot's box) a waiter's SLOT_TAKE stays: that waiter takes the
- * result; otherwise the flags go and the answer travels in a return lane.
+ * R3: worker @w ran generation @gen to its end, past the call's deadline
+ * when @late (SLOT_LATE: whenever the host looks, the call expired; before
+ * it, its result stands).  With @box (its result is in the slot's box) a
+ * waiter's SLOT_TAKE stays: that waiter takes the result; otherwise the
+ * flags go and the answer travels in a return lane.
  * Release pairs with the host's acquire of the word (slot_take_back): the
  * box is written before.  Returns the word it replaced; one not RUNNING
  * by @w (an abort won, R4) is left as it is and returned.
  */
 static inline uint64_t slot_finish(_Atomic uint64_t *word, uint32_t gen,
-				   unsigned int w, bool box)
+				   unsigned int w, bool box, bool late)
 {
 	uint64_t v = atomic_load_explicit(word, memory_order_relaxed), next;
 
@@ -207,7 +211,8 @@ static inline uint64_t slot_finish(_Atomic uint64_t *word, uint32_t gen,
 		if (slot_gen(v) != gen || slot_by(v) != w + 1 ||
 		    slot_phase(v) != SLOT_RUNNING)
 			return v;
-		next = slot_word(gen, w + 1, SLOT_DONE) | (box ? v & SLOT_TAKE : 0);
+		next = slot_word(gen, w + 1, SLOT_DONE) | (box ? v & SLOT_TAKE : 0) |
+		       (late ? SLOT_LATE : 0);
 	} while (!atomic_compare_exchange_weak_explicit(word, &v, next,
 							memory_order_release,
 							memory_order_relaxed));

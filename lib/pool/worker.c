@@ -213,15 +213,18 @@ static int worker_exec(struct worker_loop *l, const struct knitk_msg *msg,
 }
 
 /*
- * R3: the call we ran ends on its word.  Its result is in the box (or it
- * has none) and a host thread takes it from there (SLOT_TAKE): that is
- * all, with a wake when it sleeps; true.  Otherwise false: the answer
- * goes in a return lane, the box's bytes copied there.
+ * R3: the call we ran (@h) ends on its word, late past its deadline.  Its
+ * result is in the box (or it has none) and a host thread takes it from
+ * there (SLOT_TAKE): that is all, with a wake when it sleeps; true.
+ * Otherwise false: the answer goes in a return lane, the box's bytes
+ * copied there.
  */
 static bool worker_finish(struct worker_loop *l, struct knitk_reply *reply,
-			  _Atomic uint64_t *slot, uint32_t gen, int status)
+			  _Atomic uint64_t *slot,
+			  const struct knitk_lane_header *h, int status)
 {
 	bool box = reply->box && reply->lane < 0;
+	bool late = h->deadline_ns && pool_now_ns() >= h->deadline_ns;
 	uint64_t old;
 	void *buf;
 
@@ -230,7 +233,7 @@ static bool worker_finish(struct worker_loop *l, struct knitk_reply *reply,
 		reply->box->status = status;
 		POOL_BOX_HOOK(l->a->worker, reply->box, slot);
 	}
-	old = slot_finish(slot, gen, l->a->worker, box);
+	old = slot_finish(slot, (uint32_t)(h->task_id >> 32), l->a->worker, box, late);
 	/* Every sleeper, as knitk__call_take_back_locked does. */
 	if (old & SLOT_PARKED)
 		knitk_word_wake(l->ep, slot_low(slot), UINT_MAX);
@@ -288,7 +291,7 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 		status = worker_exec(l, &msg, err, &reply, slot);
 	/* The request's bytes are read: retire it before the call ends. */
 	knitk_lane_ack(c, 1ULL << lane);
-	if (slot && how == SLOT_RUN && worker_finish(l, &reply, slot, gen, status))
+	if (slot && how == SLOT_RUN && worker_finish(l, &reply, slot, &msg.header, status))
 		return 0;
 	if (reply_claim_lane(&reply))
 		return 1;	/* the host is gone: nobody to answer */

@@ -10,7 +10,9 @@
  *    (counted by the workers' box hook in thread pools);
  *  - a worker's entries all held by such results: the submit that waits
  *    for room takes them and goes on; a drain shutdown completes them;
- *  - two threads waiting for one such call both see it end.
+ *  - two threads waiting for one such call both see it end;
+ *  - its result, finished before the call's deadline, stands however late
+ *    the look; finished past it, the call completes -ETIMEDOUT.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -279,6 +281,71 @@ static void deadline_in(const struct pool_shape *sh)
 
 EACH_POOL_SHAPE(deadline)
 
+/* Until CLOCK_MONOTONIC has passed @t. */
+static void until_past(uint64_t t)
+{
+	while (after_ms(0) <= t)
+		sched_yield();
+}
+
+/*
+ * A gated call with a deadline whose wait left it in its box: finished
+ * in time, its result stands when it is looked at only after the
+ * deadline; finished past the deadline, it completes -ETIMEDOUT and, on
+ * a stealing pool, names no worker.
+ */
+static void in_time_in(const struct pool_shape *sh)
+{
+	struct knitk_call_opts co = { .size = sizeof(co) };
+	struct knitk_pool_stats st;
+	struct knitk_pool *pool;
+	struct knitk_call *c;
+	uint64_t ms = 100;
+	struct gate g;
+	bool late;
+
+	printf("# %s\n", sh->name);
+	REQUIRE(gate_open(&g) == 0);
+	REQUIRE(new_pool(sh->kind, sh->dispatch, 2, 0, &pool) == 0);
+	g.arg.n = 24;
+	for (late = false; ; ) {
+		co.deadline_ns = after_ms(ms);
+		REQUIRE(knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg), &co, &c) == 0);
+		REQUIRE(gate_wait(&g, 'r') == 0);
+		CHECK_EQ(knitk_call_wait(c, after_ms(1)), -EINPROGRESS);
+		if (late)
+			until_past(co.deadline_ns);
+		CHECK_EQ(gate_release(&g), 0);
+		CHECK_EQ(gate_wait(&g, 'd'), 0);
+		until_done(pool, c);
+		if (!late && after_ms(0) >= co.deadline_ns) {
+			/* Not seen done in time (a slow machine): again, longer. */
+			knitk_call_release(c);
+			ms *= 2;
+			continue;
+		}
+		until_past(co.deadline_ns);
+		if (late) {
+			CHECK_EQ(knitk_call_status(c), -ETIMEDOUT);
+			if (sh->dispatch == KNITK_POOL_DISPATCH_STEAL)
+				CHECK_EQ(knitk_call_worker(c), -ENOENT);
+			knitk_call_release(c);
+			break;
+		}
+		CHECK(gate_result_ok(c));
+		knitk_call_release(c);
+		late = true;
+	}
+	/* The late result, dropped. */
+	pool_stats(pool, &st);
+	CHECK_EQ(st.completed, st.submitted);
+	CHECK_EQ(st.stale, 1);
+	knitk_pool_destroy(pool);
+	gate_close(&g);
+}
+
+EACH_POOL_SHAPE(in_time)
+
 int main(int argc, char **argv)
 {
 	atomic_store(&knitk__test_box_hook, count_box);
@@ -289,5 +356,6 @@ int main(int argc, char **argv)
 	tap_run("looks_from_boxes", looks_all);
 	tap_run("room_and_drain", room_all);
 	tap_run("deadline_keeps_the_box", deadline_all);
+	tap_run("result_in_time_stands", in_time_all);
 	return tap_exit();
 }
