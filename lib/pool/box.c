@@ -29,6 +29,8 @@ static void call_settle_locked(struct knitk_pool *pool, struct knitk_call *call,
 		(pool->boxes + (size_t)call->entry * pool->box_size);
 	size_t cap = pool->box_size - sizeof(*box), len = box->len;
 	unsigned int by = slot_by(v);
+	/* The worker that ended it, if the word names one of ours. */
+	int w = by && by <= pool->nr_workers ? (int)by - 1 : -1;
 	int status = box->status;
 	void *data = NULL;
 
@@ -37,8 +39,8 @@ static void call_settle_locked(struct knitk_pool *pool, struct knitk_call *call,
 		status = -EBADMSG;
 		len = 0;
 	}
-	if (by && by <= pool->nr_workers)
-		pool->workers[by - 1].calls++;
+	if (w >= 0)
+		pool->workers[w].calls++;
 	/*
 	 * Its worker finished it past its deadline: the call has expired,
 	 * the result is dropped.  One finished in time stands, however late
@@ -47,8 +49,8 @@ static void call_settle_locked(struct knitk_pool *pool, struct knitk_call *call,
 	if (!call_done_locked(call) && (v & SLOT_LATE))
 		knitk__call_complete_locked(pool, call, -ETIMEDOUT, NULL, 0);
 	/* Set before the completion publishes the handle (C5). */
-	if (!call_done_locked(call) && by && by <= pool->nr_workers)
-		call->ran = (int)by - 1;
+	if (!call_done_locked(call) && w >= 0)
+		call->ran = w;
 	if (call_done_locked(call)) {
 		knitk__call_complete_locked(pool, call, status, NULL, 0);
 	} else if (direct) {

@@ -220,23 +220,20 @@ static void call_wait_own(struct knitk_pool *pool, struct knitk_call *call,
 		 */
 		if (!slot_awaited(v, gen))
 			break;
+		if (spins < pool->opts.spin && !pool_spin_past(spins, until)) {
+			pool_spin_relax(&pool->spin, spins++);
+			continue;
+		}
 		/*
 		 * Our call may wait for a stopped searcher: see to it before
 		 * we sleep (T14), as a drainer does before its park, and when
 		 * the spin ends at a deadline (a thread polling with short
 		 * ones never sleeps).
 		 */
-		if (spins < pool->opts.spin) {
-			if (pool_spin_past(spins, until)) {
-				if (pool->steal)
-					knitk__steal_rescue(pool);
-				break;
-			}
-			pool_spin_relax(&pool->spin, spins++);
-			continue;
-		}
 		if (pool->steal)
 			knitk__steal_rescue(pool);
+		if (spins < pool->opts.spin)
+			break;
 		low = slot_park(word, v);
 		if (!low)
 			continue;

@@ -224,7 +224,7 @@ static bool worker_finish(struct worker_loop *l, struct knitk_reply *reply,
 			  const struct knitk_lane_header *h, int status)
 {
 	bool box = reply->box && reply->lane < 0;
-	bool late = h->deadline_ns && pool_now_ns() >= h->deadline_ns;
+	bool late = box && h->deadline_ns && pool_now_ns() >= h->deadline_ns;
 	uint64_t old;
 	void *buf;
 

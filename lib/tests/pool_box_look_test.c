@@ -94,15 +94,16 @@ static void until_done(struct knitk_pool *pool, const struct knitk_call *c)
 }
 
 /*
- * A gated call (@g, 24 bytes of 'g') whose wait ends at its deadline
- * while the task holds: it keeps its box.
+ * A gated call (@g, 24 bytes of 'g'; @co its options or NULL) whose wait
+ * ends at its deadline while the task holds: it keeps its box.
  */
-static struct knitk_call *left_in_box(struct knitk_pool *pool, struct gate *g)
+static struct knitk_call *left_in_box(struct knitk_pool *pool, struct gate *g,
+				      const struct knitk_call_opts *co)
 {
 	struct knitk_call *c;
 
 	g->arg.n = 24;
-	if (knitk_pool_submit(pool, T_GATE, &g->arg, sizeof(g->arg), NULL, &c) ||
+	if (knitk_pool_submit(pool, T_GATE, &g->arg, sizeof(g->arg), co, &c) ||
 	    gate_wait(g, 'r'))
 		return NULL;
 	CHECK_EQ(knitk_call_wait(c, after_ms(1)), -EINPROGRESS);
@@ -134,7 +135,7 @@ static void looks_in(const struct pool_shape *sh)
 	REQUIRE(gate_open(&g) == 0);
 	REQUIRE(new_pool(sh->kind, sh->dispatch, 2, 0, &pool) == 0);
 	for (k = 0; k < 5; k++) {
-		c = left_in_box(pool, &g);
+		c = left_in_box(pool, &g, NULL);
 		REQUIRE(c);
 		CHECK_EQ(gate_release(&g), 0);
 		CHECK_EQ(gate_wait(&g, 'd'), 0);
@@ -184,7 +185,7 @@ static void room_in(const struct pool_shape *sh)
 	REQUIRE(gate_open(&g) == 0);
 	REQUIRE(new_pool(sh->kind, sh->dispatch, 1, 0, &pool) == 0);
 	for (n = POOL_CAP - 1; ; n = 10) {
-		gc = left_in_box(pool, &g);
+		gc = left_in_box(pool, &g, NULL);
 		REQUIRE(gc);
 		for (i = 0; i < n; i++) {
 			ids[i] = atomic_fetch_add(&next_id, 1);
@@ -253,13 +254,10 @@ static void deadline_in(const struct pool_shape *sh)
 	printf("# %s\n", sh->name);
 	REQUIRE(gate_open(&g) == 0);
 	REQUIRE(new_pool(sh->kind, sh->dispatch, 2, 0, &pool) == 0);
-	g.arg.n = 24;
-	REQUIRE(knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg), NULL, &c) == 0);
-	REQUIRE(gate_wait(&g, 'r') == 0);
-	CHECK_EQ(knitk_call_wait(c, after_ms(2)), -EINPROGRESS);
-	CHECK_EQ(knitk_call_status(c), -EINPROGRESS);
+	c = left_in_box(pool, &g, NULL);
+	REQUIRE(c);
 	/* Still the box's, for whoever waits next. */
-	CHECK(c->take);
+	CHECK_EQ(knitk_call_status(c), -EINPROGRESS);
 	s.call = c;
 	REQUIRE(pthread_create(&s.thread, NULL, second_main, &s) == 0);
 	b0 = atomic_load(&boxed);
@@ -307,12 +305,10 @@ static void in_time_in(const struct pool_shape *sh)
 	printf("# %s\n", sh->name);
 	REQUIRE(gate_open(&g) == 0);
 	REQUIRE(new_pool(sh->kind, sh->dispatch, 2, 0, &pool) == 0);
-	g.arg.n = 24;
 	for (late = false; ; ) {
 		co.deadline_ns = after_ms(ms);
-		REQUIRE(knitk_pool_submit(pool, T_GATE, &g.arg, sizeof(g.arg), &co, &c) == 0);
-		REQUIRE(gate_wait(&g, 'r') == 0);
-		CHECK_EQ(knitk_call_wait(c, after_ms(1)), -EINPROGRESS);
+		c = left_in_box(pool, &g, &co);
+		REQUIRE(c);
 		if (late)
 			until_past(co.deadline_ns);
 		CHECK_EQ(gate_release(&g), 0);
