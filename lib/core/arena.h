@@ -24,7 +24,8 @@ void knitk__arena_destroy(struct knitk_arena *arena);
  * knitk__arena_add_free_word - add a shared free word to the sources whose
  * XOR is the effective free word (up to KNITK_ARENA_MAX_FREE_WORDS).
  */
-#define KNITK_ARENA_MAX_FREE_WORDS	(KNITK_MAX_WORKERS + 1)
+/* Every claimant's, the consumer's or ours, and the kept slots' (lane.c). */
+#define KNITK_ARENA_MAX_FREE_WORDS	(KNITK_MAX_WORKERS + 2)
 int knitk__arena_add_free_word(struct knitk_arena *arena,
 			       const uint64_t *word);
 

@@ -265,8 +265,11 @@ void knitk__steal_unnext(struct knitk_steal *st, uint64_t *pending,
 bool knitk__steal_holds(const struct knitk_steal *st, unsigned int lane);
 /* The private copy of claimed @lane: header, then the inline bytes. */
 const char *knitk__steal_lane(const struct knitk_steal *st, unsigned int lane);
-/* Done with claimed @lanes: free their arena slots (own free word). */
-int knitk__steal_done(struct knitk_steal *st, uint64_t lanes);
+/*
+ * Done with claimed @lanes: free their arena slots (own free word), but
+ * for those of @keep, which the producer frees (knitk_producer_free_kept).
+ */
+int knitk__steal_done(struct knitk_steal *st, uint64_t lanes, uint64_t keep);
 
 /* Role @d joined once and its endpoint has been released (or marked dead). */
 static inline bool knot_role_dead(const struct knitk_endpoint *k, unsigned int d)

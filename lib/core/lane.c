@@ -65,6 +65,14 @@ struct knitk_producer {
 	 * write it.
 	 */
 	int8_t lane_slot[KNITK_LANES];
+	/*
+	 * Slots a consumer kept (knitk_lane_ack_keep) that the producer's
+	 * user holds now (knitk_producer_keep): any thread sets and clears
+	 * them; a stand-in for a dead consumer never frees them.
+	 */
+	uint64_t kept;
+	/* Their free word (knitk_producer_free_kept, any thread, XOR). */
+	uint64_t kept_free;
 };
 
 struct knitk_consumer {
@@ -147,6 +155,9 @@ KNITK_EXPORT int knitk_producer_create(struct knitk_endpoint *ep,
 		if (ret)
 			goto fail;
 	}
+	ret = knitk__arena_add_free_word(p->arena, &p->kept_free);
+	if (ret)
+		goto fail;
 	/* We are the only writer of pub: continue from what it holds. */
 	p->pub = atomic_load_explicit(A64(&p->g.sector->pub), memory_order_relaxed);
 	/* And of the stamps: continue after the newest. */
@@ -266,6 +277,60 @@ KNITK_EXPORT int knitk_lane_header(struct knitk_producer *producer,
 	if (!header)
 		return -EINVAL;
 	*header = lane_hdr(producer, lane);
+	return 0;
+}
+
+KNITK_EXPORT int knitk_lane_arena(struct knitk_producer *producer,
+				  unsigned int lane, void **buf, size_t *len)
+{
+	struct knitk_producer *p = producer;
+	int ret = producer_check_claimed(p, lane);
+	uint64_t off, room;
+	int slot;
+
+	if (ret)
+		return ret;
+	/* The producer's own record: the shared header is a consumer's to scribble on. */
+	slot = p->lane_slot[lane];
+	if (slot < 0)
+		return -ENOENT;
+	knitk__arena_slot_range(p->arena, (unsigned int)slot, &off, &room);
+	if (buf)
+		*buf = p->g.arena_mem + off;
+	if (len)
+		*len = lane_hdr(p, lane)->length <= room ?
+		       (size_t)lane_hdr(p, lane)->length : (size_t)room;
+	return slot;
+}
+
+KNITK_EXPORT int knitk_producer_keep(struct knitk_producer *producer,
+				     unsigned int slot)
+{
+	if (!producer || slot >= KNITK_ARENA_SLOTS)
+		return -EINVAL;
+	/*
+	 * Release pairs with the acquire in the stand-ins' loads of kept
+	 * (knitk_producer_reset_consumer, knitk_producer_reset_claimant).
+	 */
+	atomic_fetch_or_explicit(A64(&producer->kept), 1ULL << slot,
+				 memory_order_release);
+	return 0;
+}
+
+KNITK_EXPORT int knitk_producer_free_kept(struct knitk_producer *producer,
+					  unsigned int slot)
+{
+	uint64_t b = 1ULL << (slot & 63);
+
+	if (!producer || slot >= KNITK_ARENA_SLOTS ||
+	    !(atomic_load_explicit(A64(&producer->kept), memory_order_relaxed) & b))
+		return -EINVAL;
+	/*
+	 * Freed before it leaves the kept set: a stand-in that sees it
+	 * unkept sees it free too, and never frees it a second time.
+	 */
+	knitk__arena_free_xor(&producer->kept_free, slot);
+	atomic_fetch_and_explicit(A64(&producer->kept), ~b, memory_order_release);
 	return 0;
 }
 
@@ -814,13 +879,21 @@ KNITK_EXPORT int knitk_producer_hand_off(struct knitk_producer *producer,
 KNITK_EXPORT int knitk_producer_reset_consumer(struct knitk_producer *producer)
 {
 	struct knitk_producer *p = producer;
-	uint64_t live, m;
+	uint64_t live, kept, m;
 
 	if (!p)
 		return -EINVAL;
 	if (knot_mailbox_steals(p->g.ep, p->g.mailbox))
 		return -EOPNOTSUPP;
+	/*
+	 * What the producer's user holds is not the consumer's to free.
+	 * Kept is loaded first: a slot that left it was freed before
+	 * (knitk_producer_free_kept), and the live set loaded after it
+	 * sees that free.
+	 */
+	kept = atomic_load_explicit(A64(&p->kept), memory_order_acquire);
 	knitk__arena_live(p->arena, &live);
+	live &= ~kept;
 	/* Claimed lanes' room, by the producer's own record. */
 	for (m = p->claimed; m; m &= m - 1) {
 		int slot = p->lane_slot[__builtin_ctzll(m)];
@@ -897,7 +970,7 @@ KNITK_EXPORT int knitk_producer_reset_claimant(struct knitk_producer *producer,
 {
 	struct knitk_producer *p = producer;
 	struct knitk_steal_line *sl;
-	uint64_t live, frees = 0;
+	uint64_t live, kept, frees = 0;
 	unsigned int s;
 
 	if (!p || !p->track || worker >= p->nr_ack_words)
@@ -910,7 +983,15 @@ KNITK_EXPORT int knitk_producer_reset_claimant(struct knitk_producer *producer,
 	if (atomic_load_explicit(A64(&knot_control(p->g.ep)->live),
 				 memory_order_acquire) & bit(worker))
 		return -EBUSY;
+	/*
+	 * What the producer's user holds is not the consumer's to free.
+	 * Kept is loaded first: a slot that left it was freed before
+	 * (knitk_producer_free_kept), and the live set loaded after it
+	 * sees that free.
+	 */
+	kept = atomic_load_explicit(A64(&p->kept), memory_order_acquire);
 	knitk__arena_live(p->arena, &live);
+	live &= ~kept;
 	for (s = 0; s < KNITK_ARENA_SLOTS; s++)
 		if ((live & (1ULL << s)) && p->slot_owner[s] == (int8_t)worker) {
 			frees |= 1ULL << s;
@@ -1288,19 +1369,19 @@ KNITK_EXPORT int knitk_lane_decode_batch(struct knitk_consumer *consumer,
 	return (int)i;
 }
 
-KNITK_EXPORT int knitk_lane_ack(struct knitk_consumer *consumer,
-				uint64_t lanes)
+KNITK_EXPORT int knitk_lane_ack_keep(struct knitk_consumer *consumer,
+				     uint64_t lanes, uint64_t keep)
 {
 	struct knitk_consumer *c = consumer;
 	uint64_t frees = 0, m;
 
-	if (!c || !lanes)
+	if (!c || !lanes || (keep & ~lanes))
 		return -EINVAL;
 	if (c->steal)
-		return knitk__steal_done(c->steal, lanes);
+		return knitk__steal_done(c->steal, lanes, keep);
 	if (lanes & ~c->seen)
 		return -EPERM;
-	for (m = lanes; m; m &= m - 1) {
+	for (m = lanes & ~keep; m; m &= m - 1) {
 		const struct knitk_lane_header *h =
 			(const void *)consumer_lane(c, (unsigned int)__builtin_ctzll(m));
 
@@ -1327,4 +1408,10 @@ KNITK_EXPORT int knitk_lane_ack(struct knitk_consumer *consumer,
 	 */
 	atomic_store_explicit(A64(&c->g.sector->ack), c->ack, memory_order_release);
 	return 0;
+}
+
+KNITK_EXPORT int knitk_lane_ack(struct knitk_consumer *consumer,
+				uint64_t lanes)
+{
+	return knitk_lane_ack_keep(consumer, lanes, 0);
 }

@@ -533,13 +533,13 @@ const char *knitk__steal_lane(const struct knitk_steal *st, unsigned int lane)
 	return st->copy + lane * st->copy_bytes;
 }
 
-int knitk__steal_done(struct knitk_steal *st, uint64_t lanes)
+int knitk__steal_done(struct knitk_steal *st, uint64_t lanes, uint64_t keep)
 {
 	uint64_t frees = 0, m;
 
 	if (lanes & ~st->held)
 		return -EPERM;
-	for (m = lanes; m; m &= m - 1) {
+	for (m = lanes & ~keep; m; m &= m - 1) {
 		const struct knitk_lane_header *h = (const void *)
 			knitk__steal_lane(st, (unsigned int)__builtin_ctzll(m));
 

@@ -576,6 +576,29 @@ int knitk_producer_stage(struct knitk_producer *producer,
 int knitk_producer_reset_consumer(struct knitk_producer *producer);
 
 /*
+ * knitk_lane_arena - the arena bytes of claimed @lane, from the producer's
+ * own record: returns their slot (0 to KNITK_ARENA_SLOTS - 1), with their
+ * address in this mapping in *@buf and their length in *@len (either may be
+ * NULL); -ENOENT when the lane's payload is not in the arena.
+ */
+int knitk_lane_arena(struct knitk_producer *producer, unsigned int lane,
+		     void **buf, size_t *len);
+
+/*
+ * knitk_producer_keep - the consumer kept arena @slot (knitk_lane_ack_keep)
+ * and the producer's user now holds its bytes: they stay live, and a
+ * stand-in for a dead consumer (knitk_producer_reset_consumer,
+ * knitk_producer_reset_claimant) leaves them alone, until
+ * knitk_producer_free_kept(@slot) frees them.  Either may be called from
+ * any thread, beside the one that produces (atomic words); neither checks
+ * that the consumer really kept the slot: a slot it freed as well is freed
+ * twice, and the allocator then counts it live.  -EINVAL for a slot out
+ * of range, or (free_kept) one not kept.
+ */
+int knitk_producer_keep(struct knitk_producer *producer, unsigned int slot);
+int knitk_producer_free_kept(struct knitk_producer *producer, unsigned int slot);
+
+/*
  * knitk_producer_notify - ring the doorbell(s) of the mailbox's consumer
  * (after publishing).  Returns the number of doorbells woken.
  *
@@ -713,6 +736,17 @@ int knitk_lane_unpack(const struct knitk_msg *msg, size_t *pos,
  * arena slots, then one release store of the ack word.
  */
 int knitk_lane_ack(struct knitk_consumer *consumer, uint64_t lanes);
+
+/*
+ * knitk_lane_ack_keep - knitk_lane_ack, but the arena bytes of the lanes of
+ * @keep (a subset of @lanes) stay live: the consumer hands them to the
+ * producer's side, which frees them (knitk_producer_free_kept) once its
+ * user is done with them, so a reply can be written in place into its
+ * request's bytes.  The producer learns which by a message of its own
+ * protocol.  -EINVAL when @keep is not within @lanes.
+ */
+int knitk_lane_ack_keep(struct knitk_consumer *consumer, uint64_t lanes,
+			uint64_t keep);
 
 /*
  * knitk_consumer_wait - wait until @consumer has pending lanes, polling

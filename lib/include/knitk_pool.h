@@ -452,6 +452,30 @@ int knitk_pool_call(struct knitk_pool *pool, uint32_t fn, const void *in,
 int knitk_reply_alloc(struct knitk_reply *out, size_t len, void **buf);
 int knitk_reply_set(struct knitk_reply *out, const void *data, size_t len);
 
+/**
+ * knitk_reply_in_arg - answer with the call's own argument bytes, in place
+ * @out: the task's reply
+ * @len: result bytes, at most the argument's @in_len
+ * @buf: receives @in as a writable pointer; the result is its first @len
+ *	bytes as the task leaves them (the task may overwrite its argument)
+ *
+ * Nothing is copied: the caller reads the result where the argument was
+ * written (a loan's buffer, or the arena bytes the submit copied into) and
+ * those bytes stay the caller's, untouched by later calls, until it
+ * releases the call (knitk_call_result's pointer is into the arena;
+ * knitk_pool_call copies them into its @out).  Only for an argument that
+ * travels in the arena: one larger than the lane's inline room; a task
+ * given a smaller one gets -EOPNOTSUPP and answers otherwise
+ * (knitk_reply_set).  -EMSGSIZE when @len is over @in_len, -EINVAL for a
+ * NULL @out or @buf.  The last of knitk_reply_alloc, knitk_reply_set and
+ * knitk_reply_in_arg wins.  The caller checks @len against its argument's
+ * size before it reads: a worker that claims more completes the call
+ * -EBADMSG.  If the worker dies after the call completed, the result is
+ * still the caller's until its release; if it dies before, the call fails
+ * -EOWNERDEAD as any other.
+ */
+int knitk_reply_in_arg(struct knitk_reply *out, size_t len, void **buf);
+
 /*
  * knitk_task_aborted - 1 when the running call was aborted or is past its
  * deadline (the task should return early), 0 if not, -EINVAL for NULL.

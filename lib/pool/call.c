@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "in_arg.h"
 #include "slot.h"
 
 /*
@@ -170,6 +171,8 @@ void knitk__call_unref_locked(struct knitk_call *call)
 	if (atomic_fetch_sub_explicit(&call->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	knitk__events_forget_locked(call);
+	if (call->kept)
+		knitk__in_arg_release_locked(pool, call);
 	if (call->data != call->small)
 		free(call->data);
 	pool->handles--;

@@ -32,6 +32,7 @@
 #include <limits.h>
 
 #include "pool_internal.h"
+#include "in_arg.h"
 
 /* The producer of the mailbox @call's lane is in (submitter @s). */
 static struct knitk_producer *loan_producer(struct knitk_pool *pool,
@@ -74,6 +75,7 @@ static int loan_claim(struct knitk_pool *pool, struct knitk_call *call,
 		return ret;
 	}
 	knitk__pool_request_fill(h, call, fn);
+	knitk__in_arg_note(call, p, (unsigned int)lane);
 	call->loan_no = pool->submitters[s].loans_claimed++;
 	return lane;
 }

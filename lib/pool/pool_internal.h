@@ -36,6 +36,11 @@
 #define POOL_CAP		(KNITK_LANES - 1)
 /* function_id of the stop message and of its reply. */
 #define POOL_FN_STOP		0xffffffffU
+/*
+ * The tag of a value lane that answers with the argument's own bytes
+ * (in_arg.c): its value is the result's length.
+ */
+#define POOL_TAG_IN_ARG		0x1a5
 /* Default geometry and spin budget. */
 #define POOL_DEF_SUBMITTERS	4
 #define POOL_DEF_INLINE		192
@@ -121,7 +126,19 @@ struct knitk_call {
 	bool queued;
 	bool no_reap;			/* knitk_pool_call's own: never queued */
 	struct knitk_call *done_prev, *done_next;
-	void *data;			/* result bytes: small[] or malloc */
+	void *data;			/* result bytes: small[], malloc or @arg */
+	/*
+	 * The argument's arena bytes, when it has some (in_arg.c): their
+	 * producer (NULL: none), address, length and slot.  With @kept the
+	 * result is in them and the handle holds the slot (pool->lock, on
+	 * pool->kept_head's list).
+	 */
+	struct knitk_producer *arg_prod;
+	void *arg;
+	size_t arg_len;
+	unsigned int arg_slot;
+	bool kept;
+	struct knitk_call *kept_prev, *kept_next;
 	struct knitk_call *next_free;	/* in pool->call_cache */
 	unsigned char small[POOL_SMALL_RESULT];
 };
@@ -206,6 +223,7 @@ struct pool_result {
 	int status;
 	bool stop;
 	bool direct;		/* @len bytes went to the drainer's pool_direct */
+	bool in_arg;		/* @len bytes in the call's argument (in_arg.c) */
 	void *data;		/* a malloc copy; NULL: @len bytes in @small */
 	size_t len;
 	unsigned char small[POOL_SMALL_RESULT];
@@ -287,6 +305,8 @@ struct knitk_pool {
 	 * nothing once the pool has run as many at a time before.
 	 */
 	struct knitk_call *call_cache;
+	/* Handles whose results are in their arguments' bytes (in_arg.c). */
+	struct knitk_call *kept_head;
 	unsigned int call_cached;
 	struct knitk_pool_stats stats;
 	struct pool_spin spin;		/* the drainer's polls */

@@ -21,6 +21,7 @@
 
 #include "pool_internal.h"
 #include "box.h"
+#include "in_arg.h"
 
 /* Complete the decoded results of worker @w (pool->lock held). */
 static void results_apply_locked(struct knitk_pool *pool, unsigned int w,
@@ -69,6 +70,7 @@ static void results_apply_locked(struct knitk_pool *pool, unsigned int w,
 		 */
 		if (e && e->call && e->gen == gen &&
 		    knitk__call_take_back_locked(pool, e->call, false, NULL)) {
+			knitk__in_arg_drop(e->call, r);
 			free(r->data);
 			continue;
 		}
@@ -86,6 +88,8 @@ static void results_apply_locked(struct knitk_pool *pool, unsigned int w,
 			if (now >= e->call->deadline_ns)
 				knitk__call_complete_locked(pool, e->call, -ETIMEDOUT, NULL, 0);
 		}
+		if (r->in_arg)
+			knitk__in_arg_take_locked(pool, e->call, r);
 		if (!r->direct && !r->data && r->len && !call_done_locked(e->call)) {
 			/* Small: into the handle, which nobody reads yet. */
 			memcpy(e->call->small, r->small, r->len);
@@ -168,6 +172,7 @@ take_results(struct knitk_pool *pool, unsigned int w, uint64_t pending,
 		r->task_id = msg.header.task_id;
 		r->stop = false;
 		r->direct = false;
+		r->in_arg = false;
 		r->data = NULL;
 		r->len = 0;
 		if (err) {
@@ -176,7 +181,12 @@ take_results(struct knitk_pool *pool, unsigned int w, uint64_t pending,
 		}
 		r->stop = msg.header.function_id == POOL_FN_STOP;
 		r->status = (int)(int32_t)msg.header.user;
-		if (msg.len > sizeof(r->small) && direct && !r->stop &&
+		if (msg.header.kind == KNITK_PAYLOAD_VALUE &&
+		    msg.header.tag == POOL_TAG_IN_ARG && !r->stop) {
+			/* In the call's argument: checked when matched (in_arg.c). */
+			r->in_arg = true;
+			r->len = (size_t)msg.header.value;
+		} else if (msg.len > sizeof(r->small) && direct && !r->stop &&
 		    r->task_id == direct->task_id) {
 			/*
 			 * Our own call's, too big for the handle: into our

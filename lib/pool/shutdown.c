@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "in_arg.h"
 #include "box.h"
 #include "process.h"
 
@@ -98,6 +99,8 @@ KNITK_EXPORT void knitk_pool_destroy(struct knitk_pool *pool)
 	 */
 	while (pool->draining || pool->own_waiters)
 		pthread_cond_wait(&pool->cond, &pool->lock);
+	/* Handles outlive the mailboxes: results in them move out. */
+	knitk__in_arg_detach_all_locked(pool);
 	pthread_mutex_unlock(&pool->lock);
 	/*
 	 * Leaving the host role wakes every worker still parked (-EPIPE):

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "in_arg.h"
 #include "box.h"
 #include "steal_wake.h"
 #include "../trace.h"
@@ -275,12 +276,13 @@ static bool steal_collect_for_lane(struct knitk_pool *pool, unsigned int s,
 
 /*
  * Send @h into slot @s's mailbox (its lock held), reserved for worker @to
- * unless it is -1; the lane, or an error.  With @lane >= 0, publish that
+ * unless it is -1; the lane, or an error.  The argument's arena bytes,
+ * if any, are noted for @call (in_arg.c).  With @lane >= 0, publish that
  * lane, claimed and filled already (a loan), instead.
  */
 static int steal_send(struct knitk_pool *pool, unsigned int s, int to,
-		      const struct knitk_lane_header *h, const void *in,
-		      size_t len, int lane)
+		      struct knitk_call *call, const struct knitk_lane_header *h,
+		      const void *in, size_t len, int lane)
 {
 	struct pool_submitter *sl = &pool->submitters[s];
 	struct knitk_producer *p = sl->producers[0];
@@ -293,12 +295,19 @@ static int steal_send(struct knitk_pool *pool, unsigned int s, int to,
 		sl->loan_lanes -= ret >= 0;
 	} else {
 		for (i = 0; i < 2; i++) {
-			ret = to < 0 ? knitk_producer_send(p, h, len ? in : NULL, len) :
-				       knitk_producer_send_to(p, (unsigned int)to, h,
-							      len ? in : NULL, len);
+			ret = knitk_producer_stage(p, h, len ? in : NULL, len);
 			if (i || !steal_collect_for_lane(pool, s, ret))
 				break;
 		}
+		if (ret < 0)
+			return ret;
+		lane = ret;
+		knitk__in_arg_note(call, p, (unsigned int)lane);
+		ret = to < 0 ? knitk_lane_publish(p, (unsigned int)lane) :
+			       knitk_lane_publish_to(p, (unsigned int)lane, (unsigned int)to);
+		if (ret)
+			knitk_lane_release(p, (unsigned int)lane);
+		ret = ret ? ret : lane;
 	}
 	if (ret >= 0)
 		sl->lane_task[ret] = h->task_id;
@@ -343,6 +352,7 @@ void knitk__steal_lane_release(struct knitk_pool *pool, unsigned int s,
  * published).
  */
 static int steal_publish_once(struct knitk_pool *pool, int s,
+			      struct knitk_call *call,
 			      const struct knitk_lane_header *h, const void *in,
 			      size_t len, int lane)
 {
@@ -358,7 +368,7 @@ static int steal_publish_once(struct knitk_pool *pool, int s,
 	}
 	knitk__steal_window(words, true);
 	to = knitk__steal_pick(pool->ep, words, STEAL_BY_HOST);
-	ret = steal_send(pool, slot, to, h, in, len, lane);
+	ret = steal_send(pool, slot, to, call, h, in, len, lane);
 	pthread_mutex_unlock(&pool->submitters[slot].lock);
 	knitk__steal_window(words, false);
 	if (ret < 0) {
@@ -387,9 +397,9 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 	for (;;) {
 		/* Acquire pairs with the release in pool_progress_locked. */
 		progress = atomic_load_explicit(&pool->progress, memory_order_acquire);
-		ret = steal_publish_once(pool, -1, h, in, len, -1);
+		ret = steal_publish_once(pool, -1, call, h, in, len, -1);
 		if (ret >= 0 && POOL_PUBLISH_TWICE())
-			steal_publish_once(pool, -1, h, in, len, -1);
+			steal_publish_once(pool, -1, NULL, h, in, len, -1);
 		if (ret >= 0)
 			return 0;
 		if (ret != -ENOSPC && ret != -EAGAIN)
@@ -410,7 +420,7 @@ void knitk__steal_publish_lane(struct knitk_pool *pool, unsigned int s,
 {
 	struct knitk_lane_header h = { .task_id = task_id };
 
-	steal_publish_once(pool, (int)s, &h, NULL, 0, (int)lane);
+	steal_publish_once(pool, (int)s, NULL, &h, NULL, 0, (int)lane);
 }
 
 static unsigned int steal_running_locked(struct knitk_pool *pool)
@@ -439,7 +449,7 @@ void knitk__steal_stop_workers(struct knitk_pool *pool)
 		pthread_mutex_unlock(&pool->lock);
 		if (!running)
 			return;
-		steal_publish_once(pool, 0, &h, NULL, 0, -1);
+		steal_publish_once(pool, 0, NULL, &h, NULL, 0, -1);
 		pthread_mutex_lock(&pool->lock);
 		while (steal_running_locked(pool) == running && !pool->completer_done)
 			knitk__pool_wait_passive_locked(pool);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "in_arg.h"
 #include "box.h"
 #include "../sized.h"
 
@@ -265,6 +266,7 @@ static unsigned int pool_publish(struct knitk_pool *pool,
 						   subs[i].len);
 			if (ret < 0)
 				break;
+			knitk__in_arg_note(calls[i], producers[w], (unsigned int)ret);
 			if (!(rung & (1ULL << w)))
 				lanes[w] = 0;
 			lanes[w] |= 1ULL << ret;

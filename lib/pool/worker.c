@@ -33,123 +33,8 @@
 #include "steal_wake.h"
 #include "process.h"
 #include "slot.h"
+#include "reply.h"
 #include "../trace.h"
-
-struct knitk_reply {
-	struct knitk_endpoint *ep;
-	struct knitk_producer *producer;
-	int lane;			/* the return lane, once claimed; else -1 */
-	uint64_t max;
-	struct slot_box *box;		/* the call's box, or NULL */
-	size_t box_cap;
-	size_t len;			/* bytes in the box */
-	bool in_box;			/* the result is there, not in the lane */
-};
-
-/*
- * A free return lane: there always is one (POOL_CAP), but be safe; -EPIPE
- * when the host, which frees them, is gone.
- */
-static int reply_claim_lane(struct knitk_reply *out)
-{
-	if (out->lane >= 0)
-		return 0;
-	while ((out->lane = knitk_lane_claim(out->producer)) < 0) {
-		if (knitk_endpoint_host_dead(out->ep) > 0)
-			return -EPIPE;
-		sched_yield();
-	}
-	return 0;
-}
-
-struct task_ctx {
-	const _Atomic uint64_t *slot;	/* the call's word (slot.h), or NULL */
-	uint32_t gen;
-	uint64_t deadline_ns;
-	void *data;
-};
-
-/* A return lane for the result and @len bytes in it (reply_alloc). */
-static int reply_alloc_lane(struct knitk_reply *out, size_t len, void **buf)
-{
-	int ret;
-
-	out->in_box = false;
-	ret = reply_claim_lane(out);
-	if (ret)
-		return ret;
-	/*
-	 * -ENOSPC: the host has not yet taken earlier results out of our
-	 * arena.  Its drainer is awake (we rang it when we published
-	 * them) and frees them shortly; yield until it has, or until the
-	 * host is gone (-EPIPE: nobody will).  Only results bigger than the
-	 * inline bytes ever wait here.
-	 */
-	while ((ret = knitk_lane_reserve(out->producer, (unsigned int)out->lane,
-					 len, buf)) == -ENOSPC) {
-		if (knitk_endpoint_host_dead(out->ep) > 0)
-			return -EPIPE;
-		sched_yield();
-	}
-	return ret;
-}
-
-static inline int reply_alloc(struct knitk_reply *out, size_t len, void **buf)
-{
-	if (len > out->max)
-		return -EMSGSIZE;
-	/* Into the box while it fits and no lane was taken for the result. */
-	if (out->box && out->lane < 0 && len <= out->box_cap) {
-		out->in_box = true;
-		out->len = len;
-		*buf = out->box->bytes;
-		return 0;
-	}
-	return reply_alloc_lane(out, len, buf);
-}
-
-KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,
-				   void **buf)
-{
-	if (!out || !buf)
-		return -EINVAL;
-	return reply_alloc(out, len, buf);
-}
-
-KNITK_EXPORT int knitk_reply_set(struct knitk_reply *out, const void *data,
-				 size_t len)
-{
-	void *buf;
-	int ret;
-
-	if (!out || (len && !data))
-		return -EINVAL;
-	ret = reply_alloc(out, len, &buf);
-	if (ret)
-		return ret;
-	if (len)
-		memcpy(buf, data, len);
-	return 0;
-}
-
-KNITK_EXPORT int knitk_task_aborted(void *ctx)
-{
-	const struct task_ctx *t = ctx;
-
-	if (!t)
-		return -EINVAL;
-	/* Advisory: the host completes an aborted call on its own. */
-	if (t->slot && slot_failed(t->slot, t->gen))
-		return 1;
-	if (t->deadline_ns && pool_now_ns() >= t->deadline_ns)
-		return 1;
-	return 0;
-}
-
-KNITK_EXPORT void *knitk_task_data(void *ctx)
-{
-	return ctx ? ((struct task_ctx *)ctx)->data : NULL;
-}
 
 struct worker_loop {
 	const struct worker_args *a;
@@ -243,7 +128,7 @@ static bool worker_finish(struct worker_loop *l, struct knitk_reply *reply,
 		const void *bytes = reply->box->bytes;
 
 		reply->box = NULL;
-		if (!reply_alloc(reply, reply->len, &buf))
+		if (!knitk__reply_alloc(reply, reply->len, &buf))
 			memcpy(buf, bytes, reply->len);
 	}
 	return false;
@@ -283,19 +168,35 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 			(size_t)(slot - l->slots) * l->box_size);
 		reply.box_cap = l->box_size - sizeof(*reply.box);
 	}
+	if (!err && msg.header.kind == KNITK_PAYLOAD_ARENA) {
+		/* The request's arena bytes: a reply may be written there. */
+		reply.arg = (void *)(uintptr_t)msg.data;
+		reply.arg_len = msg.len;
+		reply.arg_arena = true;
+	}
 	if (stop)
 		status = 0;
 	else if (how == SLOT_ANSWER)
 		status = -ECANCELED;
 	else
 		status = worker_exec(l, &msg, err, &reply, slot);
-	/* The request's bytes are read: retire it before the call ends. */
-	knitk_lane_ack(c, 1ULL << lane);
+	/*
+	 * The request's bytes are read: retire it before the call ends, its
+	 * arena bytes with it unless they hold the result (C10), which then
+	 * goes in a lane: the host learns the slot is kept only from there.
+	 */
+	if (reply.in_arg && knitk__reply_claim_lane(&reply))
+		return 1;	/* the host is gone: nobody to answer */
+	knitk_lane_ack_keep(c, 1ULL << lane, reply.in_arg ? 1ULL << lane : 0);
 	if (slot && how == SLOT_RUN && worker_finish(l, &reply, slot, &msg.header, status))
 		return 0;
-	if (reply_claim_lane(&reply))
+	if (knitk__reply_claim_lane(&reply))
 		return 1;	/* the host is gone: nobody to answer */
 	knitk_lane_header(l->ret, (unsigned int)reply.lane, &rh);
+	if (reply.in_arg) {
+		knitk_lane_set_value(l->ret, (unsigned int)reply.lane, reply.len);
+		rh->tag = POOL_TAG_IN_ARG;
+	}
 	rh->function_id = msg.header.function_id;
 	rh->task_id = msg.header.task_id;
 	rh->user = (uint32_t)status;

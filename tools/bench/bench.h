@@ -133,6 +133,7 @@ int bench_kill_reps(const struct bench_case *c, const struct bench_ctx *ctx,
 #define BENCH_TASK_ECHO		1	/* the payload, back */
 #define BENCH_TASK_SPIN		2	/* burn u64 ns of CPU */
 #define BENCH_TASK_PARK		3	/* i32 fd: write the pid there, block */
+#define BENCH_TASK_ECHO_IN_ARG	4	/* the payload, back in its own bytes */
 struct knitk_task_table;
 extern const struct knitk_task_table bench_tasks;
 

@@ -6,12 +6,13 @@
  *
  * knitk: knitk_pool_call with the payload, the task replies with the same
  * bytes (knitk_reply_set) and the result is copied out to the caller's
- * buffer.  knitk-loan (thread workers) and knitk-loan-processes: the
- * argument written in place, the whole of it at
- * every call, into the request's arena bytes of a loan
- * (knitk_pool_loan, knitk_pool_submit_loan) instead of being copied
- * there from a buffer prepared once; the result read in the handle,
- * which holds the one copy of it, as knitk_pool_call's buffer does.
+ * buffer.  knitk-loan (thread workers) and knitk-loan-processes: zero
+ * copies.  The argument is written in place, the whole of it at every
+ * call, into the request's arena bytes of a loan (knitk_pool_loan,
+ * knitk_pool_submit_loan) instead of being copied there from a buffer
+ * prepared once; the task answers with those very bytes
+ * (knitk_reply_in_arg) and the caller checks the result where it wrote
+ * the argument.
  * memcpy: the payload copied to a second buffer and back, the same two
  * directions with no IPC at all (the ceiling).  All report payload bytes
  * per second of echo; every reply is checked by content (its first and
@@ -58,7 +59,7 @@ static int pl_loan_echo(struct knitk_pool *pool, size_t size, uint64_t seq,
 	void *buf;
 	int ret;
 
-	ret = knitk_pool_loan(pool, BENCH_TASK_ECHO, size, NULL, &call, &buf);
+	ret = knitk_pool_loan(pool, BENCH_TASK_ECHO_IN_ARG, size, NULL, &call, &buf);
 	if (ret)
 		return ret;
 	memset(buf, 0x5a, size);

@@ -54,6 +54,19 @@ static int task_echo(const void *in, size_t len, struct knitk_reply *out,
 	return knitk_reply_set(out, in, len);
 }
 
+/*
+ * Echo the payload back where it is (knitk_reply_in_arg): no copy when
+ * it came in the arena, else as task_echo.
+ */
+static int task_echo_in_arg(const void *in, size_t len, struct knitk_reply *out,
+			    void *ctx)
+{
+	void *buf;
+	int ret = knitk_reply_in_arg(out, len, &buf);
+
+	return ret == -EOPNOTSUPP ? task_echo(in, len, out, ctx) : ret;
+}
+
 /* Burn the CPU for the u64 nanoseconds given (the steal scenario). */
 static int task_spin(const void *in, size_t len, struct knitk_reply *out,
 		     void *ctx)
@@ -92,6 +105,7 @@ static int task_park(const void *in, size_t len, struct knitk_reply *out,
 static const knitk_task_fn bench_fns[] = {
 	[BENCH_TASK_INC] = task_inc, [BENCH_TASK_ECHO] = task_echo,
 	[BENCH_TASK_SPIN] = task_spin, [BENCH_TASK_PARK] = task_park,
+	[BENCH_TASK_ECHO_IN_ARG] = task_echo_in_arg,
 };
 const struct knitk_task_table bench_tasks = {
 	.tasks = bench_fns, .nr_tasks = sizeof(bench_fns) / sizeof(bench_fns[0]),
