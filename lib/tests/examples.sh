@@ -20,7 +20,7 @@ if ! make -s -C "$here/../examples" OUT="$out" >"$out.log" 2>&1; then
 fi
 echo "ok - examples: build"
 for kind in -t -p; do
-	name="examples: loan ($kind): loans filled in place, sent alone and in batches, every checksum right"
+	name="examples: loan ($kind): loans filled in place, sent alone and in batches, every checksum right, records masked and answered in place"
 	if res=$(KNITK_BACKEND=futex timeout 120 "$out/loan" $kind 2>&1); then
 		printf '%s\n' "$res" | sed 's/^/# /'
 		echo "ok - $name"
