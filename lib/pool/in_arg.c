@@ -29,19 +29,30 @@ void knitk__in_arg_note(struct knitk_call *call, struct knitk_producer *p,
 	if (!call)
 		return;
 	slot = knitk_lane_arena(p, lane, &buf, &len);
-	call->arg_prod = slot >= 0 ? p : NULL;
-	if (slot < 0)
-		return;
-	call->arg = buf;
-	call->arg_len = len;
-	call->arg_slot = (unsigned int)slot;
+	if (slot >= 0) {
+		call->arg = buf;
+		call->arg_len = len;
+		call->arg_slot = (unsigned int)slot;
+	}
+	/*
+	 * Release pairs with the acquire in knitk__in_arg_take_locked: the
+	 * drainer that reads the answer may not have taken a lock this
+	 * publish held, only the worker's lanes lie between us.
+	 */
+	atomic_store_explicit(&call->arg_prod, slot >= 0 ? p : NULL,
+			      memory_order_release);
+}
+
+static struct knitk_producer *in_arg_prod(const struct knitk_call *call)
+{
+	return atomic_load_explicit(&call->arg_prod, memory_order_acquire);
 }
 
 /* The slot the worker kept, back to its allocator. */
 static void in_arg_free(struct knitk_call *call)
 {
-	knitk_producer_keep(call->arg_prod, call->arg_slot);
-	knitk_producer_free_kept(call->arg_prod, call->arg_slot);
+	knitk_producer_keep(in_arg_prod(call), call->arg_slot);
+	knitk_producer_free_kept(in_arg_prod(call), call->arg_slot);
 }
 
 /*
@@ -55,9 +66,11 @@ static void in_arg_free(struct knitk_call *call)
 void knitk__in_arg_take_locked(struct knitk_pool *pool, struct knitk_call *call,
 			       struct pool_result *r)
 {
+	struct knitk_producer *p = in_arg_prod(call);
+
 	r->in_arg = false;
-	if (!call->arg_prod || r->len > call->arg_len) {
-		if (call->arg_prod)
+	if (!p || r->len > call->arg_len) {
+		if (p)
 			in_arg_free(call);
 		r->status = -EBADMSG;
 		r->len = 0;
@@ -68,7 +81,7 @@ void knitk__in_arg_take_locked(struct knitk_pool *pool, struct knitk_call *call,
 		r->len = 0;
 		return;
 	}
-	knitk_producer_keep(call->arg_prod, call->arg_slot);
+	knitk_producer_keep(p, call->arg_slot);
 	call->kept = true;
 	call->kept_next = pool->kept_head;
 	call->kept_prev = NULL;
@@ -81,7 +94,7 @@ void knitk__in_arg_take_locked(struct knitk_pool *pool, struct knitk_call *call,
 /* A result @r of @call dropped unread (stale, or taken back): its slot. */
 void knitk__in_arg_drop(struct knitk_call *call, struct pool_result *r)
 {
-	if (r->in_arg && call && call->arg_prod)
+	if (r->in_arg && call && in_arg_prod(call))
 		in_arg_free(call);
 	r->in_arg = false;
 }
@@ -101,7 +114,7 @@ static void in_arg_unlink_locked(struct knitk_pool *pool, struct knitk_call *cal
 void knitk__in_arg_release_locked(struct knitk_pool *pool, struct knitk_call *call)
 {
 	in_arg_unlink_locked(pool, call);
-	knitk_producer_free_kept(call->arg_prod, call->arg_slot);
+	knitk_producer_free_kept(in_arg_prod(call), call->arg_slot);
 	call->data = NULL;
 }
 

@@ -124,11 +124,11 @@ struct knitk_call {
 	void *data;			/* result bytes: small[], malloc or @arg */
 	/*
 	 * The argument's arena bytes, when it has some (in_arg.c): their
-	 * producer (NULL: none), address, length and slot.  With @kept the
-	 * result is in them and the handle holds the slot (pool->lock, on
-	 * pool->kept_head's list).
+	 * producer (NULL: none; stored last, release, by the publish),
+	 * address, length and slot.  With @kept the result is in them and
+	 * the handle holds the slot (pool->lock, on pool->kept_head's list).
 	 */
-	struct knitk_producer *arg_prod;
+	struct knitk_producer *_Atomic arg_prod;
 	void *arg;
 	size_t arg_len;
 	unsigned int arg_slot;
