@@ -472,7 +472,13 @@ int knitk_reply_set(struct knitk_reply *out, const void *data, size_t len);
  * size before it reads: a worker that claims more completes the call
  * -EBADMSG.  If the worker dies after the call completed, the result is
  * still the caller's until its release; if it dies before, the call fails
- * -EOWNERDEAD as any other.
+ * -EOWNERDEAD as any other.  Until released, the result holds its arena
+ * bytes and one of the submitter mailbox's KNITK_ARENA_SLOTS slots: a
+ * program that keeps many such results leaves its later submits less
+ * room, and they wait for it as for any backpressure (up to their
+ * deadline).  knitk_pool_destroy moves a result not yet released into
+ * memory of the handle's own: a pointer knitk_call_result gave before
+ * is then stale.
  */
 int knitk_reply_in_arg(struct knitk_reply *out, size_t len, void **buf);
 

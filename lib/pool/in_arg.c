@@ -18,17 +18,13 @@
 
 #include "in_arg.h"
 
-/* Staged @lane of @p carries @call's argument: where its arena bytes are. */
-void knitk__in_arg_note(struct knitk_call *call, struct knitk_producer *p,
-			unsigned int lane)
+void knitk__in_arg_note_arena(struct knitk_call *call, struct knitk_producer *p,
+			      unsigned int lane)
 {
 	void *buf;
 	size_t len;
-	int slot;
+	int slot = knitk_lane_arena(p, lane, &buf, &len);
 
-	if (!call)
-		return;
-	slot = knitk_lane_arena(p, lane, &buf, &len);
 	if (slot >= 0) {
 		call->arg = buf;
 		call->arg_len = len;

@@ -14,9 +14,21 @@
  */
 #define POOL_TAG_IN_ARG		0x1a5
 
-/* Staged @lane of @p carries @call's argument: note its arena bytes. */
-void knitk__in_arg_note(struct knitk_call *call, struct knitk_producer *p,
-			unsigned int lane);
+void knitk__in_arg_note_arena(struct knitk_call *call, struct knitk_producer *p,
+			      unsigned int lane);
+
+/*
+ * Staged @lane of @p carries @call's argument of @len bytes: note where
+ * its arena bytes are.  One that fits the lane's inline bytes has none,
+ * as a new handle says already (arg_prod NULL).
+ */
+static inline void knitk__in_arg_note(struct knitk_call *call,
+				      struct knitk_producer *p,
+				      unsigned int lane, size_t len)
+{
+	if (call && len > call->pool->opts.inline_bytes)
+		knitk__in_arg_note_arena(call, p, lane);
+}
 /* @call's result @r is in its argument (pool->lock). */
 void knitk__in_arg_take_locked(struct knitk_pool *pool, struct knitk_call *call,
 			       struct pool_result *r);

@@ -22,8 +22,7 @@ int knitk__reply_claim_lane(struct knitk_reply *out)
 	return 0;
 }
 
-/* A return lane for the result and @len bytes in it (reply_alloc). */
-static int reply_alloc_lane(struct knitk_reply *out, size_t len, void **buf)
+int knitk__reply_alloc_lane(struct knitk_reply *out, size_t len, void **buf)
 {
 	int ret;
 
@@ -45,21 +44,6 @@ static int reply_alloc_lane(struct knitk_reply *out, size_t len, void **buf)
 		sched_yield();
 	}
 	return ret;
-}
-
-int knitk__reply_alloc(struct knitk_reply *out, size_t len, void **buf)
-{
-	if (len > out->max)
-		return -EMSGSIZE;
-	out->in_arg = false;
-	/* Into the box while it fits and no lane was taken for the result. */
-	if (out->box && out->lane < 0 && len <= out->box_cap) {
-		out->in_box = true;
-		out->len = len;
-		*buf = out->box->bytes;
-		return 0;
-	}
-	return reply_alloc_lane(out, len, buf);
 }
 
 KNITK_EXPORT int knitk_reply_alloc(struct knitk_reply *out, size_t len,

@@ -6,6 +6,8 @@
 #ifndef KNITK_POOL_REPLY_H
 #define KNITK_POOL_REPLY_H
 
+#include <errno.h>
+
 #include "pool_internal.h"
 #include "slot.h"
 
@@ -41,7 +43,24 @@ struct task_ctx {
  * (POOL_CAP), but be safe; -EPIPE when the host, which frees them, is gone.
  */
 int knitk__reply_claim_lane(struct knitk_reply *out);
-/* knitk_reply_alloc without its argument checks. */
-int knitk__reply_alloc(struct knitk_reply *out, size_t len, void **buf);
+/* A return lane for the result and @len bytes in it (knitk__reply_alloc). */
+int knitk__reply_alloc_lane(struct knitk_reply *out, size_t len, void **buf);
+
+/* knitk_reply_alloc without its argument checks: the box, else a lane. */
+static inline int knitk__reply_alloc(struct knitk_reply *out, size_t len,
+				     void **buf)
+{
+	if (len > out->max)
+		return -EMSGSIZE;
+	out->in_arg = false;
+	/* Into the box while it fits and no lane was taken for the result. */
+	if (out->box && out->lane < 0 && len <= out->box_cap) {
+		out->in_box = true;
+		out->len = len;
+		*buf = out->box->bytes;
+		return 0;
+	}
+	return knitk__reply_alloc_lane(out, len, buf);
+}
 
 #endif
