@@ -3,13 +3,14 @@
  * Results in the argument's own bytes (knitk_reply_in_arg): the worker
  * acknowledges the request lane keeping its arena slot live
  * (knitk_lane_ack_keep) and answers with a value lane tagged
- * POOL_TAG_IN_ARG that carries the result's length.  The host reads the
+ * POOL_TAG_IN_ARG and that slot, which carries the result's length.  The host reads the
  * result where the argument is, in the arena of the submitter's own
  * mailbox, whose allocator is the host's: the slot is the call's until
  * its release frees it (knitk_producer_free_kept), and a worker's death
- * or its successor never reuses it (docs/protocol.md C10).  What the
+ * or its successor never reuses it (docs/protocol.md C10).  Where the
  * argument's bytes are is the host's record, taken when it staged them;
- * the worker only says how many of them are the result.
+ * the worker only says which of the call's stagings it ran (a copy of a
+ * lane may run instead, R2) and how many of the bytes are the result.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,77 +22,88 @@
 void knitk__in_arg_note_arena(struct knitk_call *call, struct knitk_producer *p,
 			      unsigned int lane)
 {
-	void *buf;
-	size_t len;
-	int slot = knitk_lane_arena(p, lane, &buf, &len);
+	unsigned int n = atomic_load_explicit(&call->nr_args, memory_order_relaxed);
+	struct pool_arg *a = &call->args[n < POOL_ARG_LANES ? n : 0];
+	int slot;
 
-	if (slot >= 0) {
-		call->arg = buf;
-		call->arg_len = len;
-		call->arg_slot = (unsigned int)slot;
-	}
+	if (n == POOL_ARG_LANES)
+		return;
+	slot = knitk_lane_arena(p, lane, &a->buf, &a->len);
+	if (slot < 0)
+		return;
+	a->prod = p;
+	a->slot = (unsigned int)slot;
 	/*
-	 * Release pairs with the acquire in knitk__in_arg_take_locked: the
-	 * drainer that reads the answer may not have taken a lock this
-	 * publish held, only the worker's lanes lie between us.
+	 * Release pairs with the acquire in in_arg_find: the drainer that
+	 * reads the answer may not have taken a lock this publish held,
+	 * only the worker's lanes lie between us.
 	 */
-	atomic_store_explicit(&call->arg_prod, slot >= 0 ? p : NULL,
-			      memory_order_release);
+	atomic_store_explicit(&call->nr_args, n + 1, memory_order_release);
 }
 
-static struct knitk_producer *in_arg_prod(const struct knitk_call *call)
+/* The staging of @call's argument in arena @slot, or NULL: not its. */
+static struct pool_arg *in_arg_find(struct knitk_call *call, unsigned int slot)
 {
-	return atomic_load_explicit(&call->arg_prod, memory_order_acquire);
+	unsigned int i, n = atomic_load_explicit(&call->nr_args, memory_order_acquire);
+
+	for (i = 0; i < n; i++)
+		if (call->args[i].slot == slot)
+			return &call->args[i];
+	return NULL;
 }
 
 /* The slot the worker kept, back to its allocator. */
-static void in_arg_free(struct knitk_call *call)
+static void in_arg_free(const struct pool_arg *a)
 {
-	knitk_producer_keep(in_arg_prod(call), call->arg_slot);
-	knitk_producer_free_kept(in_arg_prod(call), call->arg_slot);
+	knitk_producer_keep(a->prod, a->slot);
+	knitk_producer_free_kept(a->prod, a->slot);
 }
 
 /*
  * Result @r of @call's worker says its bytes are the first r->len of the
- * argument's.  A call that completed meanwhile (aborted, expired) frees
- * the slot at once; otherwise @r takes the argument's bytes as its data
- * and the handle holds the slot until its release.  A call whose
- * argument has no arena bytes, or fewer than that, fails -EBADMSG: the
- * length is checked before a byte is read.  pool->lock.
+ * argument's lane in arena slot r->arg_slot.  A call that completed
+ * meanwhile (aborted, expired) frees the slot at once; otherwise @r
+ * takes those bytes as its data and the handle holds the slot until its
+ * release.  A slot this call's argument was not staged in is not
+ * touched, and that, or fewer bytes than r->len, fails the call -EBADMSG:
+ * the length is checked before a byte is read.  pool->lock.
  */
 void knitk__in_arg_take_locked(struct knitk_pool *pool, struct knitk_call *call,
 			       struct pool_result *r)
 {
-	struct knitk_producer *p = in_arg_prod(call);
+	struct pool_arg *a = in_arg_find(call, r->arg_slot);
 
 	r->in_arg = false;
-	if (!p || r->len > call->arg_len) {
-		if (p)
-			in_arg_free(call);
+	if (!a || r->len > a->len) {
+		if (a)
+			in_arg_free(a);
 		r->status = -EBADMSG;
 		r->len = 0;
 		return;
 	}
 	if (call_done_locked(call)) {
-		in_arg_free(call);
+		in_arg_free(a);
 		r->len = 0;
 		return;
 	}
-	knitk_producer_keep(p, call->arg_slot);
+	knitk_producer_keep(a->prod, a->slot);
 	call->kept = true;
+	call->kept_arg = (unsigned int)(a - call->args);
 	call->kept_next = pool->kept_head;
 	call->kept_prev = NULL;
 	if (pool->kept_head)
 		pool->kept_head->kept_prev = call;
 	pool->kept_head = call;
-	r->data = call->arg;
+	r->data = a->buf;
 }
 
 /* A result @r of @call dropped unread (stale, or taken back): its slot. */
 void knitk__in_arg_drop(struct knitk_call *call, struct pool_result *r)
 {
-	if (r->in_arg && call && in_arg_prod(call))
-		in_arg_free(call);
+	struct pool_arg *a = r->in_arg && call ? in_arg_find(call, r->arg_slot) : NULL;
+
+	if (a)
+		in_arg_free(a);
 	r->in_arg = false;
 }
 
@@ -109,8 +121,10 @@ static void in_arg_unlink_locked(struct knitk_pool *pool, struct knitk_call *cal
 /* The handle of @call goes: the argument's slot with it.  pool->lock. */
 void knitk__in_arg_release_locked(struct knitk_pool *pool, struct knitk_call *call)
 {
+	const struct pool_arg *a = &call->args[call->kept_arg];
+
 	in_arg_unlink_locked(pool, call);
-	knitk_producer_free_kept(in_arg_prod(call), call->arg_slot);
+	knitk_producer_free_kept(a->prod, a->slot);
 	call->data = NULL;
 }
 

@@ -10,9 +10,11 @@
 
 /*
  * The tag of a value lane that answers with the argument's own bytes
- * (C10): its value is the result's length.
+ * (C10), plus the arena slot of the request lane it ran: its value is
+ * the result's length.
  */
-#define POOL_TAG_IN_ARG		0x1a5
+#define POOL_TAG_IN_ARG		0x1a40
+#define POOL_TAG_IN_ARG_MASK	0xffc0
 
 void knitk__in_arg_note_arena(struct knitk_call *call, struct knitk_producer *p,
 			      unsigned int lane);
@@ -20,7 +22,7 @@ void knitk__in_arg_note_arena(struct knitk_call *call, struct knitk_producer *p,
 /*
  * Staged @lane of @p carries @call's argument of @len bytes: note where
  * its arena bytes are.  One that fits the lane's inline bytes has none,
- * as a new handle says already (arg_prod NULL).
+ * as a new handle says already (no args noted).
  */
 static inline void knitk__in_arg_note(struct knitk_call *call,
 				      struct knitk_producer *p,

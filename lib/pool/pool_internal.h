@@ -76,6 +76,15 @@ enum loan_state {
 	LOAN_SENDING,		/* in knitk_pool_submit_loan: a call as any other */
 };
 
+/* Where a call's argument was staged in a mailbox's arena (in_arg.c). */
+struct pool_arg {
+	struct knitk_producer *prod;
+	void *buf;
+	size_t len;
+	unsigned int slot;
+};
+#define POOL_ARG_LANES		2	/* a lane and its copy (R2) */
+
 struct knitk_call {
 	struct knitk_pool *pool;
 	/*
@@ -123,15 +132,14 @@ struct knitk_call {
 	struct knitk_call *done_prev, *done_next;
 	void *data;			/* result bytes: small[], malloc or @arg */
 	/*
-	 * The argument's arena bytes, when it has some (in_arg.c): their
-	 * producer (NULL: none; stored last, release, by the publish),
-	 * address, length and slot.  With @kept the result is in them and
-	 * the handle holds the slot (pool->lock, on pool->kept_head's list).
+	 * Where the argument was staged in the arena (in_arg.c), per lane
+	 * that carries it (R2: a copy may go too), @nr_args stored last
+	 * (release).  With @kept the result is in @args[@kept_arg] and the
+	 * handle holds its slot (pool->lock, on pool->kept_head's list).
 	 */
-	struct knitk_producer *_Atomic arg_prod;
-	void *arg;
-	size_t arg_len;
-	unsigned int arg_slot;
+	struct pool_arg args[POOL_ARG_LANES];
+	_Atomic unsigned int nr_args;
+	unsigned int kept_arg;
 	bool kept;
 	struct knitk_call *kept_prev, *kept_next;
 	struct knitk_call *next_free;	/* in pool->call_cache */
@@ -219,6 +227,7 @@ struct pool_result {
 	bool stop;
 	bool direct;		/* @len bytes went to the drainer's pool_direct */
 	bool in_arg;		/* @len bytes in the call's argument (in_arg.c) */
+	uint8_t arg_slot;	/* ... in the lane of that arena slot */
 	void *data;		/* a malloc copy; NULL: @len bytes in @small */
 	size_t len;
 	unsigned char small[POOL_SMALL_RESULT];

@@ -27,6 +27,7 @@ struct knitk_reply {
 	 */
 	void *arg;
 	size_t arg_len;
+	unsigned int arg_slot;		/* its arena slot, below 64 */
 	bool arg_arena;
 	bool in_arg;
 };

@@ -181,10 +181,11 @@ take_results(struct knitk_pool *pool, unsigned int w, uint64_t pending,
 		}
 		r->stop = msg.header.function_id == POOL_FN_STOP;
 		r->status = (int)(int32_t)msg.header.user;
-		if (msg.header.kind == KNITK_PAYLOAD_VALUE &&
-		    msg.header.tag == POOL_TAG_IN_ARG && !r->stop) {
+		if (msg.header.kind == KNITK_PAYLOAD_VALUE && !r->stop &&
+		    (msg.header.tag & POOL_TAG_IN_ARG_MASK) == POOL_TAG_IN_ARG) {
 			/* In the call's argument: checked when matched (in_arg.c). */
 			r->in_arg = true;
+			r->arg_slot = (uint8_t)(msg.header.tag & ~POOL_TAG_IN_ARG_MASK);
 			r->len = (size_t)msg.header.value;
 		} else if (msg.len > sizeof(r->small) && direct && !r->stop &&
 		    r->task_id == direct->task_id) {

@@ -399,7 +399,7 @@ int knitk__steal_publish(struct knitk_pool *pool, struct knitk_call *call,
 		progress = atomic_load_explicit(&pool->progress, memory_order_acquire);
 		ret = steal_publish_once(pool, -1, call, h, in, len, -1);
 		if (ret >= 0 && POOL_PUBLISH_TWICE())
-			steal_publish_once(pool, -1, NULL, h, in, len, -1);
+			steal_publish_once(pool, -1, call, h, in, len, -1);
 		if (ret >= 0)
 			return 0;
 		if (ret != -ENOSPC && ret != -EAGAIN)

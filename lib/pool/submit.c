@@ -277,8 +277,12 @@ static unsigned int pool_publish(struct knitk_pool *pool,
 								 subs[i].len ? subs[i].in : NULL,
 								 subs[i].len);
 
-				if (again >= 0)
+				if (again >= 0) {
 					lanes[w] |= 1ULL << again;
+					knitk__in_arg_note(calls[i], producers[w],
+							   (unsigned int)again,
+							   subs[i].len);
+				}
 			}
 		}
 		/* L2: one release store of each pub word publishes its lanes. */

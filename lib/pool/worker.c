@@ -173,6 +173,7 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 		/* The request's arena bytes: a reply may be written there. */
 		reply.arg = (void *)(uintptr_t)msg.data;
 		reply.arg_len = msg.len;
+		reply.arg_slot = msg.header.arena_slot;
 		reply.arg_arena = true;
 	}
 	if (stop)
@@ -196,7 +197,7 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	knitk_lane_header(l->ret, (unsigned int)reply.lane, &rh);
 	if (reply.in_arg) {
 		knitk_lane_set_value(l->ret, (unsigned int)reply.lane, reply.len);
-		rh->tag = POOL_TAG_IN_ARG;
+		rh->tag = (uint16_t)(POOL_TAG_IN_ARG | reply.arg_slot);
 	}
 	rh->function_id = msg.header.function_id;
 	rh->task_id = msg.header.task_id;
