@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later OR MIT */
 /*
- * Results in the argument's own bytes (in_arg.c, knitk_reply_in_arg): the
- * host's side.
+ * Results in the argument's own bytes (knitk_reply_in_arg): the wire tag,
+ * and the host's side (in_arg.c).
  */
 #ifndef KNITK_POOL_IN_ARG_H
 #define KNITK_POOL_IN_ARG_H
 
 #include "pool_internal.h"
+
+/*
+ * The tag of a value lane that answers with the argument's own bytes
+ * (C10): its value is the result's length.
+ */
+#define POOL_TAG_IN_ARG		0x1a5
 
 /* Staged @lane of @p carries @call's argument: note its arena bytes. */
 void knitk__in_arg_note(struct knitk_call *call, struct knitk_producer *p,

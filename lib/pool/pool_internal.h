@@ -36,11 +36,6 @@
 #define POOL_CAP		(KNITK_LANES - 1)
 /* function_id of the stop message and of its reply. */
 #define POOL_FN_STOP		0xffffffffU
-/*
- * The tag of a value lane that answers with the argument's own bytes
- * (in_arg.c): its value is the result's length.
- */
-#define POOL_TAG_IN_ARG		0x1a5
 /* Default geometry and spin budget. */
 #define POOL_DEF_SUBMITTERS	4
 #define POOL_DEF_INLINE		192

@@ -34,6 +34,7 @@
 #include "process.h"
 #include "slot.h"
 #include "reply.h"
+#include "in_arg.h"
 #include "../trace.h"
 
 struct worker_loop {

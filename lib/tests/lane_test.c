@@ -650,6 +650,79 @@ static void reset_consumer_keeps_claimed_lane(void)
 	fx_fini(&f);
 }
 
+/*
+ * A consumer that acknowledges a lane keeping its arena bytes
+ * (knitk_lane_ack_keep) leaves them live: the producer places nothing
+ * over them, a stand-in for a dead consumer does not free them while the
+ * producer's side holds them (knitk_producer_keep), and
+ * knitk_producer_free_kept gives them back, once.  knitk_lane_arena
+ * tells where a staged lane's bytes are from the producer's own record.
+ */
+static void ack_keep_hands_slot_to_producer(void)
+{
+	struct knitk_lane_header h = { 0 };
+	struct knitk_msg msg = { .size = sizeof(msg) };
+	static unsigned char big[1 << 16];
+	unsigned char *kept;
+	uint64_t pend;
+	int lane, other, slot, i;
+	size_t len;
+	void *buf;
+	struct fx f;
+
+	REQUIRE(fx_init(&f, 64, 1 << 16) == 0);
+	memset(big, 0xa5, 30000);
+	lane = knitk_producer_stage(f.p, &h, big, 30000);
+	REQUIRE(lane >= 0);
+	slot = knitk_lane_arena(f.p, (unsigned int)lane, &buf, &len);
+	CHECK(slot >= 0 && slot < KNITK_ARENA_SLOTS);
+	CHECK_EQ(len, (size_t)30000);
+	kept = buf;
+	CHECK(kept[0] == 0xa5 && kept[29999] == 0xa5);
+	CHECK_EQ(knitk_lane_arena(f.p, (unsigned int)lane, NULL, NULL), slot);
+	REQUIRE(knitk_lane_publish(f.p, (unsigned int)lane) == 0);
+	/* Published: no longer the producer's claimed lane. */
+	CHECK_EQ(knitk_lane_arena(f.p, (unsigned int)lane, &buf, &len), -EPERM);
+	other = knitk_producer_stage(f.p, &h, big, 8);
+	REQUIRE(other >= 0);
+	CHECK_EQ(knitk_lane_arena(f.p, (unsigned int)other, &buf, &len), -ENOENT);
+	REQUIRE(knitk_lane_publish(f.p, (unsigned int)other) == 0);
+
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 2);
+	REQUIRE(knitk_lane_decode(f.c, (unsigned int)lane, &msg) == 0);
+	CHECK(msg.data == (const void *)kept);
+	CHECK_EQ(knitk_lane_ack_keep(f.c, pend, ~0ULL), -EINVAL);
+	CHECK_EQ(knitk_lane_ack_keep(NULL, pend, 0), -EINVAL);
+	CHECK_EQ(knitk_lane_ack_keep(f.c, pend, 1ULL << lane), 0);
+	/* Live: room for what is left of the arena only, placed elsewhere. */
+	CHECK_EQ(knitk_producer_send(f.p, &h, big, 40000), -ENOSPC);
+	memset(big, 0x11, 30000);
+	for (i = 0; i < 20; i++) {
+		REQUIRE(knitk_producer_send(f.p, &h, big, 30000) >= 0);
+		CHECK_EQ(knitk_lane_scan(f.c, &pend), 1);
+		CHECK_EQ(knitk_lane_ack(f.c, pend), 0);
+	}
+	CHECK(kept[0] == 0xa5 && kept[15000] == 0xa5 && kept[29999] == 0xa5);
+
+	/* Held by the producer's side: a stand-in leaves it. */
+	CHECK_EQ(knitk_producer_keep(f.p, KNITK_ARENA_SLOTS), -EINVAL);
+	CHECK_EQ(knitk_producer_free_kept(f.p, (unsigned int)(slot + 1) % 64), -EINVAL);
+	CHECK_EQ(knitk_producer_keep(f.p, (unsigned int)slot), 0);
+	knitk_consumer_destroy(f.c);
+	f.c = NULL;
+	CHECK_EQ(knitk_producer_reset_consumer(f.p), 0);
+	CHECK_EQ(knitk_producer_send(f.p, &h, big, 40000), -ENOSPC);
+	CHECK(kept[0] == 0xa5 && kept[29999] == 0xa5);
+	CHECK_EQ(knitk_producer_free_kept(f.p, (unsigned int)slot), 0);
+	CHECK_EQ(knitk_producer_free_kept(f.p, (unsigned int)slot), -EINVAL);
+	/* Everything free again: the whole arena in one payload. */
+	REQUIRE(knitk_consumer_create(f.k, (unsigned int)f.mailbox, &f.c) == 0);
+	CHECK(knitk_producer_send(f.p, &h, big, sizeof(big)) >= 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 1);
+	CHECK_EQ(knitk_lane_ack(f.c, pend), 0);
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	TEST(value_roundtrip);
@@ -667,5 +740,6 @@ int main(void)
 	TEST(reset_consumer_frees_everything);
 	TEST(reset_consumer_keeps_claimed_lane);
 	TEST(release_ignores_a_written_header);
+	TEST(ack_keep_hands_slot_to_producer);
 	return tap_exit();
 }
