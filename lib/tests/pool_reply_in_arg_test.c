@@ -54,6 +54,7 @@
 #include "pool_tasks.h"
 #include "pool_kill.h"
 #include "fixtures.h"
+#include "../pool/in_arg.h"
 #include "../pool/pool_internal.h"
 #include "../pool/slot.h"
 
