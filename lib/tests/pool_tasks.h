@@ -40,6 +40,11 @@ enum {
 	T_SEQ,		/* -> u64: T_SEQ calls this process ran before */
 	T_TID,		/* -> i32: the thread that ran it (gettid) */
 	T_RUN,		/* struct run_arg + pad: counted in the run table */
+	/* Replies in the argument's own bytes (knitk_reply_in_arg). */
+	T_ECHO_IN_ARG,	/* any bytes -> the same, in place: see task_echo_in_arg */
+	T_XFORM_IN_ARG,	/* u32 keep_len, bytes: see task_xform_in_arg */
+	T_IN_ARG_ERRS,	/* u8 IN_ARG_SMALL/_LARGE, bytes: see task_in_arg_errs */
+	T_IN_ARG_THEN_SET, /* u8 order, bytes: see task_in_arg_then_set */
 	T_NR,
 };
 
@@ -406,6 +411,163 @@ static inline uint64_t run_result_foreign(struct knitk_call *c, uint64_t id)
 }
 
 /*
+ * Replies in the argument's own bytes (knitk_reply_in_arg): only an
+ * argument that travels in the arena (over the lane's inline bytes) can
+ * be answered so; a smaller one gets -EOPNOTSUPP.
+ *
+ * T_ECHO_IN_ARG answers with its whole argument: in place (status
+ * IN_ARG_IN_PLACE), or, for an argument that is not in the arena, copied
+ * by knitk_reply_set (status IN_ARG_COPIED, or that call's error); any
+ * other error of knitk_reply_in_arg is the status, and so is -EFAULT for
+ * a pointer that is not the task's argument.
+ */
+#define IN_ARG_COPIED		0
+#define IN_ARG_IN_PLACE		1
+
+static int task_echo_in_arg(const void *in, size_t len, struct knitk_reply *out,
+			    void *ctx)
+{
+	void *b = NULL;
+	int ret;
+
+	(void)ctx;
+	ret = knitk_reply_in_arg(out, len, &b);
+	if (ret == -EOPNOTSUPP) {
+		ret = knitk_reply_set(out, in, len);
+		return ret ? ret : IN_ARG_COPIED;
+	}
+	if (ret)
+		return ret;
+	return b == in ? IN_ARG_IN_PLACE : -EFAULT;
+}
+
+/*
+ * T_XFORM_IN_ARG: the argument is a u32 keep_len and bytes; the task
+ * answers with the first keep_len bytes of its argument (the u32 among
+ * them), each one more than it was, transformed where they lie.  Status:
+ * knitk_reply_in_arg's error (then nothing is written), else keep_len.
+ */
+static int task_xform_in_arg(const void *in, size_t len, struct knitk_reply *out,
+			     void *ctx)
+{
+	unsigned char *b = NULL;
+	uint32_t keep, i;
+	int ret;
+
+	(void)ctx;
+	if (len < sizeof(keep))
+		return -EINVAL;
+	memcpy(&keep, in, sizeof(keep));
+	ret = knitk_reply_in_arg(out, keep, (void **)&b);
+	if (ret)
+		return ret;
+	if ((const void *)b != in)
+		return -EFAULT;
+	for (i = 0; i < keep; i++)
+		b[i]++;
+	return (int)keep;
+}
+
+/*
+ * T_IN_ARG_ERRS: the refusals of knitk_reply_in_arg, checked in the
+ * worker.  The first byte says what the argument is: IN_ARG_LARGE (in
+ * the arena) or IN_ARG_SMALL (inline; an empty argument is small).  Every
+ * argument: NULL @out or @buf is -EINVAL.  Large: a length over the
+ * argument's (by one, and SIZE_MAX) is -EMSGSIZE.  Small: a length the
+ * argument has is -EOPNOTSUPP.  No refusal leaves a reply: the call
+ * answers with no bytes.  0 when all hold, else the first that did not
+ * (IN_ARG_ERR_*, distinct negative codes).
+ */
+#define IN_ARG_SMALL		's'
+#define IN_ARG_LARGE		'L'
+#define IN_ARG_ERR_NULL_OUT	(-1001)
+#define IN_ARG_ERR_NULL_BUF	(-1002)
+#define IN_ARG_ERR_OVER		(-1003)
+#define IN_ARG_ERR_OVER_MAX	(-1004)
+#define IN_ARG_ERR_SMALL	(-1005)
+#define IN_ARG_ERR_BUF_SET	(-1006)
+#define IN_ARG_ERR_KIND		(-1007)
+
+static int task_in_arg_errs(const void *in, size_t len, struct knitk_reply *out,
+			    void *ctx)
+{
+	char kind = len ? *(const char *)in : IN_ARG_SMALL;
+	void *b = NULL;
+
+	(void)ctx;
+	if (kind != IN_ARG_SMALL && kind != IN_ARG_LARGE)
+		return IN_ARG_ERR_KIND;
+	if (knitk_reply_in_arg(NULL, len, &b) != -EINVAL)
+		return IN_ARG_ERR_NULL_OUT;
+	if (knitk_reply_in_arg(out, len, NULL) != -EINVAL ||
+	    knitk_reply_in_arg(out, 1, NULL) != -EINVAL)
+		return IN_ARG_ERR_NULL_BUF;
+	if (kind == IN_ARG_LARGE) {
+		if (knitk_reply_in_arg(out, len + 1, &b) != -EMSGSIZE)
+			return IN_ARG_ERR_OVER;
+		if (knitk_reply_in_arg(out, SIZE_MAX, &b) != -EMSGSIZE)
+			return IN_ARG_ERR_OVER_MAX;
+	} else if (knitk_reply_in_arg(out, len, &b) != -EOPNOTSUPP) {
+		return IN_ARG_ERR_SMALL;
+	}
+	return b ? IN_ARG_ERR_BUF_SET : 0;
+}
+
+/*
+ * T_IN_ARG_THEN_SET: the last of knitk_reply_alloc, knitk_reply_set and
+ * knitk_reply_in_arg wins.  The first byte is the order:
+ *  IN_ARG_THEN_SET: in place, then knitk_reply_set "last" -> "last";
+ *  SET_THEN_IN_ARG: "last", then in place -> the whole argument;
+ *  ALLOC_THEN_IN_ARG: a reply of the argument's length filled with 0xa5
+ *	(a return lane's arena bytes when it is large), then in place ->
+ *	the whole argument;
+ *  IN_ARG_THEN_ALLOC: in place (its bytes then overwritten with 0x5a),
+ *	then a reply of half the argument's length filled with 0x3c -> those.
+ * Status: the first error, else 0.
+ */
+#define IN_ARG_THEN_SET		0
+#define SET_THEN_IN_ARG		1
+#define ALLOC_THEN_IN_ARG	2
+#define IN_ARG_THEN_ALLOC	3
+
+static int task_in_arg_then_set(const void *in, size_t len,
+				struct knitk_reply *out, void *ctx)
+{
+	void *b = NULL, *r;
+	int ret;
+
+	(void)ctx;
+	if (len < 1)
+		return -EINVAL;
+	switch (*(const uint8_t *)in) {
+	case IN_ARG_THEN_SET:
+		ret = knitk_reply_in_arg(out, len, &b);
+		return ret ? ret : knitk_reply_set(out, "last", 4);
+	case SET_THEN_IN_ARG:
+		ret = knitk_reply_set(out, "last", 4);
+		return ret ? ret : knitk_reply_in_arg(out, len, &b);
+	case ALLOC_THEN_IN_ARG:
+		ret = knitk_reply_alloc(out, len, &r);
+		if (ret)
+			return ret;
+		memset(r, 0xa5, len);
+		return knitk_reply_in_arg(out, len, &b);
+	case IN_ARG_THEN_ALLOC:
+		ret = knitk_reply_in_arg(out, len, &b);
+		if (ret)
+			return ret;
+		memset(b, 0x5a, len);
+		ret = knitk_reply_alloc(out, len / 2, &r);
+		if (ret)
+			return ret;
+		memset(r, 0x3c, len / 2);
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+/*
  * The entries of test_task_fns, for a table that goes on past T_NR with
  * tasks of its own (hostile_tasks.h).
  */
@@ -421,7 +583,11 @@ static inline uint64_t run_result_foreign(struct knitk_call *c, uint64_t id)
 	[T_GATE] = task_gate,						\
 	[T_SEQ] = task_seq,						\
 	[T_TID] = task_tid,						\
-	[T_RUN] = task_run
+	[T_RUN] = task_run,						\
+	[T_ECHO_IN_ARG] = task_echo_in_arg,				\
+	[T_XFORM_IN_ARG] = task_xform_in_arg,				\
+	[T_IN_ARG_ERRS] = task_in_arg_errs,				\
+	[T_IN_ARG_THEN_SET] = task_in_arg_then_set
 
 static const knitk_task_fn test_task_fns[T_NR] = { TEST_TASK_FNS };
 
