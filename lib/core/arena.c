@@ -37,6 +37,15 @@ struct knitk_arena {
 	uint64_t len[KNITK_ARENA_SLOTS];	/* reserved bytes, by slot */
 	unsigned int nr_free_words;
 	const uint64_t *free_words[KNITK_ARENA_MAX_FREE_WORDS];
+	/*
+	 * Bit s: the XOR of the shared free words' bit s when slot s was
+	 * last placed (knitk__arena_freed_since_placed).  Only the producer
+	 * stores it; any thread loads it.
+	 */
+	uint64_t placed;
+	/* Placements so far, and the number of each slot's last (any thread). */
+	uint64_t placements;
+	uint64_t placement[KNITK_ARENA_SLOTS];
 };
 
 int knitk__arena_create(uint64_t size, struct knitk_arena **arena)
@@ -153,9 +162,43 @@ int knitk__arena_alloc(struct knitk_arena *arena, uint64_t len,
 	a->start[slot] = at;
 	a->len[slot] = need;
 	a->tracked |= 1ULL << slot;
+	/*
+	 * A slot out of the table is free: its toggles agree, so the shared
+	 * words' part of its frees is the allocation toggle minus our own
+	 * rollbacks.  Release pairs with the acquire in
+	 * knitk__arena_freed_since_placed (the consumer saw the slot only
+	 * after our publish anyway).
+	 */
+	atomic_store_explicit(A64(&a->placed), (a->placed & ~(1ULL << slot)) |
+			      ((a->alloc_toggles ^ a->rollback) & (1ULL << slot)),
+			      memory_order_release);
+	atomic_store_explicit(A64(&a->placement[slot]), ++a->placements,
+			      memory_order_release);
 	a->alloc_toggles ^= 1ULL << slot;
 	*offset = at;
 	return (int)slot;
+}
+
+uint64_t knitk__arena_placement(const struct knitk_arena *arena,
+				unsigned int slot)
+{
+	/* Acquire pairs with the release store of the placement. */
+	return atomic_load_explicit(A64(&arena->placement[slot]),
+				    memory_order_acquire);
+}
+
+bool knitk__arena_freed_since_placed(const struct knitk_arena *arena,
+				     unsigned int slot)
+{
+	const struct knitk_arena *a = arena;
+	uint64_t f = atomic_load_explicit(A64(&a->placed), memory_order_acquire);
+	unsigned int i;
+
+	/* Acquire pairs with each freer's release store, as in arena_freed. */
+	for (i = 0; i < a->nr_free_words; i++)
+		f ^= atomic_load_explicit(A64(a->free_words[i]),
+					  memory_order_acquire);
+	return f & (1ULL << slot);
 }
 
 static bool arena_slot_live(struct knitk_arena *a, unsigned int slot)

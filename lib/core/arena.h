@@ -11,6 +11,7 @@
 #ifndef KNITK_ARENA_H
 #define KNITK_ARENA_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "knitk.h"
@@ -44,6 +45,22 @@ int knitk__arena_alloc(struct knitk_arena *arena, uint64_t len,
  */
 int knitk__arena_realloc(struct knitk_arena *arena, unsigned int slot,
 			 uint64_t len, uint64_t *offset);
+
+/*
+ * knitk__arena_freed_since_placed - whether a free of @slot was stored in
+ * the shared free words since the producer last placed it (an odd number
+ * of them): then the bytes are not the placement's any more.  Any thread.
+ */
+bool knitk__arena_freed_since_placed(const struct knitk_arena *arena,
+				     unsigned int slot);
+
+/*
+ * knitk__arena_placement - the number of @slot's last placement (they
+ * count from 1, over the arena's life): a new placement of the slot has a
+ * new number.  Any thread.
+ */
+uint64_t knitk__arena_placement(const struct knitk_arena *arena,
+				unsigned int slot);
 
 /* knitk__arena_free - the producer's own rollback free of a live slot. */
 int knitk__arena_free(struct knitk_arena *arena, unsigned int slot);

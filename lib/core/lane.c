@@ -281,7 +281,8 @@ KNITK_EXPORT int knitk_lane_header(struct knitk_producer *producer,
 }
 
 KNITK_EXPORT int knitk_lane_arena(struct knitk_producer *producer,
-				  unsigned int lane, void **buf, size_t *len)
+				  unsigned int lane, void **buf, size_t *len,
+				  uint64_t *placement)
 {
 	struct knitk_producer *p = producer;
 	int ret = producer_check_claimed(p, lane);
@@ -300,14 +301,23 @@ KNITK_EXPORT int knitk_lane_arena(struct knitk_producer *producer,
 	if (len)
 		*len = lane_hdr(p, lane)->length <= room ?
 		       (size_t)lane_hdr(p, lane)->length : (size_t)room;
+	if (placement)
+		*placement = knitk__arena_placement(p->arena, (unsigned int)slot);
 	return slot;
 }
 
 KNITK_EXPORT int knitk_producer_keep(struct knitk_producer *producer,
-				     unsigned int slot)
+				     unsigned int slot, uint64_t placement)
 {
 	if (!producer || slot >= KNITK_ARENA_SLOTS)
 		return -EINVAL;
+	/*
+	 * Placed anew, or freed by the consumer after all: not that
+	 * placement's bytes to hold, nor ours to free again.
+	 */
+	if (knitk__arena_placement(producer->arena, slot) != placement ||
+	    knitk__arena_freed_since_placed(producer->arena, slot))
+		return -ESTALE;
 	/*
 	 * Release pairs with the acquire in the stand-ins' loads of kept
 	 * (knitk_producer_reset_consumer, knitk_producer_reset_claimant).

@@ -578,24 +578,29 @@ int knitk_producer_reset_consumer(struct knitk_producer *producer);
 /*
  * knitk_lane_arena - the arena bytes of claimed @lane, from the producer's
  * own record: returns their slot (0 to KNITK_ARENA_SLOTS - 1), with their
- * address in this mapping in *@buf and their length in *@len (either may be
- * NULL); -ENOENT when the lane's payload is not in the arena.
+ * address in this mapping in *@buf, their length in *@len and the number
+ * of that placement of the slot in *@placement (each may be NULL);
+ * -ENOENT when the lane's payload is not in the arena.
  */
 int knitk_lane_arena(struct knitk_producer *producer, unsigned int lane,
-		     void **buf, size_t *len);
+		     void **buf, size_t *len, uint64_t *placement);
 
 /*
  * knitk_producer_keep - the consumer kept arena @slot (knitk_lane_ack_keep)
  * and the producer's user now holds its bytes: they stay live, and a
  * stand-in for a dead consumer (knitk_producer_reset_consumer,
  * knitk_producer_reset_claimant) leaves them alone, until
- * knitk_producer_free_kept(@slot) frees them.  Either may be called from
- * any thread, beside the one that produces (atomic words); neither checks
- * that the consumer really kept the slot: a slot it freed as well is freed
- * twice, and the allocator then counts it live.  -EINVAL for a slot out
- * of range, or (free_kept) one not kept.
+ * knitk_producer_free_kept(@slot) frees them.  @placement is the one
+ * knitk_lane_arena gave for the lane: -ESTALE when the slot was placed
+ * anew since, or the consumer freed it after all (its bytes are not that
+ * lane's any more; nothing is kept).  A consumer that frees a kept slot
+ * later makes the allocator count it live; the producer's side cannot
+ * tell.  Either may be called from any thread, beside the one that
+ * produces (atomic words).  -EINVAL for a slot out of range, or
+ * (free_kept) one not kept.
  */
-int knitk_producer_keep(struct knitk_producer *producer, unsigned int slot);
+int knitk_producer_keep(struct knitk_producer *producer, unsigned int slot,
+			uint64_t placement);
 int knitk_producer_free_kept(struct knitk_producer *producer, unsigned int slot);
 
 /*

@@ -28,7 +28,7 @@ void knitk__in_arg_note_arena(struct knitk_call *call, struct knitk_producer *p,
 
 	if (n == POOL_ARG_LANES)
 		return;
-	slot = knitk_lane_arena(p, lane, &a->buf, &a->len);
+	slot = knitk_lane_arena(p, lane, &a->buf, &a->len, &a->placement);
 	if (slot < 0)
 		return;
 	a->prod = p;
@@ -52,11 +52,20 @@ static struct pool_arg *in_arg_find(struct knitk_call *call, unsigned int slot)
 	return NULL;
 }
 
-/* The slot the worker kept, back to its allocator. */
+/*
+ * The slot the worker kept, held for the handle: 0, or -ESTALE when the
+ * worker freed it after all (its bytes are not the call's any more).
+ */
+static int in_arg_keep(const struct pool_arg *a)
+{
+	return knitk_producer_keep(a->prod, a->slot, a->placement);
+}
+
+/* The slot the worker kept, back to its allocator (if it did keep it). */
 static void in_arg_free(const struct pool_arg *a)
 {
-	knitk_producer_keep(a->prod, a->slot);
-	knitk_producer_free_kept(a->prod, a->slot);
+	if (!in_arg_keep(a))
+		knitk_producer_free_kept(a->prod, a->slot);
 }
 
 /*
@@ -64,9 +73,11 @@ static void in_arg_free(const struct pool_arg *a)
  * argument's lane in arena slot r->arg_slot.  A call that completed
  * meanwhile (aborted, expired) frees the slot at once; otherwise @r
  * takes those bytes as its data and the handle holds the slot until its
- * release.  A slot this call's argument was not staged in is not
- * touched, and that, or fewer bytes than r->len, fails the call -EBADMSG:
- * the length is checked before a byte is read.  pool->lock.
+ * release.  A slot this call's argument was not staged in, or one its
+ * worker did not keep after all (knitk_producer_keep: freed, or placed
+ * anew since), is not touched, and that, or fewer bytes than r->len,
+ * fails the call -EBADMSG: the length is checked before a byte is read.
+ * pool->lock.
  */
 void knitk__in_arg_take_locked(struct knitk_pool *pool, struct knitk_call *call,
 			       struct pool_result *r)
@@ -74,19 +85,19 @@ void knitk__in_arg_take_locked(struct knitk_pool *pool, struct knitk_call *call,
 	struct pool_arg *a = in_arg_find(call, r->arg_slot);
 
 	r->in_arg = false;
-	if (!a || r->len > a->len) {
-		if (a)
-			in_arg_free(a);
+	if (!a || in_arg_keep(a)) {
+		/* Not a staging of this call's, or not kept: not touched. */
 		r->status = -EBADMSG;
 		r->len = 0;
 		return;
 	}
-	if (call_done_locked(call)) {
-		in_arg_free(a);
+	if (r->len > a->len || call_done_locked(call)) {
+		knitk_producer_free_kept(a->prod, a->slot);
+		if (r->len > a->len)
+			r->status = -EBADMSG;
 		r->len = 0;
 		return;
 	}
-	knitk_producer_keep(a->prod, a->slot);
 	call->kept = true;
 	call->kept_arg = (unsigned int)(a - call->args);
 	call->kept_next = pool->kept_head;

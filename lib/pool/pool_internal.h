@@ -81,6 +81,7 @@ struct pool_arg {
 	struct knitk_producer *prod;
 	void *buf;
 	size_t len;
+	uint64_t placement;
 	unsigned int slot;
 };
 #define POOL_ARG_LANES		2	/* a lane and its copy (R2) */

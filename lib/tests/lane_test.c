@@ -655,8 +655,10 @@ static void reset_consumer_keeps_claimed_lane(void)
  * (knitk_lane_ack_keep) leaves them live: the producer places nothing
  * over them, a stand-in for a dead consumer does not free them while the
  * producer's side holds them (knitk_producer_keep), and
- * knitk_producer_free_kept gives them back, once.  knitk_lane_arena
- * tells where a staged lane's bytes are from the producer's own record.
+ * knitk_producer_free_kept gives them back, once.  A slot the consumer
+ * freed after all, or placed anew since, is not kept (-ESTALE).
+ * knitk_lane_arena tells where a staged lane's bytes are, and which
+ * placement of the slot, from the producer's own record.
  */
 static void ack_keep_hands_slot_to_producer(void)
 {
@@ -666,6 +668,7 @@ static void ack_keep_hands_slot_to_producer(void)
 	unsigned char *kept;
 	uint64_t pend;
 	int lane, other, slot, i;
+	uint64_t placed, again;
 	size_t len;
 	void *buf;
 	struct fx f;
@@ -674,18 +677,19 @@ static void ack_keep_hands_slot_to_producer(void)
 	memset(big, 0xa5, 30000);
 	lane = knitk_producer_stage(f.p, &h, big, 30000);
 	REQUIRE(lane >= 0);
-	slot = knitk_lane_arena(f.p, (unsigned int)lane, &buf, &len);
+	slot = knitk_lane_arena(f.p, (unsigned int)lane, &buf, &len, &placed);
 	CHECK(slot >= 0 && slot < KNITK_ARENA_SLOTS);
 	CHECK_EQ(len, (size_t)30000);
 	kept = buf;
 	CHECK(kept[0] == 0xa5 && kept[29999] == 0xa5);
-	CHECK_EQ(knitk_lane_arena(f.p, (unsigned int)lane, NULL, NULL), slot);
+	CHECK_EQ(knitk_lane_arena(f.p, (unsigned int)lane, NULL, NULL, &again), slot);
+	CHECK_EQ(again, placed);
 	REQUIRE(knitk_lane_publish(f.p, (unsigned int)lane) == 0);
 	/* Published: no longer the producer's claimed lane. */
-	CHECK_EQ(knitk_lane_arena(f.p, (unsigned int)lane, &buf, &len), -EPERM);
+	CHECK_EQ(knitk_lane_arena(f.p, (unsigned int)lane, &buf, &len, NULL), -EPERM);
 	other = knitk_producer_stage(f.p, &h, big, 8);
 	REQUIRE(other >= 0);
-	CHECK_EQ(knitk_lane_arena(f.p, (unsigned int)other, &buf, &len), -ENOENT);
+	CHECK_EQ(knitk_lane_arena(f.p, (unsigned int)other, &buf, &len, NULL), -ENOENT);
 	REQUIRE(knitk_lane_publish(f.p, (unsigned int)other) == 0);
 
 	CHECK_EQ(knitk_lane_scan(f.c, &pend), 2);
@@ -705,9 +709,10 @@ static void ack_keep_hands_slot_to_producer(void)
 	CHECK(kept[0] == 0xa5 && kept[15000] == 0xa5 && kept[29999] == 0xa5);
 
 	/* Held by the producer's side: a stand-in leaves it. */
-	CHECK_EQ(knitk_producer_keep(f.p, KNITK_ARENA_SLOTS), -EINVAL);
+	CHECK_EQ(knitk_producer_keep(f.p, KNITK_ARENA_SLOTS, placed), -EINVAL);
 	CHECK_EQ(knitk_producer_free_kept(f.p, (unsigned int)(slot + 1) % 64), -EINVAL);
-	CHECK_EQ(knitk_producer_keep(f.p, (unsigned int)slot), 0);
+	CHECK_EQ(knitk_producer_keep(f.p, (unsigned int)slot, placed + 1), -ESTALE);
+	CHECK_EQ(knitk_producer_keep(f.p, (unsigned int)slot, placed), 0);
 	knitk_consumer_destroy(f.c);
 	f.c = NULL;
 	CHECK_EQ(knitk_producer_reset_consumer(f.p), 0);
@@ -720,6 +725,22 @@ static void ack_keep_hands_slot_to_producer(void)
 	CHECK(knitk_producer_send(f.p, &h, big, sizeof(big)) >= 0);
 	CHECK_EQ(knitk_lane_scan(f.c, &pend), 1);
 	CHECK_EQ(knitk_lane_ack(f.c, pend), 0);
+
+	/* A slot its consumer freed, or placed anew since, is not kept. */
+	lane = knitk_producer_stage(f.p, &h, big, 30000);
+	REQUIRE(lane >= 0);
+	slot = knitk_lane_arena(f.p, (unsigned int)lane, NULL, NULL, &placed);
+	REQUIRE(slot >= 0 && knitk_lane_publish(f.p, (unsigned int)lane) == 0);
+	CHECK_EQ(knitk_lane_scan(f.c, &pend), 1);
+	CHECK_EQ(knitk_lane_ack(f.c, pend), 0);
+	CHECK_EQ(knitk_producer_keep(f.p, (unsigned int)slot, placed), -ESTALE);
+	CHECK_EQ(knitk_producer_free_kept(f.p, (unsigned int)slot), -EINVAL);
+	for (i = 0; i < 4; i++) {
+		REQUIRE(knitk_producer_send(f.p, &h, big, 30000) >= 0);
+		CHECK_EQ(knitk_lane_scan(f.c, &pend), 1);
+		CHECK_EQ(knitk_lane_ack(f.c, pend), 0);
+		CHECK_EQ(knitk_producer_keep(f.p, (unsigned int)slot, placed), -ESTALE);
+	}
 	fx_fini(&f);
 }
 
