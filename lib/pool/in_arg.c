@@ -19,8 +19,8 @@
 
 #include "in_arg.h"
 
-void knitk__in_arg_note_arena(struct knitk_call *call, struct knitk_producer *p,
-			      unsigned int lane)
+void knitk__in_arg_note_arena(struct knitk_call *call, unsigned int s,
+			      struct knitk_producer *p, unsigned int lane)
 {
 	unsigned int n = atomic_load_explicit(&call->nr_args, memory_order_relaxed);
 	struct pool_arg *a = &call->args[n < POOL_ARG_LANES ? n : 0];
@@ -32,6 +32,7 @@ void knitk__in_arg_note_arena(struct knitk_call *call, struct knitk_producer *p,
 	if (slot < 0)
 		return;
 	a->prod = p;
+	a->sub = s;
 	a->slot = (unsigned int)slot;
 	/*
 	 * Release pairs with the acquire in in_arg_find: the drainer that
@@ -41,13 +42,17 @@ void knitk__in_arg_note_arena(struct knitk_call *call, struct knitk_producer *p,
 	atomic_store_explicit(&call->nr_args, n + 1, memory_order_release);
 }
 
-/* The staging of @call's argument in arena @slot, or NULL: not its. */
-static struct pool_arg *in_arg_find(struct knitk_call *call, unsigned int slot)
+/*
+ * The staging of @call's argument that @r names (submitter, arena slot),
+ * or NULL: not its.
+ */
+static struct pool_arg *in_arg_find(struct knitk_call *call,
+				    const struct pool_result *r)
 {
 	unsigned int i, n = atomic_load_explicit(&call->nr_args, memory_order_acquire);
 
 	for (i = 0; i < n; i++)
-		if (call->args[i].slot == slot)
+		if (call->args[i].sub == r->arg_sub && call->args[i].slot == r->arg_slot)
 			return &call->args[i];
 	return NULL;
 }
@@ -70,7 +75,8 @@ static void in_arg_free(const struct pool_arg *a)
 
 /*
  * Result @r of @call's worker says its bytes are the first r->len of the
- * argument's lane in arena slot r->arg_slot.  A call that completed
+ * argument's lane in submitter r->arg_sub's mailbox, arena slot
+ * r->arg_slot.  A call that completed
  * meanwhile (aborted, expired) frees the slot at once; otherwise @r
  * takes those bytes as its data and the handle holds the slot until its
  * release.  A slot this call's argument was not staged in, or one its
@@ -82,7 +88,7 @@ static void in_arg_free(const struct pool_arg *a)
 void knitk__in_arg_take_locked(struct knitk_pool *pool, struct knitk_call *call,
 			       struct pool_result *r)
 {
-	struct pool_arg *a = in_arg_find(call, r->arg_slot);
+	struct pool_arg *a = in_arg_find(call, r);
 
 	r->in_arg = false;
 	if (!a || in_arg_keep(a)) {
@@ -111,7 +117,7 @@ void knitk__in_arg_take_locked(struct knitk_pool *pool, struct knitk_call *call,
 /* A result @r of @call dropped unread (stale, or taken back): its slot. */
 void knitk__in_arg_drop(struct knitk_call *call, struct pool_result *r)
 {
-	struct pool_arg *a = r->in_arg && call ? in_arg_find(call, r->arg_slot) : NULL;
+	struct pool_arg *a = r->in_arg && call ? in_arg_find(call, r) : NULL;
 
 	if (a)
 		in_arg_free(a);

@@ -10,26 +10,32 @@
 
 /*
  * The tag of a value lane that answers with the argument's own bytes
- * (C10), plus the arena slot of the request lane it ran: its value is
- * the result's length.
+ * (C10), whose value is the result's length: POOL_TAG_IN_ARG, the
+ * submitter whose mailbox held the request lane it ran, and that lane's
+ * arena slot.
  */
-#define POOL_TAG_IN_ARG		0x1a40
-#define POOL_TAG_IN_ARG_MASK	0xffc0
+#define POOL_TAG_IN_ARG		0xa000
+#define POOL_TAG_IN_ARG_MASK	0xf000
 
-void knitk__in_arg_note_arena(struct knitk_call *call, struct knitk_producer *p,
-			      unsigned int lane);
+static inline uint16_t pool_in_arg_tag(unsigned int s, unsigned int slot)
+{
+	return (uint16_t)(POOL_TAG_IN_ARG | (s & 63) << 6 | (slot & 63));
+}
+
+void knitk__in_arg_note_arena(struct knitk_call *call, unsigned int s,
+			      struct knitk_producer *p, unsigned int lane);
 
 /*
- * Staged @lane of @p carries @call's argument of @len bytes: note where
- * its arena bytes are.  One that fits the lane's inline bytes has none,
- * as a new handle says already (no args noted).
+ * Staged @lane of @p, submitter @s's, carries @call's argument of @len
+ * bytes: note where its arena bytes are.  One that fits the lane's inline
+ * bytes has none, as a new handle says already (no args noted).
  */
-static inline void knitk__in_arg_note(struct knitk_call *call,
+static inline void knitk__in_arg_note(struct knitk_call *call, unsigned int s,
 				      struct knitk_producer *p,
 				      unsigned int lane, size_t len)
 {
 	if (call && len > call->pool->opts.inline_bytes)
-		knitk__in_arg_note_arena(call, p, lane);
+		knitk__in_arg_note_arena(call, s, p, lane);
 }
 /* @call's result @r is in its argument (pool->lock). */
 void knitk__in_arg_take_locked(struct knitk_pool *pool, struct knitk_call *call,

@@ -75,7 +75,7 @@ static int loan_claim(struct knitk_pool *pool, struct knitk_call *call,
 		return ret;
 	}
 	knitk__pool_request_fill(h, call, fn);
-	knitk__in_arg_note(call, p, (unsigned int)lane, len);
+	knitk__in_arg_note(call, s, p, (unsigned int)lane, len);
 	call->loan_no = pool->submitters[s].loans_claimed++;
 	return lane;
 }

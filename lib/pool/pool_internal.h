@@ -82,7 +82,7 @@ struct pool_arg {
 	void *buf;
 	size_t len;
 	uint64_t placement;
-	unsigned int slot;
+	unsigned int sub, slot;		/* the submitter's mailbox, its slot */
 };
 #define POOL_ARG_LANES		2	/* a lane and its copy (R2) */
 
@@ -228,7 +228,7 @@ struct pool_result {
 	bool stop;
 	bool direct;		/* @len bytes went to the drainer's pool_direct */
 	bool in_arg;		/* @len bytes in the call's argument (in_arg.c) */
-	uint8_t arg_slot;	/* ... in the lane of that arena slot */
+	uint8_t arg_sub, arg_slot;	/* ... of this submitter's lane, slot */
 	void *data;		/* a malloc copy; NULL: @len bytes in @small */
 	size_t len;
 	unsigned char small[POOL_SMALL_RESULT];

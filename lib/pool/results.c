@@ -185,7 +185,8 @@ take_results(struct knitk_pool *pool, unsigned int w, uint64_t pending,
 		    (msg.header.tag & POOL_TAG_IN_ARG_MASK) == POOL_TAG_IN_ARG) {
 			/* In the call's argument: checked when matched (in_arg.c). */
 			r->in_arg = true;
-			r->arg_slot = (uint8_t)(msg.header.tag & ~POOL_TAG_IN_ARG_MASK);
+			r->arg_sub = (uint8_t)(msg.header.tag >> 6 & 63);
+			r->arg_slot = (uint8_t)(msg.header.tag & 63);
 			r->len = (size_t)msg.header.value;
 		} else if (msg.len > sizeof(r->small) && direct && !r->stop &&
 		    r->task_id == direct->task_id) {

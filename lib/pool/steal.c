@@ -302,7 +302,7 @@ static int steal_send(struct knitk_pool *pool, unsigned int s, int to,
 		if (ret < 0)
 			return ret;
 		lane = ret;
-		knitk__in_arg_note(call, p, (unsigned int)lane, len);
+		knitk__in_arg_note(call, s, p, (unsigned int)lane, len);
 		ret = to < 0 ? knitk_lane_publish(p, (unsigned int)lane) :
 			       knitk_lane_publish_to(p, (unsigned int)lane, (unsigned int)to);
 		if (ret)

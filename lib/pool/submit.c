@@ -266,7 +266,7 @@ static unsigned int pool_publish(struct knitk_pool *pool,
 						   subs[i].len);
 			if (ret < 0)
 				break;
-			knitk__in_arg_note(calls[i], producers[w], (unsigned int)ret,
+			knitk__in_arg_note(calls[i], s, producers[w], (unsigned int)ret,
 					   subs[i].len);
 			if (!(rung & (1ULL << w)))
 				lanes[w] = 0;
@@ -279,7 +279,7 @@ static unsigned int pool_publish(struct knitk_pool *pool,
 
 				if (again >= 0) {
 					lanes[w] |= 1ULL << again;
-					knitk__in_arg_note(calls[i], producers[w],
+					knitk__in_arg_note(calls[i], s, producers[w],
 							   (unsigned int)again,
 							   subs[i].len);
 				}

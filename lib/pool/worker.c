@@ -135,10 +135,14 @@ static bool worker_finish(struct worker_loop *l, struct knitk_reply *reply,
 	return false;
 }
 
-/* Handle one request lane; 1 when the loop ends (stop message, host gone). */
-static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
+/*
+ * Handle request lane @lane of submitter @s's mailbox; 1 when the loop ends
+ * (stop message, host gone).
+ */
+static int worker_handle(struct worker_loop *l, unsigned int s,
 			 unsigned int lane)
 {
+	struct knitk_consumer *c = l->req[s];
 	struct knitk_lane_header *rh;
 	struct knitk_msg msg;
 	struct knitk_reply reply = { .ep = l->ep, .producer = l->ret,
@@ -197,7 +201,7 @@ static int worker_handle(struct worker_loop *l, struct knitk_consumer *c,
 	knitk_lane_header(l->ret, (unsigned int)reply.lane, &rh);
 	if (reply.in_arg) {
 		knitk_lane_set_value(l->ret, (unsigned int)reply.lane, reply.len);
-		rh->tag = (uint16_t)(POOL_TAG_IN_ARG | reply.arg_slot);
+		rh->tag = pool_in_arg_tag(s, reply.arg_slot);
 	}
 	rh->function_id = msg.header.function_id;
 	rh->task_id = msg.header.task_id;
@@ -245,7 +249,7 @@ again:
 			if (knitk_endpoint_host_dead(l->ep) > 0)
 				*done = 1;
 			else
-				*done = worker_handle(l, l->req[s], (unsigned int)lane);
+				*done = worker_handle(l, s, (unsigned int)lane);
 		}
 	}
 	if (!any && rest && !*done) {

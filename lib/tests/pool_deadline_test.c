@@ -26,14 +26,7 @@ static int task_count(const void *in, size_t len, struct knitk_reply *out,
 	return task_echo(in, len, out, ctx);
 }
 
-static const knitk_task_fn fns[] = {
-	[T_ECHO] = task_echo, [T_MIX] = task_mix, [T_SLEEP] = task_sleep,
-	[T_FILL] = task_fill, [T_PID] = task_pid, [T_FAIL] = task_fail,
-	[T_ENV] = task_env, [T_HOLD] = task_hold,
-	[T_GATE] = task_gate, [T_SEQ] = task_seq, [T_TID] = task_tid,
-	[T_RUN] = task_run,
-	[T_NR] = task_count,
-};
+static const knitk_task_fn fns[] = { TEST_TASK_FNS, [T_NR] = task_count };
 static const struct knitk_task_table tasks = { .tasks = fns, .nr_tasks = T_NR + 1 };
 #define T_COUNT T_NR
 

@@ -178,6 +178,8 @@ struct forge_page {
 	_Atomic int held;		/* a hook is waiting on @hold */
 	_Atomic int hold;		/* set: a holding hook waits */
 	_Atomic int32_t host;		/* the host's pid: no hook kills it */
+	/* The in-place tag a forged lane gives (0: one naming no lane). */
+	_Atomic uint32_t forge_tag;
 };
 
 static struct forge_page *page;
@@ -335,6 +337,9 @@ static void forge_hook(enum pool_hook point, unsigned int worker,
 	case F_FREED:
 		h->kind = KNITK_PAYLOAD_VALUE;
 		h->tag = POOL_TAG_IN_ARG;
+		/* Read after the hold: the host names the request's lane. */
+		if (f.how == F_FREED && atomic_load(&pg->forge_tag))
+			h->tag = (uint16_t)atomic_load(&pg->forge_tag);
 		h->value = f.value;
 		break;
 	case F_DIE_PUBLISHED:
@@ -1395,7 +1400,8 @@ static void hostile_in(unsigned int dispatch)
 			/* The wire format of an honest in-place answer. */
 			CHECK_EQ(atomic_load(&page->seen_id), ids[0]);
 			CHECK_EQ(atomic_load(&page->seen_kind), KNITK_PAYLOAD_VALUE);
-			CHECK_EQ(atomic_load(&page->seen_tag), POOL_TAG_IN_ARG);
+			CHECK_EQ(atomic_load(&page->seen_tag) & POOL_TAG_IN_ARG_MASK,
+				 POOL_TAG_IN_ARG);
 			CHECK_EQ(atomic_load(&page->seen_value), h->len);
 		}
 		ids[0] = atomic_fetch_add(&next_id, 1);
@@ -1497,6 +1503,9 @@ static void hostile_freed_in(unsigned int dispatch)
 		atomic_store(&page->hold, 1);
 		REQUIRE(forge_start(pool, hid, F_FREED, 1, value, len, k >= 2, -1, &h) == 0);
 		REQUIRE(hook_holds());
+		/* The forged answer names H's own lane, the one its worker freed. */
+		REQUIRE(atomic_load(&h->nr_args) == 1);
+		atomic_store(&page->forge_tag, pool_in_arg_tag(h->args[0].sub, h->args[0].slot));
 		/* Behind it: a gated call, then V in the freed bytes' place. */
 		gt.arg.n = 0;
 		REQUIRE(knitk_pool_submit(pool, T_GATE, &gt.arg, sizeof(gt.arg), &co, &g) == 0);
@@ -1520,6 +1529,7 @@ static void hostile_freed_in(unsigned int dispatch)
 		knitk_call_release(v);
 		knitk_call_release(x);
 	}
+	atomic_store(&page->forge_tag, 0);
 	check_stats(pool);
 	CHECK(pool_end(pool));
 	gate_close(&gt);
