@@ -32,6 +32,7 @@
 #include "knitk_pool.h"
 #include "tap.h"
 #include "fixtures.h"
+#include "inherited_page.h"
 #include "../pool/pool_internal.h"
 #include "../pool/slot.h"
 
@@ -76,34 +77,17 @@ static struct forge_page *page;
 
 static int page_open(void)
 {
-	char v[16];
-	void *p;
-	int fd;
-
-	/* No MFD_CLOEXEC: process workers inherit it. */
-	fd = (int)syscall(SYS_memfd_create, "knitk-forge", 0);
-	if (fd < 0 || ftruncate(fd, 4096))
+	page = inherited_page_create(FORGE_ENV, "knitk-forge");
+	if (!page)
 		return -1;
-	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return -1;
-	snprintf(v, sizeof(v), "%d", fd);
-	setenv(FORGE_ENV, v, 1);
-	page = p;
 	return 0;
 }
 
 /* A process worker maps the page it inherited, at its first look. */
 static struct forge_page *page_get(void)
 {
-	const char *v = getenv(FORGE_ENV);
-	void *p;
-
-	if (page || !v)
-		return page;
-	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, atoi(v), 0);
-	if (p != MAP_FAILED)
-		page = p;
+	if (!page)
+		page = inherited_page_map(FORGE_ENV);
 	return page;
 }
 

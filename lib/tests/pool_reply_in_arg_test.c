@@ -54,12 +54,15 @@
 #include "pool_tasks.h"
 #include "pool_kill.h"
 #include "fixtures.h"
+#include "inherited_page.h"
 #include "../pool/in_arg.h"
 #include "../pool/pool_internal.h"
 #include "../pool/slot.h"
 
 /* The pools' inline bytes per lane; their arena is ARENA (fixtures.h). */
 #define INLINE		192
+/* The arena of in_arg_replayed, the largest of the cases. */
+#define REPLAY_ARENA	(4 * ARENA)
 /* The arena in which whole-arena calls follow each other. */
 #define SMALL_ARENA	8192
 
@@ -186,20 +189,9 @@ static struct forge_page *page;
 
 static int page_open(void)
 {
-	char v[16];
-	void *p;
-	int fd;
-
-	/* No MFD_CLOEXEC: process workers inherit it. */
-	fd = (int)syscall(SYS_memfd_create, "knitk-inarg-forge", 0);
-	if (fd < 0 || ftruncate(fd, 4096))
+	page = inherited_page_create(FORGE_ENV, "knitk-inarg-forge");
+	if (!page)
 		return -1;
-	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return -1;
-	snprintf(v, sizeof(v), "%d", fd);
-	setenv(FORGE_ENV, v, 1);
-	page = p;
 	atomic_store(&page->host, (int32_t)getpid());
 	return 0;
 }
@@ -207,14 +199,8 @@ static int page_open(void)
 /* A process worker maps the page it inherited, at its first look. */
 static struct forge_page *page_get(void)
 {
-	const char *v = getenv(FORGE_ENV);
-	void *p;
-
-	if (page || !v)
-		return page;
-	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, atoi(v), 0);
-	if (p != MAP_FAILED)
-		page = p;
+	if (!page)
+		page = inherited_page_map(FORGE_ENV);
 	return page;
 }
 
@@ -467,7 +453,7 @@ static void check_stats(struct knitk_pool *pool)
 }
 
 /* The argument bytes of the main thread's copies. */
-static unsigned char argbuf[ARENA];
+static unsigned char argbuf[REPLAY_ARENA];
 static _Atomic uint64_t next_id = 1;
 
 /*
@@ -1567,7 +1553,13 @@ static void replayed_in(const struct pool_shape *sh, uint64_t first_id)
 	if (!GOING)
 		return;
 	printf("# %s\n", sh->name);
-	REQUIRE(inarg_pool(sh->kind, sh->dispatch, 2, 0, ARENA, &pool) == 0);
+	/*
+	 * Room for every result of a flight held in place at once and the
+	 * copies beside them, in holes of any shape: results wait for their
+	 * release, and a submit would otherwise wait on the room they hold
+	 * (stealing: one mailbox for both workers).
+	 */
+	REQUIRE(inarg_pool(sh->kind, sh->dispatch, 2, 0, REPLAY_ARENA, &pool) == 0);
 	atomic_store(&knitk__test_publish_twice, 1);
 	for (i = 0; i < calls && GOING; i += REPLAY_FLIGHT) {
 		for (k = 0; k < REPLAY_FLIGHT; k++) {
@@ -1600,7 +1592,7 @@ static void replayed_in(const struct pool_shape *sh, uint64_t first_id)
 		}
 	}
 	atomic_store(&knitk__test_publish_twice, 0);
-	CHECK(!GOING || arena_whole(pool, sh->dispatch, 2, ARENA));
+	CHECK(!GOING || arena_whole(pool, sh->dispatch, 2, REPLAY_ARENA));
 	check_stats(pool);
 	CHECK(pool_end(pool));
 }

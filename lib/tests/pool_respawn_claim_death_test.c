@@ -31,6 +31,7 @@
 #include "knitk_pool.h"
 #include "tap.h"
 #include "pool_tasks.h"
+#include "inherited_page.h"
 
 #define HANG_S		60
 #define NR_DIE		6
@@ -242,25 +243,10 @@ static void die_right_after_respawn_other_alive(void)
 
 int main(int argc, char **argv)
 {
-	const char *e = getenv(HOLDER_ENV);
-	void *p;
-	int fd;
-
-	if (e) {
-		p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, atoi(e), 0);
-		holder = p == MAP_FAILED ? NULL : p;
-	}
+	holder = inherited_page_map(HOLDER_ENV);
 	if (knitk_worker_main(argc, argv, &tasks, NULL))
 		return 2;
-	fd = memfd_create("holder", 0);
-	if (fd >= 0 && !ftruncate(fd, 4096)) {
-		char v[16];
-
-		p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		holder = p == MAP_FAILED ? NULL : p;
-		snprintf(v, sizeof(v), "%d", fd);
-		setenv(HOLDER_ENV, v, 1);
-	}
+	holder = inherited_page_create(HOLDER_ENV, "holder");
 	setenv("KNITK_BACKEND", "futex", 0);
 	TEST(die_right_after_respawn);
 	TEST(exit_right_after_respawn);

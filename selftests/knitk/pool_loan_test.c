@@ -7,13 +7,18 @@
  * in the run table (lib/tests/pool_tasks.h) and answers from the id it
  * read.  A released loan never runs; after the drain the request arenas
  * take a loan of their whole size.  A worker killed while loans to it are
- * unsent: its successor runs them on their bytes.  Small counts: the
- * guest runs under TCG.
+ * unsent: its successor runs them on their bytes.  Loans answered in
+ * their own bytes (knitk_reply_in_arg, docs/protocol.md C10): each result
+ * is where its loan was written, transformed as its id says, and stays
+ * whole while later calls cycle the arena and after its worker is
+ * SIGKILLed and replaced; released, the arena takes a loan of its whole
+ * size again.  Small counts: the guest runs under TCG.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -166,6 +171,112 @@ TEST(loans_outlive_worker_killed)
 	}
 	EXPECT_EQ(0, arena_empty(pool, 0, false));
 	knitk_pool_destroy(pool);
+}
+
+/* Byte @i of in-place loan @id's argument. */
+static unsigned char xform_byte(uint64_t id, size_t i)
+{
+	return (unsigned char)(id * 131 + i * 7);
+}
+
+/*
+ * A loan of T_XFORM_IN_ARG(@id), @len bytes, answered with its first
+ * @len - 8 bytes each one more, in place; *@buf: the loan's bytes.
+ */
+static int xform_loan(struct knitk_pool *pool, uint64_t id, size_t len,
+		      const struct knitk_call_opts *co, struct knitk_call **c,
+		      unsigned char **buf)
+{
+	uint32_t keep = (uint32_t)(len - 8);
+	size_t i;
+	int ret = knitk_pool_loan(pool, T_XFORM_IN_ARG, len, co, c, (void **)buf);
+
+	if (ret)
+		return ret;
+	memcpy(*buf, &keep, sizeof(keep));
+	for (i = sizeof(keep); i < len; i++)
+		(*buf)[i] = xform_byte(id, i);
+	return knitk_pool_submit_loan(*c);
+}
+
+/* Its result is in its loan's bytes, each of the first @len - 8 one more. */
+static bool xform_ok(struct knitk_call *c, uint64_t id, size_t len,
+		     const unsigned char *buf)
+{
+	uint32_t keep = (uint32_t)(len - 8);
+	unsigned char k[sizeof(keep)];
+	const unsigned char *d;
+	size_t n, i;
+
+	if (knitk_call_wait(c, KNITK_WAIT_FOREVER) != (int)keep ||
+	    knitk_call_result(c, (const void **)&d, &n) || n != keep || d != buf)
+		return false;
+	memcpy(k, &keep, sizeof(k));
+	for (i = 0; i < keep; i++)
+		if (d[i] != (unsigned char)((i < sizeof(k) ? k[i] : xform_byte(id, i)) + 1))
+			return false;
+	return true;
+}
+
+static void in_place(struct __test_metadata *_metadata, unsigned int dispatch)
+{
+	struct knitk_call_opts co = { .size = sizeof(co),
+		.flags = dispatch == KNITK_POOL_DISPATCH_STEAL ? 0 : KNITK_CALL_WORKER };
+	struct knitk_pool *pool = loan_pool(_metadata, dispatch, KNITK_POOL_RESPAWN);
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	struct knitk_call *held[4], *c;
+	unsigned char *hbuf[4], *buf;
+	uint64_t hid[4], id;
+	unsigned int i, r, bad = 0;
+	size_t len;
+
+	/* Held: four results in place, two per worker. */
+	for (i = 0; i < 4; i++) {
+		hid[i] = next_id++;
+		co.worker = i % 2;
+		ASSERT_EQ(0, xform_loan(pool, hid[i], 1000 + 300 * i, &co, &held[i], &hbuf[i]));
+		EXPECT_TRUE(xform_ok(held[i], hid[i], 1000 + 300 * i, hbuf[i]));
+	}
+	/* Worker 0 dies; its held results stay while its successor serves. */
+	ASSERT_EQ(0, knitk_pool_worker_info(pool, 0, &wi));
+	ASSERT_LT(0, wi.pid);
+	ASSERT_EQ(0, kill(wi.pid, SIGKILL));
+	do {
+		sched_yield();
+		ASSERT_EQ(0, knitk_pool_stats(pool, &st));
+	} while (st.respawns < 1);
+	for (r = 0; r < ROUNDS * 4; r++) {
+		id = next_id++;
+		len = 300 + (r * 977) % 6000;
+		co.worker = r % 2;
+		ASSERT_EQ(0, xform_loan(pool, id, len, &co, &c, &buf));
+		bad += !xform_ok(c, id, len, buf);
+		knitk_call_release(c);
+	}
+	EXPECT_EQ(0, bad);
+	for (i = 0; i < 4; i++) {
+		EXPECT_TRUE(xform_ok(held[i], hid[i], 1000 + 300 * i, hbuf[i]));
+		knitk_call_release(held[i]);
+	}
+	EXPECT_EQ(0, arena_empty(pool, 0, dispatch == KNITK_POOL_DISPATCH_STEAL));
+	if (dispatch == KNITK_POOL_DISPATCH_PRIVATE)
+		EXPECT_EQ(0, arena_empty(pool, 1, false));
+	EXPECT_EQ(0, knitk_pool_stats(pool, &st));
+	EXPECT_EQ(st.submitted, st.completed);
+	knitk_pool_destroy(pool);
+}
+
+TEST(loans_answered_in_place_private)
+{
+	REQUIRE_KNITK();
+	in_place(_metadata, KNITK_POOL_DISPATCH_PRIVATE);
+}
+
+TEST(loans_answered_in_place_steal)
+{
+	REQUIRE_KNITK();
+	in_place(_metadata, KNITK_POOL_DISPATCH_STEAL);
 }
 
 int main(int argc, char **argv)
