@@ -43,31 +43,21 @@
 #define POOL_DEF_SPIN		256
 /*
  * The largest default region of a stealing pool: a claim takes a region's
- * calls at once, so adjacent long calls of one region run one after
- * another on one worker.  In knitk-bench on 2 workers (2 runs of 5),
- * regions of 4 against the largest legal 16: steal-long-* 1.02x the ideal
- * makespan instead of 1.36-1.47x, steal-skewed 1.05x instead of 1.09x,
- * for 5.5% fewer batched calls per second.
+ * calls at once, so adjacent long calls run one after another on one
+ * worker (regions of 4 against 16 are measured in the README).
  */
 #define POOL_STEAL_DEF_REGION	4
-/*
- * How long the pool must go without a waiting thread before the completer
- * takes the drainer role back (see completer.c).
- */
+/* Without a waiting thread this long, the completer drains (completer.c). */
 #define POOL_LINGER_NS		10000000ULL
 /* The environment variable that makes a process a worker. */
 #define POOL_ENV		"KNITK_WORKER"
 
 /* Results up to this size live in the handle (knitk_call.small). */
 #define POOL_SMALL_RESULT	64
-
 /* worker.c: a private-lane worker looks at every submitter each Nth round. */
 #define POOL_SCAN_ALL		8
 
-enum call_state {
-	CALL_INFLIGHT = 1,
-	CALL_DONE,
-};
+enum call_state { CALL_INFLIGHT = 1, CALL_DONE };
 
 /* A call made by knitk_pool_loan (loan.c, docs/protocol.md C8). */
 enum loan_state {
