@@ -876,6 +876,22 @@ KNITK_EXPORT int knitk_producer_hand_off(struct knitk_producer *producer,
 }
 
 /*
+ * The live arena slots a stand-in for a dead consumer or claimant may
+ * free: not those the producer's user holds (knitk_producer_keep).  Kept
+ * is loaded first: a slot that left it was freed before
+ * (knitk_producer_free_kept), and the live set loaded after it sees that
+ * free.
+ */
+static uint64_t producer_live_unkept(struct knitk_producer *p)
+{
+	uint64_t kept = atomic_load_explicit(A64(&p->kept), memory_order_acquire);
+	uint64_t live;
+
+	knitk__arena_live(p->arena, &live);
+	return live & ~kept;
+}
+
+/*
  * Stand in for the dead consumer: both words are stored with the values
  * that say "all done", derived from the producer's own record of what is
  * outstanding (its pub word and its live arena slots), never toggled from
@@ -889,21 +905,13 @@ KNITK_EXPORT int knitk_producer_hand_off(struct knitk_producer *producer,
 KNITK_EXPORT int knitk_producer_reset_consumer(struct knitk_producer *producer)
 {
 	struct knitk_producer *p = producer;
-	uint64_t live, kept, m;
+	uint64_t live, m;
 
 	if (!p)
 		return -EINVAL;
 	if (knot_mailbox_steals(p->g.ep, p->g.mailbox))
 		return -EOPNOTSUPP;
-	/*
-	 * What the producer's user holds is not the consumer's to free.
-	 * Kept is loaded first: a slot that left it was freed before
-	 * (knitk_producer_free_kept), and the live set loaded after it
-	 * sees that free.
-	 */
-	kept = atomic_load_explicit(A64(&p->kept), memory_order_acquire);
-	knitk__arena_live(p->arena, &live);
-	live &= ~kept;
+	live = producer_live_unkept(p);
 	/* Claimed lanes' room, by the producer's own record. */
 	for (m = p->claimed; m; m &= m - 1) {
 		int slot = p->lane_slot[__builtin_ctzll(m)];
@@ -980,7 +988,7 @@ KNITK_EXPORT int knitk_producer_reset_claimant(struct knitk_producer *producer,
 {
 	struct knitk_producer *p = producer;
 	struct knitk_steal_line *sl;
-	uint64_t live, kept, frees = 0;
+	uint64_t live, frees = 0;
 	unsigned int s;
 
 	if (!p || !p->track || worker >= p->nr_ack_words)
@@ -993,15 +1001,7 @@ KNITK_EXPORT int knitk_producer_reset_claimant(struct knitk_producer *producer,
 	if (atomic_load_explicit(A64(&knot_control(p->g.ep)->live),
 				 memory_order_acquire) & bit(worker))
 		return -EBUSY;
-	/*
-	 * What the producer's user holds is not the consumer's to free.
-	 * Kept is loaded first: a slot that left it was freed before
-	 * (knitk_producer_free_kept), and the live set loaded after it
-	 * sees that free.
-	 */
-	kept = atomic_load_explicit(A64(&p->kept), memory_order_acquire);
-	knitk__arena_live(p->arena, &live);
-	live &= ~kept;
+	live = producer_live_unkept(p);
 	for (s = 0; s < KNITK_ARENA_SLOTS; s++)
 		if ((live & (1ULL << s)) && p->slot_owner[s] == (int8_t)worker) {
 			frees |= 1ULL << s;

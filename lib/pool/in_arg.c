@@ -3,13 +3,13 @@
  * Results in the argument's own bytes (knitk_reply_in_arg): the worker
  * acknowledges the request lane keeping its arena slot live
  * (knitk_lane_ack_keep) and answers with a value lane tagged
- * POOL_TAG_IN_ARG and that slot, which carries the result's length.  The host reads the
- * result where the argument is, in the arena of the submitter's own
- * mailbox, whose allocator is the host's: the slot is the call's until
- * its release frees it (knitk_producer_free_kept), and a worker's death
- * or its successor never reuses it (docs/protocol.md C10).  Where the
- * argument's bytes are is the host's record, taken when it staged them;
- * the worker only says which of the call's stagings it ran (a copy of a
+ * POOL_TAG_IN_ARG, its mailbox and that slot, which carries the result's
+ * length.  The host reads the result where the argument is, in the arena
+ * of the submitter's own mailbox, whose allocator is the host's: the
+ * slot is the call's until its release frees it (knitk_producer_free_kept),
+ * and a worker's death or its successor never reuses it (docs/protocol.md
+ * C10).  Where the argument's bytes are is the host's record, taken when
+ * it staged them; the worker only says which of the call's stagings it ran (a copy of a
  * lane may run instead, R2) and how many of the bytes are the result.
  */
 #define _GNU_SOURCE
@@ -23,11 +23,12 @@ void knitk__in_arg_note_arena(struct knitk_call *call, unsigned int s,
 			      struct knitk_producer *p, unsigned int lane)
 {
 	unsigned int n = atomic_load_explicit(&call->nr_args, memory_order_relaxed);
-	struct pool_arg *a = &call->args[n < POOL_ARG_LANES ? n : 0];
+	struct pool_arg *a;
 	int slot;
 
 	if (n == POOL_ARG_LANES)
 		return;
+	a = &call->args[n];
 	slot = knitk_lane_arena(p, lane, &a->buf, &a->len, &a->placement);
 	if (slot < 0)
 		return;
@@ -76,8 +77,8 @@ static void in_arg_free(const struct pool_arg *a)
 /*
  * Result @r of @call's worker says its bytes are the first r->len of the
  * argument's lane in submitter r->arg_sub's mailbox, arena slot
- * r->arg_slot.  A call that completed
- * meanwhile (aborted, expired) frees the slot at once; otherwise @r
+ * r->arg_slot.  A call that completed meanwhile (aborted, expired) frees
+ * the slot at once; otherwise @r
  * takes those bytes as its data and the handle holds the slot until its
  * release.  A slot this call's argument was not staged in, or one its
  * worker did not keep after all (knitk_producer_keep: freed, or placed

@@ -33,6 +33,7 @@
 #include "pool_tasks.h"
 #include "pool_kill.h"
 #include "fixtures.h"
+#include "storm_aborter.h"
 #include "futex_asleep.h"
 #include "../pool/pool_internal.h"
 #include "../pool/slot.h"
@@ -448,11 +449,6 @@ EACH_POOL_SHAPE(hostile)
 #define STORM_OWNERS	3
 #define STORM_SLOTS	STORM_OWNERS
 
-struct storm_slot {
-	pthread_mutex_t lock;
-	struct knitk_call *call;	/* in flight, abortable */
-};
-
 struct storm_ctx {
 	struct knitk_pool *pool;
 	struct storm_slot slots[STORM_SLOTS];
@@ -535,28 +531,12 @@ static void *storm_owner(void *arg)
 	return NULL;
 }
 
-static void *storm_aborter(void *arg)
-{
-	struct storm_ctx *s = arg;
-	uint64_t seed = 99;
-
-	while (!atomic_load(&s->stop)) {
-		struct storm_slot *sl = &s->slots[rnd(&seed) % STORM_SLOTS];
-
-		pthread_mutex_lock(&sl->lock);
-		if (sl->call)
-			knitk_call_abort(sl->call);
-		pthread_mutex_unlock(&sl->lock);
-		sleep_us(rnd(&seed) % 100);
-	}
-	return NULL;
-}
-
 static void storm_in(const struct pool_shape *sh, uint64_t first_id)
 {
 	struct storm_ctx s = { .per_owner = scaled(3000, 100),
 			       .steal = sh->dispatch == KNITK_POOL_DISPATCH_STEAL };
 	pthread_t owners[STORM_OWNERS], aborter;
+	struct storm_aborter ab = { s.slots, STORM_SLOTS, &s.stop };
 	struct knitk_pool_stats st;
 	_Atomic uint8_t *tab = runtab_get();
 	uint64_t id, over = 0;
@@ -567,7 +547,7 @@ static void storm_in(const struct pool_shape *sh, uint64_t first_id)
 	atomic_store(&s.next_id, first_id);
 	for (i = 0; i < STORM_SLOTS; i++)
 		pthread_mutex_init(&s.slots[i].lock, NULL);
-	REQUIRE(pthread_create(&aborter, NULL, storm_aborter, &s) == 0);
+	REQUIRE(pthread_create(&aborter, NULL, storm_aborter, &ab) == 0);
 	for (i = 0; i < STORM_OWNERS; i++)
 		REQUIRE(pthread_create(&owners[i], NULL, storm_owner, &s) == 0);
 	for (i = 0; i < STORM_OWNERS; i++)

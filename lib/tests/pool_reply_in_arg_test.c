@@ -54,6 +54,7 @@
 #include "pool_tasks.h"
 #include "pool_kill.h"
 #include "fixtures.h"
+#include "storm_aborter.h"
 #include "inherited_page.h"
 #include "../pool/in_arg.h"
 #include "../pool/pool_internal.h"
@@ -1611,11 +1612,6 @@ static void replayed_all(void)
 #define STORM_HELD	3		/* results an owner holds at a time */
 #define STORM_MAX	4096		/* argument bytes at most */
 
-struct storm_slot {
-	pthread_mutex_t lock;
-	struct knitk_call *call;	/* in flight, abortable */
-};
-
 struct storm_held {
 	struct knitk_call *c;
 	uint64_t id;
@@ -1782,27 +1778,11 @@ out:
 	return NULL;
 }
 
-static void *storm_aborter(void *arg)
-{
-	struct storm_ctx *s = arg;
-	uint64_t seed = 99;
-
-	while (!atomic_load(&s->stop)) {
-		struct storm_slot *sl = &s->slots[rnd(&seed) % STORM_OWNERS];
-
-		pthread_mutex_lock(&sl->lock);
-		if (sl->call)
-			knitk_call_abort(sl->call);
-		pthread_mutex_unlock(&sl->lock);
-		sleep_us(rnd(&seed) % 100);
-	}
-	return NULL;
-}
-
 static void storm_in(const struct pool_shape *sh, uint64_t first_id)
 {
 	struct storm_ctx s = { .per_owner = scaled(3000, 100) };
 	pthread_t owners[STORM_OWNERS], aborter;
+	struct storm_aborter ab = { s.slots, STORM_OWNERS, &s.stop };
 	_Atomic uint8_t *tab = runtab_get();
 	uint64_t id, over = 0;
 	unsigned int i;
@@ -1812,7 +1792,7 @@ static void storm_in(const struct pool_shape *sh, uint64_t first_id)
 	atomic_store(&s.next_id, first_id);
 	for (i = 0; i < STORM_OWNERS; i++)
 		pthread_mutex_init(&s.slots[i].lock, NULL);
-	REQUIRE(pthread_create(&aborter, NULL, storm_aborter, &s) == 0);
+	REQUIRE(pthread_create(&aborter, NULL, storm_aborter, &ab) == 0);
 	for (i = 0; i < STORM_OWNERS; i++)
 		REQUIRE(pthread_create(&owners[i], NULL, storm_owner, &s) == 0);
 	for (i = 0; i < STORM_OWNERS; i++)

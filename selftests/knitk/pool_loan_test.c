@@ -84,6 +84,25 @@ static int arena_empty(struct knitk_pool *pool, unsigned int w, bool steal)
 	return ret;
 }
 
+/* SIGKILL worker @w of a KNITK_POOL_RESPAWN pool; return once it is replaced. */
+static void kill_worker_respawned(struct __test_metadata *_metadata,
+				  struct knitk_pool *pool, unsigned int w)
+{
+	struct knitk_worker_info wi = { .size = sizeof(wi) };
+	struct knitk_pool_stats st = { .size = sizeof(st) };
+	uint64_t respawns;
+
+	ASSERT_EQ(0, knitk_pool_stats(pool, &st));
+	respawns = st.respawns;
+	ASSERT_EQ(0, knitk_pool_worker_info(pool, w, &wi));
+	ASSERT_LT(0, wi.pid);
+	ASSERT_EQ(0, kill(wi.pid, SIGKILL));
+	do {
+		sched_yield();
+		ASSERT_EQ(0, knitk_pool_stats(pool, &st));
+	} while (st.respawns == respawns);
+}
+
 static void loans_once(struct __test_metadata *_metadata, unsigned int dispatch)
 {
 	struct knitk_pool *pool = loan_pool(_metadata, dispatch, 0);
@@ -141,8 +160,6 @@ TEST(loans_exactly_once_steal)
 TEST(loans_outlive_worker_killed)
 {
 	struct knitk_call_opts co = { .size = sizeof(co), .flags = KNITK_CALL_WORKER };
-	struct knitk_worker_info wi = { .size = sizeof(wi) };
-	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_pool *pool;
 	struct knitk_call *c[6];
 	uint64_t id[6];
@@ -155,13 +172,7 @@ TEST(loans_outlive_worker_killed)
 		co.worker = i % 2;
 		ASSERT_EQ(0, loan_fill(pool, id[i], i < 2 ? 3000 : 100, &co, &c[i]));
 	}
-	ASSERT_EQ(0, knitk_pool_worker_info(pool, 0, &wi));
-	ASSERT_LT(0, wi.pid);
-	ASSERT_EQ(0, kill(wi.pid, SIGKILL));
-	do {
-		sched_yield();
-		ASSERT_EQ(0, knitk_pool_stats(pool, &st));
-	} while (st.respawns < 1);
+	kill_worker_respawned(_metadata, pool, 0);
 	EXPECT_EQ(6, knitk_pool_submit_loans(c, 6));
 	EXPECT_EQ(0, knitk_pool_wait_all(pool, c, 6, KNITK_WAIT_FOREVER));
 	for (i = 0; i < 6; i++) {
@@ -223,7 +234,6 @@ static void in_place(struct __test_metadata *_metadata, unsigned int dispatch)
 	struct knitk_call_opts co = { .size = sizeof(co),
 		.flags = dispatch == KNITK_POOL_DISPATCH_STEAL ? 0 : KNITK_CALL_WORKER };
 	struct knitk_pool *pool = loan_pool(_metadata, dispatch, KNITK_POOL_RESPAWN);
-	struct knitk_worker_info wi = { .size = sizeof(wi) };
 	struct knitk_pool_stats st = { .size = sizeof(st) };
 	struct knitk_call *held[4], *c;
 	unsigned char *hbuf[4], *buf;
@@ -239,13 +249,7 @@ static void in_place(struct __test_metadata *_metadata, unsigned int dispatch)
 		EXPECT_TRUE(xform_ok(held[i], hid[i], 1000 + 300 * i, hbuf[i]));
 	}
 	/* Worker 0 dies; its held results stay while its successor serves. */
-	ASSERT_EQ(0, knitk_pool_worker_info(pool, 0, &wi));
-	ASSERT_LT(0, wi.pid);
-	ASSERT_EQ(0, kill(wi.pid, SIGKILL));
-	do {
-		sched_yield();
-		ASSERT_EQ(0, knitk_pool_stats(pool, &st));
-	} while (st.respawns < 1);
+	kill_worker_respawned(_metadata, pool, 0);
 	for (r = 0; r < ROUNDS * 4; r++) {
 		id = next_id++;
 		len = 300 + (r * 977) % 6000;
